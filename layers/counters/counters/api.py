@@ -1,0 +1,89 @@
+"""HTTP glue shared by every API function: one resolver factory, errors mapped in one place.
+
+Every error body is ``{"error": <code>, "message": <text>}``. Validation errors are 400 and
+are raised before the handler runs, so bad input never writes. Unexpected exceptions are
+logged with their stack trace and answered with a bare 500: nothing internal leaks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.metrics import MetricUnit
+
+from counters.errors import CounterError
+from counters.outcome import Result
+
+ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+"""Ids become part of keys (``POST#<id>``): no ``#``, bounded length, URL-safe."""
+
+IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
+
+
+def error(status: int, code: str, message: str) -> Response:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body={"error": code, "message": message},
+    )
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=body,
+        headers=headers,
+    )
+
+
+def _describe(errors: Any) -> str:
+    parts = []
+    for err in list(errors)[:5]:
+        loc = [str(p) for p in err.get("loc", ())]
+        if len(loc) > 1 and loc[0] == "body":
+            loc = loc[1:]  # "body.authorId" reads better as "authorId"
+        where = ".".join(loc) or "request"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def build_app(logger: Logger) -> APIGatewayRestResolver:
+    """A REST-API resolver with validation on and the layer's error mapping installed."""
+    app = APIGatewayRestResolver(enable_validation=True)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error(400, "invalid_json", "the request body is not valid JSON")
+        return error(400, "validation_error", _describe(errors))
+
+    @app.exception_handler(CounterError)
+    def _domain(exc: CounterError) -> Response:
+        if exc.status >= 500:
+            logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
+        return error(exc.status, exc.code, exc.message)
+
+    @app.not_found
+    def _no_route(exc: Exception) -> Response:
+        return error(404, "no_route", "no such route")
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        logger.exception("unhandled error")
+        return error(500, "internal_error", "internal error; the request may be retried")
+
+    return app
+
+
+def record(metrics: Metrics, operation: str, result: Result) -> None:
+    """EMF metrics for one primitive call: its outcome, what it cost, how often it retried."""
+    metrics.add_metric(name=f"{operation}.{result.outcome.value}", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="ConsumedWCU", unit=MetricUnit.Count, value=result.capacity.write_units)
+    metrics.add_metric(name="ConsumedRCU", unit=MetricUnit.Count, value=result.capacity.read_units)
+    metrics.add_metric(name="Retries", unit=MetricUnit.Count, value=max(0, result.attempts - 1))

@@ -1,0 +1,77 @@
+"""TransactWriteItems with classified, bounded retries and a deliberate token policy.
+
+Token policy
+    * After an **unknown** outcome (5xx, timeout) the next attempt re-sends the **same**
+      ClientRequestToken: if the first attempt committed, DynamoDB answers the replay with
+      success and changes nothing (within its 10-minute window), so the retry can never
+      apply twice.
+    * After a **definite** non-application (conflict, throttle, not sent) a token is spent
+      only if the caller did not pin it: a new token is drawn, so a cancelled attempt's token
+      is never relied upon.
+    * ``token=`` pins a caller-derived token for every attempt (the crt approach, SQS replays).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from counters.dynamo import DYNAMO_ERRORS, Classified, Failure, RetryPolicy, classify, client, new_token
+from counters.outcome import Capacity, Outcome
+
+
+@dataclass
+class TxReport:
+    """How a transaction ended after retries."""
+
+    outcome: Outcome
+    """APPLIED, REJECTED (a condition failed: see ``failure``) or CONTENTION."""
+    capacity: Capacity = field(default_factory=Capacity)
+    attempts: int = 0
+    failure: Classified | None = None
+    """The last classified failure (for REJECTED: which conditions failed)."""
+    unknown_seen: bool = False
+    """An attempt ended with an unknown outcome (so APPLIED may be a replay of it)."""
+    token: str = ""
+
+
+def transact(
+    items: list[dict[str, Any]],
+    *,
+    policy: RetryPolicy,
+    dynamodb: Any = None,
+    token: str | None = None,
+) -> TxReport:
+    """Run ``items`` as one transaction, retrying transient failures within ``policy``."""
+    ddb = dynamodb or client()
+    pinned = token is not None
+    report = TxReport(Outcome.CONTENTION, token=token or new_token())
+    for attempt in range(1, policy.max_attempts + 1):
+        report.attempts = attempt
+        try:
+            response = ddb.transact_write_items(
+                TransactItems=items,
+                ClientRequestToken=report.token,
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except DYNAMO_ERRORS as exc:
+            report.capacity.add_response(getattr(exc, "response", None), write=True)
+            failure = classify(exc)
+            if failure is None:
+                raise
+            report.failure = failure
+            if failure.kind is Failure.CONDITION:
+                report.outcome = Outcome.REJECTED
+                return report
+            if failure.kind is Failure.UNKNOWN:
+                report.unknown_seen = True  # keep the token: the replay must be recognised
+            elif not pinned:
+                report.token = new_token()
+            if attempt < policy.max_attempts:
+                policy.backoff(attempt)
+            continue
+        report.capacity.add_response(response, write=True)
+        report.outcome = Outcome.APPLIED
+        report.failure = None
+        return report
+    return report
