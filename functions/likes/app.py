@@ -1,0 +1,81 @@
+"""Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
+
+
+import os
+from typing import Annotated
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from counters.api import ID_PATTERN, IdPath, build_app, json_response, record
+from counters.likes import Likes
+
+TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
+
+logger = Logger()
+metrics = Metrics()
+copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
+app = build_app(logger)
+likes = Likes(TABLE_NAME)
+
+
+class CreatePost(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    postId: str | None = Field(default=None, pattern=ID_PATTERN)
+    authorId: str = Field(pattern=ID_PATTERN)
+    body: str = Field(min_length=1, max_length=4000)
+
+
+@app.post("/posts")
+def create_post(post: CreatePost) -> Response[dict]:
+    created = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId)
+    return json_response(201, created, headers={"Location": f"/posts/{created['postId']}"})
+
+
+@app.get("/posts/<postId>")
+def get_post(postId: IdPath) -> Response[dict]:
+    return json_response(200, likes.get_post(postId))
+
+
+@app.put("/posts/<postId>/likes/<userId>")
+def like(postId: IdPath, userId: IdPath) -> Response[dict]:
+    change = likes.like(postId, userId)
+    record(metrics, "Like", change.result)
+    return json_response(200, {"postId": postId, "userId": userId, "liked": True, "changed": change.changed})
+
+
+@app.delete("/posts/<postId>/likes/<userId>")
+def unlike(postId: IdPath, userId: IdPath) -> Response[dict]:
+    change = likes.unlike(postId, userId)
+    record(metrics, "Unlike", change.result)
+    return json_response(200, {"postId": postId, "userId": userId, "liked": False, "changed": change.changed})
+
+
+@app.get("/posts/<postId>/likes")
+def likers(
+    postId: IdPath,
+    limit: Annotated[int, Query(ge=1, le=100)] = 25,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response[dict]:
+    page = likes.likers(postId, limit=limit, cursor=cursor)
+    return json_response(200, {"postId": postId, "likers": page.user_ids, "cursor": page.cursor})
+
+
+@app.get("/posts/<postId>/audit")
+def audit(postId: IdPath) -> Response[dict]:
+    result = likes.audit(postId)
+    if result.drift:
+        logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})
+    return json_response(200, {"postId": postId, "stored": result.stored, "counted": result.counted, "drift": result.drift})
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)
