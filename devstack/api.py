@@ -17,7 +17,9 @@ from devstack.template import Route, Stack
 MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit
 
 
-def proxy_event(route: Route, method: str, raw_path: str, headers: dict[str, list[str]], body: bytes, stage: str, params: dict[str, str]) -> dict[str, Any]:
+def proxy_event(
+    route: Route, method: str, raw_path: str, headers: dict[str, list[str]], body: bytes, stage: str, params: dict[str, str]
+) -> dict[str, Any]:
     """An API Gateway REST proxy event, shaped like ``sam local generate-event apigateway aws-proxy``."""
     split = urlsplit(raw_path)
     query: dict[str, list[str]] = {}
@@ -80,7 +82,9 @@ class LocalApi:
     def __init__(self, stack: Stack, host: str, port: int, stage: str = "dev", concurrency: int = 4) -> None:
         self.stack = stack
         self.stage = stage
-        self.pools = {name: FunctionPool(fn, concurrency) for name, fn in stack.functions.items() if any(r.function == name for r in stack.routes)}
+        self.pools = {
+            name: FunctionPool(fn, concurrency) for name, fn in stack.functions.items() if any(r.function == name for r in stack.routes)
+        }
         api = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -60,7 +60,16 @@ class DynamoDBLocal:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         began = time.monotonic()
         self.process = subprocess.Popen(
-            [java, f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}", "-Xms256m", "-jar", str(jar), "-inMemory", "-port", str(self.port)],
+            [
+                java,
+                f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
+                "-Xms256m",
+                "-jar",
+                str(jar),
+                "-inMemory",
+                "-port",
+                str(self.port),
+            ],
             cwd=jar.parent,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -73,7 +82,7 @@ class DynamoDBLocal:
             try:
                 ddb.list_tables()
                 break
-            except Exception:
+            except Exception:  # noqa: BLE001 - not up yet: any failure means "try again"
                 if time.monotonic() - began > timeout:
                     self.stop()
                     raise RuntimeError("DynamoDB Local did not answer in time") from None
@@ -118,4 +127,6 @@ def create_table(ddb: Any, stack: Stack, *, recreate: bool = False) -> None:
     ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
     ttl = stack.table_extras.get("TimeToLiveSpecification")
     if ttl:
-        ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": bool(ttl.get("Enabled", True)), "AttributeName": ttl["AttributeName"]})
+        ddb.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": bool(ttl.get("Enabled", True)), "AttributeName": ttl["AttributeName"]}
+        )

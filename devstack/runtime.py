@@ -66,7 +66,7 @@ def _worker_main(fn: Function, conn: Any) -> None:
     module_name, handler_name = fn.handler.rsplit(".", 1)
     try:
         handler = getattr(importlib.import_module(module_name), handler_name)
-    except Exception:  # an init error fails every invocation, as in Lambda
+    except Exception:  # noqa: BLE001 - an init error fails every invocation, as in Lambda
         init_error = traceback.format_exc()
         handler = None
     conn.send(("ready", None))
@@ -84,7 +84,7 @@ def _worker_main(fn: Function, conn: Any) -> None:
         context = LambdaContext.for_function(fn.name, fn.memory, fn.timeout)
         try:
             conn.send(("ok", handler(event, context)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - like Lambda: any error becomes an error result
             sys.stderr.write(traceback.format_exc())
             conn.send(("error", {"errorType": type(exc).__name__, "errorMessage": str(exc)}))
 

@@ -55,9 +55,9 @@ class Route:
         pattern = ""
         for segment in self.path.strip("/").split("/"):
             if segment.endswith("+}"):
-                pattern += "/(?P<%s>.+)" % segment[1:-2]
+                pattern += f"/(?P<{segment[1:-2]}>.+)"
             elif segment.startswith("{"):
-                pattern += "/(?P<%s>[^/]+)" % segment[1:-1]
+                pattern += f"/(?P<{segment[1:-1]}>[^/]+)"
             elif segment:
                 pattern += "/" + re.escape(segment)
         self.regex = re.compile("^" + (pattern or "/") + "/?$")
@@ -102,7 +102,7 @@ class Resolver:
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, dict) and len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return self.values.get(arg, arg)
             if key == "Fn::Sub":
@@ -167,7 +167,19 @@ def read_stack(table_name: str, params: dict[str, str] | None = None, path: Path
     routes.sort(key=lambda r: r.specificity)
 
     tprops = resolve(resources[table_id]["Properties"])
-    create = {k: tprops[k] for k in ("AttributeDefinitions", "KeySchema", "BillingMode", "GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification", "ProvisionedThroughput") if k in tprops}
+    create = {
+        k: tprops[k]
+        for k in (
+            "AttributeDefinitions",
+            "KeySchema",
+            "BillingMode",
+            "GlobalSecondaryIndexes",
+            "LocalSecondaryIndexes",
+            "StreamSpecification",
+            "ProvisionedThroughput",
+        )
+        if k in tprops
+    }
     if "StreamSpecification" in create:
         create["StreamSpecification"] = {"StreamEnabled": True, **create["StreamSpecification"]}
     create["TableName"] = table_name

@@ -1,6 +1,5 @@
 """Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
 
-
 import os
 from typing import Annotated
 

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import boto3
@@ -92,7 +92,7 @@ def new_token() -> str:
     return str(uuid.uuid4())
 
 
-class Failure(str, Enum):
+class Failure(StrEnum):
     """What a failed call tells us about whether it applied."""
 
     CONDITION = "condition"

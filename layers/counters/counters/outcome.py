@@ -7,11 +7,11 @@ A primitive never answers "it failed" without saying *how*: the difference betwe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """What one call did to the counter."""
 
     APPLIED = "applied"

@@ -134,11 +134,12 @@ class RefCount:
         result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
             failed = report.failure.failed_conditions()
-            if 1 in failed:  # the parent's condition decides first: no parent, nothing else matters
-                old = report.failure.old_item(1)
-                result.reason = "parent_missing" if not old else "tally_would_go_negative"
+            if 1 in failed and not report.failure.old_item(1):
+                result.reason = "parent_missing"  # no parent: nothing else matters
+            elif 0 in failed:
+                result.reason = child_reason  # the child guard: nothing to (un)link
             else:
-                result.reason = child_reason
+                result.reason = "tally_would_go_negative"  # child present, tally already 0
         return result
 
     def read(self, parent: dict[str, Any]) -> tuple[dict[str, Any] | None, Capacity]:

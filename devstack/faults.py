@@ -1,0 +1,147 @@
+"""Fault injection for boto3 clients through botocore's event hooks (no proxy, no mocks).
+
+DynamoDB Local never raises TransactionConflict, never throttles and cannot fail after a
+commit. :class:`FaultInjector` adds exactly those failures to a real client, at a seeded
+rate, and counts what it injected:
+
+``after_commit``  the call succeeded, then the caller receives a 500 InternalServerError
+                  (the ambiguous case: the write is in the table, the caller cannot know)
+``resend``        the call succeeded, then botocore sends the identical request again and
+                  the caller receives the *second* response (an SDK retry after a lost reply)
+``conflict``      cancelled before sending: TransactionConflict (TransactionCanceledException
+                  with that reason for transactions, TransactionConflictException otherwise)
+``throttle``      cancelled before sending: ThrottlingError reason / ThrottlingException
+``unavailable``   a 500 before sending: not applied, but the caller cannot know that
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable")
+
+
+@dataclass
+class Rule:
+    kind: str
+    operations: frozenset[str] | None
+    rate: float
+    limit: int | None
+    fired: int = 0
+
+
+class _FakeHttp:
+    def __init__(self, status: int) -> None:
+        self.status_code = status
+        self.headers: dict[str, str] = {}
+        self.content = b""
+        self.raw = None
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> tuple[_FakeHttp, dict[str, Any]]:
+    parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": 0}, **extra}
+    return _FakeHttp(status), parsed
+
+
+def _body(request_dict: dict[str, Any]) -> dict[str, Any]:
+    body = request_dict.get("body") or b"{}"
+    try:
+        return json.loads(body)
+    except (TypeError, ValueError):
+        return {}
+
+
+class FaultInjector:
+    """Attach to a client; ``add()`` rules; ``injected`` counts what fired, by kind."""
+
+    def __init__(self, client: Any, seed: int = 0) -> None:
+        self.client = client
+        self.rng = random.Random(seed)
+        self.rules: list[Rule] = []
+        self.injected: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._pending_resend: set[int] = set()
+        events = client.meta.events
+        events.register_first("before-call.dynamodb", self._before_call, unique_id=f"faults-before-{id(self)}")
+        events.register_first("after-call.dynamodb", self._after_call, unique_id=f"faults-after-{id(self)}")
+        events.register_first("needs-retry.dynamodb", self._needs_retry, unique_id=f"faults-retry-{id(self)}")
+
+    def add(self, kind: str, *, operations: set[str] | None = None, rate: float = 1.0, limit: int | None = None) -> FaultInjector:
+        if kind not in KINDS:
+            raise ValueError(f"unknown fault {kind!r}; one of {KINDS}")
+        self.rules.append(Rule(kind, frozenset(operations) if operations else None, rate, limit))
+        return self
+
+    def clear(self) -> None:
+        with self._lock:
+            self.rules.clear()
+
+    def detach(self) -> None:
+        events = self.client.meta.events
+        events.unregister("before-call.dynamodb", unique_id=f"faults-before-{id(self)}")
+        events.unregister("after-call.dynamodb", unique_id=f"faults-after-{id(self)}")
+        events.unregister("needs-retry.dynamodb", unique_id=f"faults-retry-{id(self)}")
+
+    def _draw(self, operation: str, kinds: tuple[str, ...]) -> str | None:
+        with self._lock:
+            for rule in self.rules:
+                if rule.kind not in kinds or (rule.operations and operation not in rule.operations):
+                    continue
+                if rule.limit is not None and rule.fired >= rule.limit:
+                    continue
+                if self.rng.random() < rule.rate:
+                    rule.fired += 1
+                    self.injected[rule.kind] += 1
+                    return rule.kind
+        return None
+
+    # -- before sending: failures that leave the table untouched --------------------------
+    def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+        operation = model.name
+        with self._lock:
+            self.calls[operation] += 1
+        kind = self._draw(operation, ("conflict", "throttle", "unavailable"))
+        if kind is None:
+            return None
+        if kind == "unavailable":
+            return _error(500, "InternalServerError", "injected: internal server error (not applied)")
+        if operation == "TransactWriteItems":
+            n = len(_body(params).get("TransactItems", [])) or 1
+            reason = "TransactionConflict" if kind == "conflict" else "ThrottlingError"
+            reasons = [{"Code": "None"}] * n
+            reasons[self.rng.randrange(n)] = {"Code": reason, "Message": f"injected {reason}"}
+            return _error(400, "TransactionCanceledException", f"Transaction cancelled [injected {reason}]", CancellationReasons=reasons)
+        if kind == "conflict":
+            return _error(400, "TransactionConflictException", "injected: transaction conflict")
+        return _error(400, "ThrottlingException", "injected: rate exceeded")
+
+    # -- after a successful call: the ambiguous failures -----------------------------------
+    def _after_call(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if http_response is None or getattr(http_response, "status_code", 500) >= 300:
+            return
+        if self._draw(model.name, ("after_commit",)) is None:
+            return
+        parsed.clear()
+        parsed.update(
+            {
+                "Error": {"Code": "InternalServerError", "Message": "injected: failed after commit"},
+                "ResponseMetadata": {"HTTPStatusCode": 500},
+            }
+        )
+        http_response.status_code = 500
+
+    def _needs_retry(self, response: Any, operation: Any, attempts: int, caught_exception: Any = None, **_: Any) -> Any:
+        if caught_exception is not None or response is None:
+            return None
+        http = response[0]
+        if http.status_code >= 300 or attempts > 1:
+            return None
+        if self._draw(operation.name, ("resend",)) is None:
+            return None
+        return 0  # "sleep 0 seconds, then retry": botocore re-sends the identical request

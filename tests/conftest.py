@@ -1,0 +1,181 @@
+"""Shared fixtures: DynamoDB Local for the session, tables built from template.yaml, handlers
+imported with the template's environment, API Gateway events, the local HTTP API, faults."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Tests never need real AWS credentials or a configured region.
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+)
+
+from devstack.api import LocalApi, match, proxy_event  # noqa: E402
+from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
+from devstack.faults import FaultInjector  # noqa: E402
+from devstack.runtime import LambdaContext  # noqa: E402
+from devstack.template import ROOT, read_stack  # noqa: E402
+
+EVENTS = ROOT / "events"
+
+
+# --------------------------------------------------------------------------- DynamoDB Local
+@pytest.fixture(scope="session")
+def dynamodb_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """DynamoDB Local on a free port for the whole session (or AWS_ENDPOINT_URL_DYNAMODB if set)."""
+    external = os.environ.get("TALLY_TEST_DYNAMODB_ENDPOINT")
+    if external:
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = external
+        yield external
+        return
+    log = tmp_path_factory.mktemp("dynamodb") / "dynamodb-local.log"
+    with DynamoDBLocal(log=log) as ddb_local:
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
+        try:
+            yield ddb_local.endpoint
+        finally:
+            os.environ.pop("AWS_ENDPOINT_URL_DYNAMODB", None)
+
+
+@pytest.fixture(scope="session")
+def ddb(dynamodb_endpoint: str) -> Any:
+    """A plain client for arranging and asserting (never fault-injected)."""
+    return dynamodb_client(dynamodb_endpoint)
+
+
+def _new_table(ddb: Any) -> str:
+    name = f"tally-test-{uuid.uuid4().hex[:10]}"
+    create_table(ddb, read_stack(name))
+    return name
+
+
+@pytest.fixture
+def table(ddb: Any) -> Iterator[str]:
+    """A fresh table per test, created from template.yaml's definition."""
+    name = _new_table(ddb)
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+@pytest.fixture
+def layer_client(dynamodb_endpoint: str) -> Iterator[Any]:
+    """The layer's process-wide client, new for this test so injected faults never leak."""
+    from counters import dynamo
+
+    dynamo.reset_client()
+    yield dynamo.client()
+    dynamo.reset_client()
+
+
+@pytest.fixture
+def faults(layer_client: Any) -> Iterator[FaultInjector]:
+    injector = FaultInjector(layer_client, seed=7)
+    yield injector
+    injector.detach()
+
+
+# --------------------------------------------------------------------------- handlers
+@pytest.fixture
+def lambda_context() -> LambdaContext:
+    return LambdaContext.for_function("test-function", 512, 10)
+
+
+@pytest.fixture
+def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], Any]:
+    """Import a function's handler module with the template's environment for ``table``."""
+
+    def load(function: str, table_name: str) -> Any:
+        fn = read_stack(table_name).functions[function]
+        for key, value in fn.environment.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.syspath_prepend(str(fn.code_dir))
+        module_file, _ = fn.handler.rsplit(".", 1)
+        spec = importlib.util.spec_from_file_location(f"tally_fn_{function}_{uuid.uuid4().hex[:6]}", fn.code_dir / f"{module_file}.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+def api_event(method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The REST proxy event API Gateway would send for this request (routes from template.yaml)."""
+    stack = read_stack("unused")
+    route, params, _ = match(stack.routes, method, path.split("?")[0])
+    assert route is not None, f"no route for {method} {path}"
+    raw = body if isinstance(body, (str, bytes)) or body is None else json.dumps(body)
+    data = raw.encode() if isinstance(raw, str) else (raw or b"")
+    hdrs = {"Content-Type": ["application/json"], **{k: [v] for k, v in (headers or {}).items()}}
+    return proxy_event(route, method, path, hdrs, data, "dev", params)
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def invoke(module: Any, event: dict[str, Any], context: LambdaContext | None = None) -> tuple[int, Any]:
+    """Call a handler; returns (status, parsed JSON body)."""
+    response = module.lambda_handler(event, context or LambdaContext.for_function("test", 512, 10))
+    body = response.get("body")
+    return response["statusCode"], json.loads(body) if body else None
+
+
+# --------------------------------------------------------------------------- local HTTP API
+@dataclass
+class RunningApi:
+    url: str
+    table: str
+
+
+@pytest.fixture(scope="session")
+def local_api(ddb: Any) -> Iterator[RunningApi]:
+    """The docker-free API (devstack) on a free port, backed by DynamoDB Local."""
+    name = _new_table(ddb)
+    api = LocalApi(read_stack(name), "127.0.0.1", 0, concurrency=4)
+    api.warm()
+    api.start()
+    try:
+        yield RunningApi(api.url, name)
+    finally:
+        api.stop()
+
+
+def item_count(ddb: Any, table: str, pk: str | None = None, prefix: str | None = None) -> int:
+    """How many items the table holds (optionally under one PK / SK prefix), consistently read."""
+    total, kwargs = 0, {"TableName": table, "Select": "COUNT", "ConsistentRead": True}
+    if pk is not None:
+        kwargs["KeyConditionExpression"] = "PK = :pk" + (" AND begins_with(SK, :p)" if prefix else "")
+        kwargs["ExpressionAttributeValues"] = {":pk": {"S": pk}, **({":p": {"S": prefix}} if prefix else {})}
+        op = ddb.query
+    else:
+        op = ddb.scan
+    while True:
+        page = op(**kwargs)
+        total += page["Count"]
+        if "LastEvaluatedKey" not in page:
+            return total
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(Path(item.fspath)):
+            item.add_marker(pytest.mark.integration)
