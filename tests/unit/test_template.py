@@ -62,16 +62,39 @@ def test_iam_is_action_level_and_scoped_to_the_table(name: str) -> None:
         assert statement["Resource"] != "*", name
 
 
-def test_likes_function_may_only_touch_post_items() -> None:
-    (statement,) = _statements(FUNCTIONS["LikesFunction"])
-    assert sorted(statement["Action"]) == [
+def test_likes_function_may_only_touch_post_items_and_defer() -> None:
+    posts, operations, queue = _statements(FUNCTIONS["LikesFunction"])
+    assert sorted(posts["Action"]) == [
         "dynamodb:DeleteItem",
         "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:Query",
         "dynamodb:UpdateItem",
     ]
-    assert statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["POST#*"]
+    assert posts["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["POST#*"]
+    assert sorted(operations["Action"]) == ["dynamodb:DeleteItem", "dynamodb:PutItem"]
+    assert operations["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["OP#*"]
+    assert queue == {
+        "Sid": "DeferToRetryQueue",
+        "Effect": "Allow",
+        "Action": "sqs:SendMessage",
+        "Resource": {"Fn::GetAtt": ["RetryQueue", "Arn"]},
+    }
+
+
+def test_retry_queue_redrive_stays_inside_the_client_request_token_window() -> None:
+    queue = RESOURCES["RetryQueue"]["Properties"]
+    worker = FUNCTIONS["RetryWorkerFunction"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
+    assert queue["RedrivePolicy"]["maxReceiveCount"] * queue["VisibilityTimeout"] < 600  # 10-minute CRT window
+    assert worker["Events"]["Retries"]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    alarm = RESOURCES["RetryDLQDepthAlarm"]["Properties"]
+    assert (alarm["MetricName"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "ApproximateNumberOfMessagesVisible",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
 
 
 def test_every_api_event_is_on_the_one_rest_api() -> None:

@@ -15,13 +15,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 
-from counters.errors import CounterError
+from counters.commands import Deferrer
+from counters.errors import ContentionError, CounterError
+from counters.ids import ID_PATTERN
 from counters.outcome import Result
 
-ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
-"""Ids become part of keys (``POST#<id>``): no ``#``, bounded length, URL-safe."""
-
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
+OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
 
 
 def error(status: int, code: str, message: str) -> Response:
@@ -52,9 +52,31 @@ def _describe(errors: Any) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def build_app(logger: Logger) -> APIGatewayRestResolver:
-    """A REST-API resolver with validation on and the layer's error mapping installed."""
+def build_app(logger: Logger, deferrer: Deferrer | None = None) -> APIGatewayRestResolver:
+    """A REST-API resolver with validation on and the layer's error mapping installed.
+
+    With a ``deferrer`` (the retry queue), a contended request that is safe to re-drive is
+    queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503.
+    """
     app = APIGatewayRestResolver(enable_validation=True)
+
+    @app.exception_handler(ContentionError)
+    def _contention(exc: ContentionError) -> Response:
+        if deferrer is not None and exc.replay is not None:
+            op, payload, token = exc.replay
+            try:
+                command = deferrer.defer(op, payload, token)
+            except Exception:  # noqa: BLE001 - not acknowledged: the caller gets the 503 and retries
+                logger.exception("could not defer a contended request", extra={"op": op})
+            else:
+                logger.info("deferred to the retry queue", extra={"op": op, "operationId": command.operation_id})
+                return json_response(
+                    202,
+                    {"status": "PENDING", "operationId": command.operation_id},
+                    headers={"Location": f"/operations/{command.operation_id}"},
+                )
+        logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
+        return error(exc.status, exc.code, exc.message)
 
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response:
