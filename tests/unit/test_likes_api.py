@@ -85,3 +85,17 @@ def test_sample_events_route_to_handlers(app: Any) -> None:
     status, body = invoke(app, load_event("likes/create_post.json"))
     assert status == 201 and body["postId"] == "p1"
     assert invoke(app, load_event("likes/get_post.json"))[0] == 200
+
+
+def test_non_json_media_types_are_415_and_write_nothing(app: Any) -> None:
+    for content_type in ("text/plain", "multipart/form-data", "application/x-www-form-urlencoded"):
+        event = api_event("POST", "/posts", {"authorId": "a", "body": "x"})
+        event["headers"]["Content-Type"] = content_type
+        assert invoke(app, event) == (415, {"error": "unsupported_media_type", "message": "send the body as application/json"})
+    assert item_count(app.ddb, "tally-unit") == 0
+
+
+def test_undecodable_bodies_are_400(app: Any) -> None:
+    event = api_event("POST", "/posts", b"Z\xff(Y\x1c\xfe")
+    assert event["isBase64Encoded"] is True
+    assert invoke(app, event)[1]["error"] == "invalid_json"

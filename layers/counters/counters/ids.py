@@ -3,7 +3,7 @@ so they never contain ``#``, stay short and URL-safe."""
 
 import re
 
-ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"  # RFC 3986 unreserved: never percent-encoded in a path
 ID_RE = re.compile(ID_PATTERN)
 
 
