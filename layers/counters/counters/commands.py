@@ -192,8 +192,8 @@ class Deferrer:
 
     def defer(self, op: str, payload: dict[str, Any], token: str | None = None) -> Command:
         command = Command(op=op, payload=payload, token=token or uuid.uuid4().hex)
-        self.operations.record_pending(command)
         try:
+            self.operations.record_pending(command)
             (self._sqs or sqs_client()).send_message(QueueUrl=self.queue_url, MessageBody=command.to_message())
         except Exception:
             # Not acknowledged: drop the PENDING record (best effort) so no operation claims to be queued.
