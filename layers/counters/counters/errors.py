@@ -62,3 +62,35 @@ class ContentionError(CounterError):
     code = "contention"
     default_message = "the item is busy; retry the same request later"
     status = 503
+
+
+class InsufficientCapacity(CounterError):
+    """Not enough is left for the quantity asked (across every shard)."""
+
+    code = "insufficient_capacity"
+    default_message = "not enough capacity left for this quantity"
+    status = 409
+
+
+class SlotsFull(CounterError):
+    """A bounded approach (the token set) holds as many live requests as it may."""
+
+    code = "reservation_slots_full"
+    default_message = "this resource holds the maximum number of live reservations; release one first"
+    status = 409
+
+
+class IdempotencyKeyReused(CounterError):
+    """The idempotency key was already used for a different request."""
+
+    code = "idempotency_key_reused"
+    default_message = "this Idempotency-Key was used with a different request body"
+    status = 422
+
+
+class AmbiguousOutcome(CounterError):
+    """The write may or may not have applied, and this approach cannot tell (atomic, occ)."""
+
+    code = "outcome_unknown"
+    default_message = "the reservation may or may not have been applied; this strategy cannot tell"
+    status = 500
