@@ -2,7 +2,8 @@
 
 The delta is a one-item ``TransactWriteItems`` (``ADD`` + threshold condition) whose
 ClientRequestToken is **derived from the request's idempotency token** (``uuid5`` of the
-token and the counter's key: 36 chars, the API's maximum) and pinned across every retry
+token, the table and the counter's key: 36 chars, the API's maximum; DynamoDB keeps tokens
+per account and Region, not per table) and pinned across every retry
 (:func:`counters.tx.transact` with ``token=``). DynamoDB remembers a successful token for
 10 minutes: the same token with the same parameters is answered with success and changes
 nothing; with other parameters it is ``IdempotentParameterMismatch``.
@@ -96,13 +97,15 @@ class Crt(Approach):
     ) -> Result:
         token = self.require_token(token)
         items = [update_action(self.table_name, key, delta, bounded)]
-        return self._run(items, client_request_token(token, key["PK"]), delta, mismatch=(Outcome.REJECTED, "token_mismatch"))
+        crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
+        return self._run(items, crt, delta, mismatch=(Outcome.REJECTED, "token_mismatch"))
 
     def apply_split(
         self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
     ) -> Result:
         items = [update_action(self.table_name, key, part) for key, part in parts]
-        return self._run(items, client_request_token(token, f"split#{round_}"), 1, mismatch=(Outcome.DUPLICATE, "split_token_used"))
+        crt = client_request_token(token, f"{self.table_name}|split#{round_}")
+        return self._run(items, crt, 1, mismatch=(Outcome.DUPLICATE, "split_token_used"))
 
     def shard_order(self, count: int, token: str | None, rng: Any) -> list[int]:
         """Deterministic per token: a redelivery retraces the original's shards."""
