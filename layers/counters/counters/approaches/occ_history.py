@@ -14,7 +14,9 @@ Guarantees
       our write would have taken), another writer took it -> definitely not applied: retry.
       Only when more than N writes happened in between (the slot fell off the chain) is the
       call ``ambiguous`` (reason ``fell_off_chain``).
-    * SDK retries: the re-send fails its condition; ``ALL_OLD`` shows our tag -> ``applied``.
+    * SDK retries: the re-send fails its condition and ``ALL_OLD`` shows our tag: success,
+      counted once. It is reported ``duplicate``: the layer cannot tell its own invisible
+      first send from a concurrent twin with the same token (both are the same request).
     * Client retries / redelivered requests with the same token: recognised as
       ``duplicate`` **as long as the original is among the last N writes** (the bound); a
       redelivery arriving after N further writes applies again.
@@ -104,7 +106,6 @@ class OccHistory(Approach):
                 )
             version = int(item[VERSION])
             chain = (tags + [mine])[-self.history :]
-            sent = True  # from here on our tag in the chain is our own write (an SDK re-send included)
             try:
                 response = self.dynamodb.update_item(
                     TableName=self.table_name,
@@ -132,6 +133,7 @@ class OccHistory(Approach):
                 if failure.kind is Failure.CONDITION:
                     item = from_item(failure.old_item(0))  # the loop checks our tag first
                 elif failure.kind is Failure.UNKNOWN:
+                    sent = True
                     item = self.read(key, capacity)
                     verdict = resolve(item, version, mine)
                     if verdict == "applied":
