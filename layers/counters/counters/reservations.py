@@ -214,7 +214,7 @@ class Reservations:
         record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy}
         if resource.shards == 1:
             result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
-            if result.outcome is Outcome.APPLIED:
+            if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
                 result.value = {"allocation": {resource.counter_keys[0]["PK"]: quantity}, **(result.value or {})}
         else:
             result = sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
@@ -254,8 +254,8 @@ class Reservations:
                 return self._replay(existing, quantity, result)
             raise ContentionError("the original request with this Idempotency-Key is still completing; retry it")
         created, existing = self._put_record(rid, {**record, "quantity": quantity, "allocation": allocation})
-        if created:
-            return Reservation(result.outcome is Outcome.APPLIED, public_reservation(rid, quantity, CONFIRMED), result)
+        if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
+            return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         return self._replay(existing, quantity, result)
 
     def _replay(self, existing: dict[str, Any], quantity: int, result: Result | None = None) -> Reservation:
