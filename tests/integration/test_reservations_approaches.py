@@ -273,3 +273,22 @@ def test_set_cap_keeps_an_update_under_10_wcu(layer_client: Any, table: str) -> 
     assert wcu[0] == 1.0 and wcu[26] == 1.0 and wcu[27] == 2.0
     assert max(wcu) <= 10.0
     assert tokens.apply(KEY, 1, token="one-more").reason == "set_full"
+
+
+# ------------------------------------------------------------------------------------ sharding
+def test_sharding_falls_to_another_shard_before_splitting(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    import random
+
+    from counters import sharding
+
+    atomic = create("atomic", table, retry=FAST)
+    keys = [sharding.shard_key("s", n) for n in range(2)]
+    for key in keys:
+        ddb.put_item(TableName=table, Item=to_item({**key, **atomic.initial_attributes(2)}))
+    for _ in range(2):  # the same first shard both times: the second take must fall to the other
+        result = sharding.take(atomic, keys, 2, token=None, rng=random.Random(0))
+        assert result.outcome is Outcome.APPLIED and sum(result.value["allocation"].values()) == 2
+    assert faults.calls["TransactGetItems"] == 0 and faults.calls["TransactWriteItems"] == 0  # no snapshot, no split
+    result = sharding.take(atomic, keys, 1, token=None)
+    assert (result.outcome, result.reason, result.value["available"]) == (Outcome.REJECTED, "sold_out", 0)
+    assert [state(ddb, table, k)["available"] for k in keys] == [0, 0]

@@ -92,6 +92,7 @@ def test_concurrent_reservations_hold_their_guarantee(
     deliveries = [(token, q, copy) for token, q in requests for copy in (0, 1)]  # duplicates arrive close together
     calls: list[Call] = []
     lock = threading.Lock()
+    shard_rng = random.Random()  # a delivery's first shard is random (the approach may override)
 
     def deliver(delivery: tuple[str, int, int]) -> None:
         token, quantity, copy = delivery
@@ -99,7 +100,7 @@ def test_concurrent_reservations_hold_their_guarantee(
             if shards == 1:
                 result = approach.apply(keys[0], quantity, token=token, record={"resourceId": "hot"})
             else:
-                result = sharding.take(approach, keys, quantity, token=token, record={"resourceId": "hot"}, rng=random.Random(token))
+                result = sharding.take(approach, keys, quantity, token=token, record={"resourceId": "hot"}, rng=shard_rng)
             if result.outcome is not Outcome.CONTENTION:
                 break
         with lock:
