@@ -140,3 +140,19 @@ def test_concurrent_same_key_creates_one_reservation_and_concurrent_releases_giv
         releases = list(pool.map(lambda _: service.release("r1", rid), range(16)))
     assert sum(r.created for r in releases) == 1
     assert service.get_resource("r1")["reserved"] == 0
+
+
+def test_ambiguous_is_a_500_outcome_unknown_and_contention_a_503(res_app: Any, faults: Any, ddb: Any, table: str) -> None:
+    post(res_app, "/resources", {"resourceId": "a1", "capacity": 5, "strategy": "atomic"})
+    faults.add("after_commit", operations={"UpdateItem"}, limit=1)
+    status, body = post(res_app, "/resources/a1/reservations", {"quantity": 2}, key="k1")
+    assert (status, body["error"]) == (500, "outcome_unknown")  # ATOMIC_POLICY=under: not re-sent
+    assert "may or may not" in body["message"]
+    assert resource(res_app, "a1")["reserved"] == 2  # it did apply, once; no record was written
+    post(res_app, "/resources", {"resourceId": "c1", "capacity": 5, "strategy": "crt"})
+    faults.add("throttle", operations={"TransactWriteItems"})
+    status, body = post(res_app, "/resources/c1/reservations", {"quantity": 2}, key="k1")
+    assert (status, body["error"]) == (503, "contention")
+    faults.clear()
+    assert post(res_app, "/resources/c1/reservations", {"quantity": 2}, key="k1")[0] == 201  # re-drive: safe
+    assert resource(res_app, "c1")["reserved"] == 2
