@@ -292,3 +292,15 @@ def test_sharding_falls_to_another_shard_before_splitting(layer_client: Any, fau
     result = sharding.take(atomic, keys, 1, token=None)
     assert (result.outcome, result.reason, result.value["available"]) == (Outcome.REJECTED, "sold_out", 0)
     assert [state(ddb, table, k)["available"] for k in keys] == [0, 0]
+
+
+def test_shard_snapshot_retries_a_conflicting_read(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    from counters import sharding
+    from counters.outcome import Capacity
+
+    keys = [sharding.shard_key("s", n) for n in range(2)]
+    for key in keys:
+        ddb.put_item(TableName=table, Item=to_item({**key, "reserved": 1, "available": 2}))
+    faults.add("conflict", operations={"TransactGetItems"}, limit=2)
+    items = sharding.snapshot(layer_client, table, keys, Capacity(), FAST)
+    assert [i["available"] for i in items] == [2, 2] and faults.calls["TransactGetItems"] == 3

@@ -81,7 +81,7 @@ def test_concurrent_reservations_hold_their_guarantee(
     capacity = options.pop("capacity", CAPACITY)
     approach = create(name, table, retry=POLICY, **options)
     keys = setup_counters(approach, ddb, table, shards, capacity)
-    ops = {"UpdateItem", "TransactWriteItems"}
+    ops = {"UpdateItem", "TransactWriteItems", "TransactGetItems"}  # writes, and the shard snapshot
     kinds = ["after_commit", "conflict", "throttle", "unavailable"]
     if name != "atomic":
         kinds.append("resend")  # atomic requires SDK retries off: a resend is its known over-apply (own test)

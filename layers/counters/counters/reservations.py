@@ -184,7 +184,7 @@ class Reservations:
         resource, item = self.resource(resource_id)
         if resource.shards == 1:
             return self._public_resource(resource, int(item[RESERVED]), int(item[AVAILABLE]))
-        shards = sharding.snapshot(self.dynamodb, self.table_name, resource.counter_keys, Capacity())
+        shards = sharding.snapshot(self.dynamodb, self.table_name, resource.counter_keys, Capacity(), self.retry)
         return self._public_resource(resource, sum(int(s[RESERVED]) for s in shards), sum(int(s[AVAILABLE]) for s in shards))
 
     @staticmethod

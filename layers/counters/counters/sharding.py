@@ -22,7 +22,8 @@ import random
 from typing import Any
 
 from counters.approaches import AVAILABLE, RESERVED, Approach, result
-from counters.dynamo import from_item, to_item
+from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, from_item, to_item
+from counters.errors import ContentionError
 from counters.outcome import Capacity, Outcome, Result
 
 MAX_SHARDS = 20
@@ -37,14 +38,33 @@ def split_capacity(capacity: int, shards: int) -> list[int]:
     return [capacity // shards + (1 if n < capacity % shards else 0) for n in range(shards)]
 
 
-def snapshot(ddb: Any, table_name: str, keys: list[dict[str, str]], capacity: Capacity) -> list[dict[str, Any]]:
-    """Every shard item, read in one serializable snapshot (2 RCU per item up to 4 KB)."""
-    response = ddb.transact_get_items(
-        TransactItems=[{"Get": {"TableName": table_name, "Key": to_item(key)}} for key in keys],
-        ReturnConsumedCapacity="TOTAL",
-    )
-    capacity.add_response(response, write=False)
-    return [from_item(r.get("Item")) or {} for r in response["Responses"]]
+def snapshot(
+    ddb: Any, table_name: str, keys: list[dict[str, str]], capacity: Capacity, policy: RetryPolicy | None = None
+) -> list[dict[str, Any]]:
+    """Every shard item, read in one serializable snapshot (2 RCU per item up to 4 KB).
+
+    A snapshot is cancelled when it overlaps a transaction writing those items
+    (TransactionConflict) or is throttled: it is a read, so every classified failure is
+    retried within ``policy``; past the budget, :class:`ContentionError`.
+    """
+    policy = policy or RetryPolicy()
+    for attempt in range(1, policy.max_attempts + 1):
+        try:
+            response = ddb.transact_get_items(
+                TransactItems=[{"Get": {"TableName": table_name, "Key": to_item(key)}} for key in keys],
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except DYNAMO_ERRORS as exc:
+            capacity.add_response(getattr(exc, "response", None), write=False)
+            failure = classify(exc)
+            if failure is None or failure.kind is Failure.CONDITION:
+                raise
+            if attempt < policy.max_attempts:
+                policy.backoff(attempt)
+            continue
+        capacity.add_response(response, write=False)
+        return [from_item(r.get("Item")) or {} for r in response["Responses"]]
+    raise ContentionError("the shards are busy; retry")
 
 
 def plan(keys: list[dict[str, str]], items: list[dict[str, Any]], quantity: int) -> list[tuple[dict[str, str], int]]:
@@ -83,7 +103,7 @@ def take(
             if single.outcome is Outcome.REJECTED and single.reason == "threshold":
                 continue  # this shard cannot take it: fall to the next
             return _with(single, capacity, attempts, {keys[n]["PK"]: quantity})
-        items = snapshot(approach.dynamodb, approach.table_name, keys, capacity)
+        items = snapshot(approach.dynamodb, approach.table_name, keys, capacity, approach.retry)
         total = sum(int(item.get(AVAILABLE, 0)) for item in items)
         if total < quantity:
             return result(
@@ -96,7 +116,7 @@ def take(
         if split.outcome is Outcome.REJECTED and split.reason == "threshold":
             continue  # a concurrent take won a shard between the snapshot and the split
         return _with(split, capacity, attempts, {key["PK"]: part for key, part in parts})
-    items = snapshot(approach.dynamodb, approach.table_name, keys, capacity)
+    items = snapshot(approach.dynamodb, approach.table_name, keys, capacity, approach.retry)
     total = sum(int(item.get(AVAILABLE, 0)) for item in items)
     if total < quantity:
         return result(Outcome.REJECTED, capacity, attempts, "sold_out", available=total)
