@@ -11,6 +11,9 @@ a positive delta needs ``available >= delta`` (the ceiling: never above capacity
 negative one needs ``reserved >= -delta`` (the floor: never below 0). Keeping both numbers
 lets DynamoDB check either threshold without arithmetic on attributes.
 
+``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_action`
+inside a transaction guarded by the marker's status, which every approach also offers.
+
 Every approach returns a :class:`counters.outcome.Result`:
 
 ``applied``    this call changed the counter
