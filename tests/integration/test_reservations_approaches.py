@@ -304,3 +304,37 @@ def test_shard_snapshot_retries_a_conflicting_read(layer_client: Any, faults: An
     faults.add("conflict", operations={"TransactGetItems"}, limit=2)
     items = sharding.snapshot(layer_client, table, keys, Capacity(), FAST)
     assert [i["available"] for i in items] == [2, 2] and faults.calls["TransactGetItems"] == 3
+
+
+# ------------------------------------------------------------------------------------ remaining docstring sentences
+@pytest.mark.parametrize("kind", ["conflict", "throttle"])
+def test_atomic_definite_failures_are_retried_and_apply_once(kind: str, layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    atomic = make("atomic", table, policy="under")
+    faults.add(kind, operations={"UpdateItem"}, limit=2)
+    result = atomic.apply(KEY, 2)
+    assert (result.outcome, result.attempts) == (Outcome.APPLIED, 3)
+    assert state(ddb, table)["reserved"] == 2
+
+
+def test_occ_contention_past_the_budget_applies_nothing(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    occ = make("occ", table)
+    faults.add("conflict", operations={"UpdateItem"})
+    result = occ.apply(KEY, 2)
+    assert (result.outcome, result.attempts) == (Outcome.CONTENTION, FAST.max_attempts)
+    assert state(ddb, table)["reserved"] == 0
+
+
+def test_occ_history_chain_stays_bounded_and_one_wcu(layer_client: Any, ddb: Any, table: str) -> None:
+    occ = make("occ_history", table, capacity=100)
+    results = [occ.apply(KEY, 1, token=f"t{i}") for i in range(40)]
+    item = state(ddb, table)
+    assert len(item["tags"]) == 32 and item["version"] == 40 and item["reserved"] == 40
+    assert {r.capacity.write_units for r in results} == {1.0}  # ~0.7 KB item: one WCU per write
+
+
+def test_crt_contention_after_unknown_outcomes_is_safe_to_redrive(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    crt = make("crt", table)
+    faults.add("after_commit", operations={"TransactWriteItems"}, limit=FAST.max_attempts)
+    assert crt.apply(KEY, 2, token="t").outcome is Outcome.CONTENTION  # it committed; every reply was lost
+    assert crt.apply(KEY, 2, token="t").succeeded  # the re-drive replays
+    assert state(ddb, table)["reserved"] == 2
