@@ -45,6 +45,48 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
         None,
         {},
     ),
+    # reservations (the reservation id is uuid5 of resourceId + Idempotency-Key: counters.reservations.reservation_id)
+    (
+        "reservations/create_resource.json",
+        "POST",
+        "/resources",
+        "/resources",
+        None,
+        None,
+        {"resourceId": "tickets", "capacity": 100, "strategy": "marker", "shards": 1},
+        {},
+    ),
+    ("reservations/get_resource.json", "GET", "/resources/tickets", "/resources/{resourceId}", {"resourceId": "tickets"}, None, None, {}),
+    (
+        "reservations/reserve.json",
+        "POST",
+        "/resources/tickets/reservations",
+        "/resources/{resourceId}/reservations",
+        {"resourceId": "tickets"},
+        None,
+        {"quantity": 2},
+        {"Idempotency-Key": "order-1001"},
+    ),
+    (
+        "reservations/get_reservation.json",
+        "GET",
+        "/resources/tickets/reservations/705fb079-23f0-50ab-8c07-845ca70a1af0",
+        "/resources/{resourceId}/reservations/{reservationId}",
+        {"resourceId": "tickets", "reservationId": "705fb079-23f0-50ab-8c07-845ca70a1af0"},
+        None,
+        None,
+        {},
+    ),
+    (
+        "reservations/release.json",
+        "DELETE",
+        "/resources/tickets/reservations/705fb079-23f0-50ab-8c07-845ca70a1af0",
+        "/resources/{resourceId}/reservations/{reservationId}",
+        {"resourceId": "tickets", "reservationId": "705fb079-23f0-50ab-8c07-845ca70a1af0"},
+        None,
+        None,
+        {},
+    ),
 ]
 
 # file, list of (message id, command) for the retry worker's SQS events

@@ -69,3 +69,35 @@ class ContentionError(CounterError):
         super().__init__(message, cause_code=cause_code)
         self.replay = replay
         """(operation, payload, token) to re-drive the request later, when it is safe to."""
+
+
+class InsufficientCapacity(CounterError):
+    """Not enough is left for the quantity asked (across every shard)."""
+
+    code = "insufficient_capacity"
+    default_message = "not enough capacity left for this quantity"
+    status = 409
+
+
+class SlotsFull(CounterError):
+    """A bounded approach (the token set) holds as many live requests as it may."""
+
+    code = "reservation_slots_full"
+    default_message = "this resource holds the maximum number of live reservations; release one first"
+    status = 409
+
+
+class IdempotencyKeyReused(CounterError):
+    """The idempotency key was already used for a different request."""
+
+    code = "idempotency_key_reused"
+    default_message = "this Idempotency-Key was used with a different request body"
+    status = 422
+
+
+class AmbiguousOutcome(CounterError):
+    """The write may or may not have applied, and this approach cannot tell (atomic, occ)."""
+
+    code = "outcome_unknown"
+    default_message = "the reservation may or may not have been applied; this strategy cannot tell"
+    status = 500
