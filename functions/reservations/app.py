@@ -12,6 +12,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.api import ID_PATTERN, IdPath, build_app, json_response, record
+from counters.commands import Deferrer
+from counters.dynamo import RetryPolicy
 from counters.errors import InvalidRequest
 from counters.reservations import Reservations
 
@@ -22,8 +24,8 @@ KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"  # printable ASCII, no spaces: it becomes 
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger)
-reservations = Reservations(TABLE_NAME, atomic_policy=ATOMIC_POLICY)
+app = build_app(logger, Deferrer.from_env())
+reservations = Reservations(TABLE_NAME, atomic_policy=ATOMIC_POLICY, retry=RetryPolicy.from_env())
 
 
 class CreateResource(BaseModel):

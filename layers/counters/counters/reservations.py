@@ -36,6 +36,7 @@ from typing import Any
 from counters import sharding
 from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create
 from counters.approaches.marker import DEFAULT_TTL_SECONDS, marker_key
+from counters.commands import Command, Executor, PoisonMessage
 from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, client, from_item, to_item
 from counters.errors import (
     AlreadyExists,
@@ -48,6 +49,7 @@ from counters.errors import (
     NotFound,
     SlotsFull,
 )
+from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
 from counters.tx import transact
 
@@ -212,6 +214,8 @@ class Reservations:
             if existing is not None:
                 return self._replay(existing, quantity)
         record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy}
+        if idempotency_key:
+            record["idempotencyKey"] = idempotency_key
         if resource.shards == 1:
             result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
             if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
@@ -237,7 +241,10 @@ class Reservations:
                 raise NotFound(f"resource {resource.resource_id!r} not found")
             raise IntegrityError(f"unexpected rejection {result.reason!r}")
         if result.outcome is Outcome.CONTENTION:
-            raise ContentionError(f"resource {resource.resource_id!r} is busy; retry the same request (same Idempotency-Key)")
+            raise ContentionError(
+                f"resource {resource.resource_id!r} is busy; retry the same request (same Idempotency-Key)",
+                replay=self._reserve_replay(approach, resource.resource_id, quantity, record),
+            )
         if result.outcome is Outcome.AMBIGUOUS:
             raise AmbiguousOutcome(
                 f"reservation {rid} may or may not hold {quantity} of {resource.resource_id!r} "
@@ -252,7 +259,10 @@ class Reservations:
             existing, _ = self._get(marker_key(rid))
             if existing is not None:
                 return self._replay(existing, quantity, result)
-            raise ContentionError("the original request with this Idempotency-Key is still completing; retry it")
+            raise ContentionError(
+                "the original request with this Idempotency-Key is still completing; retry it",
+                replay=self._reserve_replay(approach, resource.resource_id, quantity, record),
+            )
         created, existing = self._put_record(rid, {**record, "quantity": quantity, "allocation": allocation})
         if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
@@ -336,7 +346,45 @@ class Reservations:
             if 0 in report.failure.failed_conditions():
                 return Reservation(False, public_reservation(rid, quantity, RELEASED), result)  # a concurrent release won
             raise IntegrityError(f"reservation {rid!r} is confirmed but its counter cannot give {quantity} back")
-        raise ContentionError(f"reservation {rid!r} is busy; retry the release")
+        # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.
+        raise ContentionError(
+            f"reservation {rid!r} is busy; retry the release", replay=("release", {"resourceId": resource_id, "reservationId": rid}, None)
+        )
+
+    # -- deferred commands (SQS-driven retries) -------------------------------------------------
+    @staticmethod
+    def _reserve_replay(approach: Approach, resource_id: str, quantity: int, record: dict[str, Any]) -> tuple[str, dict, str | None] | None:
+        """Only exact, token-remembering approaches are re-driven; atomic/occ never blindly."""
+        key = record.get("idempotencyKey")
+        if not (approach.exact and approach.needs_token and key):
+            return None
+        return ("reserve", {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key}, record["reservationId"])
+
+    def executors(self) -> dict[str, Executor]:
+        """Replays of deferred reserve/release commands for the retry worker."""
+        return {"reserve": self._redrive_reserve, "release": self._redrive_release}
+
+    def _redrive_reserve(self, command: Command) -> tuple[str, dict[str, Any]]:
+        p = command.payload
+        resource_id, quantity, key = p.get("resourceId"), p.get("quantity"), p.get("idempotencyKey")
+        if not (valid_id(resource_id) and isinstance(quantity, int) and quantity >= 1 and isinstance(key, str) and key):
+            raise PoisonMessage("reserve: invalid resourceId/quantity/idempotencyKey")
+        try:
+            answer = self.reserve(resource_id, quantity, key)
+        except (InsufficientCapacity, SlotsFull, IdempotencyKeyReused, NotFound, InvalidRequest) as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        return ("APPLIED" if answer.created else "DUPLICATE"), answer.body
+
+    def _redrive_release(self, command: Command) -> tuple[str, dict[str, Any]]:
+        p = command.payload
+        resource_id, rid = p.get("resourceId"), p.get("reservationId")
+        if not (valid_id(resource_id) and isinstance(rid, str) and valid_id(rid)):
+            raise PoisonMessage("release: invalid resourceId/reservationId")
+        try:
+            answer = self.release(resource_id, rid)
+        except NotFound as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        return ("APPLIED" if answer.created else "DUPLICATE"), {**answer.body, "changed": answer.created}
 
     def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
         capacity = Capacity()
