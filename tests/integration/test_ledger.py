@@ -176,11 +176,18 @@ def test_a_late_write_behind_the_checkpoint_is_never_counted_twice(ledger: Ledge
 
 
 # ---------------------------------------------------------------------------- race (c): compactors
-def test_two_compactors_interleaved_never_lose_a_merge(ledger: Ledger, clock: Clock, table: str) -> None:
+@pytest.mark.parametrize("first_compaction", [True, False])
+def test_two_compactors_interleaved_never_lose_a_merge(ledger: Ledger, clock: Clock, table: str, first_compaction: bool) -> None:
     """B reads the checkpoint, then A merges a chunk, then B merges what is left on top of
-    the checkpoint it read. B's checkpoint update is conditioned on the version it read."""
+    the checkpoint it read. B's checkpoint update is conditioned on the version it read
+    (or, for the very first compaction, on there being no checkpoint yet)."""
     amounts = [1, 2, 4, 8, 16, 32]
-    fill(ledger, clock, amounts)
+    if not first_compaction:
+        fill(ledger, clock, [64, 128])
+        past_cutoff(clock)
+        assert ledger.compact("l1").merged == 2
+        amounts += [64, 128]
+    fill(ledger, clock, amounts[:6])
     past_cutoff(clock)
     a = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
     b = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
@@ -194,7 +201,7 @@ def test_two_compactors_interleaved_never_lose_a_merge(ledger: Ledger, clock: Cl
     report_b = b.compact("l1", chunk_size=3)
     assert state["a"].merged == 3 and report_b.merged == 3 and report_b.lost_races == 1
     read = ledger.balance("l1")
-    assert (read.balance, read.pending_entries, read.checkpoint["mergedEntries"]) == (sum(amounts), 0, 6)
+    assert (read.balance, read.pending_entries, read.checkpoint["mergedEntries"]) == (sum(amounts), 0, len(amounts))
 
 
 def test_concurrent_compactors_threads(ledger: Ledger, clock: Clock, table: str, ddb: Any) -> None:
