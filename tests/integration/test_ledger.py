@@ -226,6 +226,20 @@ def test_concurrent_compactors_threads(ledger: Ledger, clock: Clock, table: str,
     assert entries_stored(ddb, table) == 0
 
 
+def test_a_compactor_with_an_older_cutoff_finds_nothing_to_do(ledger: Ledger, clock: Clock, table: str) -> None:
+    """A compactor whose clock is behind (or that started earlier) re-reads a checkpoint
+    merged past its own cutoff: nothing is due for it, and it must say so, not fail."""
+    fill(ledger, clock, [1, 2, 3])
+    clock.advance(10)
+    fill(ledger, clock, [4])
+    past_cutoff(clock)
+    behind = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=lambda: clock.now - 8)
+    assert ledger.compact("l1").merged == 4
+    report = behind.compact("l1")
+    assert (report.outcome, report.merged, report.complete) == (Outcome.APPLIED, 0, True)
+    assert ledger.balance("l1").balance == 10
+
+
 def test_an_entry_removed_mid_compaction_is_not_merged(ledger: Ledger, clock: Clock, ddb: Any, table: str) -> None:
     """Every Delete is conditioned on the entry existing: an entry removed between the
     compactor's Query and its commit cancels the chunk instead of being merged anyway."""
