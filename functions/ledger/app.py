@@ -1,9 +1,11 @@
 """Ledger API (seed 02, approach 6): append entries idempotently, read exact balances."""
 
 import os
+from typing import Annotated
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -39,8 +41,8 @@ def append(ledgerId: IdPath, entry: NewEntry) -> Response[dict]:
 
 
 @app.get("/ledgers/<ledgerId>")
-def balance(ledgerId: IdPath) -> Response[dict]:
-    read = ledger.balance(ledgerId)
+def balance(ledgerId: IdPath, verify: Annotated[bool, Query()] = False) -> Response[dict]:
+    read = ledger.balance(ledgerId, verify=verify)  # verify: +1 RCU, no reliance on in-page read order
     return json_response(200, {"ledgerId": ledgerId, **read.as_dict()})
 
 

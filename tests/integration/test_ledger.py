@@ -150,6 +150,24 @@ def test_read_straddling_a_compaction_is_exact(ledger: Ledger, clock: Clock, tab
     assert read.balance == sum(amounts)
 
 
+def test_verified_read_reads_again_when_a_compaction_commits_after_its_query(ledger: Ledger, clock: Clock, table: str) -> None:
+    fill(ledger, clock, [1, 2, 4])
+    past_cutoff(clock)
+    compactor = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    fired = []
+
+    def compact_before_the_confirming_read(stage: str) -> None:
+        if stage == "balance_verify" and not fired:
+            fired.append(compactor.compact("l1"))
+
+    ledger.hook = compact_before_the_confirming_read
+    read = ledger.balance("l1", verify=True)
+    assert fired[0].merged == 3
+    assert (read.balance, read.pending_entries, read.checkpoint["version"]) == (7, 0, 1)
+    assert read.capacity.calls == 4  # Query + GetItem (version moved), Query + GetItem (confirmed)
+    assert ledger.balance("l1", verify=True).capacity.read_units <= 2.0
+
+
 # ---------------------------------------------------------------------------- race (b): retry after merge
 def test_retry_after_its_entry_was_merged_is_refused_not_recounted(ledger: Ledger, clock: Clock, ddb: Any, table: str) -> None:
     key = fill(ledger, clock, [7])[0]
@@ -394,7 +412,7 @@ def test_http_routes(ledger_app: Any, compaction_app: Any, clock: Clock) -> None
     past_cutoff(clock)
     status, body = invoke(compaction_app, api_event("POST", "/ledgers/l1/compact"))
     assert status == 200 and body["merged"] == 2 and body["complete"] is True
-    status, body = invoke(ledger_app, api_event("GET", "/ledgers/l1"))
+    status, body = invoke(ledger_app, api_event("GET", "/ledgers/l1?verify=true"))
     assert body["balance"] == 3 and body["pendingEntries"] == 0 and body["checkpoint"]["version"] == 1
     compaction_app.ledger.compaction_region = "eu-west-1"
     status, body = invoke(compaction_app, api_event("POST", "/ledgers/l1/compact"))

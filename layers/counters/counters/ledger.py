@@ -384,9 +384,35 @@ class Ledger:
         return True
 
     # ------------------------------------------------------------------ balance
-    def balance(self, ledger_id: str, *, page_size: int | None = None) -> Balance:
-        """Checkpoint + the entries after it, in one consistent Query (checkpoint read last)."""
+    def balance(self, ledger_id: str, *, page_size: int | None = None, verify: bool = False, max_reads: int = 5) -> Balance:
+        """Checkpoint + the entries after it, in one consistent Query (checkpoint read last).
+
+        ``verify=True`` does not rely on a page reading its items in key order (DynamoDB only
+        documents read-committed per item): it re-reads the checkpoint's version with a
+        GetItem after the Query and reads again if a compaction committed in between; if
+        none did, every item read after the checkpoint saw the state it describes. +1 RCU.
+        """
         capacity = Capacity()
+        for _ in range(max_reads):
+            read = self._read_balance(ledger_id, page_size, capacity)
+            if not verify:
+                return read
+            self._stage("balance_verify")
+            confirm = self.dynamodb.get_item(
+                TableName=self.table_name,
+                Key=to_item({"PK": ledger_pk(ledger_id), "SK": SNAPSHOT}),
+                ProjectionExpression="#version",
+                ExpressionAttributeNames={"#version": "version"},
+                ConsistentRead=True,
+                ReturnConsumedCapacity="TOTAL",
+            )
+            capacity.add_response(confirm, write=False)
+            version = int((from_item(confirm.get("Item")) or {}).get("version", 0))
+            if version == (read.checkpoint or {}).get("version", 0):
+                return read
+        raise ContentionError(f"ledger {ledger_id!r} kept compacting during {max_reads} reads; retry")
+
+    def _read_balance(self, ledger_id: str, page_size: int | None, capacity: Capacity) -> Balance:
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :first AND :snapshot",
