@@ -35,6 +35,21 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
     ),
     ("likes/list_likers.json", "GET", "/posts/p1/likes", "/posts/{postId}/likes", {"postId": "p1"}, {"limit": "10"}, None, {}),
     ("likes/audit.json", "GET", "/posts/p1/audit", "/posts/{postId}/audit", {"postId": "p1"}, None, None, {}),
+    # Ledgers. The Idempotency-Key is a ULID minted at 2027-01-15T08:00:00Z: a live stack
+    # answers 422 idempotency_key_expired for it (keys outlive no retry window); mint a fresh
+    # one to try it (README). tests/integration/test_ledger_events.py pins the clock to it.
+    (
+        "ledger/append.json",
+        "POST",
+        "/ledgers/l1/entries",
+        "/ledgers/{ledgerId}/entries",
+        {"ledgerId": "l1"},
+        None,
+        {"amount": 5},
+        {"Idempotency-Key": "01MCC5RM0028T5CY4GNF6YY4HM"},
+    ),
+    ("ledger/get.json", "GET", "/ledgers/l1", "/ledgers/{ledgerId}", {"ledgerId": "l1"}, None, None, {}),
+    ("ledger/compact.json", "POST", "/ledgers/l1/compact", "/ledgers/{ledgerId}/compact", {"ledgerId": "l1"}, None, None, {}),
     (
         "operations/get_operation.json",
         "GET",

@@ -87,12 +87,28 @@ class SlotsFull(CounterError):
     status = 409
 
 
+class IdempotencyKeyExpired(CounterError):
+    """The idempotency key is older than the retry window: its outcome can no longer be told."""
+
+    code = "idempotency_key_expired"
+    default_message = "the idempotency key is older than the retry window; send a new key"
+    status = 422
+
+
 class IdempotencyKeyReused(CounterError):
     """The idempotency key was already used for a different request."""
 
     code = "idempotency_key_reused"
-    default_message = "this Idempotency-Key was used with a different request body"
+    default_message = "this Idempotency-Key was already used with a different request"
     status = 422
+
+
+class WrongRegion(CounterError):
+    """This operation may only run in another region (e.g. ledger compaction on a global table)."""
+
+    code = "wrong_region"
+    default_message = "this operation runs in another region"
+    status = 409
 
 
 class AmbiguousOutcome(CounterError):
