@@ -60,7 +60,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.dynamo import DYNAMO_ERRORS, Classified, Failure, RetryPolicy, classify, client, from_item, to_item
+from counters.dynamo import Failure, RetryPolicy, SingleCall, call, client, from_item, to_item
+from counters.dynamo import read as read_item
 from counters.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest, WrongRegion
 from counters.outcome import Capacity, Outcome, Result
 from counters.tx import transact
@@ -185,16 +186,6 @@ class ScheduledReport:
         }
 
 
-@dataclass
-class _Call:
-    response: dict[str, Any] | None
-    failure: Classified | None
-    attempts: int
-    unknown_seen: bool
-    stopped: bool = False
-    """``before`` refused another attempt."""
-
-
 def public_checkpoint(item: dict[str, Any] | None) -> dict[str, Any] | None:
     if item is None:
         return None
@@ -257,34 +248,16 @@ class Ledger:
             self.hook(name)
 
     # ------------------------------------------------------------------ plumbing
+    def _read(self, operation: Callable[..., Any], capacity: Capacity, **kwargs: Any) -> dict[str, Any]:
+        """A read retried on transient failures; ContentionError (503) past the budget."""
+        return read_item(operation, self.retry, capacity, **kwargs)
+
     def _call(
         self, operation: Callable[..., Any], capacity: Capacity, *, write: bool, before: Callable[[], bool] | None = None, **kwargs: Any
-    ) -> _Call:
-        """One single-item call with the layer's classification and backoff.
-
-        Every call here is safe to re-send: conditional puts (the condition turns a committed
-        resend into a visible duplicate), idempotent deletes/puts of markers, and reads.
-        """
-        unknown, failure = False, None
-        for attempt in range(1, self.retry.max_attempts + 1):
-            if before is not None and not before():
-                return _Call(None, failure, attempt - 1, unknown, stopped=True)
-            try:
-                response = operation(**kwargs, ReturnConsumedCapacity="TOTAL")
-            except DYNAMO_ERRORS as exc:
-                capacity.add_response(getattr(exc, "response", None), write=write)
-                failure = classify(exc)
-                if failure is None:
-                    raise
-                if failure.kind is Failure.CONDITION:
-                    return _Call(None, failure, attempt, unknown)
-                unknown = unknown or failure.kind is Failure.UNKNOWN
-                if attempt < self.retry.max_attempts:
-                    self.retry.backoff(attempt)
-                continue
-            capacity.add_response(response, write=write)
-            return _Call(response, None, attempt, unknown)
-        return _Call(None, failure, self.retry.max_attempts, unknown)
+    ) -> SingleCall:
+        """Every call here is safe to re-send: conditional puts (the condition turns a committed
+        resend into a visible duplicate), idempotent deletes/puts of markers, and reads."""
+        return call(operation, self.retry, capacity, write=write, before=before, **kwargs)
 
     # ------------------------------------------------------------------ append
     def check_fresh(self, key: EntryKey) -> None:
@@ -398,15 +371,15 @@ class Ledger:
             if not verify:
                 return read
             self._stage("balance_verify")
-            confirm = self.dynamodb.get_item(
+            confirm = self._read(
+                self.dynamodb.get_item,
+                capacity,
                 TableName=self.table_name,
                 Key=to_item({"PK": ledger_pk(ledger_id), "SK": SNAPSHOT}),
                 ProjectionExpression="#version",
                 ExpressionAttributeNames={"#version": "version"},
                 ConsistentRead=True,
-                ReturnConsumedCapacity="TOTAL",
             )
-            capacity.add_response(confirm, write=False)
             version = int((from_item(confirm.get("Item")) or {}).get("version", 0))
             if version == (read.checkpoint or {}).get("version", 0):
                 return read
@@ -436,8 +409,7 @@ class Ledger:
         entries: list[tuple[str, int]] = []
         snapshot: dict[str, Any] | None = None
         while True:
-            page = self.dynamodb.query(**kwargs)
-            capacity.add_response(page, write=False)
+            page = self._read(self.dynamodb.query, capacity, **kwargs)
             for raw in page.get("Items", []):
                 sk = raw["SK"]["S"]
                 if sk == SNAPSHOT:
@@ -465,13 +437,13 @@ class Ledger:
         return self._now_ms() - int((self.retry_window + self.margin) * 1000)
 
     def _read_checkpoint(self, pk: str, capacity: Capacity) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
+        response = self._read(
+            self.dynamodb.get_item,
+            capacity,
             TableName=self.table_name,
             Key=to_item({"PK": pk, "SK": SNAPSHOT}),
             ConsistentRead=True,
-            ReturnConsumedCapacity="TOTAL",
         )
-        capacity.add_response(response, write=False)
         return from_item(response.get("Item"))
 
     def _due_entries(self, pk: str, after: str, cutoff_ms: int, limit: int, capacity: Capacity) -> list[dict[str, Any]]:
@@ -479,7 +451,9 @@ class Ledger:
         upper = f"{ENTRY_PREFIX}{cutoff_ms:013d}"
         if after >= upper:
             return []  # a compactor with a later clock (or a later start) already merged past our cutoff
-        response = self.dynamodb.query(
+        response = self._read(
+            self.dynamodb.query,
+            capacity,
             TableName=self.table_name,
             # BETWEEN is inclusive: ``after`` itself is skipped below; the upper bound
             # "ENTRY#<cutoff>" sorts before every entry of that millisecond ("...-<key>").
@@ -489,9 +463,7 @@ class Ledger:
             ExpressionAttributeValues=to_item({":pk": pk, ":after": after or ENTRY_PREFIX, ":cutoff": upper}),
             ConsistentRead=True,
             Limit=limit + 1,
-            ReturnConsumedCapacity="TOTAL",
         )
-        capacity.add_response(response, write=False)
         items = [{"SK": raw["SK"]["S"], "amount": int(raw["amount"]["N"])} for raw in response.get("Items", [])]
         return [item for item in items if item["SK"] != after][:limit]
 
@@ -606,8 +578,7 @@ class Ledger:
             "ReturnConsumedCapacity": "TOTAL",
         }
         while True:
-            page = self.dynamodb.query(**kwargs)
-            report.capacity.add_response(page, write=False)
+            page = self._read(self.dynamodb.query, report.capacity, **kwargs)
             for raw in page.get("Items", []):
                 sk = (from_item(raw) or {})["SK"]
                 markers.setdefault(sk.split("#", 1)[1], []).append(sk)

@@ -37,7 +37,7 @@ from counters import sharding
 from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create
 from counters.approaches.marker import DEFAULT_TTL_SECONDS, marker_key
 from counters.commands import Command, Executor, PoisonMessage
-from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, client, from_item, to_item
+from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, client, from_item, read, to_item
 from counters.errors import (
     AlreadyExists,
     AmbiguousOutcome,
@@ -388,8 +388,7 @@ class Reservations:
 
     def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
         capacity = Capacity()
-        response = self.dynamodb.get_item(TableName=self.table_name, Key=to_item(key), ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
-        capacity.add_response(response, write=False)
+        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
         return from_item(response.get("Item")), capacity
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, ClassVar
 
-from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.dynamo import RetryPolicy, client, from_item, read, to_item
 from counters.outcome import Capacity, Outcome, Result
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
@@ -149,8 +149,7 @@ class Approach:
 
     # -- helpers -------------------------------------------------------------------------------
     def read(self, key: dict[str, str], capacity: Capacity) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(TableName=self.table_name, Key=to_item(key), ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
-        capacity.add_response(response, write=False)
+        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
         return from_item(response.get("Item"))
 
     def require_token(self, token: str | None) -> str:
