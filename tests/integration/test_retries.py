@@ -124,6 +124,66 @@ def test_unacknowledged_when_the_queue_is_unreachable(load_function: Any, table:
 FAULT_RATES = {"after_commit": 0.04, "resend": 0.02, "conflict": 0.04, "throttle": 0.03, "unavailable": 0.02}
 
 
+class FaultyStack:
+    """The local stack with faults injected into the named functions' processes, and an HTTP
+    client that re-sends what was not acknowledged (5xx), like a real client."""
+
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, report_dir: Any, dynamodb_endpoint: str, sqs_endpoint: str, functions: list[str], prefix: str
+    ) -> None:
+        spec = [[kind, {"rate": rate}] for kind, rate in FAULT_RATES.items()]
+        monkeypatch.setenv("DEVSTACK_FAULTS", json.dumps({name: spec for name in functions}))
+        monkeypatch.setenv("DEVSTACK_FAULTS_REPORT", str(report_dir))
+        self.report_dir = report_dir
+        self.table = f"{prefix}-{random.randrange(10**6)}"
+        self.stack = LocalStack(
+            dynamodb_endpoint,
+            self.table,
+            port=0,
+            concurrency=4,
+            sqs_endpoint=sqs_endpoint,
+            visibility_override=1,
+            deliveries=2,
+            params={"InlineRetryAttempts": "2"},
+        ).start()
+        self.session = requests.Session()
+        self.session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=32))
+        self.url = self.stack.api.url
+
+    def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        for _ in range(30):
+            response = self.session.request(method, f"{self.url}{path}", timeout=30, **kwargs)
+            if response.status_code < 500:
+                return response
+        raise AssertionError(f"{method} {path} never acknowledged")
+
+    def final(self, response: requests.Response) -> dict[str, Any]:
+        """The operation record of a 202, once it is no longer PENDING."""
+        operation = response.json()["operationId"]
+        for _ in range(600):
+            record = self.call("GET", f"/operations/{operation}").json()
+            if record["status"] != "PENDING":
+                return record
+            time.sleep(0.2)
+        raise AssertionError("operation still pending")
+
+    def faults(self) -> tuple[int, int]:
+        """(injected, calls) over every faulted process."""
+        calls = injected = 0
+        for report in self.report_dir.glob("*.json"):
+            data = json.loads(report.read_text())
+            calls += sum(data["calls"].values())
+            injected += sum(data["injected"].values())
+        return injected, calls
+
+    def drained(self) -> bool:
+        for _ in range(100):  # the second delivery of the last batch may still be in flight
+            if self.stack.queue_depth("RetryQueue") == 0:
+                break
+            time.sleep(0.1)
+        return self.stack.queue_depth("RetryQueue") == 0 and self.stack.queue_depth("RetryDLQ") == 0
+
+
 def test_two_thousand_operations_under_faults_are_applied_exactly_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, dynamodb_endpoint: str, sqs_endpoint: str, ddb: Any
 ) -> None:
@@ -131,55 +191,22 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
     ~15% of every DynamoDB call in the API and worker processes faulted; the client retries
     only unacknowledged answers (5xx). Every 200/202 ends applied exactly once, every 4xx
     leaves no trace, every queue batch is delivered twice, nothing reaches the DLQ."""
-    spec = [[kind, {"rate": rate}] for kind, rate in FAULT_RATES.items()]
-    monkeypatch.setenv("DEVSTACK_FAULTS", json.dumps({"LikesFunction": spec, "RetryWorkerFunction": spec}))
-    monkeypatch.setenv("DEVSTACK_FAULTS_REPORT", str(tmp_path))
-    table = f"tally-retries-{random.randrange(10**6)}"
-    stack = LocalStack(
-        dynamodb_endpoint,
-        table,
-        port=0,
-        concurrency=4,
-        sqs_endpoint=sqs_endpoint,
-        visibility_override=1,
-        deliveries=2,
-        params={"InlineRetryAttempts": "2"},
-    )
-    stack.start()
-    session = requests.Session()
-    session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=32))
+    env = FaultyStack(monkeypatch, tmp_path, dynamodb_endpoint, sqs_endpoint, ["LikesFunction", "RetryWorkerFunction"], "tally-retries")
+    call, table = env.call, env.table
     try:
-        url = stack.api.url
         rng = random.Random(2026)
         posts = [f"p{i}" for i in range(4)]
-
-        def call(method: str, path: str, **kwargs: Any) -> requests.Response:
-            for _ in range(30):  # a client retries what was not acknowledged
-                response = session.request(method, f"{url}{path}", timeout=30, **kwargs)
-                if response.status_code < 500:
-                    return response
-            raise AssertionError(f"{method} {path} never acknowledged")
-
         for post in posts:
             assert call("POST", "/posts", json={"postId": post, "authorId": "a", "body": "b"}).status_code in (201, 409)
         # Each (post, user) pair gets one kind of request, so the final state is known.
         likers = {(rng.choice(posts), f"u{i}") for i in range(760)}
         unlikers = {(rng.choice(posts), f"x{i}") for i in range(200)}
-
-        def settle(responses: list[requests.Response]) -> list[str]:
-            """Wait until every deferred operation among ``responses`` is final."""
-            pending = [r.json()["operationId"] for r in responses if r.status_code == 202]
-            for _ in range(600):
-                pending = [op for op in pending if call("GET", f"/operations/{op}").json()["status"] == "PENDING"]
-                if not pending:
-                    return [r.json()["operationId"] for r in responses if r.status_code == 202]
-                time.sleep(0.2)
-            raise AssertionError(f"{len(pending)} operations still pending")
-
         with ThreadPoolExecutor(max_workers=32) as pool:
             setup = list(pool.map(lambda pu: call("PUT", f"/posts/{pu[0]}/likes/{pu[1]}"), sorted(unlikers)))
         assert {r.status_code for r in setup} <= {200, 202}
-        settle(setup)  # the likes to be undone are all in place before the unlikes start
+        for response in setup:  # the likes to be undone are all in place before the unlikes start
+            if response.status_code == 202:
+                assert env.final(response)["status"] in ("APPLIED", "DUPLICATE")
         reqs = [("PUT", f"/posts/{p}/likes/{u}") for p, u in likers for _ in range(2)]
         reqs += [("DELETE", f"/posts/{p}/likes/{u}") for p, u in unlikers for _ in range(2)]
         reqs += [("PUT", f"/posts/{rng.choice(posts)}/likes/bad%23id{i}") for i in range(50)]
@@ -191,43 +218,33 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
         answers: dict[int, int] = {}
         for r in responses:
             answers[r.status_code] = answers.get(r.status_code, 0) + 1
-        deferred = settle(responses)
-        calls = injected = 0
-        for report in tmp_path.glob("*.json"):
-            data = json.loads(report.read_text())
-            calls += sum(data["calls"].values())
-            injected += sum(data["injected"].values())
-
         assert set(answers) <= {200, 202, 400, 404}, answers
-        assert injected >= 0.10 * calls, (injected, calls)
-        assert deferred, "the fault rate should push some requests past the in-line budget"
+        assert answers.get(202), "the fault rate should push some requests past the in-line budget"
         for (method, path), response in zip(reqs, responses, strict=True):
             if "bad%23id" in path:
                 assert response.status_code == 400  # refused before any DynamoDB call
             elif "/missing" in path:  # 404 in-line, or deferred under contention and rejected by the worker
                 if response.status_code == 202:
-                    final = call("GET", f"/operations/{response.json()['operationId']}").json()
+                    final = env.final(response)
                     assert (final["status"], final["result"]["error"]) == ("REJECTED", "not_found")
                 else:
                     assert response.status_code == 404
             elif response.status_code == 202:
-                assert call("GET", f"/operations/{response.json()['operationId']}").json()["status"] in ("APPLIED", "DUPLICATE")
+                assert env.final(response)["status"] in ("APPLIED", "DUPLICATE")
             else:
                 assert response.status_code == 200, (method, path, response.text)
-        for _ in range(100):  # the second delivery of the last batch may still be in flight
-            if stack.queue_depth("RetryQueue") == 0:
-                break
-            time.sleep(0.1)
+        injected, calls = env.faults()
+        assert injected >= 0.10 * calls, (injected, calls)
+        assert env.drained()
         for post in posts:
             expected = sum(1 for p, _ in likers if p == post)
             assert tally(ddb, table, post) == item_count(ddb, table, f"POST#{post}", "LIKE#") == expected
         for post, user in likers:
             assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": f"LIKE#USER#{user}"}})
         assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(50)) == 0  # 4xx left no trace
-        assert stack.queue_depth("RetryQueue") == 0 and stack.queue_depth("RetryDLQ") == 0
-        print(f"\nanswers {answers}; deferred {len(deferred)}; injected {injected} faults in {calls} DynamoDB calls")
+        print(f"\nanswers {answers}; injected {injected} faults in {calls} DynamoDB calls")
     finally:
-        stack.stop()
+        env.stack.stop()
 
 
 def test_local_stack_resolves_a_202_through_its_own_worker(
@@ -263,39 +280,8 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
     DynamoDB calls faulted in the API and the worker): reserved == the sum of distinct confirmed
     reservations, never above capacity; deferred ones end APPLIED/DUPLICATE/REJECTED; plus
     releases, each deferred or applied once; and atomic never answers 202."""
-    spec = [[kind, {"rate": rate}] for kind, rate in FAULT_RATES.items()]
-    monkeypatch.setenv("DEVSTACK_FAULTS", json.dumps({"ReservationsFunction": spec, "RetryWorkerFunction": spec}))
-    table = f"tally-rsv-{random.randrange(10**6)}"
-    stack = LocalStack(
-        dynamodb_endpoint,
-        table,
-        port=0,
-        concurrency=4,
-        sqs_endpoint=sqs_endpoint,
-        visibility_override=1,
-        deliveries=2,
-        params={"InlineRetryAttempts": "2"},
-    )
-    stack.start()
-    session = requests.Session()
-    session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=32))
-    url = stack.api.url
-
-    def call(method: str, path: str, **kwargs: Any) -> requests.Response:
-        for _ in range(30):
-            response = session.request(method, f"{url}{path}", timeout=30, **kwargs)
-            if response.status_code < 500:
-                return response
-        raise AssertionError(f"{method} {path} never acknowledged")
-
-    def final(response: requests.Response) -> dict[str, Any]:
-        operation = response.json()["operationId"]
-        for _ in range(600):
-            record = call("GET", f"/operations/{operation}").json()
-            if record["status"] != "PENDING":
-                return record
-            time.sleep(0.2)
-        raise AssertionError("operation still pending")
+    env = FaultyStack(monkeypatch, tmp_path, dynamodb_endpoint, sqs_endpoint, ["ReservationsFunction", "RetryWorkerFunction"], "tally-rsv")
+    call, final, session, url, stack = env.call, env.final, env.session, env.url, env.stack
 
     try:
         strategies = ["crt", "marker", "set", "occ_history"]
@@ -355,11 +341,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
                 f"{url}/resources/r-atomic/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"a{i}"}, timeout=30
             )
             assert response.status_code != 202
-        for _ in range(100):
-            if stack.queue_depth("RetryQueue") == 0:
-                break
-            time.sleep(0.1)
-        assert stack.queue_depth("RetryDLQ") == 0
+        assert env.drained()
         assert deferred, "the fault rate should defer some requests"
         print(f"\ndeferred {deferred} of {len(reqs) + len(releases) * 2} reservation requests")
     finally:
