@@ -12,6 +12,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.api import IdPath, build_app, json_response, record
+from counters.commands import Deferrer
+from counters.dynamo import RetryPolicy
 from counters.ledger import AMOUNT_LIMIT, Ledger
 
 # Settings read once at cold start.
@@ -22,8 +24,8 @@ MARGIN = float(os.environ.get("LEDGER_COMPACTION_MARGIN_SECONDS", "900"))
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger)
-ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN)
+app = build_app(logger, Deferrer.from_env())
+ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, retry=RetryPolicy.from_env())
 
 
 class NewEntry(BaseModel):

@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.commands import Replayer
 from counters.dynamo import RetryPolicy
+from counters.ledger import Ledger
 from counters.likes import Likes
 from counters.reservations import Reservations
 
@@ -31,6 +32,12 @@ RETRY = RetryPolicy.from_env()
 EXECUTORS = {
     **Likes(TABLE_NAME, retry=RETRY).executors(),
     **Reservations(TABLE_NAME, retry=RETRY, atomic_policy=os.environ.get("ATOMIC_POLICY", "under")).executors(),
+    **Ledger(
+        TABLE_NAME,
+        retry=RETRY,
+        retry_window=float(os.environ.get("LEDGER_RETRY_WINDOW_SECONDS", "600")),
+        margin=float(os.environ.get("LEDGER_COMPACTION_MARGIN_SECONDS", "900")),
+    ).executors(),
 }
 replayer = Replayer(TABLE_NAME, DLQ_URL, executors=EXECUTORS)
 

@@ -368,3 +368,23 @@ def test_only_exact_strategies_are_deferred(
     else:
         assert status == 503 and body["error"] == "contention"
         assert queues.depth("RetryQueue") == 0
+
+
+def test_ledger_append_under_contention_is_deferred_and_replayed_once(load_function: Any, table: str, queues: Queues, faults: Any) -> None:
+    from counters.ledger import new_key
+
+    ledger_app = load_function("LedgerFunction", table, queues.urls)
+    ledger_app.ledger.retry = FAST
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    operations = load_function("OperationsFunction", table, queues.urls)
+    key = new_key()
+    faults.add("throttle", operations={"PutItem"}, limit=FAST.max_attempts)
+    status, body = invoke(ledger_app, api_event("POST", "/ledgers/l1/entries", {"amount": 7}, headers={"Idempotency-Key": key}))
+    assert (status, body["status"]) == (202, "PENDING")
+    drain(queues, worker, deliveries=2)
+    record = invoke(operations, api_event("GET", f"/operations/{body['operationId']}"))[1]
+    assert record["status"] in ("APPLIED", "DUPLICATE")
+    assert invoke(ledger_app, api_event("GET", "/ledgers/l1"))[1]["balance"] == 7
+    # the client's own retry with the same key is a duplicate, not a second entry
+    assert invoke(ledger_app, api_event("POST", "/ledgers/l1/entries", {"amount": 7}, headers={"Idempotency-Key": key}))[0] == 200
+    assert invoke(ledger_app, api_event("GET", "/ledgers/l1"))[1]["balance"] == 7

@@ -60,9 +60,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from counters.commands import Command, Executor, PoisonMessage
 from counters.dynamo import Failure, RetryPolicy, SingleCall, call, client, from_item, to_item
 from counters.dynamo import read as read_item
 from counters.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest, WrongRegion
+from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
 from counters.tx import transact
 
@@ -335,7 +337,24 @@ class Ledger:
             if result.outcome is Outcome.AMBIGUOUS:
                 raise IdempotencyKeyExpired("the key expired while retrying an unknown outcome; the entry may exist")
             raise IdempotencyKeyExpired()
-        raise ContentionError(f"ledger {ledger_id!r} is busy after {result.attempts} attempts; retry with the same key")
+        # Safe to re-drive: the entry's key makes a replay a duplicate (while the key is fresh).
+        replay = ("ledger_append", {"ledgerId": ledger_id, "amount": amount, "idempotencyKey": idempotency_key}, None)
+        raise ContentionError(f"ledger {ledger_id!r} is busy after {result.attempts} attempts; retry with the same key", replay=replay)
+
+    def executors(self) -> dict[str, Executor]:
+        """Replays of deferred appends for the retry worker."""
+        return {"ledger_append": self._redrive_append}
+
+    def _redrive_append(self, command: Command) -> tuple[str, dict[str, Any]]:
+        p = command.payload
+        ledger_id, amount, key = p.get("ledgerId"), p.get("amount"), p.get("idempotencyKey")
+        if not (valid_id(ledger_id) and isinstance(amount, int) and amount != 0 and isinstance(key, str)):
+            raise PoisonMessage("ledger_append: invalid ledgerId/amount/idempotencyKey")
+        try:
+            entry_id, created, _ = self.post_entry(ledger_id, amount, key)
+        except (IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest) as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        return ("APPLIED" if created else "DUPLICATE"), {"ledgerId": ledger_id, "entryId": entry_id}
 
     def _mark_dirty(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> bool:
         """Record that ``ledger_id`` has entries in ``key``'s time bucket (once per process)."""
