@@ -5,9 +5,9 @@ Token policy
       ClientRequestToken: if the first attempt committed, DynamoDB answers the replay with
       success and changes nothing (within its 10-minute window), so the retry can never
       apply twice.
-    * After a **definite** non-application (conflict, throttle, not sent) a token is spent
-      only if the caller did not pin it: a new token is drawn, so a cancelled attempt's token
-      is never relied upon.
+    * After a **definite** non-application (conflict, throttle, not sent) a new token is drawn,
+      unless the caller pinned it or an earlier attempt's outcome was unknown (then only that
+      token can recognise its commit, and it is kept to the end).
     * ``token=`` pins a caller-derived token for every attempt (the crt approach, SQS replays).
 """
 
@@ -65,7 +65,10 @@ def transact(
                 return report
             if failure.kind is Failure.UNKNOWN:
                 report.unknown_seen = True  # keep the token: the replay must be recognised
-            elif not pinned:
+            elif not pinned and not report.unknown_seen:
+                # Once an attempt's outcome was unknown, the token is the only thing that can
+                # recognise its commit: a later conflict/throttle says nothing about it, so the
+                # token stays (a cancelled transaction's token may be re-sent: it executes).
                 report.token = new_token()
             if attempt < policy.max_attempts:
                 policy.backoff(attempt)
