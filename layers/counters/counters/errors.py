@@ -62,3 +62,11 @@ class ContentionError(CounterError):
     code = "contention"
     default_message = "the item is busy; retry the same request later"
     status = 503
+
+
+class IdempotencyKeyReused(CounterError):
+    """The idempotency key was already used for a different request."""
+
+    code = "idempotency_key_reused"
+    default_message = "this Idempotency-Key was used with a different request"
+    status = 422
