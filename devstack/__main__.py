@@ -3,6 +3,7 @@
 * Starts DynamoDB Local on 127.0.0.1:8000 (or uses ``AWS_ENDPOINT_URL_DYNAMODB`` if set).
 * Creates the table from template.yaml's definition.
 * Serves the API on http://127.0.0.1:3000, each function in its own worker processes.
+* Delivers the table's stream to the functions with ``Type: DynamoDB`` events (devstack.streams).
 * Ctrl-C stops everything it started.
 """
 
@@ -16,6 +17,7 @@ import time
 
 from devstack.api import LocalApi
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
+from devstack.streams import StreamPoller
 from devstack.template import ROOT, read_stack
 
 
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB)", flush=True)
     local_env(endpoint)
-    api = None
+    api = streams = None
     try:
         stack = read_stack(args.table, params={"Stage": args.stage})
         create_table(dynamodb_client(endpoint), stack)
@@ -58,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"API              {api.url}", flush=True)
         for route in stack.routes:
             print(f"  {route.method:7} {route.path:40} -> {route.function}", flush=True)
+        streams = StreamPoller.for_stack(stack, endpoint).start()
+        for sub in streams.subs:
+            print(f"  STREAM  {stack.table_name + ' (' + sub.starting_position + ')':40} -> {sub.function}", flush=True)
         print("Ctrl-C to stop.", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         while True:
@@ -65,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
     finally:
+        if streams:
+            streams.stop()
         if api:
             api.stop()
         if ddb_local:
