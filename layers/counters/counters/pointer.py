@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item
+from counters.dynamo import RetryPolicy, client, from_item, to_item
 from counters.outcome import Capacity, Outcome, Result
 from counters.write import update_item
 
@@ -61,15 +61,12 @@ class Pointer:
     def dynamodb(self) -> Any:
         return self._dynamodb or client()
 
-    def _key(self) -> dict[str, Any]:
-        return {"PK": {"S": self.key["PK"]}, "SK": {"S": self.key["SK"]}}
-
     def advance(self, value: int) -> Result:
         """Move the pointer to ``value`` if that is forward (see the module doc for outcomes)."""
         report = update_item(
             {
                 "TableName": self.table_name,
-                "Key": self._key(),
+                "Key": to_item(self.key),
                 "UpdateExpression": "SET #v = :new, #at = :now",
                 "ConditionExpression": POINTER_IS_BEHIND,
                 "ExpressionAttributeNames": {"#v": self.attribute, "#at": "updatedAt"},
@@ -104,7 +101,7 @@ class Pointer:
         capacity = Capacity()
         response = self.dynamodb.get_item(
             TableName=self.table_name,
-            Key=self._key(),
+            Key=to_item(self.key),
             ProjectionExpression="#v",
             ExpressionAttributeNames={"#v": self.attribute},
             ConsistentRead=True,

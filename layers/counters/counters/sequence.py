@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item
+from counters.dynamo import RetryPolicy, client, from_item, to_item
 from counters.outcome import Capacity, Outcome, Result
 from counters.tx import transact
 from counters.write import update_item
@@ -112,7 +112,7 @@ class Sequence:
         capacity = Capacity()
         response = self.dynamodb.get_item(
             TableName=self.table_name,
-            Key={"PK": {"S": self.key["PK"]}, "SK": {"S": self.key["SK"]}},
+            Key=to_item(self.key),
             ProjectionExpression="#v",
             ExpressionAttributeNames={"#v": VALUE},
             ConsistentRead=True,
@@ -141,7 +141,7 @@ class Sequence:
         report = update_item(
             {
                 "TableName": self.table_name,
-                "Key": {"PK": {"S": self.key["PK"]}, "SK": {"S": self.key["SK"]}},
+                "Key": to_item(self.key),
                 "UpdateExpression": "ADD #v :one",
                 "ExpressionAttributeNames": {"#v": VALUE},
                 "ExpressionAttributeValues": {":one": {"N": "1"}},
@@ -191,7 +191,7 @@ class Sequence:
             new = (observed or 0) + 1
             bump: dict[str, Any] = {
                 "TableName": self.table_name,
-                "Key": {"PK": {"S": self.key["PK"]}, "SK": {"S": self.key["SK"]}},
+                "Key": to_item(self.key),
                 "UpdateExpression": "SET #v = :new",
                 "ExpressionAttributeNames": {"#v": VALUE},
                 "ExpressionAttributeValues": {":new": {"N": str(new)}},
