@@ -7,7 +7,7 @@ SAM_VENV := .venv-sam
 SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: help java setup dev test test-unit test-integration lint validate build bench clean
+.PHONY: help java setup dev test test-unit test-integration lint validate build proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint (offline)
 
 build: $(SAM_VENV)/.installed ## sam build (needs python3.12 on PATH)
 	$(SAM) build
+
+proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each
+	$(PY) -m proof
 
 bench: setup ## benchmarks: prints a table and writes bench/results/latest.md
 	$(PY) -m bench

@@ -37,7 +37,7 @@ def proxy_event(
     now = time.time()
     return {
         "resource": route.path,
-        "path": split.path,
+        "path": split.path,  # REST APIs pass the path still percent-encoded (pathParameters decoded)
         "httpMethod": method,
         "headers": {k: v[-1] for k, v in headers.items()},
         "multiValueHeaders": headers,
@@ -65,17 +65,17 @@ def proxy_event(
     }
 
 
-def match(routes: list[Route], method: str, path: str) -> tuple[Route | None, dict[str, str], bool]:
-    """The route for (method, path), its path parameters, and whether the path exists at all."""
-    path_exists = False
+def match(routes: list[Route], method: str, path: str) -> tuple[Route | None, dict[str, str], list[str]]:
+    """The route for (method, path), its path parameters, and the methods the path allows."""
+    allowed: list[str] = []
     for route in routes:
         found = route.regex.match(path)
         if not found:
             continue
-        path_exists = True
+        allowed.append(route.method)
         if route.method in (method, "ANY"):
-            return route, {k: unquote(v) for k, v in found.groupdict().items()}, True
-    return None, {}, path_exists
+            return route, {k: unquote(v) for k, v in found.groupdict().items()}, allowed
+    return None, {}, allowed
 
 
 class LocalApi:
@@ -96,7 +96,10 @@ class LocalApi:
             def _handle(self) -> None:
                 api.handle(self)
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
+            def __getattr__(self, name: str) -> Any:  # any method (TRACE, QUERY...) reaches the router
+                if name.startswith("do_"):
+                    return self._handle
+                raise AttributeError(name)
 
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
@@ -130,11 +133,13 @@ class LocalApi:
             return self._send(req, 413, {"Content-Type": "application/json"}, b'{"message":"Request Too Long"}')
         body = req.rfile.read(length) if length else b""
         path = urlsplit(req.path).path
-        route, params, exists = match(self.stack.routes, req.command, path)
+        route, params, allowed = match(self.stack.routes, req.command, path)
         if route is None:
-            # API Gateway answers unknown resources/methods with 403 "Missing Authentication Token".
-            status = 405 if exists else 403
-            return self._send(req, status, {"Content-Type": "application/json"}, b'{"message":"Missing Authentication Token"}')
+            if allowed:  # a known resource, another method
+                headers = {"Content-Type": "application/json", "Allow": ", ".join(sorted(set(allowed)))}
+                return self._send(req, 405, headers, b'{"message":"Method Not Allowed"}')
+            # API Gateway answers unknown resources with 403 "Missing Authentication Token".
+            return self._send(req, 403, {"Content-Type": "application/json"}, b'{"message":"Missing Authentication Token"}')
         headers: dict[str, list[str]] = {}
         for key, value in req.headers.items():
             headers.setdefault(key, []).append(value)

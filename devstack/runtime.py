@@ -11,6 +11,7 @@ timeout.
 from __future__ import annotations
 
 import importlib
+import json
 import multiprocessing as mp
 import os
 import sys
@@ -18,6 +19,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,7 @@ def _worker_main(fn: Function, conn: Any) -> None:
     except Exception:  # noqa: BLE001 - an init error fails every invocation, as in Lambda
         init_error = traceback.format_exc()
         handler = None
+    report_faults = _inject_faults(fn.name)
     conn.send(("ready", None))
     while True:
         try:
@@ -83,10 +86,39 @@ def _worker_main(fn: Function, conn: Any) -> None:
             continue
         context = LambdaContext.for_function(fn.name, fn.memory, fn.timeout)
         try:
-            conn.send(("ok", handler(event, context)))
+            answer: tuple[str, Any] = ("ok", handler(event, context))
         except Exception as exc:  # noqa: BLE001 - like Lambda: any error becomes an error result
             sys.stderr.write(traceback.format_exc())
-            conn.send(("error", {"errorType": type(exc).__name__, "errorMessage": str(exc)}))
+            answer = ("error", {"errorType": type(exc).__name__, "errorMessage": str(exc)})
+        report_faults()
+        conn.send(answer)
+
+
+def _inject_faults(function: str) -> Callable[[], None]:
+    """Test hook: ``DEVSTACK_FAULTS`` = JSON {function: [[kind, {operations, rate, limit}], ...]}
+    attaches a FaultInjector to the layer's client in this worker (never set outside tests).
+    With ``DEVSTACK_FAULTS_REPORT`` (a folder), the returned callable writes what it counted."""
+    spec = json.loads(os.environ.get("DEVSTACK_FAULTS") or "{}").get(function)
+    if not spec:
+        return lambda: None
+    from counters import dynamo
+    from devstack.faults import FaultInjector
+
+    injector = FaultInjector(dynamo.client(), seed=os.getpid())
+    for kind, options in spec:
+        injector.add(
+            kind, operations=set(options.get("operations") or []) or None, rate=options.get("rate", 1.0), limit=options.get("limit")
+        )
+    report_dir = os.environ.get("DEVSTACK_FAULTS_REPORT")
+
+    def report() -> None:
+        if report_dir:
+            path = os.path.join(report_dir, f"{function}-{os.getpid()}.json")
+            with open(path + ".tmp", "w") as fh:
+                json.dump({"calls": dict(injector.calls), "injected": dict(injector.injected)}, fh)
+            os.replace(path + ".tmp", path)
+
+    return report
 
 
 class Worker:

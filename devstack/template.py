@@ -81,9 +81,20 @@ class Function:
 
 
 @dataclass
+class QueueSource:
+    """An SQS event source: which function consumes which queue, in what batches."""
+
+    function: str
+    queue: str  # logical id
+    batch_size: int
+    report_failures: bool
+
+
+@dataclass
 class Stack:
     functions: dict[str, Function]
     routes: list[Route]
+    queue_sources: list[QueueSource]
     table: dict[str, Any]  # CreateTable arguments
     table_extras: dict[str, Any]  # TTL, streams: applied after creation
     table_name: str
@@ -92,8 +103,16 @@ class Stack:
 class Resolver:
     """Resolves intrinsics with parameter defaults (or overrides) and local resource names."""
 
-    def __init__(self, template: dict[str, Any], names: dict[str, str], params: dict[str, str] | None = None):
-        self.values: dict[str, Any] = {"AWS::Region": "us-east-1", "AWS::StackName": "tally-local", "AWS::AccountId": "123456789012"}
+    def __init__(
+        self, template: dict[str, Any], names: dict[str, str], params: dict[str, str] | None = None, attrs: dict[str, str] | None = None
+    ):
+        self.attrs = attrs or {}
+        self.values: dict[str, Any] = {
+            "AWS::Region": "us-east-1",
+            "AWS::StackName": "tally-local",
+            "AWS::AccountId": "123456789012",
+            "AWS::NoValue": None,
+        }
         for key, spec in template.get("Parameters", {}).items():
             self.values[key] = str(spec.get("Default", ""))
         self.values.update(params or {})
@@ -109,7 +128,7 @@ class Resolver:
                 text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], {k: self(v) for k, v in arg[1].items()})
                 return re.sub(r"\$\{([^}]+)\}", lambda m: str(extra.get(m[1], self.values.get(m[1], m[0]))), text)
             if key == "Fn::GetAtt":
-                return f"{arg[0]}.{arg[1]}"
+                return self.attrs.get(f"{arg[0]}.{arg[1]}", f"{arg[0]}.{arg[1]}")
             if key == "Fn::If":
                 cond, yes, no = arg
                 return self(yes) if self.condition(cond) else self(no)
@@ -129,8 +148,24 @@ class Resolver:
         return False
 
 
-def read_stack(table_name: str, params: dict[str, str] | None = None, path: Path = TEMPLATE) -> Stack:
-    """Everything the local stack runs, read from the template."""
+def queue_definitions(path: Path = TEMPLATE) -> dict[str, dict[str, Any]]:
+    """SQS queues by logical id, with their properties (intrinsics unresolved), DLQs first."""
+    resources = load(path)["Resources"]
+    queues = {k: r.get("Properties", {}) for k, r in resources.items() if r["Type"] == "AWS::SQS::Queue"}
+    return dict(sorted(queues.items(), key=lambda kv: "RedrivePolicy" in kv[1]))
+
+
+def read_stack(
+    table_name: str,
+    params: dict[str, str] | None = None,
+    path: Path = TEMPLATE,
+    refs: dict[str, str] | None = None,
+    attrs: dict[str, str] | None = None,
+) -> Stack:
+    """Everything the local stack runs, read from the template.
+
+    ``refs``/``attrs`` give local values for ``!Ref X`` / ``!GetAtt X.Attr`` (e.g. queue URLs and ARNs).
+    """
     template = load(path)
     resources = template["Resources"]
     table_ids = [k for k, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"]
@@ -138,12 +173,14 @@ def read_stack(table_name: str, params: dict[str, str] | None = None, path: Path
         raise ValueError(f"expected one DynamoDB table in the template, found {table_ids}")
     table_id = table_ids[0]
     layers = {k: ROOT / r["Properties"]["ContentUri"] for k, r in resources.items() if r["Type"] == "AWS::Serverless::LayerVersion"}
-    names = {table_id: table_name, **{k: k for k in resources if k not in (table_id,)}}
-    resolve = Resolver(template, names, params)
+    # Resources the local stack did not create resolve to "" (a function then runs without them).
+    names = {**{k: "" for k in resources}, table_id: table_name, **(refs or {})}
+    resolve = Resolver(template, names, params, attrs)
 
     glob = template.get("Globals", {}).get("Function", {})
     functions: dict[str, Function] = {}
     routes: list[Route] = []
+    sources: list[QueueSource] = []
     for name, res in resources.items():
         if res["Type"] != "AWS::Serverless::Function":
             continue
@@ -157,13 +194,18 @@ def read_stack(table_name: str, params: dict[str, str] | None = None, path: Path
             handler=props["Handler"],
             timeout=int(resolve(props.get("Timeout", glob.get("Timeout", 3)))),
             memory=int(resolve(props.get("MemorySize", glob.get("MemorySize", 128)))),
-            environment={k: str(resolve(v)) for k, v in env.items()},
+            environment={k: str(v) for k, v in ((k, resolve(v)) for k, v in env.items()) if v is not None},
             layers=[layers[ref["Ref"]] for ref in layer_refs if isinstance(ref, dict) and ref.get("Ref") in layers],
         )
         for event in (props.get("Events") or {}).values():
+            p = event["Properties"]
             if event["Type"] == "Api":
-                p = event["Properties"]
                 routes.append(Route(p["Method"].upper(), p["Path"], name))
+            elif event["Type"] == "SQS":
+                queue = p["Queue"]["Fn::GetAtt"][0] if isinstance(p["Queue"], dict) and "Fn::GetAtt" in p["Queue"] else str(p["Queue"])
+                sources.append(
+                    QueueSource(name, queue, int(p.get("BatchSize", 10)), "ReportBatchItemFailures" in p.get("FunctionResponseTypes", []))
+                )
     routes.sort(key=lambda r: r.specificity)
 
     tprops = resolve(resources[table_id]["Properties"])
@@ -184,4 +226,4 @@ def read_stack(table_name: str, params: dict[str, str] | None = None, path: Path
         create["StreamSpecification"] = {"StreamEnabled": True, **create["StreamSpecification"]}
     create["TableName"] = table_name
     extras = {k: tprops[k] for k in ("TimeToLiveSpecification",) if k in tprops}
-    return Stack(functions=functions, routes=routes, table=create, table_extras=extras, table_name=table_name)
+    return Stack(functions=functions, routes=routes, queue_sources=sources, table=create, table_extras=extras, table_name=table_name)

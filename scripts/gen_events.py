@@ -8,6 +8,7 @@ the events stay what `sam local invoke -e` expects.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -35,6 +36,16 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
     ("likes/list_likers.json", "GET", "/posts/p1/likes", "/posts/{postId}/likes", {"postId": "p1"}, {"limit": "10"}, None, {}),
     ("likes/audit.json", "GET", "/posts/p1/audit", "/posts/{postId}/audit", {"postId": "p1"}, None, None, {}),
     (
+        "operations/get_operation.json",
+        "GET",
+        "/operations/0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "/operations/{operationId}",
+        {"operationId": "0f1e2d3c4b5a69788796a5b4c3d2e1f0"},
+        None,
+        None,
+        {},
+    ),
+    (
         "orders/create_order.json",
         "POST",
         "/orders",
@@ -46,6 +57,42 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
     ),
     ("orders/get_order.json", "GET", "/orders/1", "/orders/{orderId}", {"orderId": "1"}, None, None, {}),
     ("orders/latest_order.json", "GET", "/orders/latest", "/orders/latest", None, None, None, {}),
+]
+
+# file, list of (message id, command) for the retry worker's SQS events
+SQS_EVENTS: list[tuple[str, list[tuple[str, dict]]]] = [
+    (
+        "retry_worker/replay_like.json",
+        [
+            (
+                "6f1c1e52-3f0e-4b7e-9a51-4d2f0c6f1a01",
+                {
+                    "op": "like",
+                    "payload": {"postId": "p1", "userId": "u2"},
+                    "token": "b5f1",
+                    "operation_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+                    "created_at": 1795370000,
+                    "version": 1,
+                },
+            )
+        ],
+    ),
+    (
+        "retry_worker/poison.json",
+        [
+            (
+                "6f1c1e52-3f0e-4b7e-9a51-4d2f0c6f1a02",
+                {
+                    "op": "no_such_operation",
+                    "payload": {},
+                    "token": "t",
+                    "operation_id": "1f1e2d3c4b5a69788796a5b4c3d2e1f0",
+                    "created_at": 1795370000,
+                    "version": 1,
+                },
+            )
+        ],
+    ),
 ]
 
 
@@ -100,6 +147,14 @@ def order_inserts_event() -> dict:
     return {"Records": records}
 
 
+def sqs_base() -> dict:
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
+    out = subprocess.run(
+        [str(SAM), "local", "generate-event", "sqs", "receive-message"], check=True, capture_output=True, text=True, env=env
+    ).stdout
+    return json.loads(out)
+
+
 def main() -> int:
     if not SAM.exists():
         print("sam not found: run `make validate` first to create .venv-sam", file=sys.stderr)
@@ -129,6 +184,24 @@ def main() -> int:
         target = ROOT / "events" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(event, indent=2) + "\n")
+        print(f"wrote {target.relative_to(ROOT)}")
+    for name, messages in SQS_EVENTS:
+        template = sqs_base()["Records"][0]
+        records = []
+        for message_id, command in messages:
+            body = json.dumps(command, separators=(",", ":"), sort_keys=True)
+            records.append(
+                {
+                    **template,
+                    "messageId": message_id,
+                    "body": body,
+                    "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tally-dev-RetryQueue",
+                }
+            )
+        target = ROOT / "events" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps({"Records": records}, indent=2) + "\n")
         print(f"wrote {target.relative_to(ROOT)}")
     return 0
 

@@ -98,11 +98,11 @@ def lambda_context() -> LambdaContext:
 
 
 @pytest.fixture
-def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], Any]:
+def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """Import a function's handler module with the template's environment for ``table``."""
 
-    def load(function: str, table_name: str) -> Any:
-        fn = read_stack(table_name).functions[function]
+    def load(function: str, table_name: str, refs: dict[str, str] | None = None) -> Any:
+        fn = read_stack(table_name, refs=refs).functions[function]
         for key, value in fn.environment.items():
             monkeypatch.setenv(key, value)
         monkeypatch.syspath_prepend(str(fn.code_dir))
@@ -179,3 +179,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(Path(item.fspath)):
             item.add_marker(pytest.mark.integration)
+
+
+# --------------------------------------------------------------------------- SQS
+@pytest.fixture(scope="session")
+def sqs_endpoint() -> Iterator[str]:
+    """moto's SQS server for the session (the queue emulator the local stack uses)."""
+    from devstack.sqs import SqsEmulator
+
+    emulator = SqsEmulator().start()
+    os.environ["AWS_ENDPOINT_URL_SQS"] = emulator.endpoint
+    try:
+        yield emulator.endpoint
+    finally:
+        os.environ.pop("AWS_ENDPOINT_URL_SQS", None)
+        emulator.stop()
+
+
+@dataclass
+class Queues:
+    sqs: Any
+    urls: dict[str, str]
+    attrs: dict[str, str]
+
+    def depth(self, logical_id: str) -> int:
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        got = self.sqs.get_queue_attributes(QueueUrl=self.urls[logical_id], AttributeNames=names)["Attributes"]
+        return sum(int(got[n]) for n in names)
+
+
+@pytest.fixture
+def queues(sqs_endpoint: str, table: str) -> Iterator[Queues]:
+    """The template's queues (redrive included), visibility 1 s so redelivery is quick."""
+    from counters import commands
+    from devstack.sqs import create_queues, sqs_client
+
+    sqs = sqs_client(sqs_endpoint)
+    urls, attrs = create_queues(sqs, table, visibility_override=1)
+    commands.reset_sqs_client()
+    yield Queues(sqs, urls, attrs)
+    commands.reset_sqs_client()
+    for url in urls.values():
+        sqs.delete_queue(QueueUrl=url)

@@ -11,7 +11,10 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import ID_PATTERN, IdPath, build_app, json_response, record
+from counters.api import IdPath, build_app, json_response, record
+from counters.commands import Deferrer
+from counters.dynamo import RetryPolicy
+from counters.ids import ID_PATTERN
 from counters.likes import Likes
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
@@ -19,8 +22,8 @@ TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger)
-likes = Likes(TABLE_NAME)
+app = build_app(logger, Deferrer.from_env())
+likes = Likes(TABLE_NAME, retry=RetryPolicy.from_env())
 
 
 class CreatePost(BaseModel):

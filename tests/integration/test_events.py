@@ -27,3 +27,23 @@ def test_likes_events_run_in_order(load_function: Any, table: str, layer_client:
     assert answers["likes/list_likers.json"]["likers"][0]["userId"] == "u1"
     assert answers["likes/audit.json"]["drift"] == 0
     assert answers["likes/unlike.json"]["changed"] is True
+
+
+def test_retry_worker_and_operations_events(load_function: Any, table: str, queues: Any, layer_client: Any, lambda_context: Any) -> None:
+    from counters.commands import Command, Operations
+
+    likes = load_function("LikesFunction", table, queues.urls)
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    operations = load_function("OperationsFunction", table, queues.urls)
+    assert invoke(likes, load_event("likes/create_post.json"))[0] == 201
+    replay = load_event("retry_worker/replay_like.json")
+    Operations(table).record_pending(Command.from_message(replay["Records"][0]["body"]))  # as the API would have
+
+    assert worker.lambda_handler(replay, lambda_context) == {"batchItemFailures": []}
+    status, body = invoke(operations, load_event("operations/get_operation.json"))
+    assert (status, body["status"], body["result"]["changed"]) == (200, "APPLIED", True)
+    assert worker.lambda_handler(replay, lambda_context) == {"batchItemFailures": []}  # redelivery: no change
+    assert invoke(likes, load_event("likes/get_post.json"))[1]["likeTally"] == 1
+
+    assert worker.lambda_handler(load_event("retry_worker/poison.json"), lambda_context) == {"batchItemFailures": []}
+    assert queues.depth("RetryDLQ") == 1

@@ -95,7 +95,7 @@ def test_sequence_mode_parameter_reaches_the_function() -> None:
 
 def test_a_bad_sequence_mode_fails_the_cold_start(load_function: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fn = read_stack("t", params={"SequenceMode": "gapy"}).functions["OrdersFunction"]
-    monkeypatch.setattr("tests.conftest.read_stack", lambda name: read_stack(name, params={"SequenceMode": "gapy"}))
+    monkeypatch.setattr("tests.conftest.read_stack", lambda name, **kw: read_stack(name, params={"SequenceMode": "gapy"}, **kw))
     assert fn.environment["SEQUENCE_MODE"] == "gapy"
     with pytest.raises(ValueError, match="gapy"):
         load_function("OrdersFunction", "t")

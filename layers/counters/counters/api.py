@@ -7,21 +7,24 @@ logged with their stack trace and answered with a bare 500: nothing internal lea
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 
-from counters.errors import CounterError
+from counters.commands import Deferrer
+from counters.errors import ContentionError, CounterError
+from counters.ids import ID_PATTERN
 from counters.outcome import Result
 
-ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
-"""Ids become part of keys (``POST#<id>``): no ``#``, bounded length, URL-safe."""
-
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
+OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
 
 
 def error(status: int, code: str, message: str) -> Response:
@@ -52,9 +55,60 @@ def _describe(errors: Any) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def build_app(logger: Logger) -> APIGatewayRestResolver:
-    """A REST-API resolver with validation on and the layer's error mapping installed."""
-    app = APIGatewayRestResolver(enable_validation=True)
+class TallyResolver(APIGatewayRestResolver):
+    """The REST resolver, refusing non-JSON bodies before Powertools' validation parses them
+    (it would otherwise try multipart/form-data and fail with a 500 on a missing boundary)."""
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+        content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
+        body = event.get("body")
+        if body and content_type and content_type != "application/json" and not content_type.endswith("+json"):
+            return _early(415, "unsupported_media_type", "send the body as application/json")
+        if body and event.get("isBase64Encoded"):
+            try:
+                base64.b64decode(body, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return _early(400, "invalid_json", "the request body is not valid UTF-8 JSON")
+        return super().resolve(event, context)
+
+
+def _early(status: int, code: str, message: str) -> dict[str, Any]:
+    """A proxy response for requests refused before routing."""
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "multiValueHeaders": {},
+        "body": json.dumps({"error": code, "message": message}),
+        "isBase64Encoded": False,
+    }
+
+
+def build_app(logger: Logger, deferrer: Deferrer | None = None) -> APIGatewayRestResolver:
+    """A REST-API resolver with validation on and the layer's error mapping installed.
+
+    With a ``deferrer`` (the retry queue), a contended request that is safe to re-drive is
+    queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503.
+    """
+    app = TallyResolver(enable_validation=True)
+
+    @app.exception_handler(ContentionError)
+    def _contention(exc: ContentionError) -> Response:
+        if deferrer is not None and exc.replay is not None:
+            op, payload, token = exc.replay
+            try:
+                command = deferrer.defer(op, payload, token)
+            except Exception:  # noqa: BLE001 - not acknowledged: the caller gets the 503 and retries
+                logger.exception("could not defer a contended request", extra={"op": op})
+            else:
+                logger.info("deferred to the retry queue", extra={"op": op, "operationId": command.operation_id})
+                return json_response(
+                    202,
+                    {"status": "PENDING", "operationId": command.operation_id},
+                    headers={"Location": f"/operations/{command.operation_id}"},
+                )
+        logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
+        return error(exc.status, exc.code, exc.message)
 
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response:
@@ -62,6 +116,10 @@ def build_app(logger: Logger) -> APIGatewayRestResolver:
         if any(e.get("type") == "json_invalid" for e in errors):
             return error(400, "invalid_json", "the request body is not valid JSON")
         return error(400, "validation_error", _describe(errors))
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _media_type(exc: RequestUnsupportedContentType) -> Response:
+        return error(415, "unsupported_media_type", "send the body as application/json")
 
     @app.exception_handler(CounterError)
     def _domain(exc: CounterError) -> Response:

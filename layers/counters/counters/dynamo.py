@@ -15,6 +15,7 @@ Classification
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -196,6 +197,11 @@ class RetryPolicy:
     max_delay: float = 0.5
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    @classmethod
+    def from_env(cls) -> RetryPolicy:
+        """The in-line budget from ``INLINE_RETRY_ATTEMPTS`` (template parameter), default 6."""
+        return cls(max_attempts=max(1, int(os.environ.get("INLINE_RETRY_ATTEMPTS") or 6)))
 
     def backoff(self, attempt: int) -> float:
         """Sleep before attempt ``attempt + 1``; returns the delay slept."""

@@ -63,6 +63,13 @@ class ContentionError(CounterError):
     default_message = "the item is busy; retry the same request later"
     status = 503
 
+    def __init__(
+        self, message: str | None = None, *, cause_code: str | None = None, replay: tuple[str, dict, str | None] | None = None
+    ) -> None:
+        super().__init__(message, cause_code=cause_code)
+        self.replay = replay
+        """(operation, payload, token) to re-drive the request later, when it is safe to."""
+
 
 class IdempotencyKeyReused(CounterError):
     """The idempotency key was already used for a different request."""

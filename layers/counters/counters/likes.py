@@ -16,8 +16,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from counters.commands import Command, Executor, PoisonMessage
 from counters.dynamo import RetryPolicy, client, from_item, to_item
 from counters.errors import AlreadyExists, ContentionError, IntegrityError, InvalidRequest, NotFound
+from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
 from counters.refcount import Audit, RefCount
 
@@ -93,14 +95,14 @@ class Likes:
     def like(self, post_id: str, user_id: str) -> LikeChange:
         child = {**like_key(post_id, user_id), "userId": user_id, "likedAt": int(time.time())}
         result = self.refcount.link(post_key(post_id), child)
-        return self._change(result, post_id, liked=True)
+        return self._change(result, post_id, user_id, liked=True)
 
     def unlike(self, post_id: str, user_id: str) -> LikeChange:
         result = self.refcount.unlink(post_key(post_id), like_key(post_id, user_id))
-        return self._change(result, post_id, liked=False)
+        return self._change(result, post_id, user_id, liked=False)
 
     @staticmethod
-    def _change(result: Result, post_id: str, *, liked: bool) -> LikeChange:
+    def _change(result: Result, post_id: str, user_id: str, *, liked: bool) -> LikeChange:
         if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
             return LikeChange(liked=liked, changed=True, result=result)
         if result.outcome is Outcome.REJECTED:
@@ -109,7 +111,24 @@ class Likes:
             if result.reason == "tally_would_go_negative":
                 raise IntegrityError(f"post {post_id!r}: like exists but likeTally is 0")
             return LikeChange(liked=liked, changed=False, result=result)
-        raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request")
+        # Safe to re-drive: the LIKE# key makes a replay idempotent whatever happened in-line.
+        replay = ("like" if liked else "unlike", {"postId": post_id, "userId": user_id}, None)
+        raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request", replay=replay)
+
+    def executors(self) -> dict[str, Executor]:
+        """Replays of deferred like/unlike commands for the retry worker."""
+        return {"like": lambda c: self._replay(c, liked=True), "unlike": lambda c: self._replay(c, liked=False)}
+
+    def _replay(self, command: Command, *, liked: bool) -> tuple[str, dict[str, Any]]:
+        post_id, user_id = command.payload.get("postId"), command.payload.get("userId")
+        if not (valid_id(post_id) and valid_id(user_id)):
+            raise PoisonMessage(f"{command.op}: invalid postId/userId")
+        try:
+            change = self.like(post_id, user_id) if liked else self.unlike(post_id, user_id)
+        except (NotFound, IntegrityError) as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        body = {"postId": post_id, "userId": user_id, "liked": liked, "changed": change.changed}
+        return ("APPLIED" if change.changed else "DUPLICATE"), body
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
         """One page of likers, oldest key first; ``cursor`` is opaque (from the previous page)."""

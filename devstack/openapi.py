@@ -1,0 +1,108 @@
+"""One OpenAPI document for the whole API, merged from every function's Powertools resolver.
+
+``python -m devstack.openapi`` writes docs/openapi.json; a unit test fails when the file is
+not what the handlers generate (run this command after changing a route or a model).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from typing import Any
+
+from devstack.template import ROOT, read_stack
+
+OUTPUT = ROOT / "docs" / "openapi.json"
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+    "additionalProperties": False,
+}
+PENDING_SCHEMA = {
+    "type": "object",
+    "required": ["status", "operationId"],
+    "properties": {"status": {"type": "string", "enum": ["PENDING"]}, "operationId": {"type": "string"}},
+    "additionalProperties": False,
+}
+ERRORS = {
+    "400": "Invalid request (nothing was written)",
+    "404": "Not found",
+    "409": "Conflict with the stored state",
+    "415": "The body must be application/json",
+    "422": "Idempotency-Key reused with a different request",
+    "500": "Internal error (no details; the request may be retried)",
+    "503": "Contention outlasted the retry budget; retry the same request",
+}
+
+
+def _responses(method: str, generated: dict[str, Any]) -> dict[str, Any]:
+    """Powertools documents 422 for validation; the API answers errors as {"error", "message"}."""
+    responses = {k: v for k, v in generated.items() if k != "422"}
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for code, description in ERRORS.items():
+        responses[code] = {"description": description, "content": ref}
+    if method in ("post", "put", "delete"):
+        success = responses.get("200")
+        if success is not None and method == "post":
+            responses["201"] = {**success, "description": "Created"}
+        responses["202"] = {
+            "description": "Deferred to the retry queue",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pending"}}},
+        }
+    return dict(sorted(responses.items()))
+
+
+def generate() -> dict[str, Any]:
+    stack = read_stack("tally")
+    api_functions = sorted({r.function for r in stack.routes})
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "Tally", "version": "1.0.0", "description": "Exact counters on Amazon DynamoDB"},
+        "paths": {},
+        "components": {"schemas": {}},
+    }
+    saved_env, saved_path = dict(os.environ), list(sys.path)
+    try:
+        for name in api_functions:
+            fn = stack.functions[name]
+            os.environ.update({**fn.environment, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")})
+            sys.path[:0] = [str(fn.code_dir), *map(str, fn.layers)]
+            module_file = fn.handler.rsplit(".", 1)[0]
+            spec = importlib.util.spec_from_file_location(f"openapi_{name}", fn.code_dir / f"{module_file}.py")
+            assert spec and spec.loader
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            part = json.loads(module.app.get_openapi_json_schema(title="Tally", version="1.0.0"))
+            for path, operations in part.get("paths", {}).items():
+                doc["paths"].setdefault(path, {}).update(operations)
+            doc["components"]["schemas"].update(part.get("components", {}).get("schemas", {}))
+            sys.path[:] = saved_path
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+    for operations in doc["paths"].values():
+        for method, operation in operations.items():
+            operation["responses"] = _responses(method, operation.get("responses", {}))
+    doc["components"]["schemas"]["Error"] = ERROR_SCHEMA
+    doc["components"]["schemas"]["Pending"] = PENDING_SCHEMA
+    doc["components"]["schemas"].pop("HTTPValidationError", None)
+    doc["components"]["schemas"].pop("ValidationError", None)
+    doc["paths"] = dict(sorted(doc["paths"].items()))
+    doc["components"]["schemas"] = dict(sorted(doc["components"]["schemas"].items()))
+    return doc
+
+
+def render() -> str:
+    return json.dumps(generate(), indent=2, sort_keys=False) + "\n"
+
+
+if __name__ == "__main__":
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(render())
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")

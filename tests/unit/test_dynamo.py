@@ -1,0 +1,156 @@
+"""Failure classification and the transaction runner's token policy (no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
+
+from counters.dynamo import Failure, RetryPolicy, classify
+from counters.outcome import Capacity, Outcome
+from counters.tx import transact
+
+
+def client_error(code: str, status: int = 400, reasons: list[dict[str, Any]] | None = None, **extra: Any) -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}
+    if reasons is not None:
+        response["CancellationReasons"] = reasons
+    return ClientError(response, "TransactWriteItems")
+
+
+@pytest.mark.parametrize(
+    ("codes", "kind"),
+    [
+        (["None", "ConditionalCheckFailed"], Failure.CONDITION),
+        (["ConditionalCheckFailed", "TransactionConflict"], Failure.CONFLICT),  # transient wins: re-evaluated on retry
+        (["ThrottlingError", "None"], Failure.THROTTLED),
+        (["ProvisionedThroughputExceeded"], Failure.THROTTLED),
+    ],
+)
+def test_cancellations_are_classified_by_reason_codes(codes: list[str], kind: Failure) -> None:
+    failure = classify(client_error("TransactionCanceledException", reasons=[{"Code": c} for c in codes]))
+    assert failure is not None and failure.kind is kind
+
+
+def test_classification_never_reads_the_message() -> None:
+    # A message that *says* conflict, with reasons that say condition: the codes decide.
+    exc = ClientError(
+        {
+            "Error": {"Code": "TransactionCanceledException", "Message": "TransactionConflict TransactionConflict"},
+            "CancellationReasons": [{"Code": "ConditionalCheckFailed"}],
+        },
+        "TransactWriteItems",
+    )
+    assert classify(exc).kind is Failure.CONDITION  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (client_error("ConditionalCheckFailedException"), Failure.CONDITION),
+        (client_error("TransactionConflictException"), Failure.CONFLICT),
+        (client_error("ProvisionedThroughputExceededException"), Failure.THROTTLED),
+        (client_error("ThrottlingException"), Failure.THROTTLED),
+        (client_error("RequestLimitExceeded"), Failure.THROTTLED),
+        (client_error("InternalServerError", 500), Failure.UNKNOWN),
+        (client_error("ServiceUnavailable", 503), Failure.UNKNOWN),
+        (client_error("TransactionInProgressException"), Failure.UNKNOWN),
+        (ReadTimeoutError(endpoint_url="http://x"), Failure.UNKNOWN),
+        (ConnectTimeoutError(endpoint_url="http://x"), Failure.NOT_SENT),
+    ],
+)
+def test_plain_errors(exc: Exception, kind: Failure) -> None:
+    assert classify(exc).kind is kind  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "code", ["ValidationException", "ResourceNotFoundException", "IdempotentParameterMismatchException", "AccessDeniedException"]
+)
+def test_bugs_and_config_errors_are_not_ours_to_retry(code: str) -> None:
+    assert classify(client_error(code)) is None
+    assert classify(client_error("TransactionCanceledException", reasons=[{"Code": "ValidationError"}])) is None
+
+
+class ScriptedClient:
+    """Answers transact_write_items from a script; records every call's token."""
+
+    def __init__(self, script: list[Exception | None]) -> None:
+        self.script = list(script)
+        self.tokens: list[str] = []
+
+    def transact_write_items(self, **kwargs: Any) -> dict[str, Any]:
+        self.tokens.append(kwargs["ClientRequestToken"])
+        assert kwargs["ReturnConsumedCapacity"] == "TOTAL"
+        step = self.script.pop(0)
+        if step is not None:
+            raise step
+        return {"ConsumedCapacity": [{"TableName": "t", "CapacityUnits": 4.0, "WriteCapacityUnits": 4.0}]}
+
+
+def no_sleep() -> RetryPolicy:
+    slept: list[float] = []
+    policy = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.04, sleep=slept.append)
+    policy.slept = slept  # type: ignore[attr-defined]
+    return policy
+
+
+CONFLICT = client_error("TransactionCanceledException", reasons=[{"Code": "TransactionConflict"}])
+UNKNOWN = client_error("InternalServerError", 500)
+CONDITION = client_error("TransactionCanceledException", reasons=[{"Code": "ConditionalCheckFailed"}])
+
+
+def test_unknown_outcome_is_retried_with_the_same_token() -> None:
+    ddb = ScriptedClient([UNKNOWN, UNKNOWN, None])
+    report = transact([{}], policy=no_sleep(), dynamodb=ddb)
+    assert report.outcome is Outcome.APPLIED and report.unknown_seen
+    assert len(set(ddb.tokens)) == 1 and len(ddb.tokens) == 3
+
+
+def test_definite_failures_draw_a_new_token() -> None:
+    ddb = ScriptedClient([CONFLICT, CONFLICT, None])
+    report = transact([{}], policy=no_sleep(), dynamodb=ddb)
+    assert report.outcome is Outcome.APPLIED and not report.unknown_seen
+    assert len(set(ddb.tokens)) == 3
+
+
+def test_pinned_token_is_kept_through_every_failure() -> None:
+    ddb = ScriptedClient([CONFLICT, UNKNOWN, None])
+    transact([{}], policy=no_sleep(), dynamodb=ddb, token="pinned")
+    assert ddb.tokens == ["pinned"] * 3
+
+
+def test_condition_failure_stops_at_once_and_budget_bounds_retries() -> None:
+    ddb = ScriptedClient([CONFLICT, CONDITION])
+    report = transact([{}], policy=no_sleep(), dynamodb=ddb)
+    assert (report.outcome, report.attempts) == (Outcome.REJECTED, 2)
+    policy = no_sleep()
+    ddb = ScriptedClient([CONFLICT] * 4)
+    report = transact([{}], policy=policy, dynamodb=ddb)
+    assert (report.outcome, report.attempts) == (Outcome.CONTENTION, 4)
+    assert len(policy.slept) == 3 and all(0 <= s <= 0.04 for s in policy.slept)  # type: ignore[attr-defined]
+
+
+def test_unrecognised_errors_are_re_raised() -> None:
+    ddb = ScriptedClient([client_error("ValidationException")])
+    with pytest.raises(ClientError):
+        transact([{}], policy=no_sleep(), dynamodb=ddb)
+
+
+def test_backoff_is_capped_exponential_with_full_jitter() -> None:
+    slept: list[float] = []
+    policy = RetryPolicy(base_delay=0.1, max_delay=0.5, sleep=slept.append)
+    policy.rng.seed(1)
+    for attempt in range(1, 8):
+        policy.backoff(attempt)
+    caps = [min(0.5, 0.1 * 2 ** (a - 1)) for a in range(1, 8)]
+    assert all(0 <= s <= cap for s, cap in zip(slept, caps, strict=True))
+    assert len(set(slept)) == len(slept)  # jittered, not constant
+
+
+def test_capacity_folds_single_and_transaction_shapes() -> None:
+    cap = Capacity()
+    cap.add_response({"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}}, write=False)
+    cap.add_response({"ConsumedCapacity": [{"TableName": "t", "CapacityUnits": 4.0, "WriteCapacityUnits": 4.0}]}, write=True)
+    cap.add_response(None, write=True)
+    assert (cap.read_units, cap.write_units, cap.calls) == (0.5, 4.0, 3)

@@ -1,0 +1,101 @@
+"""The likes handler in-process on moto: routing, validation, error shapes (no network).
+
+moto is only trusted here for request/response shapes; idempotency and concurrency are
+proven against DynamoDB Local in tests/integration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from devstack.dynamodb_local import create_table
+from devstack.template import read_stack
+from tests.conftest import api_event, invoke, item_count, load_event
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch, load_function: Any) -> Iterator[Any]:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    from counters import dynamo
+
+    with mock_aws():
+        dynamo.reset_client()
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(ddb, read_stack("tally-unit"))
+        module = load_function("LikesFunction", "tally-unit")
+        module.ddb = ddb
+        yield module
+        dynamo.reset_client()
+
+
+BAD_REQUESTS = [
+    ("POST", "/posts", "{not json", "invalid_json"),
+    ("POST", "/posts", None, "validation_error"),
+    ("POST", "/posts", {"authorId": "a", "body": "x", "unknown": 1}, "validation_error"),
+    ("POST", "/posts", {"authorId": 7, "body": "x"}, "validation_error"),
+    ("POST", "/posts", {"authorId": "a", "body": ""}, "validation_error"),
+    ("POST", "/posts", {"authorId": "a", "body": "x" * 4001}, "validation_error"),
+    ("POST", "/posts", {"postId": "x" * 65, "authorId": "a", "body": "x"}, "validation_error"),
+    ("POST", "/posts", {"postId": "has space", "authorId": "a", "body": "x"}, "validation_error"),
+    ("POST", "/posts", {"postId": "POST#x", "authorId": "a", "body": "x"}, "validation_error"),
+    ("POST", "/posts", [1, 2], "validation_error"),
+    ("PUT", "/posts/p1/likes/" + "u" * 65, None, "validation_error"),
+    ("PUT", "/posts/p%231/likes/u1", None, "validation_error"),
+    ("GET", "/posts/p1/likes?limit=101", None, "validation_error"),
+    ("GET", "/posts/p1/likes?limit=-1", None, "validation_error"),
+    ("GET", "/posts/p1/likes?limit=x", None, "validation_error"),
+    ("GET", "/posts/p1/likes?cursor=" + "c" * 1025, None, "validation_error"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "code"), BAD_REQUESTS)
+def test_bad_input_is_400_with_a_json_error_and_writes_nothing(app: Any, method: str, path: str, body: Any, code: str) -> None:
+    before = item_count(app.ddb, "tally-unit")
+    status, answer = invoke(app, api_event(method, path, body))
+    assert status == 400
+    assert answer["error"] == code and answer["message"]
+    assert set(answer) == {"error", "message"}
+    assert item_count(app.ddb, "tally-unit") == before
+
+
+def test_round_trip_and_not_found_shapes(app: Any) -> None:
+    assert invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "x"}))[0] == 201
+    assert invoke(app, api_event("GET", "/posts/p1"))[1]["likeTally"] == 0
+    status, body = invoke(app, api_event("GET", "/posts/p2"))
+    assert (status, body["error"]) == (404, "not_found")
+
+
+def test_unexpected_errors_are_500_without_internals(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(app.likes, "get_post", boom)
+    status, body = invoke(app, api_event("GET", "/posts/p1"))
+    assert status == 500
+    assert body == {"error": "internal_error", "message": "internal error; the request may be retried"}
+
+
+def test_sample_events_route_to_handlers(app: Any) -> None:
+    status, body = invoke(app, load_event("likes/create_post.json"))
+    assert status == 201 and body["postId"] == "p1"
+    assert invoke(app, load_event("likes/get_post.json"))[0] == 200
+
+
+def test_non_json_media_types_are_415_and_write_nothing(app: Any) -> None:
+    for content_type in ("text/plain", "multipart/form-data", "application/x-www-form-urlencoded"):
+        event = api_event("POST", "/posts", {"authorId": "a", "body": "x"})
+        event["headers"]["Content-Type"] = content_type
+        assert invoke(app, event) == (415, {"error": "unsupported_media_type", "message": "send the body as application/json"})
+    assert item_count(app.ddb, "tally-unit") == 0
+
+
+def test_undecodable_bodies_are_400(app: Any) -> None:
+    event = api_event("POST", "/posts", b"Z\xff(Y\x1c\xfe")
+    assert event["isBase64Encoded"] is True
+    assert invoke(app, event)[1]["error"] == "invalid_json"

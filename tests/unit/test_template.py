@@ -1,0 +1,114 @@
+"""template.yaml invariants: storage settings, logging, least-privilege IAM, routes vs events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from devstack.template import ROOT, load, read_stack
+
+TEMPLATE = load()
+RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
+FUNCTIONS = {k: r for k, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function"}
+BROAD_ACTIONS = {"dynamodb:*", "dynamodb:Scan", "*", "sqs:*"}
+
+
+def test_table_is_on_demand_with_ttl_pitr_and_string_keys() -> None:
+    table = next(r for r in RESOURCES.values() if r["Type"] == "AWS::DynamoDB::Table")
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    keys = {k["AttributeName"]: k["KeyType"] for k in props["KeySchema"]}
+    assert keys == {"PK": "HASH", "SK": "RANGE"}
+    assert table.get("DeletionPolicy") == "Retain"
+
+
+def test_layer_is_built_by_sam() -> None:
+    layers = [r for r in RESOURCES.values() if r["Type"] == "AWS::Serverless::LayerVersion"]
+    assert layers and all(r["Metadata"]["BuildMethod"].startswith("python3") for r in layers)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_every_function_has_a_log_group_with_retention(name: str) -> None:
+    groups = [
+        r["Properties"]
+        for r in RESOURCES.values()
+        if r["Type"] == "AWS::Logs::LogGroup" and r["Properties"]["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{{name}}}"}
+    ]
+    assert len(groups) == 1, f"{name} needs exactly one log group"
+    assert groups[0]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def _statements(function: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for policy in function["Properties"].get("Policies", []):
+        assert isinstance(policy, dict), "managed/SAM policy templates are too broad here; list actions"
+        assert not ({"DynamoDBCrudPolicy", "DynamoDBWritePolicy", "AmazonDynamoDBFullAccess"} & set(policy)), policy
+        out += policy.get("Statement", [])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_iam_is_action_level_and_scoped_to_the_table(name: str) -> None:
+    statements = _statements(FUNCTIONS[name])
+    assert statements, f"{name} has no policy"
+    for statement in statements:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert not BROAD_ACTIONS & set(actions), (name, actions)
+        assert all(not a.endswith("*") for a in actions), (name, actions)
+        assert statement["Resource"] != "*", name
+
+
+def test_likes_function_may_only_touch_post_items_and_defer() -> None:
+    posts, operations, queue = _statements(FUNCTIONS["LikesFunction"])
+    assert sorted(posts["Action"]) == [
+        "dynamodb:DeleteItem",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    ]
+    assert posts["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["POST#*"]
+    assert sorted(operations["Action"]) == ["dynamodb:DeleteItem", "dynamodb:PutItem"]
+    assert operations["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["OP#*"]
+    assert queue == {
+        "Sid": "DeferToRetryQueue",
+        "Effect": "Allow",
+        "Action": "sqs:SendMessage",
+        "Resource": {"Fn::GetAtt": ["RetryQueue", "Arn"]},
+    }
+
+
+def test_retry_queue_redrive_stays_inside_the_client_request_token_window() -> None:
+    queue = RESOURCES["RetryQueue"]["Properties"]
+    worker = FUNCTIONS["RetryWorkerFunction"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
+    assert queue["RedrivePolicy"]["maxReceiveCount"] * queue["VisibilityTimeout"] < 600  # 10-minute CRT window
+    assert worker["Events"]["Retries"]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    alarm = RESOURCES["RetryDLQDepthAlarm"]["Properties"]
+    assert (alarm["MetricName"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "ApproximateNumberOfMessagesVisible",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+
+
+def test_every_api_event_is_on_the_one_rest_api() -> None:
+    for name, function in FUNCTIONS.items():
+        for event in (function["Properties"].get("Events") or {}).values():
+            if event["Type"] == "Api":
+                assert event["Properties"]["RestApiId"] == {"Ref": "TallyApi"}, name
+
+
+def test_every_sample_api_event_matches_a_route() -> None:
+    routes = {(r.method, r.path) for r in read_stack("unused").routes}
+    events = [json.loads(p.read_text()) for p in sorted((ROOT / "events").rglob("*.json"))]
+    api_events = [e for e in events if "httpMethod" in e]
+    assert api_events
+    for event in api_events:
+        assert (event["httpMethod"], event["resource"]) in routes, event["resource"]
+        assert event["requestContext"]["resourcePath"] == event["resource"]
