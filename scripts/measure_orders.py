@@ -38,6 +38,7 @@ for key, value in {
     os.environ.setdefault(key, value)
 
 from counters import dynamo  # noqa: E402
+from counters.errors import ContentionError  # noqa: E402
 from counters.orders import Orders  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
@@ -65,8 +66,16 @@ def run(ddb, mode: str, envs: int, orders: int, threads: int) -> dict:
     client.meta.events.register("after-call.dynamodb", count)
     layers = [Orders(table, mode=mode) for _ in range(envs)]
 
+    busy = Counter()
+
     def place(i: int) -> None:
-        layers[i % envs].place(key=f"k{i}", customer_id="c1", items=[{"sku": "sku-1", "quantity": 1}])
+        while True:  # a 503 is resent with the same key, as a client would
+            try:
+                layers[i % envs].place(key=f"k{i}", customer_id="c1", items=[{"sku": "sku-1", "quantity": 1}])
+                return
+            except ContentionError:
+                with lock:
+                    busy["503"] += 1
 
     began = time.monotonic()
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -78,6 +87,7 @@ def run(ddb, mode: str, envs: int, orders: int, threads: int) -> dict:
     return {
         "run": f"{mode}/{envs} env" + ("s" if envs > 1 else ""),
         "orders/s": orders / elapsed,
+        "503 resends": busy["503"],
         "tx attempts/order": (committed + calls["TransactWriteItems:failed"]) / orders,
         "RCU/order": units["GetItem"] / orders,
         "single-item WCU/order": units["UpdateItem"] / orders,
