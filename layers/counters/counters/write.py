@@ -9,8 +9,8 @@ only for updates whose re-application is harmless *by construction*:
 * an update whose double application is an accepted cost (a ``fast`` sequence's ``ADD``
   burns one more value: a gap, never a duplicate: see :mod:`counters.sequence`).
 
-Classification is :func:`counters.dynamo.classify`'s; backoff is the caller's
-:class:`~counters.dynamo.RetryPolicy`.
+The retry loop is :func:`counters.tx.retry_write` (the one transactions use, without the
+token policy); backoff is the caller's :class:`~counters.dynamo.RetryPolicy`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.dynamo import DYNAMO_ERRORS, Classified, Failure, RetryPolicy, classify, client
+from counters.dynamo import Classified, RetryPolicy, client
 from counters.outcome import Capacity, Outcome
+from counters.tx import retry_write
 
 
 @dataclass
@@ -41,27 +42,7 @@ def update_item(params: dict[str, Any], *, policy: RetryPolicy, dynamodb: Any = 
     """Run one UpdateItem (``params`` without ReturnConsumedCapacity), retrying transient failures."""
     ddb = dynamodb or client()
     report = WriteReport(Outcome.CONTENTION)
-    for attempt in range(1, policy.max_attempts + 1):
-        report.attempts = attempt
-        try:
-            response = ddb.update_item(**params, ReturnConsumedCapacity="TOTAL")
-        except DYNAMO_ERRORS as exc:
-            report.capacity.add_response(getattr(exc, "response", None), write=True)
-            failure = classify(exc)
-            if failure is None:
-                raise
-            report.failure = failure
-            if failure.kind is Failure.CONDITION:
-                report.outcome = Outcome.REJECTED
-                return report
-            if failure.kind is Failure.UNKNOWN:
-                report.unknown_seen = True
-            if attempt < policy.max_attempts:
-                policy.backoff(attempt)
-            continue
-        report.capacity.add_response(response, write=True)
-        report.outcome = Outcome.APPLIED
+    response = retry_write(lambda: ddb.update_item(**params, ReturnConsumedCapacity="TOTAL"), report, policy)
+    if response is not None:
         report.attributes = response.get("Attributes")
-        report.failure = None
-        return report
     return report
