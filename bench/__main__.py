@@ -115,9 +115,127 @@ def _likes_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
     )
 
 
+def _resource_setup(strategy: str, shards: int = 1) -> Callable[[Any, str], Any]:
+    def setup(ddb: Any, table: str) -> Any:
+        from counters.approaches import create
+        from counters.dynamo import RetryPolicy
+        from counters.reservations import Reservations, resource_key
+
+        Reservations(table).create_resource("layer", capacity=10**9, strategy=strategy, shards=shards)
+        Reservations(table).create_resource("base", capacity=10**9, strategy=strategy, shards=shards)
+        if shards > 1:
+            return Reservations(table, retry=RetryPolicy(max_attempts=8))
+        return create(strategy, table, retry=RetryPolicy(max_attempts=8)), resource_key("layer")
+
+    return setup
+
+
+def _approach_layer(state: Any, table: str, i: int) -> Any:
+    if not isinstance(state, tuple):  # sharded: the service picks and splits shards
+        return state.reserve("layer", 1, f"t{i}").result
+    approach, key = state
+    return approach.apply(key, 1, token=f"tok-{i}")
+
+
+_ADD = {
+    "UpdateExpression": "ADD #reserved :d, #available :nd",
+    "ConditionExpression": "attribute_exists(#pk) AND #available >= :q",
+    "ExpressionAttributeNames": {"#pk": "PK", "#reserved": "reserved", "#available": "available"},
+    "ExpressionAttributeValues": {":d": {"N": "1"}, ":nd": {"N": "-1"}, ":q": {"N": "1"}},
+}
+
+
+def _atomic_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    return ddb.update_item(TableName=table, Key={"PK": {"S": "RES#base"}, "SK": {"S": "META"}}, ReturnConsumedCapacity="TOTAL", **_ADD)
+
+
+def _crt_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    update = {"TableName": table, "Key": {"PK": {"S": "RES#base"}, "SK": {"S": "META"}}, **_ADD}
+    return ddb.transact_write_items(
+        TransactItems=[{"Update": update}], ClientRequestToken=str(uuid.uuid4()), ReturnConsumedCapacity="TOTAL"
+    )
+
+
+def _marker_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    update = {"TableName": table, "Key": {"PK": {"S": "RES#base"}, "SK": {"S": "META"}}, **_ADD}
+    marker = {
+        "TableName": table,
+        "Item": {
+            "PK": {"S": f"RSV#b{i}"},
+            "SK": {"S": "RSV"},
+            "quantity": {"N": "1"},
+            "status": {"S": "CONFIRMED"},
+            "createdAt": {"N": "1"},
+            "expiresAt": {"N": "2"},
+        },
+        "ConditionExpression": "attribute_not_exists(PK)",
+    }
+    return ddb.transact_write_items(TransactItems=[{"Update": update}, {"Put": marker}], ReturnConsumedCapacity="TOTAL")
+
+
+def _ledger_setup(ddb: Any, table: str) -> Any:
+    from counters.dynamo import RetryPolicy
+    from counters.ledger import Ledger
+
+    return Ledger(table, retry=RetryPolicy(max_attempts=8))
+
+
+def _ledger_layer(ledger: Any, table: str, i: int) -> Any:
+    from counters.ledger import new_key
+
+    return ledger.append("layer", 1, new_key())
+
+
+def _ledger_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    return ddb.put_item(
+        TableName=table,
+        Item={"PK": {"S": "LEDGER#base"}, "SK": {"S": f"ENTRY#{i:013d}-{uuid.uuid4().hex}"}, "amount": {"N": "1"}},
+        ConditionExpression="attribute_not_exists(PK)",
+        ReturnConsumedCapacity="TOTAL",
+    )
+
+
 SCENARIOS = [
     Scenario("like (refcount link)", _likes_setup, _likes_layer, _likes_baseline, 4.0, "2 items x 2 WCU (transactional)"),
+    Scenario("reserve: atomic", _resource_setup("atomic"), _approach_layer, _atomic_baseline, 1.0, "1 UpdateItem"),
+    Scenario("reserve: crt", _resource_setup("crt"), _approach_layer, _crt_baseline, 2.0, "1 item x 2 WCU (transactional)"),
+    Scenario("reserve: marker", _resource_setup("marker"), _approach_layer, _marker_baseline, 4.0, "2 items x 2 WCU (transactional)"),
+    Scenario("ledger append", _ledger_setup, _ledger_layer, _ledger_baseline, 1.0, "1 PutItem (+1 dirty marker per ledger per 5 min)"),
 ]
+
+
+def contention(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, int, float, float]]:
+    """OCC retry amplification (attempts per success) and sharded vs unsharded crt, by concurrency."""
+    from counters import dynamo
+    from counters.approaches import create
+    from counters.dynamo import RetryPolicy
+    from counters.reservations import Reservations, resource_key
+
+    ddb = dynamodb_client(endpoint)
+    rows = []
+    cases = (
+        ("occ (primitive)", "occ", 1, False),
+        ("occ_history (primitive)", "occ_history", 1, False),
+        ("crt (primitive)", "crt", 1, False),
+        ("crt, full reserve (reads + record)", "crt", 1, True),
+        ("crt x8 shards, full reserve", "crt", 8, True),
+    )
+    for label, strategy, shards, full in cases:
+        for clients in levels:
+            table = f"bench-{uuid.uuid4().hex[:8]}"
+            create_table(ddb, read_stack(table))
+            dynamo.reset_client()
+            Reservations(table).create_resource("r", capacity=10**9, strategy=strategy, shards=shards)
+            if full:
+                service = Reservations(table, retry=RetryPolicy(max_attempts=20))
+                rate, results = _run(lambda i, service=service: service.reserve("r", 1, f"c{i}").result, ops, clients)
+            else:
+                approach = create(strategy, table, retry=RetryPolicy(max_attempts=20))
+                rate, results = _run(lambda i, approach=approach: approach.apply(resource_key("r"), 1, token=f"c{i}"), ops, clients)
+            successes = [r for r in results if r.outcome.succeeded]
+            rows.append((label, clients, rate, sum(r.attempts for r in results) / max(1, len(successes))))
+            ddb.delete_table(TableName=table)
+    return rows
 
 
 def _run(op: Callable[[int], Any], n: int, clients: int) -> tuple[float, list[Any]]:
@@ -195,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     with DynamoDBLocal() as ddb_local:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
         rows = throughput(ddb_local.endpoint, args.ops, levels)
+        contended = contention(ddb_local.endpoint, max(100, args.ops // 3), levels)
     lines += [
         "",
         f"### Throughput on DynamoDB Local ({args.ops} ops per cell in {ROUNDS} alternating rounds, median; baseline = minimal hand-written boto3 call, same write)",
@@ -209,6 +328,15 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name} | {clients} | {layer_ops:.0f} | {base_ops:.0f} | {ratio:.2f}x | {wcu:.1f} | {rcu:.1f} | {s.model_wcu:.0f} ({s.model_note}) |"
         )
     lines += ["", "DynamoDB Local reports a constant for multi-item transactions, so the cost-model column is what real DynamoDB bills."]
+    lines += [
+        "",
+        "### Contention: one hot counter (DynamoDB Local runs transactions one at a time, so crt never conflicts here)",
+        "",
+        "| approach | clients | calls/s | attempts per success |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, clients, rate, amplification in contended:
+        lines.append(f"| {label} | {clients} | {rate:.0f} | {amplification:.2f} |")
     table = "\n".join(lines)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from devstack.template import read_stack  # noqa: E402
 from proof.checker import History, Report, table  # noqa: E402
 
 FAULT_RATES = {"after_commit": 0.04, "resend": 0.03, "conflict": 0.04, "throttle": 0.03, "unavailable": 0.02}
+CONFLICTING = {"TransactWriteItems", "TransactGetItems", "UpdateItem", "PutItem", "DeleteItem"}
 RESULTS = ROOT / "proof" / "results"
 
 
@@ -46,7 +47,8 @@ def with_faults(seed: int) -> FaultInjector:
     dynamo.reset_client()
     injector = FaultInjector(dynamo.client(), seed=seed)
     for kind, rate in FAULT_RATES.items():
-        injector.add(kind, rate=rate)
+        # TransactionConflict comes from writes and transactional reads, not from plain reads
+        injector.add(kind, rate=rate, operations=CONFLICTING if kind == "conflict" else None)
     return injector
 
 
@@ -120,8 +122,167 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]
     return [report]
 
 
+def _poll(stop: threading.Event, history: History, read: Callable[[], int]) -> threading.Thread:
+    def loop() -> None:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            history.read(read(), t0)
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    return thread
+
+
+# (label, strategy, shards, atomic policy, documented guarantee)
+RESERVATION_CASES = [
+    ("atomic, policy under", "atomic", 1, "under", "under"),
+    ("atomic, policy over", "atomic", 1, "over", "over"),
+    ("occ", "occ", 1, "under", "under"),
+    ("occ_history (N=32)", "occ_history", 1, "under", "exact"),
+    ("crt", "crt", 1, "under", "exact"),
+    ("marker", "marker", 1, "under", "exact"),
+    ("set", "set", 1, "under", "exact"),
+    ("atomic x4 shards, under", "atomic", 4, "under", "under"),
+    ("crt x4 shards", "crt", 4, "under", "exact"),
+    ("marker x4 shards", "marker", 4, "under", "exact"),
+]
+
+
+def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
+    """Every approach of seed 02 reserving from one resource whose capacity is 3/4 of the demand.
+
+    Exact approaches: the client re-sends an intent (same Idempotency-Key) until it gets a
+    definite answer, then once more (a redelivery). Inexact ones (atomic, occ): the caller
+    follows the approach's own policy and does not re-send (their retry is the policy).
+    """
+    from counters.dynamo import RetryPolicy
+    from counters.errors import InsufficientCapacity, SlotsFull
+    from counters.reservations import Reservations
+
+    reports = []
+    for label, strategy, shards, policy, documented in RESERVATION_CASES:
+        name = new_table(ddb)
+        rng = random.Random(seed)
+        intents = [(f"k{i}", rng.randint(1, 3)) for i in range(size)]
+        capacity = (sum(q for _, q in intents) * 3) // 4
+        Reservations(name).create_resource("r", capacity=capacity, strategy=strategy, shards=shards)
+        injector = with_faults(seed)
+        service = Reservations(
+            name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), atomic_policy=policy, max_tokens=size
+        )
+        reader = Reservations(name)
+        history = History(base=0, floor=0, ceiling=capacity)
+        exact = documented == "exact"
+
+        def task(key: str, quantity: int) -> Callable[[], None]:
+            def run() -> None:
+                op = history.invoke(key, quantity)
+                status, sends = "unknown", 0
+                while sends < (4 if exact else 1):
+                    sends += 1
+                    try:
+                        service.reserve("r", quantity, key)
+                        status = "ok"
+                    except (InsufficientCapacity, SlotsFull):
+                        status = "fail" if status != "ok" else status
+                    except Exception:  # noqa: BLE001 - contention, ambiguous or a 500: unknown to the client
+                        continue  # an exact client re-sends the same key
+                    if exact and sends == 1:
+                        continue  # one redelivery of a definite answer too
+                    break
+                history.complete(op, status)
+
+            return run
+
+        stop = threading.Event()
+        polling = _poll(stop, history, lambda: int(reader.get_resource("r")["reserved"]))
+        run_parallel([task(k, q) for k, q in intents], clients)
+        stop.set()
+        polling.join()
+        injector.detach()
+        final = int(reader.get_resource("r")["reserved"])
+        reports.append(history.check(f"reservations: {label}", final, documented=documented, faults=sum(injector.injected.values())))
+        ddb.delete_table(TableName=name)
+    return reports
+
+
+def ledger_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
+    """Appends (every one sent twice) while two compactors and readers run; retry window 2 s."""
+    from counters.dynamo import RetryPolicy
+    from counters.errors import CounterError
+    from counters.ledger import Ledger, new_key
+
+    name = new_table(ddb)
+    injector = with_faults(seed)
+    ledger = Ledger(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), retry_window=2.0, margin=1.0)
+    from counters import dynamo
+
+    plain = Ledger(name, dynamodb=dynamo_plain(), retry_window=2.0, margin=1.0)
+    del dynamo
+    history = History(base=0)
+    rng = random.Random(seed)
+    amounts = [rng.choice([-3, -2, -1, 1, 2, 3, 5]) for _ in range(size * 2)]
+
+    def task(amount: int) -> Callable[[], None]:
+        def run() -> None:
+            key = new_key()
+            op = history.invoke(key, amount)
+            status = "unknown"
+            for _ in range(2):
+                try:
+                    ledger.append("l", amount, key)
+                    status = "ok"
+                except Exception:  # noqa: BLE001 - unknown to the client; it re-sends once
+                    pass
+            history.complete(op, status)
+
+        return run
+
+    stop = threading.Event()
+
+    def compactor() -> None:
+        while not stop.is_set():
+            try:
+                plain.compact("l")
+            except CounterError:
+                pass
+            time.sleep(0.2)
+
+    compactors = [threading.Thread(target=compactor) for _ in range(2)]
+    for t in compactors:
+        t.start()
+    polling = _poll(stop, history, lambda: plain.balance("l").balance)
+    run_parallel([task(a) for a in amounts], clients)
+    time.sleep(3.5)  # let the last entries age past window + margin, so compaction merges them
+    plain.compact("l")
+    stop.set()
+    polling.join()
+    for t in compactors:
+        t.join()
+    injector.detach()
+    balance = plain.balance("l")
+    report = history.check(
+        "ledger (append + concurrent compaction)", balance.balance, documented="exact", faults=sum(injector.injected.values())
+    )
+    report.notes.append(f"pending after final compaction: {balance.pending_entries}")
+    ddb.delete_table(TableName=name)
+    return [report]
+
+
+def dynamo_plain() -> Any:
+    """A client without fault injection (readers and compactors measure, they are not under test)."""
+    import boto3
+
+    from counters.dynamo import CLIENT_CONFIG
+
+    return boto3.session.Session().client("dynamodb", config=CLIENT_CONFIG)
+
+
 SCENARIOS: dict[str, Callable[[Any, int, int, int], list[Report]]] = {
     "likes": likes_scenario,
+    "reservations": reservations_scenario,
+    "ledger": ledger_scenario,
 }
 
 

@@ -59,6 +59,8 @@ class Report:
     acknowledged: int
     possible: int
     documented: str  # exact | over | under
+    unknown: int = 0
+    """Intents whose outcome the caller was never told (ambiguous, contention)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -144,16 +146,17 @@ class History:
             acknowledged=acknowledged,
             possible=possible_high,
             documented=documented,
+            unknown=sum(1 for op in self.ops if op.status == "unknown"),
         )
 
 
 def table(reports: list[Report]) -> str:
     lines = [
-        "| scenario | documented | operations | faults injected | final | acknowledged | over-count | under-count | duplicates | breaches | bad reads | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| scenario | documented | intents | faults injected | unknown outcomes | final | acknowledged | possible | over-count | under-count | duplicates | breaches | bad reads | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in reports:
         lines.append(
-            f"| {r.name} | {r.documented} | {r.operations} | {r.faults} | {r.final} | {r.acknowledged} | {r.over} | {r.under} | {r.duplicates} | {r.breaches} | {r.bad_reads} | {r.verdict} |"
+            f"| {r.name} | {r.documented} | {r.operations} | {r.faults} | {r.unknown} | {r.final} | {r.acknowledged} | {r.possible} | {r.over} | {r.under} | {r.duplicates} | {r.breaches} | {r.bad_reads} | {r.verdict} |"
         )
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from counters.commands import Replayer
 from counters.dynamo import RetryPolicy
 from counters.likes import Likes
+from counters.reservations import Reservations
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 DLQ_URL = os.environ["RETRY_DLQ_URL"]
@@ -26,7 +27,12 @@ metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
 # A batch whose every record failed is still a partial response (all items), not an invocation error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-replayer = Replayer(TABLE_NAME, DLQ_URL, executors={**Likes(TABLE_NAME, retry=RetryPolicy.from_env()).executors()})
+RETRY = RetryPolicy.from_env()
+EXECUTORS = {
+    **Likes(TABLE_NAME, retry=RETRY).executors(),
+    **Reservations(TABLE_NAME, retry=RETRY, atomic_policy=os.environ.get("ATOMIC_POLICY", "under")).executors(),
+}
+replayer = Replayer(TABLE_NAME, DLQ_URL, executors=EXECUTORS)
 
 
 def record_handler(record: SQSRecord) -> None:

@@ -254,3 +254,135 @@ def test_local_stack_resolves_a_202_through_its_own_worker(
         assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
     finally:
         stack.stop()
+
+
+def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, dynamodb_endpoint: str, sqs_endpoint: str, ddb: Any
+) -> None:
+    """800 reservations over HTTP on the four exact strategies (every request sent twice, ~15% of
+    DynamoDB calls faulted in the API and the worker): reserved == the sum of distinct confirmed
+    reservations, never above capacity; deferred ones end APPLIED/DUPLICATE/REJECTED; plus
+    releases, each deferred or applied once; and atomic never answers 202."""
+    spec = [[kind, {"rate": rate}] for kind, rate in FAULT_RATES.items()]
+    monkeypatch.setenv("DEVSTACK_FAULTS", json.dumps({"ReservationsFunction": spec, "RetryWorkerFunction": spec}))
+    table = f"tally-rsv-{random.randrange(10**6)}"
+    stack = LocalStack(
+        dynamodb_endpoint,
+        table,
+        port=0,
+        concurrency=4,
+        sqs_endpoint=sqs_endpoint,
+        visibility_override=1,
+        deliveries=2,
+        params={"InlineRetryAttempts": "2"},
+    )
+    stack.start()
+    session = requests.Session()
+    session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=32))
+    url = stack.api.url
+
+    def call(method: str, path: str, **kwargs: Any) -> requests.Response:
+        for _ in range(30):
+            response = session.request(method, f"{url}{path}", timeout=30, **kwargs)
+            if response.status_code < 500:
+                return response
+        raise AssertionError(f"{method} {path} never acknowledged")
+
+    def final(response: requests.Response) -> dict[str, Any]:
+        operation = response.json()["operationId"]
+        for _ in range(600):
+            record = call("GET", f"/operations/{operation}").json()
+            if record["status"] != "PENDING":
+                return record
+            time.sleep(0.2)
+        raise AssertionError("operation still pending")
+
+    try:
+        strategies = ["crt", "marker", "set", "occ_history"]
+        for strategy in [*strategies, "atomic"]:
+            assert (
+                call("POST", "/resources", json={"resourceId": f"r-{strategy}", "capacity": 150, "strategy": strategy}).status_code == 201
+            )
+        rng = random.Random(7)
+        reqs = [(s, f"k-{s}-{i}", rng.randint(1, 3)) for s in strategies for i in range(100)]
+        reqs = [r for r in reqs for _ in range(2)]
+        rng.shuffle(reqs)
+
+        def reserve(req: tuple[str, str, int]) -> tuple[tuple[str, str, int], requests.Response]:
+            strategy, key, quantity = req
+            return req, call("POST", f"/resources/r-{strategy}/reservations", json={"quantity": quantity}, headers={"Idempotency-Key": key})
+
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            results = list(pool.map(reserve, reqs))
+        confirmed: dict[str, dict[str, int]] = {s: {} for s in strategies}
+        deferred = 0
+        for (strategy, key, quantity), response in results:
+            if response.status_code == 202:
+                deferred += 1
+                record = final(response)
+                if record["status"] in ("APPLIED", "DUPLICATE"):
+                    confirmed[strategy][key] = quantity
+                else:
+                    assert record["result"]["error"] in ("insufficient_capacity", "reservation_slots_full"), record
+            elif response.status_code in (200, 201):
+                confirmed[strategy][key] = quantity
+            else:
+                assert response.status_code == 409, response.text  # sold out / slots full: definite
+        for strategy in strategies:
+            resource = call("GET", f"/resources/r-{strategy}").json()
+            assert resource["reserved"] == sum(confirmed[strategy].values()) <= 150, (strategy, resource)
+            assert resource["reserved"] + resource["available"] == 150
+
+        # releases of every confirmed reservation, sent twice: the quantity comes back once
+        from counters.reservations import reservation_id
+
+        releases = [(s, reservation_id(f"r-{s}", k)) for s in strategies for k in confirmed[s]]
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            answers = list(
+                pool.map(lambda sr: call("DELETE", f"/resources/r-{sr[0]}/reservations/{sr[1]}"), [r for r in releases for _ in range(2)])
+            )
+        for response in answers:
+            assert response.status_code in (200, 202), response.text
+            if response.status_code == 202:
+                deferred += 1
+                assert final(response)["status"] in ("APPLIED", "DUPLICATE")
+        for strategy in strategies:
+            assert call("GET", f"/resources/r-{strategy}").json()["reserved"] == 0, strategy
+
+        # atomic cannot tell whether it applied: it is never deferred (503/500 instead)
+        for i in range(20):
+            response = session.post(
+                f"{url}/resources/r-atomic/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"a{i}"}, timeout=30
+            )
+            assert response.status_code != 202
+        for _ in range(100):
+            if stack.queue_depth("RetryQueue") == 0:
+                break
+            time.sleep(0.1)
+        assert stack.queue_depth("RetryDLQ") == 0
+        assert deferred, "the fault rate should defer some requests"
+        print(f"\ndeferred {deferred} of {len(reqs) + len(releases) * 2} reservation requests")
+    finally:
+        stack.stop()
+
+
+@pytest.mark.parametrize(
+    ("strategy", "deferred"), [("crt", True), ("marker", True), ("set", True), ("occ_history", True), ("atomic", False), ("occ", False)]
+)
+def test_only_exact_strategies_are_deferred(
+    strategy: str, deferred: bool, load_function: Any, table: str, queues: Queues, faults: Any, ddb: Any
+) -> None:
+    app = load_function("ReservationsFunction", table, queues.urls)
+    app.reservations.retry = FAST
+    for approach in app.reservations._approaches.values():
+        approach.retry = FAST
+    assert invoke(app, api_event("POST", "/resources", {"resourceId": "r", "capacity": 10, "strategy": strategy}))[0] == 201
+    faults.add("throttle", operations={"TransactWriteItems", "UpdateItem"})
+    status, body = invoke(app, api_event("POST", "/resources/r/reservations", {"quantity": 1}, headers={"Idempotency-Key": "k1"}))
+    faults.clear()
+    if deferred:
+        assert (status, body["status"]) == (202, "PENDING")
+        assert queues.depth("RetryQueue") == 1
+    else:
+        assert status == 503 and body["error"] == "contention"
+        assert queues.depth("RetryQueue") == 0

@@ -154,3 +154,26 @@ def test_capacity_folds_single_and_transaction_shapes() -> None:
     cap.add_response({"ConsumedCapacity": [{"TableName": "t", "CapacityUnits": 4.0, "WriteCapacityUnits": 4.0}]}, write=True)
     cap.add_response(None, write=True)
     assert (cap.read_units, cap.write_units, cap.calls) == (0.5, 4.0, 3)
+
+
+class FlakyReads:
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+
+    def get_item(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        assert kwargs["ReturnConsumedCapacity"] == "TOTAL"
+        if self.calls <= self.failures:
+            raise client_error("ProvisionedThroughputExceededException")
+        return {"Item": {"PK": {"S": "x"}}, "ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}}
+
+
+def test_reads_are_retried_on_throttling_then_surface_as_contention() -> None:
+    from counters.dynamo import read
+    from counters.errors import ContentionError
+
+    ddb, cap = FlakyReads(failures=2), Capacity()
+    assert read(ddb.get_item, no_sleep(), cap, TableName="t", Key={})["Item"] == {"PK": {"S": "x"}}
+    assert (ddb.calls, cap.read_units) == (3, 0.5)
+    with pytest.raises(ContentionError):
+        read(FlakyReads(failures=10).get_item, no_sleep(), TableName="t", Key={})

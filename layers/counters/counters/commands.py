@@ -33,7 +33,7 @@ from typing import Any
 
 import boto3
 
-from counters.dynamo import client, from_item, to_item
+from counters.dynamo import RetryPolicy, client, from_item, read, to_item
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +92,10 @@ def operation_key(operation_id: str) -> dict[str, str]:
 class Operations:
     """Operation records: PENDING until the worker writes the definite outcome, once."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
+        self.retry = retry or RetryPolicy()
 
     @property
     def dynamodb(self) -> Any:
@@ -147,8 +148,8 @@ class Operations:
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
     def get(self, operation_id: str) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=to_item(operation_key(operation_id)), ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
+        response = read(
+            self.dynamodb.get_item, self.retry, TableName=self.table_name, Key=to_item(operation_key(operation_id)), ConsistentRead=True
         )
         item = from_item(response.get("Item"))
         if item is None:

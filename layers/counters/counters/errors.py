@@ -71,9 +71,49 @@ class ContentionError(CounterError):
         """(operation, payload, token) to re-drive the request later, when it is safe to."""
 
 
+class InsufficientCapacity(CounterError):
+    """Not enough is left for the quantity asked (across every shard)."""
+
+    code = "insufficient_capacity"
+    default_message = "not enough capacity left for this quantity"
+    status = 409
+
+
+class SlotsFull(CounterError):
+    """A bounded approach (the token set) holds as many live requests as it may."""
+
+    code = "reservation_slots_full"
+    default_message = "this resource holds the maximum number of live reservations; release one first"
+    status = 409
+
+
+class IdempotencyKeyExpired(CounterError):
+    """The idempotency key is older than the retry window: its outcome can no longer be told."""
+
+    code = "idempotency_key_expired"
+    default_message = "the idempotency key is older than the retry window; send a new key"
+    status = 422
+
+
 class IdempotencyKeyReused(CounterError):
     """The idempotency key was already used for a different request."""
 
     code = "idempotency_key_reused"
-    default_message = "this Idempotency-Key was used with a different request"
+    default_message = "this Idempotency-Key was already used with a different request"
     status = 422
+
+
+class WrongRegion(CounterError):
+    """This operation may only run in another region (e.g. ledger compaction on a global table)."""
+
+    code = "wrong_region"
+    default_message = "this operation runs in another region"
+    status = 409
+
+
+class AmbiguousOutcome(CounterError):
+    """The write may or may not have applied, and this approach cannot tell (atomic, occ)."""
+
+    code = "outcome_unknown"
+    default_message = "the reservation may or may not have been applied; this strategy cannot tell"
+    status = 500

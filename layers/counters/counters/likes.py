@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from counters.commands import Command, Executor, PoisonMessage
-from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.dynamo import RetryPolicy, client, from_item, read, to_item
 from counters.errors import AlreadyExists, ContentionError, IntegrityError, InvalidRequest, NotFound
 from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
@@ -145,8 +145,7 @@ class Likes:
         if cursor:
             kwargs["ExclusiveStartKey"] = to_item(decode_cursor(cursor, pk))
         capacity = Capacity()
-        response = self.dynamodb.query(**kwargs)
-        capacity.add_response(response, write=False)
+        response = read(self.dynamodb.query, self.refcount.retry, capacity, **kwargs)
         likers = []
         for raw in response.get("Items", []):
             item = from_item(raw) or {}

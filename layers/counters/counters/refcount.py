@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.dynamo import RetryPolicy, client, from_item, read, to_item
 from counters.outcome import Capacity, Outcome, Result
 from counters.tx import transact
 
@@ -145,13 +145,7 @@ class RefCount:
     def read(self, parent: dict[str, Any]) -> tuple[dict[str, Any] | None, Capacity]:
         """The parent item (strongly consistent), or ``None``."""
         capacity = Capacity()
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key=to_item(parent),
-            ConsistentRead=True,
-            ReturnConsumedCapacity="TOTAL",
-        )
-        capacity.add_response(response, write=False)
+        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(parent), ConsistentRead=True)
         return from_item(response.get("Item")), capacity
 
     def audit(self, parent: dict[str, Any], child_prefix: str) -> Audit | None:
@@ -175,8 +169,7 @@ class RefCount:
             "ReturnConsumedCapacity": "TOTAL",
         }
         while True:
-            page = self.dynamodb.query(**kwargs)
-            capacity.add_response(page, write=False)
+            page = read(self.dynamodb.query, self.retry, capacity, **kwargs)
             counted += page["Count"]
             if "LastEvaluatedKey" not in page:
                 break

@@ -1,0 +1,52 @@
+"""Ledger API (seed 02, approach 6): append entries idempotently, read exact balances."""
+
+import os
+from typing import Annotated
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from counters.api import IdPath, build_app, json_response, record
+from counters.ledger import AMOUNT_LIMIT, Ledger
+
+# Settings read once at cold start.
+TABLE_NAME = os.environ["TABLE_NAME"]
+RETRY_WINDOW = float(os.environ.get("LEDGER_RETRY_WINDOW_SECONDS", "600"))
+MARGIN = float(os.environ.get("LEDGER_COMPACTION_MARGIN_SECONDS", "900"))
+
+logger = Logger()
+metrics = Metrics()
+copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
+app = build_app(logger)
+ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN)
+
+
+class NewEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    amount: int = Field(ge=-AMOUNT_LIMIT, le=AMOUNT_LIMIT)
+
+
+@app.post("/ledgers/<ledgerId>/entries")
+def append(ledgerId: IdPath, entry: NewEntry) -> Response[dict]:
+    key = app.current_event.headers.get("Idempotency-Key")  # case-insensitive
+    entry_id, created, result = ledger.post_entry(ledgerId, entry.amount, key)
+    record(metrics, "LedgerAppend", result)
+    return json_response(201 if created else 200, {"ledgerId": ledgerId, "entryId": entry_id})
+
+
+@app.get("/ledgers/<ledgerId>")
+def balance(ledgerId: IdPath, verify: Annotated[bool, Query()] = False) -> Response[dict]:
+    read = ledger.balance(ledgerId, verify=verify)  # verify: +1 RCU, no reliance on in-page read order
+    return json_response(200, {"ledgerId": ledgerId, **read.as_dict()})
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

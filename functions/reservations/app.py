@@ -1,0 +1,91 @@
+"""Reservations API: resources with a capacity, reserved on any approach of seed 02. Parse, call the layer, shape."""
+
+import os
+import re
+from typing import Literal
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from counters.api import ID_PATTERN, IdPath, build_app, json_response, record
+from counters.commands import Deferrer
+from counters.dynamo import RetryPolicy
+from counters.errors import InvalidRequest
+from counters.reservations import Reservations
+
+TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
+ATOMIC_POLICY = os.environ.get("ATOMIC_POLICY", "under")
+KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"  # printable ASCII, no spaces: it becomes part of a hash, not a key
+
+logger = Logger()
+metrics = Metrics()
+copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
+app = build_app(logger, Deferrer.from_env())
+reservations = Reservations(TABLE_NAME, atomic_policy=ATOMIC_POLICY, retry=RetryPolicy.from_env())
+
+
+class CreateResource(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    resourceId: str = Field(pattern=ID_PATTERN)
+    capacity: int = Field(ge=0, le=1_000_000_000)
+    strategy: Literal["atomic", "occ", "occ_history", "crt", "marker", "set"]
+    shards: int = Field(default=1, ge=1, le=20)
+
+
+class Reserve(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    quantity: int = Field(ge=1, le=1_000_000_000)
+
+
+def idempotency_key() -> str | None:
+    key = app.current_event.headers.get("Idempotency-Key")  # case-insensitive in Powertools v3
+    if key is None:
+        return None
+    if not re.match(KEY_PATTERN, key):
+        raise InvalidRequest("Idempotency-Key must be 1-128 printable ASCII characters")
+    return key
+
+
+@app.post("/resources")
+def create_resource(body: CreateResource) -> Response[dict]:
+    created = reservations.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
+    return json_response(201, created, headers={"Location": f"/resources/{body.resourceId}"})
+
+
+@app.get("/resources/<resourceId>")
+def get_resource(resourceId: IdPath) -> Response[dict]:
+    return json_response(200, reservations.get_resource(resourceId))
+
+
+@app.post("/resources/<resourceId>/reservations")
+def reserve(resourceId: IdPath, body: Reserve) -> Response[dict]:
+    answer = reservations.reserve(resourceId, body.quantity, idempotency_key())
+    if answer.result is not None:
+        record(metrics, "Reserve", answer.result)
+    location = {"Location": f"/resources/{resourceId}/reservations/{answer.body['reservationId']}"}
+    return json_response(201 if answer.created else 200, answer.body, headers=location)
+
+
+@app.get("/resources/<resourceId>/reservations/<reservationId>")
+def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[dict]:
+    return json_response(200, reservations.get_reservation(resourceId, reservationId))
+
+
+@app.delete("/resources/<resourceId>/reservations/<reservationId>")
+def release(resourceId: IdPath, reservationId: IdPath) -> Response[dict]:
+    answer = reservations.release(resourceId, reservationId)
+    if answer.result is not None:
+        record(metrics, "Release", answer.result)
+    return json_response(200, {**answer.body, "changed": answer.created})
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

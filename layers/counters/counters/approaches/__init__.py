@@ -1,0 +1,174 @@
+"""Seed 02's resource counters behind one interface: a registry by name and a base class.
+
+A *counter item* holds two numbers that always sum to its capacity::
+
+    reserved   what has been taken (never above capacity)
+    available  what is left        (never below 0)
+
+``apply(key, delta, token=..., bounded=True)`` adds a signed ``delta`` to ``reserved`` (and
+``-delta`` to ``available``) in one write. ``bounded`` adds the thresholds as conditions:
+a positive delta needs ``available >= delta`` (the ceiling: never above capacity), a
+negative one needs ``reserved >= -delta`` (the floor: never below 0). Keeping both numbers
+lets DynamoDB check either threshold without arithmetic on attributes.
+
+``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_action`
+inside a transaction guarded by the marker's status, which every approach also offers.
+
+Every approach returns a :class:`counters.outcome.Result`:
+
+``applied``    this call changed the counter
+``duplicate``  an earlier call with the same ``token`` already did (approaches that remember tokens)
+``rejected``   definitely not applied; ``reason`` is ``threshold`` (``value["available"]`` or
+               ``value["reserved"]`` tells what was left), ``missing`` (no counter item),
+               ``set_full`` or ``token_mismatch`` (the token was used for a different request)
+``contention`` conflicts/throttling outlasted the retry budget; nothing known to have applied
+``ambiguous``  only ``atomic`` and ``occ``: it may or may not have applied (see their docstrings)
+
+| name | module | remembers tokens | exact | shardable |
+|---|---|---|---|---|
+| ``atomic`` | :mod:`.atomic` | no | no (policy ``over``/``under``) | yes |
+| ``occ`` | :mod:`.occ` | no | no (ambiguous on a third tag) | no |
+| ``occ_history`` | :mod:`.occ_history` | last N writers | within N writes | no |
+| ``crt`` | :mod:`.crt` | 10 minutes (DynamoDB) | within the window | yes |
+| ``marker`` | :mod:`.marker` | marker item (TTL) | yes | yes |
+| ``set`` | :mod:`.set` | the token set | yes (bounded size) | no |
+
+Approach 6 of the seed (counting with an item collection, a ledger) is not here: it is its
+own issue (ledger counters with compaction).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, ClassVar
+
+from counters.dynamo import RetryPolicy, client, from_item, read, to_item
+from counters.outcome import Capacity, Outcome, Result
+
+NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
+
+RESERVED = "reserved"
+AVAILABLE = "available"
+
+# Condition fragments, named for what they guard.
+COUNTER_EXISTS = "attribute_exists(#pk)"  # ADD would otherwise create a phantom counter item
+FITS_CEILING = "#available >= :q"  # a take never exceeds what is left: reserved never above capacity
+FITS_FLOOR = "#reserved >= :q"  # a give-back never exceeds what was taken: reserved never below 0
+
+ADD_DELTA = "ADD #reserved :d, #available :nd"
+
+
+def threshold(delta: int) -> str:
+    """The threshold fragment guarding a delta of this sign."""
+    return FITS_CEILING if delta > 0 else FITS_FLOOR
+
+
+def guard(delta: int, bounded: bool) -> str:
+    return f"{COUNTER_EXISTS} AND {threshold(delta)}" if bounded else COUNTER_EXISTS
+
+
+def delta_values(delta: int) -> dict[str, Any]:
+    return {":d": delta, ":nd": -delta, ":q": abs(delta)}
+
+
+def names() -> dict[str, str]:
+    return {"#pk": "PK", "#reserved": RESERVED, "#available": AVAILABLE}
+
+
+def rejection(old_item: dict[str, Any] | None, delta: int) -> tuple[str, dict[str, Any]]:
+    """Why a guarded write failed, from the item ``ALL_OLD`` returned (raw DynamoDB form)."""
+    item = from_item(old_item) if old_item else None
+    if not item:
+        return "missing", {}
+    return "threshold", {AVAILABLE: int(item.get(AVAILABLE, 0)), RESERVED: int(item.get(RESERVED, 0))}
+
+
+class Approach:
+    """One way of applying a delta to a counter item (seed 02). Subclasses set the class flags."""
+
+    name: ClassVar[str] = ""
+    exact: ClassVar[bool] = False
+    """Duplicates and unknown outcomes never change the count twice (within the stated bound)."""
+    needs_token: ClassVar[bool] = False
+    """``apply`` requires a request token (it is how duplicates are recognised)."""
+    shardable: ClassVar[bool] = False
+    """Supports ``apply_split`` (one transaction over several shard items)."""
+    writes_record: ClassVar[bool] = False
+    """The write itself stores the reservation record (the marker)."""
+
+    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+        self.retry = retry or RetryPolicy()
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    # -- the interface -----------------------------------------------------------------------
+    def initial_attributes(self, capacity: int) -> dict[str, Any]:
+        """The attributes a new counter item starts with (``reserved`` 0, ``available`` capacity)."""
+        return {RESERVED: 0, AVAILABLE: capacity}
+
+    def apply(
+        self,
+        key: dict[str, str],
+        delta: int,
+        *,
+        token: str | None = None,
+        bounded: bool = True,
+        record: dict[str, Any] | None = None,
+    ) -> Result:
+        """Add ``delta`` to the counter item at ``key``. ``record`` is for ``marker`` only."""
+        raise NotImplementedError
+
+    def apply_split(
+        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
+    ) -> Result:
+        """Apply several positive deltas to several counter items in ONE transaction."""
+        raise NotImplementedError(f"{self.name} does not support write sharding")
+
+    def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
+        """A TransactWriteItems ``Update`` giving ``quantity`` back (the caller adds its own guard)."""
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": to_item(key),
+                "UpdateExpression": ADD_DELTA,
+                "ConditionExpression": guard(-quantity, True),
+                "ExpressionAttributeNames": names(),
+                "ExpressionAttributeValues": to_item(delta_values(-quantity)),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def shard_order(self, count: int, token: str | None, rng: Any) -> list[int]:
+        """Which shard to try first, then the others (random start; crt overrides)."""
+        start = rng.randrange(count)
+        return [(start + i) % count for i in range(count)]
+
+    # -- helpers -------------------------------------------------------------------------------
+    def read(self, key: dict[str, str], capacity: Capacity) -> dict[str, Any] | None:
+        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
+        return from_item(response.get("Item"))
+
+    def require_token(self, token: str | None) -> str:
+        if not token:
+            raise ValueError(f"the {self.name} approach needs a request token")
+        return token
+
+
+def approach_class(name: str) -> type[Approach]:
+    """The Approach subclass registered under ``name`` (modules imported on first use)."""
+    if name not in NAMES:
+        raise KeyError(f"unknown approach {name!r}; one of {NAMES}")
+    module = importlib.import_module(f"counters.approaches.{name}")
+    return module.APPROACH
+
+
+def create(name: str, table_name: str, **options: Any) -> Approach:
+    return approach_class(name)(table_name, **options)
+
+
+def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: str | None = None, **value: Any) -> Result:
+    return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, value=value or None)

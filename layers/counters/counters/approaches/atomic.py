@@ -1,0 +1,151 @@
+"""Approach 1, atomic counter: one ``UpdateItem`` with ``ADD``, the threshold as a condition.
+
+Cheapest (1 WCU per write of an item up to 1 KB) and the least accurate: DynamoDB keeps no
+memory of who wrote, so nothing can tell a committed write from a lost one.
+
+Guarantees
+    * Thresholds: always held. The condition ``available >= q`` (or ``reserved >= q``) is
+      checked and applied atomically, so concurrent writers can never breach it.
+    * Ambiguous failure (5xx/timeout after sending): the outcome is unknown and cannot be
+      learned. The caller's ``policy`` decides:
+      ``under`` - never re-send; the call returns ``ambiguous`` (reason ``not_retried``).
+      Each call applies **at most once**: the counter never over-counts, it may under-count
+      (an ambiguous call that did not commit is lost).
+      ``over`` - re-send until a definite answer. A call that returns ``applied`` applied
+      **at least once**: the counter never under-counts a confirmed call, it may over-count
+      (reason ``retried_after_unknown`` says it may have applied twice). If the re-send is
+      rejected by the threshold, or the budget runs out, the call is ``ambiguous``.
+    * Definite failures (throttling, conflict, not sent): retried with backoff; exact.
+    * SDK retries: must be **off**. A botocore retry re-sends the ADD after a lost reply and
+      applies it twice without anyone knowing (seed 02, "Working with the AWS SDK"); the
+      constructor refuses a client whose retry budget is not 1 attempt
+      (:data:`counters.dynamo.CLIENT_CONFIG` has ``total_max_attempts=1``).
+    * Client retries / redelivered requests: **not recognised**. The token is ignored; a
+      redelivery applies again under either policy (``exact = False``).
+    * Write sharding: supported. A split over shards is one transaction with a fresh
+      ClientRequestToken re-sent after an unknown outcome, so the split itself is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from counters.approaches import (
+    ADD_DELTA,
+    Approach,
+    delta_values,
+    guard,
+    names,
+    rejection,
+    result,
+)
+from counters.dynamo import DYNAMO_ERRORS, Failure, classify, client, to_item
+from counters.outcome import Capacity, Outcome, Result
+from counters.tx import transact
+
+Policy = Literal["over", "under"]
+
+
+def sdk_attempts(ddb: Any) -> int | None:
+    """The botocore retry budget of a client (``total_max_attempts``), when it says."""
+    retries = getattr(getattr(ddb, "meta", None), "config", None)
+    retries = getattr(retries, "retries", None) or {}
+    return retries.get("total_max_attempts")
+
+
+def assert_sdk_retries_off(ddb: Any) -> None:
+    attempts = sdk_attempts(ddb)
+    if attempts is not None and attempts != 1:
+        raise ValueError(
+            f"atomic counters need SDK retries off (total_max_attempts=1), this client has {attempts}: a botocore retry would apply twice"
+        )
+
+
+class Atomic(Approach):
+    name = "atomic"
+    exact = False
+    needs_token = False
+    shardable = True
+
+    def __init__(self, table_name: str, *, policy: Policy = "under", **kwargs: Any) -> None:
+        super().__init__(table_name, **kwargs)
+        if policy not in ("over", "under"):
+            raise ValueError("policy is 'over' (retry after an unknown outcome) or 'under' (do not)")
+        self.policy: Policy = policy
+        assert_sdk_retries_off(self._dynamodb or client())
+
+    def apply(
+        self,
+        key: dict[str, str],
+        delta: int,
+        *,
+        token: str | None = None,
+        bounded: bool = True,
+        record: dict[str, Any] | None = None,
+    ) -> Result:
+        capacity = Capacity()
+        unknowns = 0
+        attempt = 0
+        for attempt in range(1, self.retry.max_attempts + 1):
+            try:
+                response = self.dynamodb.update_item(
+                    TableName=self.table_name,
+                    Key=to_item(key),
+                    UpdateExpression=ADD_DELTA,
+                    ConditionExpression=guard(delta, bounded),
+                    ExpressionAttributeNames=names(),
+                    ExpressionAttributeValues=to_item(delta_values(delta)),
+                    ReturnValues="UPDATED_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    ReturnConsumedCapacity="TOTAL",
+                )
+            except DYNAMO_ERRORS as exc:
+                capacity.add_response(getattr(exc, "response", None), write=True)
+                failure = classify(exc)
+                if failure is None:
+                    raise
+                if failure.kind is Failure.CONDITION:
+                    reason, value = rejection(failure.old_item(0), delta)
+                    if unknowns:  # an earlier send may have committed: cannot say "not applied"
+                        return result(Outcome.AMBIGUOUS, capacity, attempt, "unknown_then_rejected", **value)
+                    return result(Outcome.REJECTED, capacity, attempt, reason, **value)
+                if failure.kind is Failure.UNKNOWN:
+                    if self.policy == "under":
+                        return result(Outcome.AMBIGUOUS, capacity, attempt, "not_retried")
+                    unknowns += 1
+                if attempt < self.retry.max_attempts:
+                    self.retry.backoff(attempt)
+                continue
+            capacity.add_response(response, write=True)
+            return result(Outcome.APPLIED, capacity, attempt, "retried_after_unknown" if unknowns else None)
+        if unknowns:
+            return result(Outcome.AMBIGUOUS, capacity, attempt, "budget_exhausted")
+        return result(Outcome.CONTENTION, capacity, attempt)
+
+    def apply_split(
+        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
+    ) -> Result:
+        items = [
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": to_item(key),
+                    "UpdateExpression": ADD_DELTA,
+                    "ConditionExpression": guard(part, True),
+                    "ExpressionAttributeNames": names(),
+                    "ExpressionAttributeValues": to_item(delta_values(part)),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+            for key, part in parts
+        ]
+        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
+        if report.outcome is Outcome.REJECTED:
+            return result(Outcome.REJECTED, report.capacity, report.attempts, "threshold")
+        if report.outcome is Outcome.CONTENTION and report.unknown_seen:
+            # a send with an unknown outcome may have committed, and nothing remembers it
+            return result(Outcome.AMBIGUOUS, report.capacity, report.attempts, "budget_exhausted")
+        return result(report.outcome, report.capacity, report.attempts)
+
+
+APPROACH = Atomic

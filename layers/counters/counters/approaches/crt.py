@@ -1,0 +1,135 @@
+"""Approach 4, transaction with a client request token (CRT).
+
+The delta is a one-item ``TransactWriteItems`` (``ADD`` + threshold condition) whose
+ClientRequestToken is **derived from the request's idempotency token** (``uuid5`` of the
+token, the table and the counter's key: 36 chars, the API's maximum; DynamoDB keeps tokens
+per account and Region, not per table) and pinned across every retry
+(:func:`counters.tx.transact` with ``token=``). DynamoDB remembers a successful token for
+10 minutes: the same token with the same parameters is answered with success and changes
+nothing; with other parameters it is ``IdempotentParameterMismatch``.
+
+Guarantees
+    * Thresholds: always held (a condition in the transaction).
+    * Ambiguous failure (5xx/timeout after sending): the retry re-sends the same token; a
+      committed first attempt is replayed, never re-applied. Exact.
+    * SDK retries: transparent (the same token is re-sent).
+    * Client retries / redelivered requests (same token): within **10 minutes** of the first
+      success they replay and change nothing. DynamoDB answers a replay exactly like the
+      original (real DynamoDB reports read instead of write units; DynamoDB Local reports the
+      same constant), so this layer reports ``applied`` for both; the reservations service
+      tells them apart with its reservation record (its conditional Put decides 201 vs 200).
+      The same token with a different delta is ``rejected`` / ``token_mismatch``.
+    * **Outside the window the guarantee ends**: DynamoDB has forgotten the token and a
+      redelivery would apply again. The reservations service answers such replays from its
+      reservation record (kept with a TTL) *before* calling this approach; only a replay
+      whose record was never written (the caller died between the two writes) and arrives
+      after 10 minutes is applied twice.
+    * ``contention`` (conflicts/throttling/unknowns past the budget): re-driving the same
+      request with the same token is safe within the window.
+    * Write sharding: a single-shard attempt derives its token from the shard's key, and
+      shards are tried in an order derived from the token, so a redelivery retraces the
+      original's path and replays where it committed (while no capacity was given back to
+      a shard earlier in that order in between: then it can apply twice). A split uses a
+      token per round; ``IdempotentParameterMismatch`` on it means that round already
+      committed a (different) split for this token: ``duplicate`` (reason ``split_token_used``).
+      Assumes, as DynamoDB Local does, that a token whose transaction was cancelled may be
+      sent again (the layer's tx runner already relies on it for pinned tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from counters.approaches import (
+    ADD_DELTA,
+    Approach,
+    delta_values,
+    guard,
+    names,
+    rejection,
+    result,
+)
+from counters.dynamo import to_item
+from counters.outcome import Capacity, Outcome, Result
+from counters.tx import transact
+
+NAMESPACE = uuid.UUID("6f1c1e0a-5d0b-4a57-9a53-7a11e5c0c4e1")
+MISMATCH = "IdempotentParameterMismatchException"
+
+
+def client_request_token(token: str, scope: str) -> str:
+    """A deterministic ClientRequestToken (36 chars) for ``token`` within ``scope``."""
+    return str(uuid.uuid5(NAMESPACE, f"{token}|{scope}"))
+
+
+def update_action(table_name: str, key: dict[str, str], delta: int, bounded: bool = True) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": table_name,
+            "Key": to_item(key),
+            "UpdateExpression": ADD_DELTA,
+            "ConditionExpression": guard(delta, bounded),
+            "ExpressionAttributeNames": names(),
+            "ExpressionAttributeValues": to_item(delta_values(delta)),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
+class Crt(Approach):
+    name = "crt"
+    exact = True  # within the 10-minute window
+    needs_token = True
+    shardable = True
+
+    def apply(
+        self,
+        key: dict[str, str],
+        delta: int,
+        *,
+        token: str | None = None,
+        bounded: bool = True,
+        record: dict[str, Any] | None = None,
+    ) -> Result:
+        token = self.require_token(token)
+        items = [update_action(self.table_name, key, delta, bounded)]
+        crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
+        return self._run(items, crt, delta, mismatch=(Outcome.REJECTED, "token_mismatch"))
+
+    def apply_split(
+        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
+    ) -> Result:
+        items = [update_action(self.table_name, key, part) for key, part in parts]
+        crt = client_request_token(token, f"{self.table_name}|split#{round_}")
+        return self._run(items, crt, 1, mismatch=(Outcome.DUPLICATE, "split_token_used"))
+
+    def shard_order(self, count: int, token: str | None, rng: Any) -> list[int]:
+        """Deterministic per token: a redelivery retraces the original's shards."""
+        start = int(hashlib.sha256((token or "").encode()).hexdigest(), 16) % count if token else rng.randrange(count)
+        return [(start + i) % count for i in range(count)]
+
+    def _run(self, items: list[dict[str, Any]], crt: str, delta: int, *, mismatch: tuple[Outcome, str]) -> Result:
+        try:
+            report = transact(items, policy=self.retry, dynamodb=self._dynamodb, token=crt)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != MISMATCH:
+                raise
+            return result(mismatch[0], _capacity(exc), 1, mismatch[1])
+        if report.outcome is Outcome.REJECTED and report.failure is not None:
+            failed = report.failure.failed_conditions()
+            reason, value = rejection(report.failure.old_item(failed[0]) if failed else None, delta)
+            return result(Outcome.REJECTED, report.capacity, report.attempts, reason, **value)
+        return result(report.outcome, report.capacity, report.attempts, "confirmed_after_unknown" if report.unknown_seen else None)
+
+
+def _capacity(exc: ClientError) -> Capacity:
+    capacity = Capacity()
+    capacity.add_response(exc.response, write=True)
+    return capacity
+
+
+APPROACH = Crt

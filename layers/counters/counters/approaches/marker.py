@@ -1,0 +1,131 @@
+"""Approach 5, transaction with a marker item: the counter update + a Put of ``RSV#<token>``.
+
+One ``TransactWriteItems``: the counter update (``ADD`` + threshold condition) and a Put of
+the marker item ``RSV#<token>`` / ``RSV`` conditioned on ``attribute_not_exists(PK)``. The
+marker is the request's memory: it carries ``quantity``, ``status`` (``CONFIRMED``),
+``createdAt``, the shard ``allocation`` and a TTL (``expiresAt``; the table's TTL attribute),
+so it doubles as the reservation record.
+
+Guarantees
+    * Thresholds: always held (a condition in the transaction).
+    * Ambiguous failure: the in-line retry re-sends the same ClientRequestToken (replayed if
+      it committed); a retry after the token's window, or any redelivery, is cancelled by
+      the marker's condition.
+    * On cancellation the marker tells duplicate from threshold: the marker's condition
+      failed -> read it (``ALL_OLD``; a ``GetItem`` if absent): same quantity ->
+      ``duplicate``, another quantity -> ``rejected`` / ``token_mismatch``. Only the
+      counter's condition failed -> ``rejected`` / ``threshold`` (or ``missing``).
+    * SDK retries / client retries / redelivery: ``duplicate`` for as long as the marker
+      lives (its TTL, default 30 days - beyond the CRT's 10 minutes). Exact.
+    * Write sharding: supported; the marker is one per request whatever the shards, so a
+      split or a fallback to another shard stays exact.
+    * Cost: two items per transactional write (2 x 2 WCU per <= 1 KB item): the most
+      expensive approach.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from counters.approaches import Approach, rejection, result
+from counters.approaches.crt import update_action
+from counters.dynamo import from_item, to_item
+from counters.outcome import Capacity, Outcome, Result
+from counters.tx import transact
+
+MARKER_SK = "RSV"
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+
+# Condition fragment
+MARKER_IS_NEW = "attribute_not_exists(#pk)"  # one marker per token: the double-apply guard
+
+
+def marker_key(token: str) -> dict[str, str]:
+    return {"PK": f"RSV#{token}", "SK": MARKER_SK}
+
+
+class Marker(Approach):
+    name = "marker"
+    exact = True
+    needs_token = True
+    shardable = True
+    writes_record = True
+
+    def __init__(self, table_name: str, *, ttl_seconds: int = DEFAULT_TTL_SECONDS, **kwargs: Any) -> None:
+        super().__init__(table_name, **kwargs)
+        self.ttl_seconds = ttl_seconds
+
+    def marker(self, token: str, quantity: int, allocation: dict[str, int], record: dict[str, Any] | None) -> dict[str, Any]:
+        now = int(time.time())
+        return {
+            **marker_key(token),
+            **(record or {}),
+            "quantity": quantity,
+            "status": "CONFIRMED",
+            "createdAt": now,
+            "expiresAt": now + self.ttl_seconds,
+            "allocation": allocation,
+        }
+
+    def apply(
+        self,
+        key: dict[str, str],
+        delta: int,
+        *,
+        token: str | None = None,
+        bounded: bool = True,
+        record: dict[str, Any] | None = None,
+    ) -> Result:
+        token = self.require_token(token)
+        if delta <= 0:
+            raise ValueError("marker applies takes (delta > 0); give back with release_action under the marker's status guard")
+        return self._run([(key, delta)], token, delta, record, bounded)
+
+    def apply_split(
+        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
+    ) -> Result:
+        return self._run(parts, token, sum(p for _, p in parts), record, True)
+
+    def _run(
+        self, parts: list[tuple[dict[str, str], int]], token: str, quantity: int, record: dict[str, Any] | None, bounded: bool
+    ) -> Result:
+        allocation = {key["PK"]: part for key, part in parts}
+        marker = self.marker(token, quantity, allocation, record)
+        items = [update_action(self.table_name, key, part, bounded) for key, part in parts]
+        items.append(
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(marker),
+                    "ConditionExpression": MARKER_IS_NEW,
+                    "ExpressionAttributeNames": {"#pk": "PK"},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+        )
+        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
+        capacity, attempts = report.capacity, report.attempts
+        if report.outcome is Outcome.APPLIED:
+            return result(
+                Outcome.APPLIED, capacity, attempts, "confirmed_after_unknown" if report.unknown_seen else None, allocation=allocation
+            )
+        if report.outcome is not Outcome.REJECTED or report.failure is None:
+            return result(report.outcome, capacity, attempts)
+        failed = report.failure.failed_conditions()
+        marker_index = len(items) - 1
+        if marker_index in failed:
+            existing = from_item(report.failure.old_item(marker_index)) or self._read_marker(token, capacity)
+            if existing is None:  # expired between the two calls: the counter decides next time
+                return result(Outcome.CONTENTION, capacity, attempts, "marker_vanished")
+            if int(existing.get("quantity", -1)) != quantity:
+                return result(Outcome.REJECTED, capacity, attempts, "token_mismatch", marker=existing)
+            return result(Outcome.DUPLICATE, capacity, attempts, "marker_exists", allocation=existing.get("allocation"), marker=existing)
+        reason, value = rejection(report.failure.old_item(failed[0]) if failed else None, quantity)
+        return result(Outcome.REJECTED, capacity, attempts, reason, **value)
+
+    def _read_marker(self, token: str, capacity: Capacity) -> dict[str, Any] | None:
+        return self.read(marker_key(token), capacity)
+
+
+APPROACH = Marker

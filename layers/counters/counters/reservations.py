@@ -1,0 +1,396 @@
+"""Resources with a capacity and reservations against it, on any approach of seed 02.
+
+| item | PK | SK |
+|---|---|---|
+| resource | ``RES#<id>`` | ``META``: capacity, strategy, shards; the counter itself when unsharded |
+| shard | ``RES#<id>#<n>`` | ``SHARD``: a share of the capacity (write sharding) |
+| reservation | ``RSV#<reservationId>`` | ``RSV``: quantity, status, allocation, TTL (the marker of approach 5) |
+
+The reservation id is ``uuid5(resourceId, Idempotency-Key)`` when a key is given (so a
+redelivered request maps to the same reservation, and the id doubles as the approach's
+request token), a random uuid otherwise.
+
+Take (``reserve``): the reservation record is read first (a replay of a known key is answered
+from it: same quantity -> the same reservation, other quantity -> 422); then the approach
+applies the quantity (through :mod:`counters.sharding` when sharded); then - for every
+approach but ``marker``, whose transaction wrote the record already - the record is Put with
+``attribute_not_exists``. That conditional Put decides which of two concurrent duplicates
+answers 201 and which 200. If the caller dies between the counter write and the record, the
+count holds a reservation without a record: for the token-remembering approaches a retry of
+the same key writes the missing record (the approach answers ``duplicate``); for ``atomic``
+and ``occ`` the hold stays unaccounted (their documented over-count).
+
+Give back (``release``): one transaction on every strategy - the record's status
+``CONFIRMED -> RELEASED`` (conditioned on ``CONFIRMED``) plus the approach's give-back on each
+counter item of the allocation - so the quantity returns exactly once whatever retries.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from counters import sharding
+from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create
+from counters.approaches.marker import DEFAULT_TTL_SECONDS, marker_key
+from counters.commands import Command, Executor, PoisonMessage
+from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, client, from_item, read, to_item
+from counters.errors import (
+    AlreadyExists,
+    AmbiguousOutcome,
+    ContentionError,
+    IdempotencyKeyReused,
+    InsufficientCapacity,
+    IntegrityError,
+    InvalidRequest,
+    NotFound,
+    SlotsFull,
+)
+from counters.ids import valid_id
+from counters.outcome import Capacity, Outcome, Result
+from counters.tx import transact
+
+NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
+CONFIRMED, RELEASED = "CONFIRMED", "RELEASED"
+
+# Condition fragments
+IS_NEW = "attribute_not_exists(#pk)"  # never overwrite a resource, shard or reservation record
+IS_CONFIRMED = "#status = :confirmed"  # a reservation gives its quantity back once
+
+
+def resource_key(resource_id: str) -> dict[str, str]:
+    return {"PK": f"RES#{resource_id}", "SK": "META"}
+
+
+def reservation_id(resource_id: str, idempotency_key: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, f"{resource_id}\n{idempotency_key}"))
+
+
+@dataclass
+class Resource:
+    resource_id: str
+    capacity: int
+    strategy: str
+    shards: int
+
+    @property
+    def counter_keys(self) -> list[dict[str, str]]:
+        if self.shards == 1:
+            return [resource_key(self.resource_id)]
+        return [sharding.shard_key(self.resource_id, n) for n in range(self.shards)]
+
+    def key_for(self, pk: str) -> dict[str, str]:
+        return next(key for key in self.counter_keys if key["PK"] == pk)
+
+
+@dataclass
+class Reservation:
+    """The answer to a take: ``created`` (201) or a replay (200), the public body, the result."""
+
+    created: bool
+    body: dict[str, Any]
+    result: Result | None = None
+
+
+class Reservations:
+    """Create resources, take and give back reservations exactly (per the strategy's guarantee)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: Any = None,
+        retry: RetryPolicy | None = None,
+        atomic_policy: str = "under",
+        history: int = 32,
+        max_tokens: int = 250,
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+        self.retry = retry or RetryPolicy()
+        self.options: dict[str, dict[str, Any]] = {
+            "atomic": {"policy": atomic_policy},
+            "occ_history": {"history": history},
+            "set": {"max_tokens": max_tokens},
+            "marker": {"ttl_seconds": ttl_seconds},
+        }
+        self.ttl_seconds = ttl_seconds
+        self.rng = rng or random.Random()
+        self._approaches: dict[str, Approach] = {}
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    def approach(self, name: str) -> Approach:
+        if name not in self._approaches:
+            self._approaches[name] = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
+        return self._approaches[name]
+
+    # -- resources -------------------------------------------------------------------------------
+    def create_resource(self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1) -> dict[str, Any]:
+        if strategy not in NAMES:
+            raise InvalidRequest(f"strategy must be one of {', '.join(NAMES)}")
+        approach = self.approach(strategy)
+        if shards > 1 and not approach.shardable:
+            raise InvalidRequest(f"strategy {strategy!r} does not support shards > 1 (shardable: atomic, crt, marker)")
+        if not 1 <= shards <= sharding.MAX_SHARDS or capacity < 0:
+            raise InvalidRequest(f"shards must be 1..{sharding.MAX_SHARDS} and capacity >= 0")
+        meta = {
+            **resource_key(resource_id),
+            "resourceId": resource_id,
+            "capacity": capacity,
+            "strategy": strategy,
+            "shards": shards,
+            "createdAt": int(time.time()),
+        }
+        resource = Resource(resource_id, capacity, strategy, shards)
+        puts = []
+        if shards == 1:
+            puts.append({**meta, **approach.initial_attributes(capacity)})
+        else:
+            puts.append(meta)
+            for key, share in zip(resource.counter_keys, sharding.split_capacity(capacity, shards), strict=True):
+                puts.append({**key, "resourceId": resource_id, "capacity": share, **approach.initial_attributes(share)})
+        items = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(item),
+                    "ConditionExpression": IS_NEW,
+                    "ExpressionAttributeNames": {"#pk": "PK"},
+                }
+            }
+            for item in puts
+        ]
+        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
+        if report.outcome is Outcome.REJECTED:
+            raise AlreadyExists(f"resource {resource_id!r} already exists")
+        if report.outcome is not Outcome.APPLIED:
+            raise ContentionError()
+        return self._public_resource(resource, 0, capacity)
+
+    def resource(self, resource_id: str) -> tuple[Resource, dict[str, Any]]:
+        item, _ = self._get(resource_key(resource_id))
+        if item is None:
+            raise NotFound(f"resource {resource_id!r} not found")
+        return Resource(resource_id, int(item["capacity"]), item["strategy"], int(item["shards"])), item
+
+    def get_resource(self, resource_id: str) -> dict[str, Any]:
+        """The resource; a sharded one reads as the sum of one consistent snapshot of its shards."""
+        resource, item = self.resource(resource_id)
+        if resource.shards == 1:
+            return self._public_resource(resource, int(item[RESERVED]), int(item[AVAILABLE]))
+        shards = sharding.snapshot(self.dynamodb, self.table_name, resource.counter_keys, Capacity(), self.retry)
+        return self._public_resource(resource, sum(int(s[RESERVED]) for s in shards), sum(int(s[AVAILABLE]) for s in shards))
+
+    @staticmethod
+    def _public_resource(resource: Resource, reserved: int, available: int) -> dict[str, Any]:
+        return {
+            "resourceId": resource.resource_id,
+            "capacity": resource.capacity,
+            "reserved": reserved,
+            "available": available,
+            "strategy": resource.strategy,
+            "shards": resource.shards,
+        }
+
+    # -- reservations ----------------------------------------------------------------------------
+    def reserve(self, resource_id: str, quantity: int, idempotency_key: str | None = None) -> Reservation:
+        if quantity < 1:
+            raise InvalidRequest("quantity must be >= 1")
+        resource, _ = self.resource(resource_id)
+        approach = self.approach(resource.strategy)
+        if approach.needs_token and not idempotency_key:
+            raise InvalidRequest(f"the Idempotency-Key header is required for strategy {resource.strategy!r}")
+        rid = reservation_id(resource_id, idempotency_key) if idempotency_key else str(uuid.uuid4())
+        if idempotency_key:
+            existing, _ = self._get(marker_key(rid))
+            if existing is not None:
+                return self._replay(existing, quantity)
+        record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy}
+        if idempotency_key:
+            record["idempotencyKey"] = idempotency_key
+        if resource.shards == 1:
+            result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
+            if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
+                result.value = {"allocation": {resource.counter_keys[0]["PK"]: quantity}, **(result.value or {})}
+        else:
+            result = sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
+        return self._answer(approach, resource, rid, quantity, record, result)
+
+    def _answer(
+        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, Any], result: Result
+    ) -> Reservation:
+        value = result.value or {}
+        if result.outcome is Outcome.REJECTED:
+            if result.reason in ("threshold", "sold_out"):
+                raise InsufficientCapacity(
+                    f"resource {resource.resource_id!r} has {value.get(AVAILABLE, 'too little')} left; asked for {quantity}"
+                )
+            if result.reason == "set_full":
+                raise SlotsFull()
+            if result.reason == "token_mismatch":
+                raise IdempotencyKeyReused()
+            if result.reason == "missing":
+                raise NotFound(f"resource {resource.resource_id!r} not found")
+            raise IntegrityError(f"unexpected rejection {result.reason!r}")
+        if result.outcome is Outcome.CONTENTION:
+            raise ContentionError(
+                f"resource {resource.resource_id!r} is busy; retry the same request (same Idempotency-Key)",
+                replay=self._reserve_replay(approach, resource.resource_id, quantity, record),
+            )
+        if result.outcome is Outcome.AMBIGUOUS:
+            raise AmbiguousOutcome(
+                f"reservation {rid} may or may not hold {quantity} of {resource.resource_id!r} "
+                f"(strategy {resource.strategy!r} cannot tell after a failure with an unknown outcome)"
+            )
+        if approach.writes_record:  # the marker is the record
+            if result.outcome is Outcome.APPLIED:
+                return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
+            return Reservation(False, public_reservation(rid, quantity, value.get("marker", {}).get("status", CONFIRMED)), result)
+        allocation = value.get("allocation")
+        if allocation is None:
+            existing, _ = self._get(marker_key(rid))
+            if existing is not None:
+                return self._replay(existing, quantity, result)
+            raise ContentionError(
+                "the original request with this Idempotency-Key is still completing; retry it",
+                replay=self._reserve_replay(approach, resource.resource_id, quantity, record),
+            )
+        created, existing = self._put_record(rid, {**record, "quantity": quantity, "allocation": allocation})
+        if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
+            return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
+        return self._replay(existing, quantity, result)
+
+    def _replay(self, existing: dict[str, Any], quantity: int, result: Result | None = None) -> Reservation:
+        if int(existing["quantity"]) != quantity:
+            raise IdempotencyKeyReused()
+        return Reservation(False, public_reservation(existing["reservationId"], quantity, existing["status"]), result)
+
+    def _put_record(self, rid: str, record: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Put the record unless one exists; returns (created, the stored record)."""
+        now = int(time.time())
+        item = {**marker_key(rid), **record, "status": CONFIRMED, "createdAt": now, "expiresAt": now + self.ttl_seconds}
+        unknown = False
+        for attempt in range(1, self.retry.max_attempts + 1):
+            try:
+                self.dynamodb.put_item(
+                    TableName=self.table_name,
+                    Item=to_item(item),
+                    ConditionExpression=IS_NEW,
+                    ExpressionAttributeNames={"#pk": "PK"},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    ReturnConsumedCapacity="TOTAL",
+                )
+                return True, item
+            except DYNAMO_ERRORS as exc:
+                failure = classify(exc)
+                if failure is None:
+                    raise
+                if failure.kind is Failure.CONDITION:
+                    stored = from_item(failure.old_item(0)) or {}
+                    # after an unknown outcome, our own committed Put is what we find
+                    return (unknown and stored.get("quantity") == record["quantity"]), stored
+                unknown = unknown or failure.kind is Failure.UNKNOWN
+                if attempt < self.retry.max_attempts:
+                    self.retry.backoff(attempt)
+        raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
+
+    def get_reservation(self, resource_id: str, rid: str) -> dict[str, Any]:
+        item, _ = self._get(marker_key(rid))
+        if item is None or item.get("resourceId") != resource_id:
+            raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+        body = {
+            **public_reservation(rid, int(item["quantity"]), item["status"]),
+            "resourceId": resource_id,
+            "createdAt": item.get("createdAt"),
+        }
+        if "releasedAt" in item:
+            body["releasedAt"] = item["releasedAt"]
+        return body
+
+    def release(self, resource_id: str, rid: str) -> Reservation:
+        """Give the quantity back exactly once; a second release is a no-op (``created`` False)."""
+        resource, _ = self.resource(resource_id)
+        record, _ = self._get(marker_key(rid))
+        if record is None or record.get("resourceId") != resource_id:
+            raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+        quantity = int(record["quantity"])
+        if record["status"] == RELEASED:
+            return Reservation(False, public_reservation(rid, quantity, RELEASED))
+        approach = self.approach(resource.strategy)
+        items = [
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": to_item(marker_key(rid)),
+                    "UpdateExpression": "SET #status = :released, #releasedAt = :now",
+                    "ConditionExpression": IS_CONFIRMED,
+                    "ExpressionAttributeNames": {"#status": "status", "#releasedAt": "releasedAt"},
+                    "ExpressionAttributeValues": to_item({":released": RELEASED, ":confirmed": CONFIRMED, ":now": int(time.time())}),
+                }
+            }
+        ]
+        items += [approach.release_action(resource.key_for(pk), int(part), rid) for pk, part in record["allocation"].items()]
+        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
+        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
+        if report.outcome is Outcome.APPLIED:
+            return Reservation(True, public_reservation(rid, quantity, RELEASED), result)
+        if report.outcome is Outcome.REJECTED and report.failure is not None:
+            if 0 in report.failure.failed_conditions():
+                return Reservation(False, public_reservation(rid, quantity, RELEASED), result)  # a concurrent release won
+            raise IntegrityError(f"reservation {rid!r} is confirmed but its counter cannot give {quantity} back")
+        # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.
+        raise ContentionError(
+            f"reservation {rid!r} is busy; retry the release", replay=("release", {"resourceId": resource_id, "reservationId": rid}, None)
+        )
+
+    # -- deferred commands (SQS-driven retries) -------------------------------------------------
+    @staticmethod
+    def _reserve_replay(approach: Approach, resource_id: str, quantity: int, record: dict[str, Any]) -> tuple[str, dict, str | None] | None:
+        """Only exact, token-remembering approaches are re-driven; atomic/occ never blindly."""
+        key = record.get("idempotencyKey")
+        if not (approach.exact and approach.needs_token and key):
+            return None
+        return ("reserve", {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key}, record["reservationId"])
+
+    def executors(self) -> dict[str, Executor]:
+        """Replays of deferred reserve/release commands for the retry worker."""
+        return {"reserve": self._redrive_reserve, "release": self._redrive_release}
+
+    def _redrive_reserve(self, command: Command) -> tuple[str, dict[str, Any]]:
+        p = command.payload
+        resource_id, quantity, key = p.get("resourceId"), p.get("quantity"), p.get("idempotencyKey")
+        if not (valid_id(resource_id) and isinstance(quantity, int) and quantity >= 1 and isinstance(key, str) and key):
+            raise PoisonMessage("reserve: invalid resourceId/quantity/idempotencyKey")
+        try:
+            answer = self.reserve(resource_id, quantity, key)
+        except (InsufficientCapacity, SlotsFull, IdempotencyKeyReused, NotFound, InvalidRequest) as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        return ("APPLIED" if answer.created else "DUPLICATE"), answer.body
+
+    def _redrive_release(self, command: Command) -> tuple[str, dict[str, Any]]:
+        p = command.payload
+        resource_id, rid = p.get("resourceId"), p.get("reservationId")
+        if not (valid_id(resource_id) and isinstance(rid, str) and valid_id(rid)):
+            raise PoisonMessage("release: invalid resourceId/reservationId")
+        try:
+            answer = self.release(resource_id, rid)
+        except NotFound as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        return ("APPLIED" if answer.created else "DUPLICATE"), {**answer.body, "changed": answer.created}
+
+    def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
+        capacity = Capacity()
+        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
+        return from_item(response.get("Item")), capacity
+
+
+def public_reservation(rid: str, quantity: int, status: str) -> dict[str, Any]:
+    return {"reservationId": rid, "quantity": quantity, "status": status}

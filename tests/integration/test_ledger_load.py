@@ -1,0 +1,141 @@
+"""A ledger under load on DynamoDB Local: 16 writers, duplicates, injected after-commit
+errors, compaction running over and over, readers polling. Real clock, short windows."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from counters.dynamo import RetryPolicy
+from counters.ledger import Ledger, ledger_pk, new_key
+from counters.outcome import Outcome
+from tests.conftest import item_count
+
+WRITERS = 16
+ENTRIES = int(os.environ.get("LEDGER_LOAD_ENTRIES", "5000"))
+WINDOW, MARGIN = 3.0, 3.0  # seconds: compaction merges entries older than 6 s while writers run
+POLICY = RetryPolicy(max_attempts=8, base_delay=0.001, max_delay=0.01)
+
+
+@dataclass
+class Books:
+    """What the clients know: acknowledged and attempted sums (positive amounts only, so
+    "between acknowledged and attempted" is a range)."""
+
+    acked: int = 0
+    attempted: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def note(self, outcome: str) -> None:
+        with self.lock:
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+def test_concurrent_writers_readers_and_compactors_stay_exact(table: str, layer_client: Any, faults: Any, ddb: Any) -> None:
+    ledger = Ledger(table, retry=POLICY, retry_window=WINDOW, margin=MARGIN, marker_bucket=1.0)
+    faults.add("after_commit", operations={"PutItem", "TransactWriteItems"}, rate=0.03)
+    faults.add("unavailable", operations={"PutItem"}, rate=0.01)
+    faults.add("conflict", operations={"TransactWriteItems"}, rate=0.05)
+    books = Books()
+    acked_keys: list[tuple[str, int]] = []
+    writing = threading.Event()
+    writing.set()
+    rng = random.Random(3)
+    plan = [[rng.randint(1, 9) for _ in range(ENTRIES // WRITERS + (i < ENTRIES % WRITERS))] for i in range(WRITERS)]
+    assert sum(map(len, plan)) == ENTRIES
+
+    def writer(amounts: list[int]) -> None:
+        local = random.Random(len(amounts))
+        for amount in amounts:
+            while True:  # a client: mint a key, send until the entry is acknowledged
+                key = new_key()
+                with books.lock:
+                    books.attempted += amount
+                result = ledger.append("hot", amount, key)
+                while result.outcome is Outcome.CONTENTION:  # safe to re-drive with the same key
+                    books.note("contention")
+                    result = ledger.append("hot", amount, key)
+                books.note(result.outcome.value)
+                if result.outcome is Outcome.REJECTED:  # expired before it applied: a new key
+                    assert result.reason == "key_expired"
+                    with books.lock:
+                        books.attempted -= amount
+                    continue
+                assert result.outcome is Outcome.APPLIED, result
+                with books.lock:
+                    books.acked += amount
+                    acked_keys.append((key, amount))
+                if local.random() < 0.2:  # the client did not see the answer and sends it again
+                    dup = ledger.append("hot", amount, key)
+                    books.note(f"resend:{dup.outcome.value}")
+                    # applied only when an injected 500 hid which attempt wrote it (still one entry);
+                    # rejected when the machine stalled the resend past the (short) retry window
+                    assert dup.outcome in (Outcome.DUPLICATE, Outcome.APPLIED, Outcome.CONTENTION) or dup.reason == "key_expired"
+                break
+
+    reads: list[tuple[int, int, int, float]] = []
+
+    def reader() -> None:
+        while writing.is_set():
+            with books.lock:
+                low = books.acked
+            read = ledger.balance("hot")
+            with books.lock:
+                high = books.attempted
+            reads.append((low, read.balance, high, read.capacity.read_units))
+            time.sleep(0.1)  # poll, don't spin
+
+    compactions: list[Any] = []
+
+    def compactor() -> None:
+        while writing.is_set():
+            compactions.append(ledger.compact("hot", chunk_size=50))
+            time.sleep(0.2)
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=WRITERS + 4) as pool:
+        background = [pool.submit(reader), pool.submit(reader), pool.submit(compactor), pool.submit(compactor)]
+        try:
+            for future in [pool.submit(writer, amounts) for amounts in plan]:
+                future.result()
+        finally:
+            write_seconds = time.monotonic() - started
+            writing.clear()  # never leave readers/compactors spinning after a failed writer
+        for future in background:
+            future.result()
+
+    merged_during = sum(r.merged for r in compactions)
+    bad = [r for r in reads if not r[0] <= r[1] <= r[2]]
+    assert not bad, bad[:5]
+    assert len(reads) > 20 and merged_during > 0
+    assert books.outcomes.get("applied", 0) == len(acked_keys) == ENTRIES
+    assert faults.injected["after_commit"] > 20
+
+    # Late retries, after the window: refused, never counted again.
+    time.sleep(WINDOW + MARGIN + 0.5)
+    faults.clear()
+    for key, amount in acked_keys[:50]:
+        late = ledger.append("hot", amount, key)
+        assert (late.outcome, late.reason) == (Outcome.REJECTED, "key_expired")
+
+    t0 = time.monotonic()
+    final_compaction = ledger.compact("hot")
+    compact_seconds = time.monotonic() - t0
+    final = ledger.balance("hot")
+    assert final.balance == books.acked == books.attempted
+    assert final.pending_entries == 0 and item_count(ddb, table, ledger_pk("hot"), "ENTRY#") == 0
+    assert final.checkpoint["mergedEntries"] == ENTRIES
+    assert final.capacity.read_units <= 1.0 and final.capacity.calls == 1
+    print(
+        f"\n{ENTRIES} entries by {WRITERS} writers in {write_seconds:.1f}s = {ENTRIES / write_seconds:.0f} appends/s; "
+        f"outcomes {dict(sorted(books.outcomes.items()))}; faults {dict(faults.injected)}; "
+        f"{len(reads)} reads (max {max(r[3] for r in reads):.0f} RCU), {len(compactions)} compactions merged {merged_during} "
+        f"during the run (lost races {sum(r.lost_races for r in compactions)}); final compaction merged "
+        f"{final_compaction.merged} in {compact_seconds:.2f}s; final read {final.capacity.read_units} RCU"
+    )

@@ -1,0 +1,111 @@
+"""Ledger pieces that need no DynamoDB: keys, windows, chunk shape, the read rule, regions."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from counters.errors import IdempotencyKeyExpired, InvalidRequest, WrongRegion
+from counters.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
+
+NOW = 1_800_000_000.0
+
+
+class FakeClient:
+    """Answers Query with canned pages; records what it was asked."""
+
+    def __init__(self, pages: list[list[dict[str, Any]]] | None = None, region: str = "us-east-1") -> None:
+        self.pages = pages or []
+        self.calls: list[dict[str, Any]] = []
+        self.meta = type("Meta", (), {"region_name": region})()
+
+    def query(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        index = len(self.calls) - 1
+        page: dict[str, Any] = {"Items": self.pages[index], "ConsumedCapacity": {"CapacityUnits": 1.0}}
+        if index + 1 < len(self.pages):
+            page["LastEvaluatedKey"] = {"PK": {"S": "x"}, "SK": {"S": self.pages[index][-1]["SK"]["S"]}}
+        return page
+
+
+def entry(ms: int, amount: int) -> dict[str, Any]:
+    return {"SK": {"S": f"{ENTRY_PREFIX}{ms:013d}-K"}, "amount": {"N": str(amount)}}
+
+
+def snapshot(balance: int, through_ms: int, version: int = 1) -> dict[str, Any]:
+    return {
+        "SK": {"S": SNAPSHOT},
+        "balance": {"N": str(balance)},
+        "mergedThrough": {"S": f"{ENTRY_PREFIX}{through_ms:013d}-K"},
+        "version": {"N": str(version)},
+    }
+
+
+def test_keys_carry_their_time_and_normalise() -> None:
+    key = new_key(NOW)
+    parsed = parse_key(key.lower())
+    assert parsed.key == key and parsed.at_ms == int(NOW * 1000)
+    assert parsed.sk == f"ENTRY#{int(NOW * 1000):013d}-{key}"
+    assert new_key(NOW) != key and new_key(NOW + 0.001) > key  # unique, and time-ordered
+    hex_ms = f"{int(NOW * 1000):012x}"
+    v7 = f"{hex_ms[:8]}-{hex_ms[8:]}-7{uuid.uuid4().hex[:3]}-9{uuid.uuid4().hex[:3]}-{uuid.uuid4().hex[:12]}"
+    assert parse_key(v7.upper()).at_ms == int(NOW * 1000) and parse_key(v7.upper()).key == v7
+    for bad in (None, "", str(uuid.uuid4()), "8" + key[1:], key + "0", "01MCC5RM0028T5CY4GNF6YY4HI"):
+        with pytest.raises(InvalidRequest):
+            parse_key(bad)
+
+
+def test_retry_window_and_future_skew() -> None:
+    ledger = Ledger("t", dynamodb=FakeClient(), retry_window=600, margin=900, clock=lambda: NOW)
+    ledger.check_fresh(parse_key(new_key(NOW - 599)))
+    ledger.check_fresh(parse_key(new_key(NOW + 59)))
+    with pytest.raises(IdempotencyKeyExpired):
+        ledger.check_fresh(parse_key(new_key(NOW - 601)))
+    with pytest.raises(InvalidRequest):
+        ledger.check_fresh(parse_key(new_key(NOW + 61)))
+    assert ledger.cutoff_ms() == int((NOW - 1500) * 1000)
+
+
+def test_a_chunk_fits_one_transaction_with_guarded_actions() -> None:
+    ledger = Ledger("t", dynamodb=FakeClient(), clock=lambda: NOW)
+    entries = [{"SK": f"{ENTRY_PREFIX}{i:013d}-K", "amount": i + 1} for i in range(99)]
+    first = ledger._chunk("LEDGER#l", "l", None, entries)
+    assert len(first) == MAX_TX_ACTIONS
+    update = first[0]["Update"]
+    assert update["ConditionExpression"] == "attribute_not_exists(#pk)"
+    assert update["ExpressionAttributeValues"][":balance"] == {"N": str(sum(range(1, 100)))}
+    assert update["ExpressionAttributeValues"][":through"] == {"S": entries[-1]["SK"]}
+    assert all(a["Delete"]["ConditionExpression"] == "attribute_exists(#sk)" for a in first[1:])
+    later = ledger._chunk("LEDGER#l", "l", {"balance": 10, "version": 4, "mergedEntries": 7}, entries[:2])
+    values = later[0]["Update"]["ExpressionAttributeValues"]
+    assert later[0]["Update"]["ConditionExpression"] == "#version = :read_version"
+    assert (values[":read_version"], values[":next"], values[":balance"], values[":merged"]) == (
+        {"N": "4"},
+        {"N": "5"},
+        {"N": "13"},
+        {"N": "9"},
+    )
+    with pytest.raises(ValueError):
+        ledger.compact("l", chunk_size=100)
+
+
+def test_balance_ignores_entries_the_checkpoint_read_last_already_merged() -> None:
+    """Page 1 was read before a compaction merged 1..3; page 2 after it (1..3 deleted)."""
+    pages = [[entry(1, 1), entry(2, 2)], [entry(4, 8), snapshot(balance=7, through_ms=3)]]
+    fake = FakeClient(pages)
+    read = Ledger("t", dynamodb=fake).balance("l", page_size=2)
+    assert (read.balance, read.pending_entries, read.ignored_entries) == (15, 1, 2)
+    assert read.capacity.calls == 2 and fake.calls[0]["ConsistentRead"] is True
+    assert fake.calls[0]["ExpressionAttributeValues"][":snapshot"] == {"S": SNAPSHOT}
+
+
+def test_compaction_runs_in_its_region_only() -> None:
+    here = Ledger("t", dynamodb=FakeClient(region="eu-west-1"), compaction_region="eu-west-1")
+    here.guard_region()
+    Ledger("t", dynamodb=FakeClient(region="eu-west-1")).guard_region()  # no region set: anywhere
+    with pytest.raises(WrongRegion):
+        Ledger("t", dynamodb=FakeClient(region="us-east-1"), compaction_region="eu-west-1").guard_region()
+    with pytest.raises(WrongRegion):
+        Ledger("t", dynamodb=FakeClient(), compaction_region="eu-west-1", region="ap-south-1").compact("l")

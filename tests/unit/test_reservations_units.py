@@ -1,0 +1,71 @@
+"""Pure pieces of the approaches and sharding: no network."""
+
+from __future__ import annotations
+
+import pytest
+
+from counters.approaches import FITS_CEILING, FITS_FLOOR, approach_class, guard, rejection
+from counters.approaches.crt import client_request_token
+from counters.approaches.occ_history import resolve, tag_for
+from counters.reservations import reservation_id
+from counters.sharding import plan, shard_key, split_capacity
+
+
+def test_split_capacity_sums_and_differs_by_at_most_one() -> None:
+    assert split_capacity(10, 3) == [4, 3, 3]
+    assert split_capacity(2, 4) == [1, 1, 0, 0]
+    for capacity in range(0, 50):
+        for shards in range(1, 8):
+            parts = split_capacity(capacity, shards)
+            assert sum(parts) == capacity and max(parts) - min(parts) <= 1
+
+
+def test_plan_takes_from_the_fullest_shards_first() -> None:
+    keys = [shard_key("r", n) for n in range(3)]
+    items = [{"available": 1}, {"available": 3}, {"available": 2}]
+    assert plan(keys, items, 4) == [(keys[1], 3), (keys[2], 1)]
+    assert sum(part for _, part in plan(keys, items, 6)) == 6
+
+
+def test_guard_picks_the_threshold_by_sign() -> None:
+    assert FITS_CEILING in guard(3, True) and FITS_FLOOR in guard(-3, True)
+    assert guard(3, False) == "attribute_exists(#pk)"
+
+
+def test_rejection_reason_from_all_old() -> None:
+    assert rejection(None, 1) == ("missing", {})
+    assert rejection({"available": {"N": "2"}, "reserved": {"N": "8"}}, 3) == ("threshold", {"available": 2, "reserved": 8})
+
+
+@pytest.mark.parametrize(
+    ("item", "verdict"),
+    [
+        ({"version": 5, "tags": ["a", "b", "mine"]}, "applied"),
+        ({"version": 4, "tags": ["a", "b"]}, "not_applied"),  # nobody wrote: version unchanged
+        ({"version": 6, "tags": ["a", "b", "c", "d"]}, "not_applied"),  # slot of version 5 is "c": someone else's
+        ({"version": 9, "tags": ["x", "y", "z"]}, "unknown"),  # versions 7..9 only: slot 5 fell off
+        (None, "unknown"),
+    ],
+)
+def test_occ_history_resolution(item: dict | None, verdict: str) -> None:
+    assert resolve(item, 4, "mine") == verdict
+
+
+def test_tokens_are_deterministic_and_bounded() -> None:
+    assert tag_for("k") == tag_for("k") and len(tag_for("k")) == 16 and tag_for(None) != tag_for(None)
+    assert len(client_request_token("a" * 500, "t|RES#x")) == 36
+    assert reservation_id("r1", "k") == reservation_id("r1", "k") != reservation_id("r2", "k")
+
+
+def test_registry_knows_the_six_and_not_the_ledger() -> None:
+    assert {approach_class(n).name for n in ("atomic", "occ", "occ_history", "crt", "marker", "set")} == {
+        "atomic",
+        "occ",
+        "occ_history",
+        "crt",
+        "marker",
+        "set",
+    }
+    assert [n for n in ("atomic", "crt", "marker") if approach_class(n).shardable] == ["atomic", "crt", "marker"]
+    with pytest.raises(KeyError):
+        approach_class("ledger")
