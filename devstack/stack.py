@@ -1,4 +1,4 @@
-"""The whole local stack in one object: DynamoDB, SQS, the API and the queue pollers.
+"""The whole local stack in one object: DynamoDB, SQS, the API, the queue and stream pollers.
 
 Used by ``python -m devstack`` and by the integration tests, so both run the same thing.
 """
@@ -12,6 +12,7 @@ from devstack.api import LocalApi
 from devstack.dynamodb_local import create_table, dynamodb_client
 from devstack.runtime import FunctionPool
 from devstack.sqs import QueuePoller, SqsEmulator, create_queues, sqs_client
+from devstack.streams import StreamPoller
 from devstack.template import Stack, read_stack
 
 
@@ -33,6 +34,7 @@ class LocalStack:
     queues: dict[str, str] = field(init=False, default_factory=dict)
     pollers: list[QueuePoller] = field(init=False, default_factory=list)
     _emulator: SqsEmulator | None = field(init=False, default=None)
+    streams: StreamPoller | None = field(init=False, default=None)
     _pools: list[FunctionPool] = field(init=False, default_factory=list)
 
     def start(self) -> LocalStack:
@@ -63,9 +65,12 @@ class LocalStack:
                     self.deliveries,
                 ).start()
             )
+        self.streams = StreamPoller.for_stack(self.stack, self.dynamodb_endpoint).start()
         return self
 
     def stop(self) -> None:
+        if self.streams:
+            self.streams.stop()
         for poller in self.pollers:
             poller.stop()
         for pool in self._pools:
@@ -87,4 +92,9 @@ class LocalStack:
         lines += [f"  {r.method:7} {r.path:40} -> {r.function}" for r in self.stack.routes]
         lines += [f"SQS              {self.sqs_endpoint}" + ("   (moto server)" if self._emulator else "")]
         lines += [f"  {s.queue:40} -> {s.function} (batch {s.batch_size})" for s in self.stack.queue_sources]
+        if self.streams:
+            lines += [f"Streams          {self.table}   (DynamoDB Local's Streams API)"]
+            lines += [
+                f"  {'table stream (' + s.starting_position + ')':40} -> {s.function} (batch {s.batch_size})" for s in self.streams.subs
+            ]
         return lines

@@ -102,6 +102,18 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
         None,
         {},
     ),
+    (
+        "orders/create_order.json",
+        "POST",
+        "/orders",
+        "/orders",
+        None,
+        None,
+        {"customerId": "c1", "items": [{"sku": "sku-1", "quantity": 2}, {"sku": "sku-2", "quantity": 1}]},
+        {"Idempotency-Key": "3f0c8a52-order-sample"},
+    ),
+    ("orders/get_order.json", "GET", "/orders/1", "/orders/{orderId}", {"orderId": "1"}, None, None, {}),
+    ("orders/latest_order.json", "GET", "/orders/latest", "/orders/latest", None, None, None, {}),
 ]
 
 # file, list of (message id, command) for the retry worker's SQS events
@@ -167,6 +179,31 @@ def base_event(method: str, path: str, resource: str) -> dict:
     return json.loads(out)
 
 
+def order_inserts_event() -> dict:
+    """`sam local generate-event dynamodb update`, reshaped into the table's stream as the order
+    pointer function receives it: ORDER#2 and ORDER#1 inserted (out of order), and a MODIFY of
+    the sequence item that the event filter would drop (the handler ignores it too)."""
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
+    out = subprocess.run([str(SAM), "local", "generate-event", "dynamodb", "update"], check=True, capture_output=True, text=True, env=env)
+    base = json.loads(out.stdout)["Records"]
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-dev-CountersTable/stream/2026-01-01T00:00:00.000"
+    records = []
+    for template, pk, image in (
+        (base[0], "ORDER#2", {"orderId": {"N": "2"}, "customerId": {"S": "c1"}}),
+        (base[0], "ORDER#1", {"orderId": {"N": "1"}, "customerId": {"S": "c1"}}),
+        (base[1], "SEQ#ORDER", {"value": {"N": "2"}}),
+    ):
+        record = json.loads(json.dumps(template))
+        keys = {"PK": {"S": pk}, "SK": {"S": "META"}}
+        record["dynamodb"].update({"Keys": keys, "NewImage": {**keys, **image}, "StreamViewType": "NEW_IMAGE"})
+        record["dynamodb"].pop("OldImage", None)
+        record["dynamodb"]["SequenceNumber"] = str(4421584500000000017450439091 + len(records))
+        record["eventID"] = f"{len(records) + 1:032x}"
+        record["eventSourceARN"] = arn
+        records.append(record)
+    return {"Records": records}
+
+
 def sqs_base() -> dict:
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
     out = subprocess.run(
@@ -179,6 +216,10 @@ def main() -> int:
     if not SAM.exists():
         print("sam not found: run `make validate` first to create .venv-sam", file=sys.stderr)
         return 1
+    target = ROOT / "events" / "order_pointer" / "order_inserts.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(order_inserts_event(), indent=2) + "\n")
+    print(f"wrote {target.relative_to(ROOT)}")
     for name, method, path, resource, params, query, body, headers in EVENTS:
         event = base_event(method, path, resource)
         event["path"] = path

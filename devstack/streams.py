@@ -1,0 +1,232 @@
+"""A local event source mapping for DynamoDB Streams: the template's ``Type: DynamoDB`` events.
+
+DynamoDB Local serves the Streams API (DescribeStream, GetShardIterator, GetRecords) on its
+own endpoint. :class:`StreamPoller` reads every shard of the table's stream, shapes records
+as Lambda delivers them (``eventSourceARN`` added, ``ApproximateCreationDateTime`` as epoch
+seconds), applies the event's ``FilterCriteria`` (the subset of the pattern syntax that
+templates use here: value lists, ``prefix``, ``exists``, nested objects), and invokes the
+function with batches of up to ``BatchSize`` records, in order per shard.
+
+``ReportBatchItemFailures`` is honoured as Lambda does it: the shard restarts from the
+lowest failed sequence number (a raised error restarts the whole batch), up to
+``MaximumRetryAttempts`` re-drives, then the batch is dropped with a message (there is no
+on-failure destination locally).
+
+``poll_once()`` drains what is there now (tests call it); ``start()`` polls in a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from devstack.dynamodb_local import dynamodb_client
+from devstack.runtime import FunctionPool
+from devstack.template import Stack, load
+
+Invoke = Callable[[dict[str, Any]], tuple[str, Any]]
+"""Runs the function on an event; returns (status, payload) like :meth:`FunctionPool.invoke`."""
+
+
+@dataclass
+class Subscription:
+    """One ``Type: DynamoDB`` event of one function."""
+
+    function: str
+    batch_size: int = 100
+    starting_position: str = "TRIM_HORIZON"
+    filters: list[dict[str, Any]] = field(default_factory=list)
+    report_failures: bool = False
+    max_retries: int = 3
+
+
+def subscriptions(template: dict[str, Any] | None = None) -> list[Subscription]:
+    """Every function's DynamoDB stream events, read from template.yaml."""
+    template = template or load()
+    found = []
+    for name, res in template["Resources"].items():
+        if res["Type"] != "AWS::Serverless::Function":
+            continue
+        for event in (res["Properties"].get("Events") or {}).values():
+            if event["Type"] != "DynamoDB":
+                continue
+            props = event["Properties"]
+            patterns = [json.loads(f["Pattern"]) for f in (props.get("FilterCriteria") or {}).get("Filters", [])]
+            retries = props.get("MaximumRetryAttempts", 3)
+            found.append(
+                Subscription(
+                    function=name,
+                    batch_size=int(props.get("BatchSize", 100)),
+                    starting_position=props.get("StartingPosition", "TRIM_HORIZON"),
+                    filters=patterns,
+                    report_failures="ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or []),
+                    max_retries=min(int(retries), 3) if int(retries) >= 0 else 3,
+                )
+            )
+    return found
+
+
+def matches(pattern: Any, value: Any) -> bool:
+    """Lambda/EventBridge pattern matching, for the shapes used in filter criteria."""
+    if isinstance(pattern, dict):
+        if not isinstance(value, dict):
+            return False
+        return all(matches(sub, value.get(key, _MISSING)) for key, sub in pattern.items())
+    if isinstance(pattern, list):
+        return any(_match_one(rule, value) for rule in pattern)
+    return False
+
+
+_MISSING = object()
+
+
+def _match_one(rule: Any, value: Any) -> bool:
+    if isinstance(rule, dict):
+        if "prefix" in rule:
+            return isinstance(value, str) and value.startswith(rule["prefix"])
+        if "exists" in rule:
+            return (value is not _MISSING) == bool(rule["exists"])
+        if "anything-but" in rule:
+            excluded = rule["anything-but"] if isinstance(rule["anything-but"], list) else [rule["anything-but"]]
+            return value is not _MISSING and value not in excluded
+        raise ValueError(f"filter rule not supported locally: {rule}")
+    return value is not _MISSING and value == rule
+
+
+def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    """A GetRecords record as Lambda's event source mapping delivers it."""
+    out = dict(record)
+    ddb = dict(out["dynamodb"])
+    created = ddb.get("ApproximateCreationDateTime")
+    if hasattr(created, "timestamp"):
+        ddb["ApproximateCreationDateTime"] = int(created.timestamp())
+    out["dynamodb"] = ddb
+    out["eventSourceARN"] = stream_arn
+    return out
+
+
+class StreamPoller:
+    """Delivers the table stream's records to each subscribed function."""
+
+    def __init__(self, table_name: str, endpoint: str, invokers: dict[str, Invoke], subs: list[Subscription] | None = None) -> None:
+        self.table_name = table_name
+        self.endpoint = endpoint
+        self.invokers = invokers
+        self.subs = [s for s in (subs if subs is not None else subscriptions()) if s.function in invokers]
+        self.ddb = dynamodb_client(endpoint)
+        # Same credentials and region as the table's client: DynamoDB Local keeps one database per pair.
+        creds = self.ddb._request_signer._credentials
+        self.streams = boto3.session.Session(
+            aws_access_key_id=creds.access_key, aws_secret_access_key=creds.secret_key, region_name=self.ddb.meta.region_name
+        ).client("dynamodbstreams", endpoint_url=endpoint)
+        self._iterators: dict[tuple[int, str], str | None] = {}  # (subscription, shard) -> iterator
+        self._pending: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        self._last_seq: dict[tuple[int, str], str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pools: list[FunctionPool] = []
+        self.delivered = 0
+
+    @classmethod
+    def for_stack(cls, stack: Stack, endpoint: str) -> StreamPoller:
+        """A poller running each subscribed function in its own worker process (one per shard, as Lambda)."""
+        subs = subscriptions()
+        pools = {s.function: FunctionPool(stack.functions[s.function], concurrency=1) for s in subs}
+        poller = cls(stack.table_name, endpoint, {name: pool.invoke for name, pool in pools.items()}, subs)
+        poller._pools = list(pools.values())
+        return poller
+
+    def stream_arn(self) -> str | None:
+        return self.ddb.describe_table(TableName=self.table_name)["Table"].get("LatestStreamArn")
+
+    def poll_once(self) -> int:
+        """Deliver every record available now; returns how many records were delivered."""
+        arn = self.stream_arn()
+        if not arn or not self.subs:
+            return 0
+        shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+        before = self.delivered
+        for index, sub in enumerate(self.subs):
+            for shard in shards:
+                key = (index, shard["ShardId"])
+                if key not in self._iterators:
+                    self._iterators[key] = self.streams.get_shard_iterator(
+                        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType=sub.starting_position
+                    )["ShardIterator"]
+                self._drain(sub, key, arn)
+        return self.delivered - before
+
+    def _drain(self, sub: Subscription, key: tuple[int, str], arn: str) -> None:
+        while self._iterators.get(key) and not self._stop.is_set():
+            try:
+                page = self.streams.get_records(ShardIterator=self._iterators[key], Limit=1000)
+            except self.streams.exceptions.ExpiredIteratorException:
+                position = {"ShardIteratorType": sub.starting_position}
+                if key in self._last_seq:
+                    position = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self._last_seq[key]}
+                self._iterators[key] = self.streams.get_shard_iterator(StreamArn=arn, ShardId=key[1], **position)["ShardIterator"]
+                continue
+            self._iterators[key] = page.get("NextShardIterator")
+            if page.get("Records"):
+                self._last_seq[key] = page["Records"][-1]["dynamodb"]["SequenceNumber"]
+            records = [lambda_record(r, arn) for r in page.get("Records", [])]
+            if sub.filters:
+                records = [r for r in records if any(matches(p, r) for p in sub.filters)]
+            pending = self._pending.setdefault(key, [])
+            pending.extend(records)
+            while pending:
+                batch = pending[: sub.batch_size]
+                done = self._deliver(sub, batch)
+                del pending[:done]
+            if not page.get("Records"):
+                break
+
+    def _deliver(self, sub: Subscription, batch: list[dict[str, Any]]) -> int:
+        """Invoke with ``batch`` until it succeeds or retries run out; returns records consumed."""
+        attempt = consumed = 0
+        while True:
+            status, payload = self.invokers[sub.function]({"Records": batch})
+            failed_at = len(batch)
+            if status != "ok":
+                failed_at = 0
+            elif sub.report_failures and isinstance(payload, dict):
+                seqs = [f.get("itemIdentifier") for f in payload.get("batchItemFailures") or []]
+                positions = [i for i, r in enumerate(batch) if r["dynamodb"]["SequenceNumber"] in seqs]
+                failed_at = min(positions) if positions else len(batch)
+            self.delivered += failed_at
+            consumed += failed_at
+            if failed_at == len(batch):
+                return consumed
+            batch = batch[failed_at:]
+            attempt += 1
+            if attempt > sub.max_retries:
+                print(f"[streams] {sub.function}: dropped {len(batch)} records after {attempt} attempts: {payload}", file=sys.stderr)
+                return consumed + len(batch)
+            time.sleep(0.05 * attempt)
+
+    def start(self, interval: float = 0.2) -> StreamPoller:
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.poll_once()
+                except Exception as exc:  # noqa: BLE001 - keep polling, as the service would
+                    print(f"[streams] poll failed: {exc}", file=sys.stderr)
+                self._stop.wait(interval)
+
+        self._thread = threading.Thread(target=loop, name="stream-poller", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+        for pool in self._pools:
+            pool.close()

@@ -1,0 +1,71 @@
+"""Order pointer updates: advance POINTER#LAST_ORDER from the table's DynamoDB Stream.
+
+Why a stream, not an inline write after the order
+    The pointer is derived data. Inline, every order would pay one more write on the request
+    path, and an order whose request dies between the two writes would never move the
+    pointer (a 503 after the order committed, a Lambda timeout). The stream carries every
+    committed ``ORDER#`` INSERT at least once, whoever wrote it and however its request
+    ended, and its retries live outside the API's latency budget.
+
+Why reordering is harmless
+    Records of one shard arrive in order, but shards are processed in parallel, batches are
+    retried, and records are redelivered. :meth:`counters.pointer.Pointer.advance` is one
+    conditional write (``attribute_not_exists(#v) OR #v < :new``): a late or repeated
+    update is ``rejected``/``duplicate``, never a step backward.
+
+One write per batch
+    Only the greatest order id of a batch can move the pointer, so the record handler skips
+    every record below the batch's maximum (the maximum covers them) and advances once.
+    Partial failures stay exact: if the advance fails, only that record is reported in
+    ``batchItemFailures``, Lambda restarts the shard from it, and the skipped records before
+    it are covered by it when the retry succeeds.
+
+The event source filter (template.yaml) delivers only INSERTs of ``ORDER#`` items; the
+handler checks again, so an unfiltered stream (the local stack, a misconfiguration) is safe.
+"""
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from counters.api import record as record_metrics
+from counters.errors import ContentionError
+from counters.orders import POINTER, order_id_from_pk
+from counters.outcome import Outcome
+from counters.pointer import Pointer
+
+TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
+
+logger = Logger()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+pointer = Pointer(TABLE_NAME, POINTER, attribute="orderId")
+
+
+def new_order_id(record: DynamoDBRecord) -> int | None:
+    """The order id of an ``ORDER#`` INSERT; ``None`` for any other record."""
+    if record.event_name is not DynamoDBRecordEventName.INSERT or record.dynamodb is None:
+        return None
+    return order_id_from_pk(str(record.dynamodb.keys.get("PK", "")))
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    ids = [new_order_id(DynamoDBRecord(raw)) for raw in event.get("Records", [])]
+    highest = max((i for i in ids if i is not None), default=None)
+
+    def advance(record: DynamoDBRecord) -> str:
+        order_id = new_order_id(record)
+        if order_id is None or order_id < highest:  # type: ignore[operator]
+            return "skipped"  # not an order, or covered by the batch's greatest id
+        result = pointer.advance(order_id)
+        record_metrics(metrics, "AdvancePointer", result)
+        if result.outcome is Outcome.CONTENTION:
+            raise ContentionError(f"pointer not advanced to {order_id} ({result.reason}); the stream retries it")
+        return result.outcome.value  # applied, duplicate (redelivery) or rejected (stale): all done
+
+    return process_partial_response(event=event, record_handler=advance, processor=processor, context=context)

@@ -1,0 +1,74 @@
+"""Orders API: auto-increment order ids, idempotent by key, and the LAST_ORDER pointer. Parse, call the layer, shape.
+
+The sequence mode (``fast`` or ``gapless``) comes from the template parameter ``SequenceMode``
+through ``SEQUENCE_MODE``; see counters.orders for what each guarantees.
+"""
+
+import os
+from typing import Annotated
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from counters.api import ID_PATTERN, build_app, json_response, record
+from counters.orders import Orders
+from counters.sequence import SequenceMode
+
+TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
+SEQUENCE_MODE = SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))  # a bad value fails the cold start
+
+logger = Logger()
+metrics = Metrics()
+copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
+app = build_app(logger)
+orders = Orders(TABLE_NAME, mode=SEQUENCE_MODE)
+
+MAX_ORDER_ID = 10**15  # far beyond any sequence, and exact as a JSON number everywhere
+
+
+class OrderLine(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    sku: str = Field(pattern=ID_PATTERN)
+    quantity: int = Field(ge=1, le=10_000)
+
+
+class CreateOrder(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    customerId: str = Field(pattern=ID_PATTERN)
+    items: list[OrderLine] = Field(min_length=1, max_length=50)
+
+
+IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", pattern=ID_PATTERN, min_length=1, max_length=64)]
+OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
+
+
+@app.post("/orders")
+def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[dict]:
+    items = [line.model_dump() for line in order.items]
+    placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items)
+    record(metrics, "PlaceOrder", placed.result)
+    status = 201 if placed.created else 200
+    return json_response(status, placed.order, headers={"Location": f"/orders/{placed.order['orderId']}"})
+
+
+@app.get("/orders/latest")
+def latest_order() -> Response[dict]:
+    return json_response(200, {"orderId": orders.latest()})
+
+
+@app.get("/orders/<orderId>")
+def get_order(orderId: OrderIdPath) -> Response[dict]:
+    return json_response(200, orders.get(orderId))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

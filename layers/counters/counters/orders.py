@@ -1,0 +1,196 @@
+"""Orders with auto-increment ids (seed 05), idempotent by key, and the LAST_ORDER pointer (seed 04).
+
+| item | PK | SK | written |
+|---|---|---|---|
+| order | ``ORDER#<n>`` | ``META`` | with its id, in one transaction with the key record |
+| idempotency record | ``ORDERKEY#<key>`` | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
+| sequence | ``SEQ#ORDER`` | ``META`` | :mod:`counters.sequence` |
+| pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function (:mod:`counters.pointer`) |
+
+Idempotency
+    :meth:`Orders.place` first reads the key record (1 RCU): a replay answers the recorded
+    order and writes nothing. Otherwise the order and the key record are Put in **one**
+    transaction, each with ``attribute_not_exists``, so an order never exists without its key
+    record (and the reverse). Two concurrent requests with one key: one transaction wins, the
+    other fails on the key record and answers the winner's order (``ALL_OLD`` tells it which).
+    The same key with a different body (customerId/items): :class:`IdempotencyKeyReused` (422).
+
+    * ``gapless``: the key record is in the *same* transaction as the counter bump, so a
+      losing twin, a replay and a client resend never take an id: 1..N with no holes.
+    * ``fast``: the ``ADD`` takes the id **before** the transaction that Puts the order and
+      the key record. A replay still answers the recorded id, and never creates a second
+      order, but each of these burns an id (a gap, never a duplicate): a losing concurrent
+      twin; an unknown outcome of the ADD (retried: the first ADD may have applied); a
+      request whose order transaction ran out of retries (503: the client resends, the key
+      record decides).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
+from counters.outcome import Capacity, Outcome, Result
+from counters.pointer import Pointer
+from counters.sequence import Sequence, SequenceMode
+
+SEQUENCE = "ORDER"
+POINTER = "LAST_ORDER"
+ORDER_PREFIX = "ORDER#"
+KEY_TTL_SECONDS = 24 * 3600
+"""How long a key is remembered (DynamoDB TTL on ``expiresAt``); orders themselves stay."""
+
+ITEM_IS_NEW = "attribute_not_exists(#pk)"  # one order per id, one key record per key: never overwrite
+KEY_RECORD = 1  # index of the key record in the items written with an id (after the order)
+
+
+def order_key(order_id: int) -> dict[str, str]:
+    return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
+
+
+def idempotency_key(key: str) -> dict[str, str]:
+    return {"PK": f"ORDERKEY#{key}", "SK": "META"}
+
+
+def order_id_from_pk(pk: str) -> int | None:
+    """``ORDER#<n>`` -> n; anything else -> None."""
+    if not pk.startswith(ORDER_PREFIX):
+        return None
+    tail = pk[len(ORDER_PREFIX) :]
+    return int(tail) if tail.isdigit() else None
+
+
+def request_hash(customer_id: str, items: list[dict[str, Any]]) -> str:
+    """What makes two requests "the same": the body, canonically serialised."""
+    raw = json.dumps({"customerId": customer_id, "items": items}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass
+class Placed:
+    """The answer to :meth:`Orders.place`: the order, and whether this request created it."""
+
+    order: dict[str, Any]
+    created: bool
+    result: Result
+
+
+class Orders:
+    """Place orders with sequence ids exactly once per idempotency key; read them; read the pointer."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        mode: SequenceMode | str = SequenceMode.FAST,
+        dynamodb: Any = None,
+        retry: RetryPolicy | None = None,
+        occ: RetryPolicy | None = None,
+        key_ttl_seconds: int = KEY_TTL_SECONDS,
+    ) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+        self.key_ttl_seconds = key_ttl_seconds
+        self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ)
+        self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry)
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    @property
+    def mode(self) -> SequenceMode:
+        return self.sequence.mode
+
+    def place(self, *, key: str, customer_id: str, items: list[dict[str, Any]]) -> Placed:
+        """Create the order for ``key`` once; a replay answers the same order (``created=False``)."""
+        fingerprint = request_hash(customer_id, items)
+        record, capacity = self._get(idempotency_key(key))
+        if record is not None:
+            return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity))
+        now = int(time.time())
+
+        def order_item(order_id: int) -> dict[str, Any]:
+            return {
+                **order_key(order_id),
+                "orderId": order_id,
+                "customerId": customer_id,
+                "items": items,
+                "idempotencyKey": key,
+                "createdAt": now,
+            }
+
+        def items_for(order_id: int) -> list[dict[str, Any]]:
+            record = {**idempotency_key(key), "orderId": order_id, "requestHash": fingerprint, "expiresAt": now + self.key_ttl_seconds}
+            return [
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": to_item(order_item(order_id)),
+                        "ConditionExpression": ITEM_IS_NEW,
+                        "ExpressionAttributeNames": {"#pk": "PK"},
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": to_item(record),
+                        "ConditionExpression": ITEM_IS_NEW,
+                        "ExpressionAttributeNames": {"#pk": "PK"},
+                        # The losing twin learns which order the key belongs to, without a read.
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ]
+
+        claim = self.sequence.claim(items_for)
+        result = claim.result
+        result.capacity.merge(capacity)
+        if result.outcome is Outcome.APPLIED:
+            result.value = claim.value
+            return Placed(public_order(order_item(claim.value)), created=True, result=result)  # type: ignore[arg-type]
+        if result.outcome is Outcome.REJECTED and claim.conflicts.get(KEY_RECORD):
+            # The key is taken (a concurrent twin, or an earlier attempt of this request): its order is the answer.
+            result.outcome = Outcome.DUPLICATE
+            return self._replay(key, claim.conflicts[KEY_RECORD], fingerprint, result)  # type: ignore[arg-type]
+        if result.outcome is Outcome.REJECTED:
+            raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
+        raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request")
+
+    def _replay(self, key: str, record: dict[str, Any], fingerprint: str, result: Result) -> Placed:
+        if record.get("requestHash") != fingerprint:
+            raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different order request")
+        order = self.get(int(record["orderId"]))
+        result.value = order["orderId"]
+        return Placed(order, created=False, result=result)
+
+    def get(self, order_id: int) -> dict[str, Any]:
+        item, _ = self._get(order_key(order_id))
+        if item is None:
+            raise NotFound(f"order {order_id} not found")
+        return public_order(item)
+
+    def latest(self) -> int | None:
+        """The LAST_ORDER pointer: one strongly consistent GetItem; ``None`` before any order."""
+        value, _ = self.pointer.read()
+        return value
+
+    def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
+        capacity = Capacity()
+        response = self.dynamodb.get_item(TableName=self.table_name, Key=to_item(key), ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+        capacity.add_response(response, write=False)
+        return from_item(response.get("Item")), capacity
+
+
+def public_order(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "orderId": int(item["orderId"]),
+        "customerId": item["customerId"],
+        "items": [{"sku": i["sku"], "quantity": int(i["quantity"])} for i in item["items"]],
+        "createdAt": item.get("createdAt"),
+    }

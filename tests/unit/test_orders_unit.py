@@ -1,0 +1,183 @@
+"""Orders without DynamoDB Local: request validation (4xx, nothing written), the template's
+wiring (mode parameter, scoped IAM, stream filter) and the pointer function's batch logic."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from counters import dynamo
+from counters.outcome import Outcome, Result
+from devstack.dynamodb_local import create_table
+from devstack.runtime import LambdaContext
+from devstack.streams import matches, subscriptions
+from devstack.template import load, read_stack
+from tests.conftest import api_event, invoke, load_event
+
+
+@pytest.fixture
+def moto_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)  # moto, not DynamoDB Local
+    with mock_aws():
+        dynamo.reset_client()
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(ddb, read_stack("orders-unit"))
+        yield ddb, "orders-unit"
+    dynamo.reset_client()
+
+
+@pytest.fixture
+def orders_app(moto_table: tuple[Any, str], load_function: Any) -> Any:
+    return load_function("OrdersFunction", moto_table[1])
+
+
+BODY = {"customerId": "c1", "items": [{"sku": "sku-1", "quantity": 2}]}
+KEY = {"Idempotency-Key": "k-1"}
+
+INVALID = [
+    ("POST", "/orders", BODY, {}, "validation_error"),  # no Idempotency-Key
+    ("POST", "/orders", BODY, {"Idempotency-Key": "a#b"}, "validation_error"),
+    ("POST", "/orders", BODY, {"Idempotency-Key": "k" * 65}, "validation_error"),
+    ("POST", "/orders", "{not json", KEY, "invalid_json"),
+    ("POST", "/orders", {"items": BODY["items"]}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": []}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1"}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": [{"sku": "s", "quantity": 0}]}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": [{"sku": "s", "quantity": -3}]}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": [{"sku": "s", "quantity": "1"}]}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": [{"sku": "s", "quantity": 1.5}]}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": [{"sku": "s#1", "quantity": 1}]}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": "c1", "items": [{"sku": "s", "quantity": 1, "price": 3}]}, KEY, "validation_error"),
+    ("POST", "/orders", {**BODY, "orderId": 7}, KEY, "validation_error"),
+    ("POST", "/orders", {"customerId": 5, "items": BODY["items"]}, KEY, "validation_error"),
+    ("POST", "/orders", ["c1", "sku-1"], KEY, "validation_error"),
+    ("GET", "/orders/0", None, {}, "validation_error"),
+    ("GET", "/orders/-1", None, {}, "validation_error"),
+    ("GET", "/orders/abc", None, {}, "validation_error"),
+    ("GET", "/orders/1.5", None, {}, "validation_error"),
+    ("GET", "/orders/99999999999999999999", None, {}, "validation_error"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "headers", "code"), INVALID)
+def test_invalid_requests_are_400_and_write_nothing(
+    method: str, path: str, body: Any, headers: dict[str, str], code: str, orders_app: Any, moto_table: tuple[Any, str]
+) -> None:
+    ddb, table = moto_table
+    status, answer = invoke(orders_app, api_event(method, path, body, headers=headers))
+    assert (status, answer["error"]) == (400, code), answer
+    assert "Traceback" not in answer["message"]
+    assert ddb.scan(TableName=table)["Count"] == 0  # nothing was written, not even a sequence value
+
+
+def test_idempotency_header_is_case_insensitive_and_latest_is_a_literal_route(orders_app: Any, moto_table: tuple[Any, str]) -> None:
+    status, body = invoke(orders_app, api_event("POST", "/orders", BODY, headers={"idempotency-key": "k-1"}))
+    assert status == 201 and body["orderId"] == 1
+    assert invoke(orders_app, api_event("GET", "/orders/latest")) == (200, {"orderId": None})  # not /orders/{orderId}
+
+
+def test_unknown_order_is_404(orders_app: Any) -> None:
+    status, body = invoke(orders_app, api_event("GET", "/orders/42"))
+    assert (status, body["error"]) == (404, "not_found")
+
+
+# ---------------------------------------------------------------------------- template wiring
+def test_sequence_mode_parameter_reaches_the_function() -> None:
+    assert read_stack("t").functions["OrdersFunction"].environment["SEQUENCE_MODE"] == "fast"  # the default
+    assert read_stack("t", params={"SequenceMode": "gapless"}).functions["OrdersFunction"].environment["SEQUENCE_MODE"] == "gapless"
+    assert load()["Parameters"]["SequenceMode"]["AllowedValues"] == ["fast", "gapless"]
+
+
+def test_a_bad_sequence_mode_fails_the_cold_start(load_function: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fn = read_stack("t", params={"SequenceMode": "gapy"}).functions["OrdersFunction"]
+    monkeypatch.setattr("tests.conftest.read_stack", lambda name, **kw: read_stack(name, params={"SequenceMode": "gapy"}, **kw))
+    assert fn.environment["SEQUENCE_MODE"] == "gapy"
+    with pytest.raises(ValueError, match="gapy"):
+        load_function("OrdersFunction", "t")
+
+
+def _statements(function: str) -> list[dict[str, Any]]:
+    policies = load()["Resources"][function]["Properties"]["Policies"]
+    return [s for p in policies for s in p["Statement"]]
+
+
+def test_iam_is_action_level_and_scoped_to_key_prefixes() -> None:
+    pointer = _statements("OrderPointerFunction")
+    assert [(s["Action"], s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]) for s in pointer] == [
+        (["dynamodb:UpdateItem"], ["POINTER#LAST_ORDER"])
+    ]
+    orders = {tuple(s["Action"]): s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] for s in _statements("OrdersFunction")}
+    assert orders == {
+        ("dynamodb:GetItem",): ["ORDER#*", "ORDERKEY#*", "SEQ#ORDER", "POINTER#LAST_ORDER"],
+        ("dynamodb:UpdateItem",): ["SEQ#ORDER"],
+        ("dynamodb:PutItem",): ["ORDER#*", "ORDERKEY#*"],
+    }
+
+
+def test_the_stream_event_is_filtered_to_order_inserts() -> None:
+    (sub,) = [s for s in subscriptions() if s.function == "OrderPointerFunction"]
+    assert sub.report_failures and sub.batch_size == 100
+    (pattern,) = sub.filters
+
+    def record(name: str, pk: str) -> dict[str, Any]:
+        return {"eventName": name, "dynamodb": {"Keys": {"PK": {"S": pk}, "SK": {"S": "META"}}}}
+
+    assert matches(pattern, record("INSERT", "ORDER#12"))
+    assert not matches(pattern, record("MODIFY", "ORDER#12"))
+    assert not matches(pattern, record("REMOVE", "ORDER#12"))
+    assert not matches(pattern, record("INSERT", "ORDERKEY#k1"))
+    assert not matches(pattern, record("INSERT", "SEQ#ORDER"))
+    assert not matches(pattern, record("INSERT", "POINTER#LAST_ORDER"))
+    assert read_stack("t").table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+
+
+# ---------------------------------------------------------------------------- the pointer function
+class FakePointer:
+    """Records advances; answers ``contention`` for the values in ``busy``."""
+
+    def __init__(self, busy: set[int] | None = None) -> None:
+        self.calls: list[int] = []
+        self.busy = busy or set()
+
+    def advance(self, value: int) -> Result:
+        self.calls.append(value)
+        return Result(Outcome.CONTENTION if value in self.busy else Outcome.APPLIED, value=value)
+
+
+def stream_event(*records: tuple[str, str]) -> dict[str, Any]:
+    template = load_event("order_pointer/order_inserts.json")["Records"][0]
+    out = []
+    for i, (name, pk) in enumerate(records):
+        record = json.loads(json.dumps(template))
+        record["eventName"] = name
+        record["dynamodb"]["Keys"]["PK"] = {"S": pk}
+        record["dynamodb"]["SequenceNumber"] = str(1000 + i)
+        out.append(record)
+    return {"Records": out}
+
+
+@pytest.fixture
+def pointer_app(load_function: Any) -> Any:
+    return load_function("OrderPointerFunction", "unused")
+
+
+def test_one_conditional_write_per_batch_for_its_greatest_order(pointer_app: Any) -> None:
+    pointer_app.pointer = fake = FakePointer()
+    event = stream_event(
+        ("INSERT", "ORDER#3"), ("INSERT", "ORDER#9"), ("MODIFY", "SEQ#ORDER"), ("INSERT", "ORDER#5"), ("INSERT", "ORDERKEY#x")
+    )
+    assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert fake.calls == [9]
+    assert pointer_app.lambda_handler(stream_event(("MODIFY", "ORDER#4")), LambdaContext()) == {"batchItemFailures": []}
+    assert fake.calls == [9]  # no insert, no write
+
+
+def test_a_failed_advance_reports_the_greatest_record_so_the_shard_restarts_there(pointer_app: Any) -> None:
+    pointer_app.pointer = FakePointer(busy={9})
+    event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#9"), ("INSERT", "ORDER#5"))
+    assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": [{"itemIdentifier": "1001"}]}
