@@ -99,3 +99,9 @@ def test_undecodable_bodies_are_400(app: Any) -> None:
     event = api_event("POST", "/posts", b"Z\xff(Y\x1c\xfe")
     assert event["isBase64Encoded"] is True
     assert invoke(app, event)[1]["error"] == "invalid_json"
+
+
+def test_an_array_holding_a_valid_object_is_refused(app: Any) -> None:
+    status, body = invoke(app, api_event("POST", "/posts", [{"authorId": "a", "body": "x"}]))
+    assert (status, body["error"]) == (400, "validation_error")
+    assert item_count(app.ddb, "tally-unit") == 0

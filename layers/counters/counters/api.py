@@ -67,9 +67,13 @@ class TallyResolver(APIGatewayRestResolver):
             return _early(415, "unsupported_media_type", "send the body as application/json")
         if body and event.get("isBase64Encoded"):
             try:
-                base64.b64decode(body, validate=True).decode("utf-8")
+                body = base64.b64decode(body, validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
                 return _early(400, "invalid_json", "the request body is not valid UTF-8 JSON")
+        if body and body.lstrip()[:1] == "[":
+            # Powertools validates a JSON array against a body model with its first element;
+            # every body of this API is an object, so an array is refused outright.
+            return _early(400, "validation_error", "the request body must be a JSON object")
         return super().resolve(event, context)
 
 
