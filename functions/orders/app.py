@@ -16,6 +16,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.api import ID_PATTERN, build_app, json_response, record
+from counters.commands import Deferrer
+from counters.dynamo import RetryPolicy
 from counters.orders import Orders
 from counters.sequence import SequenceMode
 
@@ -25,8 +27,8 @@ SEQUENCE_MODE = SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger)
-orders = Orders(TABLE_NAME, mode=SEQUENCE_MODE)
+app = build_app(logger, Deferrer.from_env())
+orders = Orders(TABLE_NAME, mode=SEQUENCE_MODE, retry=RetryPolicy.from_env())
 
 MAX_ORDER_ID = 10**15  # far beyond any sequence, and exact as a JSON number everywhere
 

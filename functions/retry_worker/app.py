@@ -18,7 +18,9 @@ from counters.commands import Replayer
 from counters.dynamo import RetryPolicy
 from counters.ledger import Ledger
 from counters.likes import Likes
+from counters.orders import Orders
 from counters.reservations import Reservations
+from counters.sequence import SequenceMode
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 DLQ_URL = os.environ["RETRY_DLQ_URL"]
@@ -32,6 +34,7 @@ RETRY = RetryPolicy.from_env()
 EXECUTORS = {
     **Likes(TABLE_NAME, retry=RETRY).executors(),
     **Reservations(TABLE_NAME, retry=RETRY, atomic_policy=os.environ.get("ATOMIC_POLICY", "under")).executors(),
+    **Orders(TABLE_NAME, mode=SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))).executors(),
     **Ledger(
         TABLE_NAME,
         retry=RETRY,

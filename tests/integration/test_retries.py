@@ -388,3 +388,21 @@ def test_ledger_append_under_contention_is_deferred_and_replayed_once(load_funct
     # the client's own retry with the same key is a duplicate, not a second entry
     assert invoke(ledger_app, api_event("POST", "/ledgers/l1/entries", {"amount": 7}, headers={"Idempotency-Key": key}))[0] == 200
     assert invoke(ledger_app, api_event("GET", "/ledgers/l1"))[1]["balance"] == 7
+
+
+def test_order_under_contention_is_deferred_and_placed_once(load_function: Any, table: str, queues: Queues, faults: Any) -> None:
+    orders_app = load_function("OrdersFunction", table, queues.urls)
+    orders_app.orders.sequence.retry = FAST
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    operations = load_function("OperationsFunction", table, queues.urls)
+    order = {"customerId": "c1", "items": [{"sku": "s1", "quantity": 2}]}
+    faults.add("throttle", operations={"UpdateItem", "TransactWriteItems"}, limit=FAST.max_attempts)
+    status, body = invoke(orders_app, api_event("POST", "/orders", order, headers={"Idempotency-Key": "order-key-1"}))
+    assert (status, body["status"]) == (202, "PENDING"), body
+    drain(queues, worker, deliveries=2)
+    record = invoke(operations, api_event("GET", f"/operations/{body['operationId']}"))[1]
+    assert record["status"] == "APPLIED"
+    order_id = record["result"]["orderId"]
+    # the client's retry with the same key answers the same order; no second order exists
+    status, again = invoke(orders_app, api_event("POST", "/orders", order, headers={"Idempotency-Key": "order-key-1"}))
+    assert (status, again["orderId"]) == (200, order_id)

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -78,16 +79,23 @@ def to_item(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
-    """DynamoDB attribute values -> Python values (numbers come back as ``int`` when whole)."""
+    """DynamoDB attribute values -> Python values; numbers (nested ones too) come back as
+    ``int`` when whole, ``float`` otherwise, never ``Decimal``."""
     if item is None:
         return None
-    out: dict[str, Any] = {}
-    for k, v in item.items():
-        value = _deserializer.deserialize(v)
-        if hasattr(value, "as_integer_ratio") and not isinstance(value, (int, float)):
-            value = int(value) if value == int(value) else float(value)
-        out[k] = value
-    return out
+    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return {_plain(v) for v in value}
+    return value
 
 
 def new_token() -> str:

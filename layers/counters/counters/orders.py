@@ -33,8 +33,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from counters.commands import Command, Executor, PoisonMessage
 from counters.dynamo import RetryPolicy, client, from_item, to_item
 from counters.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
+from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
 from counters.pointer import Pointer
 from counters.sequence import Sequence, SequenceMode
@@ -160,7 +162,24 @@ class Orders:
             return self._replay(key, claim.conflicts[KEY_RECORD], fingerprint, result)  # type: ignore[arg-type]
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
-        raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request")
+        # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
+        replay = ("place_order", {"key": key, "customerId": customer_id, "items": items}, None)
+        raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request", replay=replay)
+
+    def executors(self) -> dict[str, Executor]:
+        """Replays of deferred order placements for the retry worker."""
+        return {"place_order": self._redrive_place}
+
+    def _redrive_place(self, command: Command) -> tuple[str, dict[str, Any]]:
+        p = command.payload
+        key, customer_id, items = p.get("key"), p.get("customerId"), p.get("items")
+        if not (isinstance(key, str) and key and valid_id(customer_id) and isinstance(items, list) and items):
+            raise PoisonMessage("place_order: invalid key/customerId/items")
+        try:
+            placed = self.place(key=key, customer_id=customer_id, items=items)
+        except IdempotencyKeyReused as exc:
+            return "REJECTED", {"error": exc.code, "message": exc.message}
+        return ("APPLIED" if placed.created else "DUPLICATE"), placed.order
 
     def _replay(self, key: str, record: dict[str, Any], fingerprint: str, result: Result) -> Placed:
         if record.get("requestHash") != fingerprint:
