@@ -27,7 +27,7 @@ from counters.outcome import Outcome, Result
 CAPACITY = 150
 REQUESTS = 110  # distinct requests, quantity 1..3 (demand ~220 > capacity: the threshold is hit)
 WORKERS = 32
-REDRIVES = 6  # contention means "safe to re-drive with the same token": the test does, as SQS would
+REDRIVES = 20  # contention means "safe to re-drive with the same token": the test does, as SQS would
 POLICY = RetryPolicy(max_attempts=12, base_delay=0.001, max_delay=0.02)
 RATE = 0.04
 
