@@ -292,7 +292,7 @@ def throughput(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, in
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--ops", type=int, default=600, help="operations per scenario and concurrency level")
+    parser.add_argument("--ops", type=int, default=300, help="operations per scenario and concurrency level")
     parser.add_argument("--import-runs", type=int, default=7)
     parser.add_argument("--levels", default="1,8,32")
     args = parser.parse_args(argv)
