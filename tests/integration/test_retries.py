@@ -286,9 +286,11 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
     try:
         strategies = ["crt", "marker", "set", "occ_history"]
         for strategy in [*strategies, "atomic"]:
-            assert (
-                call("POST", "/resources", json={"resourceId": f"r-{strategy}", "capacity": 150, "strategy": strategy}).status_code == 201
-            )
+            # a create is not idempotent: a 5xx after commit, re-sent, is a 409; the resource is what was asked
+            created = call("POST", "/resources", json={"resourceId": f"r-{strategy}", "capacity": 150, "strategy": strategy})
+            assert created.status_code in (201, 409), created.text
+            resource = call("GET", f"/resources/r-{strategy}").json()
+            assert (resource["capacity"], resource["strategy"], resource["reserved"]) == (150, strategy, 0), resource
         rng = random.Random(7)
         reqs = [(s, f"k-{s}-{i}", rng.randint(1, 3)) for s in strategies for i in range(100)]
         reqs = [r for r in reqs for _ in range(2)]
