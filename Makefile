@@ -47,8 +47,9 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install -q --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
-validate: $(SAM_VENV)/.installed ## sam validate --lint (offline)
+validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches translated (offline)
 	$(SAM) validate --lint
+	$(SAM_VENV)/bin/python scripts/check_auth_modes.py
 
 build: $(SAM_VENV)/.installed ## sam build (needs python3.12 on PATH)
 	$(SAM) build

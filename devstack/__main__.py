@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", default=os.environ.get("TALLY_TABLE", "tally-local"), help="table name (default tally-local)")
     parser.add_argument("--stage", default="dev")
     parser.add_argument("--concurrency", type=int, default=4, help="worker processes per function")
+    parser.add_argument(
+        "--auth",
+        choices=["NONE", "COGNITO"],
+        default="NONE",
+        help="the template's AuthMode (COGNITO: local tokens, python -m devstack.auth)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])
@@ -54,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         args.concurrency,
         sqs_endpoint=os.environ.get("AWS_ENDPOINT_URL_SQS"),
         sqs_port=args.sqs_port,
+        params={"AuthMode": args.auth},
     )
     try:
         stack.start()

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from devstack.auth import LocalUserPool
 from devstack.runtime import FunctionPool
 from devstack.template import Route, Stack
 
@@ -82,6 +83,7 @@ class LocalApi:
     def __init__(self, stack: Stack, host: str, port: int, stage: str = "dev", concurrency: int = 4) -> None:
         self.stack = stack
         self.stage = stage
+        self.user_pool = LocalUserPool() if stack.authorizer_header else None
         self.pools = {
             name: FunctionPool(fn, concurrency) for name, fn in stack.functions.items() if any(r.function == name for r in stack.routes)
         }
@@ -144,6 +146,11 @@ class LocalApi:
         for key, value in req.headers.items():
             headers.setdefault(key, []).append(value)
         event = proxy_event(route, req.command, req.path, headers, body, self.stage, params)
+        if self.user_pool is not None and self.stack.authorizer_header:
+            claims = self.user_pool.verify(req.headers.get(self.stack.authorizer_header))
+            if claims is None:  # API Gateway refuses before the function runs
+                return self._send(req, 401, {"Content-Type": "application/json"}, b'{"message":"Unauthorized"}')
+            event["requestContext"]["authorizer"] = {"claims": claims}
         status, payload = self.pools[route.function].invoke(event)
         if status != "ok" or not isinstance(payload, dict) or "statusCode" not in payload:
             code = 504 if status == "timeout" else 502

@@ -31,6 +31,7 @@ PENDING_SCHEMA = {
 }
 ERRORS = {
     "400": "Invalid request (nothing was written)",
+    "403": "AuthMode COGNITO: another user's object, or an admin route (nothing was written)",
     "404": "Not found",
     "409": "Conflict with the stored state",
     "415": "The body must be application/json",
@@ -46,6 +47,10 @@ def _responses(method: str, generated: dict[str, Any]) -> dict[str, Any]:
     ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for code, description in ERRORS.items():
         responses[code] = {"description": description, "content": ref}
+    responses["401"] = {
+        "description": "AuthMode COGNITO: no valid ID token (API Gateway answers before the function runs)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Unauthorized"}}},
+    }
     if method in ("post", "put", "delete"):
         success = responses.get("200")
         if success is not None and method == "post":
@@ -64,7 +69,18 @@ def generate() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "Tally", "version": "1.0.0", "description": "Exact counters on Amazon DynamoDB"},
         "paths": {},
-        "components": {"schemas": {}},
+        "components": {
+            "schemas": {},
+            "securitySchemes": {
+                "CognitoIdToken": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "AuthMode COGNITO: a Cognito ID token (the caller is its sub claim). AuthMode NONE: not used.",
+                }
+            },
+        },
+        "security": [{"CognitoIdToken": []}, {}],
     }
     saved_env, saved_path = dict(os.environ), list(sys.path)
     try:
@@ -91,6 +107,7 @@ def generate() -> dict[str, Any]:
             operation["responses"] = _responses(method, operation.get("responses", {}))
     doc["components"]["schemas"]["Error"] = ERROR_SCHEMA
     doc["components"]["schemas"]["Pending"] = PENDING_SCHEMA
+    doc["components"]["schemas"]["Unauthorized"] = {"type": "object", "properties": {"message": {"type": "string"}}}
     doc["components"]["schemas"].pop("HTTPValidationError", None)
     doc["components"]["schemas"].pop("ValidationError", None)
     doc["paths"] = dict(sorted(doc["paths"].items()))

@@ -88,7 +88,8 @@ class LocalStack:
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
     def describe(self) -> list[str]:
-        lines = [f"API              {self.api.url}"]
+        auth = f"   (AuthMode COGNITO: {self.stack.authorizer_header}: <token>, see devstack.auth)" if self.stack.authorizer_header else ""
+        lines = [f"API              {self.api.url}{auth}"]
         lines += [f"  {r.method:7} {r.path:40} -> {r.function}" for r in self.stack.routes]
         lines += [f"SQS              {self.sqs_endpoint}" + ("   (moto server)" if self._emulator else "")]
         lines += [f"  {s.queue:40} -> {s.function} (batch {s.batch_size})" for s in self.stack.queue_sources]

@@ -98,6 +98,7 @@ class Stack:
     table: dict[str, Any]  # CreateTable arguments
     table_extras: dict[str, Any]  # TTL, streams: applied after creation
     table_name: str
+    authorizer_header: str | None = None  # the API's Cognito authorizer reads this header; None: no auth
 
 
 class Resolver:
@@ -141,11 +142,24 @@ class Resolver:
         return value
 
     def condition(self, name: str) -> bool:
-        spec = self.conditions.get(name, {})
-        if "Fn::Equals" in spec:
-            a, b = spec["Fn::Equals"]
-            return str(self(a)) == str(self(b))
-        return False
+        return self.evaluate(self.conditions.get(name, {}))
+
+    def evaluate(self, spec: Any) -> bool:
+        """A condition function: Fn::Equals/And/Or/Not and {"Condition": name}."""
+        if not isinstance(spec, dict) or len(spec) != 1:
+            raise ValueError(f"unsupported condition {spec!r}")
+        ((key, arg),) = spec.items()
+        if key in ("Condition", "Fn::Condition"):  # the YAML loader's name for !Condition
+            return self.condition(arg)
+        if key == "Fn::Equals":
+            return str(self(arg[0])) == str(self(arg[1]))
+        if key == "Fn::And":
+            return all(self.evaluate(c) for c in arg)
+        if key == "Fn::Or":
+            return any(self.evaluate(c) for c in arg)
+        if key == "Fn::Not":
+            return not self.evaluate(arg[0])
+        raise ValueError(f"unsupported condition {key}")
 
 
 def queue_definitions(path: Path = TEMPLATE) -> dict[str, dict[str, Any]]:
@@ -207,6 +221,15 @@ def read_stack(
                     QueueSource(name, queue, int(p.get("BatchSize", 10)), "ReportBatchItemFailures" in p.get("FunctionResponseTypes", []))
                 )
     routes.sort(key=lambda r: r.specificity)
+    authorizer_header = None
+    for res in resources.values():
+        if res["Type"] == "AWS::Serverless::Api":
+            auth = resolve(res.get("Properties", {}).get("Auth"))
+            if auth and auth.get("DefaultAuthorizer"):
+                spec = auth["Authorizers"][auth["DefaultAuthorizer"]]
+                if "UserPoolArn" not in spec:
+                    raise ValueError("the local API emulates Cognito user-pool authorizers only")
+                authorizer_header = spec.get("Identity", {}).get("Header", "Authorization")
 
     tprops = resolve(resources[table_id]["Properties"])
     create = {
@@ -226,4 +249,12 @@ def read_stack(
         create["StreamSpecification"] = {"StreamEnabled": True, **create["StreamSpecification"]}
     create["TableName"] = table_name
     extras = {k: tprops[k] for k in ("TimeToLiveSpecification",) if k in tprops}
-    return Stack(functions=functions, routes=routes, queue_sources=sources, table=create, table_extras=extras, table_name=table_name)
+    return Stack(
+        functions=functions,
+        routes=routes,
+        queue_sources=sources,
+        table=create,
+        table_extras=extras,
+        table_name=table_name,
+        authorizer_header=authorizer_header,
+    )

@@ -36,6 +36,7 @@ class NewEntry(BaseModel):
 
 @app.post("/ledgers/<ledgerId>/entries")
 def append(ledgerId: IdPath, entry: NewEntry) -> Response[dict]:
+    app.caller.require_ledger(ledgerId, "append to this ledger")
     key = app.current_event.headers.get("Idempotency-Key")  # case-insensitive
     entry_id, created, result = ledger.post_entry(ledgerId, entry.amount, key)
     record(metrics, "LedgerAppend", result)
@@ -44,6 +45,7 @@ def append(ledgerId: IdPath, entry: NewEntry) -> Response[dict]:
 
 @app.get("/ledgers/<ledgerId>")
 def balance(ledgerId: IdPath, verify: Annotated[bool, Query()] = False) -> Response[dict]:
+    app.caller.require_ledger(ledgerId, "read this ledger")
     read = ledger.balance(ledgerId, verify=verify)  # verify: +1 RCU, no reliance on in-page read order
     return json_response(200, {"ledgerId": ledgerId, **read.as_dict()})
 

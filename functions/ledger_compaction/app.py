@@ -30,6 +30,7 @@ ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, compaction
 
 @app.post("/ledgers/<ledgerId>/compact")
 def compact(ledgerId: IdPath) -> Response[dict]:
+    app.caller.require_admin("compacting a ledger")
     report = ledger.compact(ledgerId, max_chunks=ROUTE_MAX_CHUNKS)
     metrics.add_metric(name="LedgerEntriesMerged", unit=MetricUnit.Count, value=report.merged)
     return json_response(200, report.as_dict())

@@ -36,6 +36,7 @@ class CreatePost(BaseModel):
 
 @app.post("/posts")
 def create_post(post: CreatePost) -> Response[dict]:
+    app.caller.require_self(post.authorId, "create a post")
     created = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId)
     return json_response(201, created, headers={"Location": f"/posts/{created['postId']}"})
 
@@ -47,6 +48,7 @@ def get_post(postId: IdPath) -> Response[dict]:
 
 @app.put("/posts/<postId>/likes/<userId>")
 def like(postId: IdPath, userId: IdPath) -> Response[dict]:
+    app.caller.require_self(userId, "like")
     change = likes.like(postId, userId)
     record(metrics, "Like", change.result)
     return json_response(200, {"postId": postId, "userId": userId, "liked": True, "changed": change.changed})
@@ -54,6 +56,7 @@ def like(postId: IdPath, userId: IdPath) -> Response[dict]:
 
 @app.delete("/posts/<postId>/likes/<userId>")
 def unlike(postId: IdPath, userId: IdPath) -> Response[dict]:
+    app.caller.require_self(userId, "unlike")
     change = likes.unlike(postId, userId)
     record(metrics, "Unlike", change.result)
     return json_response(200, {"postId": postId, "userId": userId, "liked": False, "changed": change.changed})
@@ -71,6 +74,7 @@ def likers(
 
 @app.get("/posts/<postId>/audit")
 def audit(postId: IdPath) -> Response[dict]:
+    app.caller.require_admin("auditing a tally")  # it reads every like of the post
     result = likes.audit(postId)
     if result.drift:
         logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})

@@ -21,7 +21,7 @@ operations = Operations(TABLE_NAME)
 
 @app.get("/operations/<operationId>")
 def get_operation(operationId: OperationIdPath) -> Response[dict]:
-    operation = operations.get(operationId)
+    operation = operations.get(operationId, caller=app.caller)
     if operation is None:
         raise NotFound(f"operation {operationId!r} not found")
     return json_response(200, operation)

@@ -53,6 +53,7 @@ OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
 
 @app.post("/orders")
 def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[dict]:
+    app.caller.require_self(order.customerId, "place an order")
     items = [line.model_dump() for line in order.items]
     placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items)
     record(metrics, "PlaceOrder", placed.result)
@@ -67,7 +68,9 @@ def latest_order() -> Response[dict]:
 
 @app.get("/orders/<orderId>")
 def get_order(orderId: OrderIdPath) -> Response[dict]:
-    return json_response(200, orders.get(orderId))
+    order = orders.get(orderId)
+    app.caller.require_owner(order["customerId"], "read this order")
+    return json_response(200, order)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -54,6 +54,7 @@ def idempotency_key() -> str | None:
 
 @app.post("/resources")
 def create_resource(body: CreateResource) -> Response[dict]:
+    app.caller.require_admin("creating a resource")
     created = reservations.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
     return json_response(201, created, headers={"Location": f"/resources/{body.resourceId}"})
 
@@ -65,7 +66,7 @@ def get_resource(resourceId: IdPath) -> Response[dict]:
 
 @app.post("/resources/<resourceId>/reservations")
 def reserve(resourceId: IdPath, body: Reserve) -> Response[dict]:
-    answer = reservations.reserve(resourceId, body.quantity, idempotency_key())
+    answer = reservations.reserve(resourceId, body.quantity, idempotency_key(), owner=app.caller.owner)
     if answer.result is not None:
         record(metrics, "Reserve", answer.result)
     location = {"Location": f"/resources/{resourceId}/reservations/{answer.body['reservationId']}"}
@@ -74,12 +75,12 @@ def reserve(resourceId: IdPath, body: Reserve) -> Response[dict]:
 
 @app.get("/resources/<resourceId>/reservations/<reservationId>")
 def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[dict]:
-    return json_response(200, reservations.get_reservation(resourceId, reservationId))
+    return json_response(200, reservations.get_reservation(resourceId, reservationId, caller=app.caller))
 
 
 @app.delete("/resources/<resourceId>/reservations/<reservationId>")
 def release(resourceId: IdPath, reservationId: IdPath) -> Response[dict]:
-    answer = reservations.release(resourceId, reservationId)
+    answer = reservations.release(resourceId, reservationId, caller=app.caller)
     if answer.result is not None:
         record(metrics, "Release", answer.result)
     return json_response(200, {**answer.body, "changed": answer.created})

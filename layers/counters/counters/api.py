@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -18,8 +19,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupp
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 
+from counters.auth import Caller, caller_from_event
 from counters.commands import Deferrer
-from counters.errors import ContentionError, CounterError
+from counters.errors import ContentionError, CounterError, Unauthorized
 from counters.ids import ID_PATTERN
 from counters.outcome import Result
 
@@ -57,9 +59,19 @@ def _describe(errors: Any) -> str:
 
 class TallyResolver(APIGatewayRestResolver):
     """The REST resolver, refusing non-JSON bodies before Powertools' validation parses them
-    (it would otherwise try multipart/form-data and fail with a 500 on a missing boundary)."""
+    (it would otherwise try multipart/form-data and fail with a 500 on a missing boundary),
+    and knowing who calls (:attr:`caller`, from the authorizer's verified claims)."""
+
+    caller: Caller = Caller()
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        try:
+            self.caller = caller_from_event(event)
+        except Unauthorized as exc:
+            return _early(exc.status, exc.code, exc.message)
+        except ValueError:  # AUTH_MODE misconfigured: fail closed, say nothing about why
+            logging.getLogger(__name__).exception("cannot tell who the caller is")
+            return _early(500, "internal_error", "internal error; the request may be retried")
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
         body = event.get("body")
@@ -88,7 +100,7 @@ def _early(status: int, code: str, message: str) -> dict[str, Any]:
     }
 
 
-def build_app(logger: Logger, deferrer: Deferrer | None = None) -> APIGatewayRestResolver:
+def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver:
     """A REST-API resolver with validation on and the layer's error mapping installed.
 
     With a ``deferrer`` (the retry queue), a contended request that is safe to re-drive is
@@ -101,7 +113,7 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> APIGatewayRes
         if deferrer is not None and exc.replay is not None:
             op, payload, token = exc.replay
             try:
-                command = deferrer.defer(op, payload, token)
+                command = deferrer.defer(op, payload, token, owner=app.caller.owner)
             except Exception:  # noqa: BLE001 - not acknowledged: the caller gets the 503 and retries
                 logger.exception("could not defer a contended request", extra={"op": op})
             else:

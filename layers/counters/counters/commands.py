@@ -33,6 +33,7 @@ from typing import Any
 
 import boto3
 
+from counters.auth import Caller
 from counters.dynamo import RetryPolicy, client, from_item, read, to_item
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class Operations:
     def dynamodb(self) -> Any:
         return self._dynamodb or client()
 
-    def record_pending(self, command: Command) -> None:
+    def record_pending(self, command: Command, owner: str | None = None) -> None:
         item = {
             **operation_key(command.operation_id),
             "operationId": command.operation_id,
@@ -110,6 +111,8 @@ class Operations:
             "createdAt": command.created_at,
             "expiresAt": command.created_at + OPERATION_TTL_SECONDS,
         }
+        if owner is not None:
+            item["owner"] = owner  # whose request it is: only they (or an admin) may read it
         self.dynamodb.put_item(
             TableName=self.table_name,
             Item=to_item(item),
@@ -147,13 +150,16 @@ class Operations:
         except Exception:  # noqa: BLE001 - best effort; the TTL removes it in any case
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
-    def get(self, operation_id: str) -> dict[str, Any] | None:
+    def get(self, operation_id: str, *, caller: Caller | None = None) -> dict[str, Any] | None:
+        """The public record, or None; with a ``caller``, someone else's operation is :class:`Forbidden`."""
         response = read(
             self.dynamodb.get_item, self.retry, TableName=self.table_name, Key=to_item(operation_key(operation_id)), ConsistentRead=True
         )
         item = from_item(response.get("Item"))
         if item is None:
             return None
+        if caller is not None:
+            caller.require_owner(item.get("owner"), "read this operation")
         return {k: item[k] for k in ("operationId", "op", "status", "createdAt", "completedAt", "result") if k in item}
 
 
@@ -191,10 +197,10 @@ class Deferrer:
         queue_url, table = os.environ.get("RETRY_QUEUE_URL"), os.environ.get("TABLE_NAME")
         return cls(table, queue_url) if queue_url and table else None
 
-    def defer(self, op: str, payload: dict[str, Any], token: str | None = None) -> Command:
+    def defer(self, op: str, payload: dict[str, Any], token: str | None = None, *, owner: str | None = None) -> Command:
         command = Command(op=op, payload=payload, token=token or uuid.uuid4().hex)
         try:
-            self.operations.record_pending(command)
+            self.operations.record_pending(command, owner)
             (self._sqs or sqs_client()).send_message(QueueUrl=self.queue_url, MessageBody=command.to_message())
         except Exception:
             # Not acknowledged: drop the PENDING record (best effort) so no operation claims to be queued.

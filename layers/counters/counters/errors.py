@@ -37,6 +37,22 @@ class AlreadyExists(CounterError):
     status = 409
 
 
+class Unauthorized(CounterError):
+    """No verified identity where one is required (AuthMode COGNITO without authorizer claims)."""
+
+    code = "unauthorized"
+    default_message = "sign in: this API needs a verified identity"
+    status = 401
+
+
+class Forbidden(CounterError):
+    """The verified caller may not act on this object (another user's, or an admin route)."""
+
+    code = "forbidden"
+    default_message = "you may not act on this"
+    status = 403
+
+
 class InvalidRequest(CounterError):
     """The request cannot be valid whatever the table holds (caught before any write)."""
 

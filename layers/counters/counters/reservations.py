@@ -36,6 +36,7 @@ from typing import Any
 from counters import sharding
 from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create
 from counters.approaches.marker import DEFAULT_TTL_SECONDS, marker_key
+from counters.auth import Caller
 from counters.commands import Command, Executor, PoisonMessage
 from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, client, from_item, read, to_item
 from counters.errors import (
@@ -65,8 +66,11 @@ def resource_key(resource_id: str) -> dict[str, str]:
     return {"PK": f"RES#{resource_id}", "SK": "META"}
 
 
-def reservation_id(resource_id: str, idempotency_key: str) -> str:
-    return str(uuid.uuid5(NAMESPACE, f"{resource_id}\n{idempotency_key}"))
+def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = None) -> str:
+    """Deterministic per (resource, key) - and per owner when authorization is on, so one
+    user's key never answers with another user's reservation."""
+    scope = f"{resource_id}\n{idempotency_key}" if owner is None else f"{resource_id}\n{owner}\n{idempotency_key}"
+    return str(uuid.uuid5(NAMESPACE, scope))
 
 
 @dataclass
@@ -201,19 +205,23 @@ class Reservations:
         }
 
     # -- reservations ----------------------------------------------------------------------------
-    def reserve(self, resource_id: str, quantity: int, idempotency_key: str | None = None) -> Reservation:
+    def reserve(self, resource_id: str, quantity: int, idempotency_key: str | None = None, *, owner: str | None = None) -> Reservation:
+        """Take ``quantity``; ``owner`` (the verified caller, None with authorization off) is
+        recorded, and only they (or an admin) may read or release the reservation."""
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
         resource, _ = self.resource(resource_id)
         approach = self.approach(resource.strategy)
         if approach.needs_token and not idempotency_key:
             raise InvalidRequest(f"the Idempotency-Key header is required for strategy {resource.strategy!r}")
-        rid = reservation_id(resource_id, idempotency_key) if idempotency_key else str(uuid.uuid4())
+        rid = reservation_id(resource_id, idempotency_key, owner) if idempotency_key else str(uuid.uuid4())
         if idempotency_key:
             existing, _ = self._get(marker_key(rid))
             if existing is not None:
                 return self._replay(existing, quantity)
         record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy}
+        if owner is not None:
+            record["owner"] = owner
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
         if resource.shards == 1:
@@ -302,10 +310,12 @@ class Reservations:
                     self.retry.backoff(attempt)
         raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
 
-    def get_reservation(self, resource_id: str, rid: str) -> dict[str, Any]:
+    def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> dict[str, Any]:
         item, _ = self._get(marker_key(rid))
         if item is None or item.get("resourceId") != resource_id:
             raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+        if caller is not None:
+            caller.require_owner(item.get("owner"), "read this reservation")
         body = {
             **public_reservation(rid, int(item["quantity"]), item["status"]),
             "resourceId": resource_id,
@@ -315,12 +325,16 @@ class Reservations:
             body["releasedAt"] = item["releasedAt"]
         return body
 
-    def release(self, resource_id: str, rid: str) -> Reservation:
-        """Give the quantity back exactly once; a second release is a no-op (``created`` False)."""
+    def release(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Reservation:
+        """Give the quantity back exactly once; a second release is a no-op (``created`` False).
+        With a ``caller``, only the reservation's owner (or an admin) may: checked on the read
+        that precedes every write (the owner never changes), so a refusal writes nothing."""
         resource, _ = self.resource(resource_id)
         record, _ = self._get(marker_key(rid))
         if record is None or record.get("resourceId") != resource_id:
             raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+        if caller is not None:
+            caller.require_owner(record.get("owner"), "release this reservation")
         quantity = int(record["quantity"])
         if record["status"] == RELEASED:
             return Reservation(False, public_reservation(rid, quantity, RELEASED))
@@ -358,7 +372,10 @@ class Reservations:
         key = record.get("idempotencyKey")
         if not (approach.exact and approach.needs_token and key):
             return None
-        return ("reserve", {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key}, record["reservationId"])
+        payload = {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key}
+        if "owner" in record:
+            payload["owner"] = record["owner"]
+        return ("reserve", payload, record["reservationId"])
 
     def executors(self) -> dict[str, Executor]:
         """Replays of deferred reserve/release commands for the retry worker."""
@@ -366,11 +383,13 @@ class Reservations:
 
     def _redrive_reserve(self, command: Command) -> tuple[str, dict[str, Any]]:
         p = command.payload
-        resource_id, quantity, key = p.get("resourceId"), p.get("quantity"), p.get("idempotencyKey")
+        resource_id, quantity, key, owner = p.get("resourceId"), p.get("quantity"), p.get("idempotencyKey"), p.get("owner")
         if not (valid_id(resource_id) and isinstance(quantity, int) and quantity >= 1 and isinstance(key, str) and key):
             raise PoisonMessage("reserve: invalid resourceId/quantity/idempotencyKey")
+        if owner is not None and not (isinstance(owner, str) and owner):
+            raise PoisonMessage("reserve: invalid owner")
         try:
-            answer = self.reserve(resource_id, quantity, key)
+            answer = self.reserve(resource_id, quantity, key, owner=owner)
         except (InsufficientCapacity, SlotsFull, IdempotencyKeyReused, NotFound, InvalidRequest) as exc:
             return "REJECTED", {"error": exc.code, "message": exc.message}
         return ("APPLIED" if answer.created else "DUPLICATE"), answer.body

@@ -1,0 +1,119 @@
+"""Who is calling: the acting user comes from verified claims, never from the path or body.
+
+``AUTH_MODE`` (the template parameter ``AuthMode``) decides where identity comes from:
+
+* ``NONE`` (local and dev): nobody is authenticated and every check passes. The API trusts
+  the ids in paths and bodies; never deploy a stage that real users reach with it (the template
+  refuses ``Stage=prod`` with ``AuthMode=NONE``).
+* ``COGNITO``: API Gateway's Cognito user-pool authorizer has verified the ID token and put its
+  claims in ``requestContext.authorizer.claims`` (every value a string). The acting user is the
+  ``sub`` claim; admins are members of the ``ADMIN_GROUP`` group (``cognito:groups``). A request
+  without claims is refused with 401, even though API Gateway should never let one through.
+
+Ownership rules (object-level authorization, checked before anything is written):
+
+* likes: ``PUT/DELETE /posts/{postId}/likes/{userId}`` only as ``userId``; a post's ``authorId``
+  is the caller;
+* reservations: the caller owns what it reserves; only the owner (or an admin) reads or
+  releases it, and idempotency keys are per caller;
+* ledgers: a ledger belongs to the user whose id is the ledger id, or its part before the first
+  ``.`` (``<sub>`` or ``<sub>.savings``), so ownership costs no read and cannot be raced;
+* orders: placed for the caller's own ``customerId``; read by that customer or an admin;
+* deferred operations: read by whoever's request was deferred, or an admin;
+* admin only: create a resource, compact a ledger, audit a post's tally.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from counters.errors import Forbidden, Unauthorized
+
+NONE = "NONE"
+COGNITO = "COGNITO"
+MODES = (NONE, COGNITO)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The verified caller, or nobody when authorization is off."""
+
+    user_id: str | None = None
+    groups: frozenset[str] = frozenset()
+    admin_group: str = "admin"
+
+    @property
+    def enforced(self) -> bool:
+        """False when AuthMode is NONE: every check passes."""
+        return self.user_id is not None
+
+    @property
+    def is_admin(self) -> bool:
+        return not self.enforced or self.admin_group in self.groups
+
+    @property
+    def owner(self) -> str | None:
+        """The user id to record as an object's owner (None when authorization is off)."""
+        return self.user_id
+
+    @property
+    def restricted_to(self) -> str | None:
+        """The owner whose objects this caller may touch; None means any (auth off, or an admin)."""
+        return None if self.is_admin else self.user_id
+
+    def require_admin(self, what: str) -> None:
+        if not self.is_admin:
+            raise Forbidden(f"{what} needs the {self.admin_group!r} group")
+
+    def require_self(self, user_id: str, what: str) -> None:
+        """The caller acts as ``user_id``: only that user may - admins included, since a like,
+        a post or an order made in someone else's name is never theirs to make."""
+        if self.enforced and user_id != self.user_id:
+            raise Forbidden(f"you may not {what} as another user")
+
+    def require_owner(self, owner: str | None, what: str) -> None:
+        """``owner`` is what the object records (None: made with authorization off, admin only)."""
+        if self.restricted_to is not None and owner != self.restricted_to:
+            raise Forbidden(f"you may not {what}: it belongs to another user")
+
+    def require_ledger(self, ledger_id: str, what: str) -> None:
+        self.require_owner(ledger_owner(ledger_id), what)
+
+
+def ledger_owner(ledger_id: str) -> str:
+    """A ledger belongs to the user whose id is the ledger id or its part before the first dot."""
+    return ledger_id.split(".", 1)[0]
+
+
+def parse_groups(value: Any) -> frozenset[str]:
+    """``cognito:groups`` as API Gateway passes it: a list, or a string such as ``admin``,
+    ``admin,ops`` or ``[admin ops]`` (REST API claims are flattened to strings)."""
+    if isinstance(value, (list, tuple)):
+        return frozenset(str(v) for v in value if v)
+    if isinstance(value, str):
+        return frozenset(part for part in re.split(r"[\s,\[\]]+", value) if part)
+    return frozenset()
+
+
+def auth_mode() -> str:
+    mode = os.environ.get("AUTH_MODE", NONE).upper()
+    if mode not in MODES:
+        raise ValueError(f"AUTH_MODE must be one of {', '.join(MODES)}")
+    return mode
+
+
+def caller_from_event(event: dict[str, Any], *, mode: str | None = None, admin_group: str | None = None) -> Caller:
+    """The caller of one API Gateway (REST, proxy) request."""
+    mode = mode or auth_mode()
+    admin_group = admin_group or os.environ.get("ADMIN_GROUP", "admin")
+    if mode == NONE:
+        return Caller(admin_group=admin_group)
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    claims = authorizer.get("claims") or {}
+    user_id = claims.get("sub")
+    if not isinstance(user_id, str) or not user_id:
+        raise Unauthorized()
+    return Caller(user_id=user_id, groups=parse_groups(claims.get("cognito:groups")), admin_group=admin_group)
