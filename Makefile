@@ -28,7 +28,7 @@ java:
 	@scripts/ensure-java.sh
 
 dev: setup ## run DynamoDB Local + the API on http://127.0.0.1:3000 (Ctrl-C stops both)
-	$(PY) -m devstack
+	$(PY) -m devstack $(ARGS)
 
 test: setup ## unit + integration tests (starts its own DynamoDB Local)
 	$(PY) -m pytest

@@ -139,6 +139,8 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
 
     @app.exception_handler(CounterError)
     def _domain(exc: CounterError) -> Response:
+        if exc.status in (401, 403):
+            logger.info("refused", extra={"error": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
         if exc.status >= 500:
             logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
         return error(exc.status, exc.code, exc.message)
