@@ -153,6 +153,15 @@ SQS_EVENTS: list[tuple[str, list[tuple[str, dict]]]] = [
 ]
 
 
+# AuthMode COGNITO: the same requests as API Gateway passes them after its Cognito authorizer
+# verified the ID token (claims flattened to strings). `sam local invoke` needs
+# `--parameter-overrides AuthMode=COGNITO` for the function to read them.
+COGNITO_EVENTS: list[tuple[str, str, dict[str, str]]] = [
+    ("likes/like.json", "likes/like_as_u1.json", {"sub": "u1", "cognito:username": "u1", "token_use": "id"}),
+    ("likes/like.json", "likes/like_as_u2.json", {"sub": "u2", "cognito:username": "u2", "token_use": "id"}),  # 403: the path says u1
+]
+
+
 def base_event(method: str, path: str, resource: str) -> dict:
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
     out = subprocess.run(
@@ -240,6 +249,12 @@ def main() -> int:
         event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
         target = ROOT / "events" / name
         target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(event, indent=2) + "\n")
+        print(f"wrote {target.relative_to(ROOT)}")
+    for source, name, claims in COGNITO_EVENTS:
+        event = json.loads((ROOT / "events" / source).read_text())
+        event["requestContext"]["authorizer"] = {"claims": claims}
+        target = ROOT / "events" / name
         target.write_text(json.dumps(event, indent=2) + "\n")
         print(f"wrote {target.relative_to(ROOT)}")
     for name, messages in SQS_EVENTS:

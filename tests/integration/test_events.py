@@ -47,3 +47,15 @@ def test_retry_worker_and_operations_events(load_function: Any, table: str, queu
 
     assert worker.lambda_handler(load_event("retry_worker/poison.json"), lambda_context) == {"batchItemFailures": []}
     assert queues.depth("RetryDLQ") == 1
+
+
+def test_cognito_events_act_only_as_their_sub(load_function: Any, table: str, layer_client: Any, monkeypatch: Any) -> None:
+    """events/likes/like_as_u*.json: what the function gets behind the Cognito authorizer."""
+    app = load_function("LikesFunction", table)
+    assert invoke(app, load_event("likes/create_post.json"))[0] == 201  # AuthMode NONE: anyone may
+    monkeypatch.setenv("AUTH_MODE", "COGNITO")
+    status, body = invoke(app, load_event("likes/like_as_u2.json"))
+    assert (status, body["error"]) == (403, "forbidden")
+    assert invoke(app, load_event("likes/get_post.json"))[0] == 401  # no claims at all
+    status, body = invoke(app, load_event("likes/like_as_u1.json"))
+    assert (status, body["changed"]) == (200, True)
