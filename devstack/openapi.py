@@ -34,6 +34,7 @@ ERRORS = {
     "403": "AuthMode COGNITO: another user's object, or an admin route (nothing was written)",
     "404": "Not found",
     "409": "Conflict with the stored state",
+    "413": "The body is larger than 64 KiB (nothing was written)",
     "415": "The body must be application/json",
     "422": "Idempotency-Key reused with a different request",
     "500": "Internal error (no details; the request may be retried)",

@@ -105,3 +105,14 @@ def test_an_array_holding_a_valid_object_is_refused(app: Any) -> None:
     status, body = invoke(app, api_event("POST", "/posts", [{"authorId": "a", "body": "x"}]))
     assert (status, body["error"]) == (400, "validation_error")
     assert item_count(app.ddb, "tally-unit") == 0
+
+
+def test_oversized_bodies_are_413_before_parsing(app: Any) -> None:
+    from counters.api import MAX_BODY_BYTES
+
+    big = {"authorId": "a", "body": "x", "padding": "é" * (MAX_BODY_BYTES // 2)}  # 2 bytes a character
+    status, body = invoke(app, api_event("POST", "/posts", big))
+    assert (status, body["error"]) == (413, "payload_too_large")
+    assert item_count(app.ddb, "tally-unit") == 0
+    largest_post = {"authorId": "a", "body": "\u2603" * 4000}  # 4,000 three-byte characters, escaped as \\uXXXX
+    assert invoke(app, api_event("POST", "/posts", largest_post))[0] == 201

@@ -25,6 +25,10 @@ from counters.errors import ContentionError, CounterError, Unauthorized
 from counters.ids import ID_PATTERN
 from counters.outcome import Result
 
+MAX_BODY_BYTES = 64 * 1024
+"""Every body this API takes is small (a post's text is at most 4,000 characters, an order 50
+lines); anything larger is refused before it is parsed."""
+
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
 OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
 
@@ -72,6 +76,10 @@ class TallyResolver(APIGatewayRestResolver):
         except ValueError:  # AUTH_MODE misconfigured: fail closed, say nothing about why
             logging.getLogger(__name__).exception("cannot tell who the caller is")
             return _early(500, "internal_error", "internal error; the request may be retried")
+        raw = event.get("body") or ""
+        size = len(raw) * 3 // 4 if event.get("isBase64Encoded") else len(raw.encode("utf-8", "surrogatepass"))
+        if size > MAX_BODY_BYTES:
+            return _early(413, "payload_too_large", f"the request body must be at most {MAX_BODY_BYTES} bytes")
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
         body = event.get("body")
