@@ -899,27 +899,19 @@ def _matching(predicate: Any) -> str:
     return names[0]
 
 
-def test_a_broader_grant_fails() -> None:
-    name = _matching(lambda n: "dynamodb:DeleteItem" not in needed(TEMPLATE, n))
+@pytest.mark.parametrize(
+    ("action", "match"),
+    [
+        ("dynamodb:DeleteItem", "dynamodb:DeleteItem"),  # on a function that never deletes
+        ("dynamodb:ConditionCheckItem", "dynamodb:ConditionCheckItem"),  # no code builds ConditionCheck items
+        ("dynamodb:*", r"dynamodb:\*"),
+    ],
+)
+def test_a_broader_grant_fails(action: str, match: str) -> None:
+    name = _matching(lambda n: action not in needed(TEMPLATE, n))
     template = copy.deepcopy(TEMPLATE)
-    _add_statement(template, name, "dynamodb:DeleteItem")
-    with pytest.raises(BroaderGrant, match="dynamodb:DeleteItem"):
-        check(template, name)
-
-
-def test_a_condition_check_grant_without_condition_checks_fails() -> None:
-    name = _matching(lambda n: True)
-    template = copy.deepcopy(TEMPLATE)
-    _add_statement(template, name, "dynamodb:ConditionCheckItem")
-    with pytest.raises(BroaderGrant, match="dynamodb:ConditionCheckItem"):
-        check(template, name)
-
-
-def test_a_wildcard_grant_fails() -> None:
-    name = _matching(lambda n: True)
-    template = copy.deepcopy(TEMPLATE)
-    _add_statement(template, name, "dynamodb:*")
-    with pytest.raises(BroaderGrant, match=r"dynamodb:\*"):
+    _add_statement(template, name, action)
+    with pytest.raises(BroaderGrant, match=match):
         check(template, name)
 
 
