@@ -39,7 +39,7 @@ EVENTS = ROOT / "events"
 # --------------------------------------------------------------------------- DynamoDB Local
 @pytest.fixture(scope="session")
 def dynamodb_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """DynamoDB Local on a free port for the whole session (or AWS_ENDPOINT_URL_DYNAMODB if set)."""
+    """DynamoDB Local on a free port for the whole session (or TALLY_TEST_DYNAMODB_ENDPOINT if set)."""
     external = os.environ.get("TALLY_TEST_DYNAMODB_ENDPOINT")
     if external:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = external

@@ -5,6 +5,7 @@ import os
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -51,7 +52,7 @@ def scheduled(context: LambdaContext) -> dict:
     return summary
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)  # None on the schedule
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     if event.get("source") == "aws.events" and event.get("detail-type") == "Scheduled Event":
