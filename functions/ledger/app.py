@@ -5,7 +5,7 @@ from typing import Annotated
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -34,10 +34,13 @@ class NewEntry(BaseModel):
     amount: int = Field(ge=-AMOUNT_LIMIT, le=AMOUNT_LIMIT)
 
 
+# A ULID (26 characters) or a UUIDv7 (36), minted on the first attempt; parsed by the layer.
+IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", min_length=26, max_length=36, description="A ULID or a UUIDv7")]
+
+
 @app.post("/ledgers/<ledgerId>/entries")
-def append(ledgerId: IdPath, entry: NewEntry) -> Response[dict]:
+def append(ledgerId: IdPath, entry: NewEntry, key: IdempotencyKey) -> Response[dict]:
     app.caller.require_ledger(ledgerId, "append to this ledger")
-    key = app.current_event.headers.get("Idempotency-Key")  # case-insensitive
     entry_id, created, result = ledger.post_entry(ledgerId, entry.amount, key)
     record(metrics, "LedgerAppend", result)
     return json_response(201 if created else 200, {"ledgerId": ledgerId, "entryId": entry_id})

@@ -1,11 +1,11 @@
 """Reservations API: resources with a capacity, reserved on any approach of seed 02. Parse, call the layer, shape."""
 
 import os
-import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Header
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from counters.api import ID_PATTERN, IdPath, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
-from counters.errors import InvalidRequest
 from counters.reservations import Reservations
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
@@ -43,13 +42,15 @@ class Reserve(BaseModel):
     quantity: int = Field(ge=1, le=1_000_000_000)
 
 
-def idempotency_key() -> str | None:
-    key = app.current_event.headers.get("Idempotency-Key")  # case-insensitive in Powertools v3
-    if key is None:
-        return None
-    if not re.match(KEY_PATTERN, key):
-        raise InvalidRequest("Idempotency-Key must be 1-128 printable ASCII characters")
-    return key
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=KEY_PATTERN,
+        description="Required for the strategies that remember requests (occ_history, crt, marker, set); "
+        "the same key and quantity answer the same reservation",
+    ),
+]
 
 
 @app.post("/resources")
@@ -65,8 +66,8 @@ def get_resource(resourceId: IdPath) -> Response[dict]:
 
 
 @app.post("/resources/<resourceId>/reservations")
-def reserve(resourceId: IdPath, body: Reserve) -> Response[dict]:
-    answer = reservations.reserve(resourceId, body.quantity, idempotency_key(), owner=app.caller.owner)
+def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey = None) -> Response[dict]:
+    answer = reservations.reserve(resourceId, body.quantity, idempotency_key, owner=app.caller.owner)
     if answer.result is not None:
         record(metrics, "Reserve", answer.result)
     location = {"Location": f"/resources/{resourceId}/reservations/{answer.body['reservationId']}"}
