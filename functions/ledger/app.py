@@ -11,7 +11,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import IdPath, build_app, json_response, record
+from counters.api import Body, IdPath, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
 from counters.ledger import AMOUNT_LIMIT, Ledger
@@ -28,6 +28,25 @@ app = build_app(logger, Deferrer.from_env())
 ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, retry=RetryPolicy.from_env())
 
 
+class Appended(Body):
+    ledgerId: str
+    entryId: str
+
+
+class Checkpoint(Body):
+    balance: int
+    version: int
+    mergedThrough: str | None
+    mergedEntries: int
+
+
+class LedgerBalance(Body):
+    ledgerId: str
+    balance: int
+    pendingEntries: int
+    checkpoint: Checkpoint | None
+
+
 class NewEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -39,7 +58,7 @@ IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", min_length=26, m
 
 
 @app.post("/ledgers/<ledgerId>/entries")
-def append(ledgerId: IdPath, entry: NewEntry, key: IdempotencyKey) -> Response[dict]:
+def append(ledgerId: IdPath, entry: NewEntry, key: IdempotencyKey) -> Response[Appended]:
     app.caller.require_ledger(ledgerId, "append to this ledger")
     entry_id, created, result = ledger.post_entry(ledgerId, entry.amount, key)
     record(metrics, "LedgerAppend", result)
@@ -47,7 +66,7 @@ def append(ledgerId: IdPath, entry: NewEntry, key: IdempotencyKey) -> Response[d
 
 
 @app.get("/ledgers/<ledgerId>")
-def balance(ledgerId: IdPath, verify: Annotated[bool, Query()] = False) -> Response[dict]:
+def balance(ledgerId: IdPath, verify: Annotated[bool, Query()] = False) -> Response[LedgerBalance]:
     app.caller.require_ledger(ledgerId, "read this ledger")
     read = ledger.balance(ledgerId, verify=verify)  # verify: +1 RCU, no reliance on in-page read order
     return json_response(200, {"ledgerId": ledgerId, **read.as_dict()})

@@ -10,7 +10,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.api import IdPath, build_app, json_response
+from counters.api import Body, IdPath, build_app, json_response
 from counters.errors import WrongRegion
 from counters.ledger import Ledger
 
@@ -29,8 +29,17 @@ app = build_app(logger)
 ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, compaction_region=COMPACTION_REGION)
 
 
+class Compaction(Body):
+    ledgerId: str
+    outcome: str
+    merged: int
+    chunks: int
+    lostRaces: int
+    complete: bool
+
+
 @app.post("/ledgers/<ledgerId>/compact")
-def compact(ledgerId: IdPath) -> Response[dict]:
+def compact(ledgerId: IdPath) -> Response[Compaction]:
     app.caller.require_admin("compacting a ledger")
     report = ledger.compact(ledgerId, max_chunks=ROUTE_MAX_CHUNKS)
     metrics.add_metric(name="LedgerEntriesMerged", unit=MetricUnit.Count, value=report.merged)

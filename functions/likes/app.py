@@ -11,7 +11,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import IdPath, build_app, json_response, record
+from counters.api import Body, IdPath, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
 from counters.ids import ID_PATTERN
@@ -34,20 +34,52 @@ class CreatePost(BaseModel):
     body: str = Field(min_length=1, max_length=4000)
 
 
+class Post(Body):
+    postId: str
+    authorId: str | None
+    body: str | None
+    likeTally: int
+    createdAt: int | None
+
+
+class LikeState(Body):
+    postId: str
+    userId: str
+    liked: bool
+    changed: bool
+
+
+class Liker(Body):
+    userId: str
+
+
+class Likers(Body):
+    postId: str
+    likers: list[Liker]
+    cursor: str | None
+
+
+class Audit(Body):
+    postId: str
+    stored: int
+    counted: int
+    drift: int
+
+
 @app.post("/posts")
-def create_post(post: CreatePost) -> Response[dict]:
+def create_post(post: CreatePost) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
     created = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId)
     return json_response(201, created, headers={"Location": f"/posts/{created['postId']}"})
 
 
 @app.get("/posts/<postId>")
-def get_post(postId: IdPath) -> Response[dict]:
+def get_post(postId: IdPath) -> Response[Post]:
     return json_response(200, likes.get_post(postId))
 
 
 @app.put("/posts/<postId>/likes/<userId>")
-def like(postId: IdPath, userId: IdPath) -> Response[dict]:
+def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "like")
     change = likes.like(postId, userId)
     record(metrics, "Like", change.result)
@@ -55,7 +87,7 @@ def like(postId: IdPath, userId: IdPath) -> Response[dict]:
 
 
 @app.delete("/posts/<postId>/likes/<userId>")
-def unlike(postId: IdPath, userId: IdPath) -> Response[dict]:
+def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "unlike")
     change = likes.unlike(postId, userId)
     record(metrics, "Unlike", change.result)
@@ -67,13 +99,13 @@ def likers(
     postId: IdPath,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
-) -> Response[dict]:
+) -> Response[Likers]:
     page = likes.likers(postId, limit=limit, cursor=cursor)
     return json_response(200, {"postId": postId, "likers": page.user_ids, "cursor": page.cursor})
 
 
 @app.get("/posts/<postId>/audit")
-def audit(postId: IdPath) -> Response[dict]:
+def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
     result = likes.audit(postId)
     if result.drift:

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.api import OperationIdPath, build_app, json_response
+from counters.api import Body, OperationIdPath, build_app, json_response
 from counters.commands import Operations
 from counters.errors import NotFound
 
@@ -19,8 +19,15 @@ app = build_app(logger)
 operations = Operations(TABLE_NAME)
 
 
+class Operation(Body):
+    operationId: str
+    op: str
+    status: str
+    createdAt: int
+
+
 @app.get("/operations/<operationId>")
-def get_operation(operationId: OperationIdPath) -> Response[dict]:
+def get_operation(operationId: OperationIdPath) -> Response[Operation]:
     operation = operations.get(operationId, caller=app.caller)
     if operation is None:
         raise NotFound(f"operation {operationId!r} not found")

@@ -15,7 +15,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import ID_PATTERN, build_app, json_response, record
+from counters.api import ID_PATTERN, Body, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
 from counters.orders import Orders
@@ -47,12 +47,23 @@ class CreateOrder(BaseModel):
     items: list[OrderLine] = Field(min_length=1, max_length=50)
 
 
+class Order(Body):
+    orderId: int
+    customerId: str
+    items: list[OrderLine]
+    createdAt: int | None
+
+
+class Latest(Body):
+    orderId: int | None
+
+
 IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", pattern=ID_PATTERN, min_length=1, max_length=64)]
 OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
 
 
 @app.post("/orders")
-def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[dict]:
+def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[Order]:
     app.caller.require_self(order.customerId, "place an order")
     items = [line.model_dump() for line in order.items]
     placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items)
@@ -62,12 +73,12 @@ def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Respons
 
 
 @app.get("/orders/latest")
-def latest_order() -> Response[dict]:
+def latest_order() -> Response[Latest]:
     return json_response(200, {"orderId": orders.latest()})
 
 
 @app.get("/orders/<orderId>")
-def get_order(orderId: OrderIdPath) -> Response[dict]:
+def get_order(orderId: OrderIdPath) -> Response[Order]:
     order = orders.get(orderId)
     app.caller.require_owner(order["customerId"], "read this order")
     return json_response(200, order)

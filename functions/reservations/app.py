@@ -11,7 +11,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import ID_PATTERN, IdPath, build_app, json_response, record
+from counters.api import ID_PATTERN, Body, IdPath, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
 from counters.reservations import Reservations
@@ -42,6 +42,25 @@ class Reserve(BaseModel):
     quantity: int = Field(ge=1, le=1_000_000_000)
 
 
+class ResourceState(Body):
+    resourceId: str
+    capacity: int
+    reserved: int
+    available: int
+    strategy: str
+    shards: int
+
+
+class ReservationState(Body):
+    reservationId: str
+    quantity: int
+    status: Literal["CONFIRMED", "RELEASED"]
+
+
+class Released(ReservationState):
+    changed: bool
+
+
 IdempotencyKey = Annotated[
     str | None,
     Header(
@@ -54,19 +73,19 @@ IdempotencyKey = Annotated[
 
 
 @app.post("/resources")
-def create_resource(body: CreateResource) -> Response[dict]:
+def create_resource(body: CreateResource) -> Response[ResourceState]:
     app.caller.require_admin("creating a resource")
     created = reservations.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
     return json_response(201, created, headers={"Location": f"/resources/{body.resourceId}"})
 
 
 @app.get("/resources/<resourceId>")
-def get_resource(resourceId: IdPath) -> Response[dict]:
+def get_resource(resourceId: IdPath) -> Response[ResourceState]:
     return json_response(200, reservations.get_resource(resourceId))
 
 
 @app.post("/resources/<resourceId>/reservations")
-def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey = None) -> Response[dict]:
+def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey = None) -> Response[ReservationState]:
     answer = reservations.reserve(resourceId, body.quantity, idempotency_key, owner=app.caller.owner)
     if answer.result is not None:
         record(metrics, "Reserve", answer.result)
@@ -75,12 +94,12 @@ def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey =
 
 
 @app.get("/resources/<resourceId>/reservations/<reservationId>")
-def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[dict]:
+def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[ReservationState]:
     return json_response(200, reservations.get_reservation(resourceId, reservationId, caller=app.caller))
 
 
 @app.delete("/resources/<resourceId>/reservations/<reservationId>")
-def release(resourceId: IdPath, reservationId: IdPath) -> Response[dict]:
+def release(resourceId: IdPath, reservationId: IdPath) -> Response[Released]:
     answer = reservations.release(resourceId, reservationId, caller=app.caller)
     if answer.result is not None:
         record(metrics, "Release", answer.result)

@@ -116,3 +116,9 @@ def test_oversized_bodies_are_413_before_parsing(app: Any) -> None:
     assert item_count(app.ddb, "tally-unit") == 0
     largest_post = {"authorId": "a", "body": "\u2603" * 4000}  # 4,000 three-byte characters, escaped as \\uXXXX
     assert invoke(app, api_event("POST", "/posts", largest_post))[0] == 201
+
+
+def test_a_response_that_breaks_its_model_is_a_500_not_a_4xx(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app.likes, "get_post", lambda post_id: {"postId": post_id, "likeTally": "many"})  # a bug in the layer
+    status, body = invoke(app, api_event("GET", "/posts/p1"))
+    assert (status, body) == (500, {"error": "internal_error", "message": "internal error; the request may be retried"})

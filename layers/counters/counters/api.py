@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel, ConfigDict
 
 from counters.auth import Caller, caller_from_event
 from counters.commands import Deferrer
@@ -31,6 +32,13 @@ lines); anything larger is refused before it is parsed."""
 
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
 OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
+
+
+class Body(BaseModel):
+    """Base of the response models: the documented fields are typed and required; a field a
+    newer layer adds passes through (it never turns a good answer into a 500)."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def error(status: int, code: str, message: str) -> Response:
@@ -114,7 +122,8 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
     With a ``deferrer`` (the retry queue), a contended request that is safe to re-drive is
     queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503.
     """
-    app = TallyResolver(enable_validation=True)
+    # A response that does not match its route's model is a bug: 500 (logged), never a 4xx.
+    app = TallyResolver(enable_validation=True, response_validation_error_http_code=500)
 
     @app.exception_handler(ContentionError)
     def _contention(exc: ContentionError) -> Response:
