@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,6 +71,7 @@ class Audit(Body):
 def create_post(post: CreatePost) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
     created = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId)
+    metrics.add_metric(name="CreatePost.applied", unit=MetricUnit.Count, value=1)
     return json_response(201, created, headers={"Location": f"/posts/{created['postId']}"})
 
 

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -76,6 +77,7 @@ IdempotencyKey = Annotated[
 def create_resource(body: CreateResource) -> Response[ResourceState]:
     app.caller.require_admin("creating a resource")
     created = reservations.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
+    metrics.add_metric(name="CreateResource.applied", unit=MetricUnit.Count, value=1)
     return json_response(201, created, headers={"Location": f"/resources/{body.resourceId}"})
 
 

@@ -320,6 +320,17 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
             resource = call("GET", f"/resources/r-{strategy}").json()
             assert resource["reserved"] == sum(confirmed[strategy].values()) <= 150, (strategy, resource)
             assert resource["reserved"] + resource["available"] == 150
+        # every 409 and every REJECTED replay left nothing behind: one CONFIRMED record per confirmed key
+        records = [
+            item
+            for page in ddb.get_paginator("scan").paginate(TableName=env.table, ConsistentRead=True)
+            for item in page["Items"]
+            if item["PK"]["S"].startswith("RSV#")
+        ]
+        for strategy in strategies:
+            mine = [r for r in records if r["resourceId"]["S"] == f"r-{strategy}"]
+            assert sorted(r["idempotencyKey"]["S"] for r in mine) == sorted(confirmed[strategy]), strategy
+            assert {r["status"]["S"] for r in mine} == {"CONFIRMED"}, strategy
 
         # releases of every confirmed reservation, sent twice: the quantity comes back once
         from counters.reservations import reservation_id
