@@ -173,6 +173,58 @@ def _marker_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
     return ddb.transact_write_items(TransactItems=[{"Update": update}, {"Put": marker}], ReturnConsumedCapacity="TOTAL")
 
 
+_BASE_KEY = {"PK": {"S": "RES#base"}, "SK": {"S": "META"}}
+OCC_ATTEMPTS = 8  # the layer's budget in this bench (RetryPolicy(max_attempts=8)); the baseline gets the same
+
+
+def _occ_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    """Minimal hand-written OCC (seed 03): read the tag, write with the tag unchanged, retry."""
+    for _ in range(OCC_ATTEMPTS):
+        item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True)["Item"]
+        try:
+            return ddb.update_item(
+                TableName=table,
+                Key=_BASE_KEY,
+                UpdateExpression="SET reserved = :r, available = :a, tag = :new",
+                ConditionExpression="tag = :old",
+                ExpressionAttributeValues={
+                    ":r": {"N": str(int(item["reserved"]["N"]) + 1)},
+                    ":a": {"N": str(int(item["available"]["N"]) - 1)},
+                    ":old": item["tag"],
+                    ":new": {"S": uuid.uuid4().hex},
+                },
+            )
+            return
+        except ddb.exceptions.ConditionalCheckFailedException:
+            continue
+    return {}  # out of attempts, like the layer's contention
+
+
+def _occ_history_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    """The same with the seed's bounded chain of the last 32 writers' tags, kept on the item."""
+    for _ in range(OCC_ATTEMPTS):
+        item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True)["Item"]
+        chain = [*item["tags"]["L"], {"S": f"b{i}"}][-32:]
+        try:
+            return ddb.update_item(
+                TableName=table,
+                Key=_BASE_KEY,
+                UpdateExpression="SET reserved = :r, available = :a, version = :next, tags = :chain",
+                ConditionExpression="version = :v",
+                ExpressionAttributeValues={
+                    ":r": {"N": str(int(item["reserved"]["N"]) + 1)},
+                    ":a": {"N": str(int(item["available"]["N"]) - 1)},
+                    ":v": item["version"],
+                    ":next": {"N": str(int(item["version"]["N"]) + 1)},
+                    ":chain": {"L": chain},
+                },
+            )
+            return
+        except ddb.exceptions.ConditionalCheckFailedException:
+            continue
+    return {}  # out of attempts, like the layer's contention
+
+
 def _ledger_setup(ddb: Any, table: str) -> Any:
     from counters.dynamo import RetryPolicy
     from counters.ledger import Ledger
@@ -200,6 +252,17 @@ SCENARIOS = [
     Scenario("reserve: atomic", _resource_setup("atomic"), _approach_layer, _atomic_baseline, 1.0, "1 UpdateItem"),
     Scenario("reserve: crt", _resource_setup("crt"), _approach_layer, _crt_baseline, 2.0, "1 item x 2 WCU (transactional)"),
     Scenario("reserve: marker", _resource_setup("marker"), _approach_layer, _marker_baseline, 4.0, "2 items x 2 WCU (transactional)"),
+    Scenario(
+        "reserve: occ (one hot item)", _resource_setup("occ"), _approach_layer, _occ_baseline, 1.0, "1 GetItem + 1 UpdateItem per attempt"
+    ),
+    Scenario(
+        "reserve: occ_history (one hot item)",
+        _resource_setup("occ_history"),
+        _approach_layer,
+        _occ_history_baseline,
+        1.0,
+        "1 GetItem + 1 UpdateItem per attempt (item ~1 KB with 32 tags)",
+    ),
     Scenario("ledger append", _ledger_setup, _ledger_layer, _ledger_baseline, 1.0, "1 PutItem (+1 dirty marker per ledger per 5 min)"),
 ]
 
