@@ -178,52 +178,54 @@ _BASE_KEY = {"PK": {"S": "RES#base"}, "SK": {"S": "META"}}
 OCC_ATTEMPTS = 8  # the layer's budget in this bench (RetryPolicy(max_attempts=8)); the baseline gets the same
 
 
-def _occ_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
-    """Minimal hand-written OCC (seed 03): read the tag, write with the tag unchanged, retry."""
+def _occ_write(ddb: Any, table: str, update: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Minimal hand-written OCC (seed 03): read, write if unchanged since the read, retry.
+    ``update`` turns the item read into the conditional write's expressions."""
     for _ in range(OCC_ATTEMPTS):
         item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True)["Item"]
+        counts = {":r": {"N": str(int(item["reserved"]["N"]) + 1)}, ":a": {"N": str(int(item["available"]["N"]) - 1)}}
+        write = update(item)
         try:
             return ddb.update_item(
                 TableName=table,
                 Key=_BASE_KEY,
-                UpdateExpression="SET reserved = :r, available = :a, tag = :new",
-                ConditionExpression="tag = :old",
-                ExpressionAttributeValues={
-                    ":r": {"N": str(int(item["reserved"]["N"]) + 1)},
-                    ":a": {"N": str(int(item["available"]["N"]) - 1)},
-                    ":old": item["tag"],
-                    ":new": {"S": uuid.uuid4().hex},
-                },
+                UpdateExpression=write["UpdateExpression"],
+                ConditionExpression=write["ConditionExpression"],
+                ExpressionAttributeValues={**counts, **write["ExpressionAttributeValues"]},
             )
-            return
         except ddb.exceptions.ConditionalCheckFailedException:
             continue
     return {}  # out of attempts, like the layer's contention
+
+
+def _occ_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    """The entity tag: unchanged since the read, replaced by a new one."""
+    return _occ_write(
+        ddb,
+        table,
+        lambda item: {
+            "UpdateExpression": "SET reserved = :r, available = :a, tag = :new",
+            "ConditionExpression": "tag = :old",
+            "ExpressionAttributeValues": {":old": item["tag"], ":new": {"S": uuid.uuid4().hex}},
+        },
+    )
 
 
 def _occ_history_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
-    """The same with the seed's bounded chain of the last 32 writers' tags, kept on the item."""
-    for _ in range(OCC_ATTEMPTS):
-        item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True)["Item"]
-        chain = [*item["tags"]["L"], {"S": f"b{i}"}][-32:]
-        try:
-            return ddb.update_item(
-                TableName=table,
-                Key=_BASE_KEY,
-                UpdateExpression="SET reserved = :r, available = :a, version = :next, tags = :chain",
-                ConditionExpression="version = :v",
-                ExpressionAttributeValues={
-                    ":r": {"N": str(int(item["reserved"]["N"]) + 1)},
-                    ":a": {"N": str(int(item["available"]["N"]) - 1)},
-                    ":v": item["version"],
-                    ":next": {"N": str(int(item["version"]["N"]) + 1)},
-                    ":chain": {"L": chain},
-                },
-            )
-            return
-        except ddb.exceptions.ConditionalCheckFailedException:
-            continue
-    return {}  # out of attempts, like the layer's contention
+    """A version, plus the seed's bounded chain of the last 32 writers' tags on the item."""
+    return _occ_write(
+        ddb,
+        table,
+        lambda item: {
+            "UpdateExpression": "SET reserved = :r, available = :a, version = :next, tags = :chain",
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": {
+                ":v": item["version"],
+                ":next": {"N": str(int(item["version"]["N"]) + 1)},
+                ":chain": {"L": [*item["tags"]["L"], {"S": f"b{i}"}][-32:]},
+            },
+        },
+    )
 
 
 def _ledger_setup(ddb: Any, table: str) -> Any:
