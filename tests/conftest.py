@@ -24,6 +24,10 @@ os.environ.update(
         "AWS_REGION": "us-east-1",
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        # The layer's clients refuse any DynamoDB/SQS call made outside its retry engine
+        # (counters.engine.run): a call with no retry fails the test that reaches it. The
+        # local stack's worker processes inherit it.
+        "TALLY_ENGINE_GUARD": "1",
     }
 )
 

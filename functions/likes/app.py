@@ -5,7 +5,7 @@ from typing import Annotated
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
@@ -67,12 +67,23 @@ class Audit(Body):
     drift: int
 
 
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=ID_PATTERN,
+        description="Makes a re-send the same post (the id is derived from the author and the key); "
+        "without it, send your own postId to make re-sends safe",
+    ),
+]
+
+
 @app.post("/posts")
-def create_post(post: CreatePost) -> Response[Post]:
+def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
-    created = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId)
-    metrics.add_metric(name="CreatePost.applied", unit=MetricUnit.Count, value=1)
-    return json_response(201, created, headers={"Location": f"/posts/{created['postId']}"})
+    created, new = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key)
+    metrics.add_metric(name="CreatePost.applied" if new else "CreatePost.duplicate", unit=MetricUnit.Count, value=1)
+    return json_response(201 if new else 200, created, headers={"Location": f"/posts/{created['postId']}"})
 
 
 @app.get("/posts/<postId>")

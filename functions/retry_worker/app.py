@@ -31,18 +31,18 @@ copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
 # A batch whose every record failed is still a partial response (all items), not an invocation error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 RETRY = RetryPolicy.from_env()
-EXECUTORS = {
-    **Likes(TABLE_NAME, retry=RETRY).executors(),
-    **Reservations(TABLE_NAME, retry=RETRY, atomic_policy=os.environ.get("ATOMIC_POLICY", "under")).executors(),
-    **Orders(TABLE_NAME, mode=SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))).executors(),
+REPLAYABLES = {
+    **Likes(TABLE_NAME, retry=RETRY).replayables(),
+    **Reservations(TABLE_NAME, retry=RETRY, atomic_policy=os.environ.get("ATOMIC_POLICY", "under")).replayables(),
+    **Orders(TABLE_NAME, retry=RETRY, mode=SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))).replayables(),
     **Ledger(
         TABLE_NAME,
         retry=RETRY,
         retry_window=float(os.environ.get("LEDGER_RETRY_WINDOW_SECONDS", "600")),
         margin=float(os.environ.get("LEDGER_COMPACTION_MARGIN_SECONDS", "900")),
-    ).executors(),
+    ).replayables(),
 }
-replayer = Replayer(TABLE_NAME, DLQ_URL, executors=EXECUTORS)
+replayer = Replayer(TABLE_NAME, DLQ_URL, executors=REPLAYABLES, retry=RETRY)
 
 
 def record_handler(record: SQSRecord) -> None:

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutErr
 
 from counters.dynamo import Failure, RetryPolicy, classify
 from counters.outcome import Capacity, Outcome
-from counters.tx import transact
+from counters.engine import transact
 
 
 def client_error(code: str, status: int = 400, reasons: list[dict[str, Any]] | None = None, **extra: Any) -> ClientError:
@@ -169,7 +169,7 @@ class FlakyReads:
 
 
 def test_reads_are_retried_on_throttling_then_surface_as_contention() -> None:
-    from counters.dynamo import read
+    from counters.engine import read
     from counters.errors import ContentionError
 
     ddb, cap = FlakyReads(failures=2), Capacity()

@@ -127,14 +127,13 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
 
     @app.exception_handler(ContentionError)
     def _contention(exc: ContentionError) -> Response:
-        if deferrer is not None and exc.replay is not None:
-            op, payload, token = exc.replay
+        if deferrer is not None and exc.command is not None:
             try:
-                command = deferrer.defer(op, payload, token, owner=app.caller.owner)
+                command = deferrer.defer(exc.command, owner=app.caller.owner)
             except Exception:  # noqa: BLE001 - not acknowledged: the caller gets the 503 and retries
-                logger.exception("could not defer a contended request", extra={"op": op})
+                logger.exception("could not defer a contended request", extra={"op": exc.command.op})
             else:
-                logger.info("deferred to the retry queue", extra={"op": op, "operationId": command.operation_id})
+                logger.info("deferred to the retry queue", extra={"op": command.op, "operationId": command.operation_id})
                 return json_response(
                     202,
                     {"status": "PENDING", "operationId": command.operation_id},

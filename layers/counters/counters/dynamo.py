@@ -38,8 +38,6 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from counters.errors import ContentionError
-
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 1},  # SDK retries OFF: see module doc
     connect_timeout=2,
@@ -58,7 +56,10 @@ def client() -> Any:
     if _client is None:
         with _client_lock:
             if _client is None:
+                from counters.engine import guard
+
                 _client = boto3.session.Session().client("dynamodb", config=CLIENT_CONFIG)
+                guard(_client.meta.events, "dynamodb")
     return _client
 
 
@@ -124,6 +125,7 @@ THROTTLE_CODES = frozenset(
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
         "RequestLimitExceeded",
+        "RequestThrottled",  # SQS
         # CancellationReasons codes
         "ThrottlingError",
         "ProvisionedThroughputExceeded",
@@ -218,66 +220,3 @@ class RetryPolicy:
         delay = self.rng.uniform(0, min(self.max_delay, self.base_delay * (2 ** (attempt - 1))))
         self.sleep(delay)
         return delay
-
-
-DYNAMO_ERRORS = (ClientError, BotoCoreError)
-
-
-@dataclass
-class SingleCall:
-    """How one single-item call ended after :func:`call`'s retries."""
-
-    response: dict[str, Any] | None
-    failure: Classified | None
-    attempts: int
-    unknown_seen: bool
-    stopped: bool = False
-    """``before`` refused another attempt."""
-
-
-def call(
-    operation: Callable[..., Any],
-    policy: RetryPolicy,
-    capacity: Any = None,
-    *,
-    write: bool = False,
-    before: Callable[[], bool] | None = None,
-    **kwargs: Any,
-) -> SingleCall:
-    """One single-item call (read, conditional put, idempotent delete) with the layer's
-    classification and backoff. Only for calls that are safe to re-send: reads, and writes
-    whose condition turns a committed re-send into a visible condition failure.
-    A condition failure returns at once (``failure.kind`` CONDITION); ``before`` may veto a
-    further attempt (e.g. a retry window closing)."""
-    kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
-    unknown, failure = False, None
-    for attempt in range(1, policy.max_attempts + 1):
-        if before is not None and not before():
-            return SingleCall(None, failure, attempt - 1, unknown, stopped=True)
-        try:
-            response = operation(**kwargs)
-        except DYNAMO_ERRORS as exc:
-            if capacity is not None:
-                capacity.add_response(getattr(exc, "response", None), write=write)
-            failure = classify(exc)
-            if failure is None:
-                raise
-            if failure.kind is Failure.CONDITION:
-                return SingleCall(None, failure, attempt, unknown)
-            unknown = unknown or failure.kind is Failure.UNKNOWN
-            if attempt < policy.max_attempts:
-                policy.backoff(attempt)
-            continue
-        if capacity is not None:
-            capacity.add_response(response, write=write)
-        return SingleCall(response, None, attempt, unknown)
-    return SingleCall(None, failure, policy.max_attempts, unknown)
-
-
-def read(operation: Callable[..., Any], policy: RetryPolicy, capacity: Any = None, **kwargs: Any) -> dict[str, Any]:
-    """A read (GetItem, Query, TransactGetItems...) retried on throttling, conflicts and 5xx;
-    :class:`~counters.errors.ContentionError` (503, retryable) when the budget runs out."""
-    outcome = call(operation, policy, capacity, **kwargs)
-    if outcome.response is None:
-        raise ContentionError(f"DynamoDB is busy ({outcome.failure.code if outcome.failure else 'unknown'}); retry the request")
-    return outcome.response

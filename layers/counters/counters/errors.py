@@ -6,6 +6,8 @@ Botocore error codes are mapped to these once, in :mod:`counters.dynamo`, chaine
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CounterError(Exception):
     """Root of every error the layer raises on purpose."""
@@ -79,12 +81,10 @@ class ContentionError(CounterError):
     default_message = "the item is busy; retry the same request later"
     status = 503
 
-    def __init__(
-        self, message: str | None = None, *, cause_code: str | None = None, replay: tuple[str, dict, str | None] | None = None
-    ) -> None:
+    def __init__(self, message: str | None = None, *, cause_code: str | None = None, command: Any = None) -> None:
         super().__init__(message, cause_code=cause_code)
-        self.replay = replay
-        """(operation, payload, token) to re-drive the request later, when it is safe to."""
+        self.command = command
+        """A :class:`counters.commands.Command` to re-drive the request later, when it is safe to."""
 
 
 class InsufficientCapacity(CounterError):

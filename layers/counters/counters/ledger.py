@@ -60,13 +60,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.commands import Command, Executor, PoisonMessage
-from counters.dynamo import Failure, RetryPolicy, SingleCall, call, client, from_item, to_item
-from counters.dynamo import read as read_item
+from counters.commands import Command, Replayable, Verdict, new_request_id, require
+from counters.dynamo import Failure, RetryPolicy, client, from_item, to_item
+from counters.engine import Report, run, transact
+from counters.engine import read as read_item
 from counters.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest, WrongRegion
 from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
 
 ENTRY_PREFIX = "ENTRY#"
 SNAPSHOT = "SNAPSHOT"
@@ -128,6 +128,20 @@ def new_key(at: float | None = None) -> str:
     at_ms = int((time.time() if at is None else at) * 1000)
     value = (at_ms << 80) | secrets.randbits(80)
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+@dataclass(frozen=True)
+class AppendPayload:
+    """A deferred append."""
+
+    ledgerId: str
+    amount: int
+    idempotencyKey: str
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.ledgerId), "invalid ledgerId")
+        require(isinstance(self.amount, int) and not isinstance(self.amount, bool) and self.amount != 0, "invalid amount")
+        require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
 
 
 @dataclass
@@ -256,10 +270,10 @@ class Ledger:
 
     def _call(
         self, operation: Callable[..., Any], capacity: Capacity, *, write: bool, before: Callable[[], bool] | None = None, **kwargs: Any
-    ) -> SingleCall:
+    ) -> Report:
         """Every call here is safe to re-send: conditional puts (the condition turns a committed
         resend into a visible duplicate), idempotent deletes/puts of markers, and reads."""
-        return call(operation, self.retry, capacity, write=write, before=before, **kwargs)
+        return run(operation, kwargs, policy=self.retry, capacity=capacity, write=write, before=before)
 
     # ------------------------------------------------------------------ append
     def check_fresh(self, key: EntryKey) -> None:
@@ -276,7 +290,7 @@ class Ledger:
     def _is_fresh(self, key: EntryKey) -> bool:
         return key.at_ms >= self._now_ms() - int(self.retry_window * 1000)
 
-    def append(self, ledger_id: str, amount: int, idempotency_key: str) -> Result:
+    def append(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> Result:
         """Write one entry. ``value`` is the entry id.
 
         Outcomes: ``applied``; ``duplicate`` (this key's entry exists with this amount);
@@ -295,7 +309,8 @@ class Ledger:
             return result
         if not self._mark_dirty(ledger_id, key, result.capacity):
             return result
-        item = {"PK": ledger_pk(ledger_id), "SK": key.sk, "amount": amount}
+        # the entry carries the id of the request that wrote it: a re-drive of that request knows it is its own
+        item = {"PK": ledger_pk(ledger_id), "SK": key.sk, "amount": amount, "requestId": request_id or new_request_id()}
         call = self._call(
             self.dynamodb.put_item,
             result.capacity,
@@ -322,13 +337,14 @@ class Ledger:
         if old.get("amount") != amount:
             result.outcome, result.reason = Outcome.REJECTED, "key_reused"
             return result
-        # Our own earlier attempt (its answer was lost) or an earlier request with this key.
-        result.outcome = Outcome.APPLIED if call.unknown_seen else Outcome.DUPLICATE
+        # This request's own earlier attempt (its answer was lost), or an earlier request with this key.
+        result.outcome = Outcome.APPLIED if old.get("requestId") == item["requestId"] else Outcome.DUPLICATE
         return result
 
-    def post_entry(self, ledger_id: str, amount: int, idempotency_key: str) -> tuple[str, bool, Result]:
+    def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:
         """``append`` for an API: (entry id, created now?, result); raises for the failures."""
-        result = self.append(ledger_id, amount, idempotency_key)
+        request_id = request_id or new_request_id()
+        result = self.append(ledger_id, amount, idempotency_key, request_id=request_id)
         if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
             return result.value, result.outcome is Outcome.APPLIED, result
         if result.reason == "key_reused":
@@ -338,23 +354,19 @@ class Ledger:
                 raise IdempotencyKeyExpired("the key expired while retrying an unknown outcome; the entry may exist")
             raise IdempotencyKeyExpired()
         # Safe to re-drive: the entry's key makes a replay a duplicate (while the key is fresh).
-        replay = ("ledger_append", {"ledgerId": ledger_id, "amount": amount, "idempotencyKey": idempotency_key}, None)
-        raise ContentionError(f"ledger {ledger_id!r} is busy after {result.attempts} attempts; retry with the same key", replay=replay)
+        command = Command("ledger_append", {"ledgerId": ledger_id, "amount": amount, "idempotencyKey": idempotency_key}, request_id)
+        raise ContentionError(f"ledger {ledger_id!r} is busy after {result.attempts} attempts; retry with the same key", command=command)
 
-    def executors(self) -> dict[str, Executor]:
-        """Replays of deferred appends for the retry worker."""
-        return {"ledger_append": self._redrive_append}
+    def replayables(self) -> dict[str, Replayable]:
+        """The deferred appends the retry worker replays."""
+        return {"ledger_append": Replayable(AppendPayload, self._replay_append)}
 
-    def _redrive_append(self, command: Command) -> tuple[str, dict[str, Any]]:
-        p = command.payload
-        ledger_id, amount, key = p.get("ledgerId"), p.get("amount"), p.get("idempotencyKey")
-        if not (valid_id(ledger_id) and isinstance(amount, int) and amount != 0 and isinstance(key, str)):
-            raise PoisonMessage("ledger_append: invalid ledgerId/amount/idempotencyKey")
+    def _replay_append(self, p: AppendPayload, command: Command) -> Verdict:
         try:
-            entry_id, created, _ = self.post_entry(ledger_id, amount, key)
+            entry_id, created, _ = self.post_entry(p.ledgerId, p.amount, p.idempotencyKey, request_id=command.operation_id)
         except (IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest) as exc:
-            return "REJECTED", {"error": exc.code, "message": exc.message}
-        return ("APPLIED" if created else "DUPLICATE"), {"ledgerId": ledger_id, "entryId": entry_id}
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        return Verdict("APPLIED" if created else "DUPLICATE", {"ledgerId": p.ledgerId, "entryId": entry_id})
 
     def _mark_dirty(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> bool:
         """Record that ``ledger_id`` has entries in ``key``'s time bucket (once per process)."""

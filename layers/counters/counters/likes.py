@@ -16,19 +16,26 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from counters.commands import Command, Executor, PoisonMessage
-from counters.dynamo import RetryPolicy, client, from_item, read, to_item
-from counters.errors import AlreadyExists, ContentionError, IntegrityError, InvalidRequest, NotFound
+from counters.commands import Command, Replayable, Verdict, new_request_id, outcome_update, require
+from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.engine import read, run
+from counters.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, IntegrityError, InvalidRequest, NotFound
 from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
 from counters.refcount import Audit, RefCount
 
+NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 TALLY = "likeTally"
 LIKE_PREFIX = "LIKE#USER#"
 
 
 def post_key(post_id: str) -> dict[str, str]:
     return {"PK": f"POST#{post_id}", "SK": "META"}
+
+
+def post_id_for(author_id: str, idempotency_key: str) -> str:
+    """The post id a key stands for: per author, so one author's key never names another's post."""
+    return uuid.uuid5(NAMESPACE, f"{author_id}\n{idempotency_key}").hex
 
 
 def like_key(post_id: str, user_id: str) -> dict[str, str]:
@@ -63,9 +70,21 @@ class Likes:
     def dynamodb(self) -> Any:
         return self._dynamodb or client()
 
-    def create_post(self, *, author_id: str, body: str, post_id: str | None = None) -> dict[str, Any]:
-        """Create a post with ``likeTally = 0``; raises :class:`AlreadyExists` for a taken id."""
-        post_id = post_id or uuid.uuid4().hex
+    def create_post(
+        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """Create a post with ``likeTally = 0``; returns (the post, created now?).
+
+        Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
+        derived from (author, key); with a client ``post_id`` the id is the client's. Either
+        way the Put is conditioned on the id being new, and a post already stored with the
+        same author and body is this request's (``created`` False: an earlier attempt, or the
+        one whose answer was lost, wrote it). A different post under that id is
+        :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
+        Without either, the id is random and a re-send creates another post.
+        """
+        if post_id is None:
+            post_id = post_id_for(author_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
         item = {
             **post_key(post_id),
             "postId": post_id,
@@ -74,17 +93,24 @@ class Likes:
             TALLY: 0,
             "createdAt": int(time.time()),
         }
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item(item),
-                ConditionExpression="attribute_not_exists(#pk)",  # never overwrite a post (and its tally)
-                ExpressionAttributeNames={"#pk": "PK"},
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except self.dynamodb.exceptions.ConditionalCheckFailedException as exc:
-            raise AlreadyExists(f"post {post_id!r} already exists", cause_code="ConditionalCheckFailed") from exc
-        return public_post(item)
+        params = {
+            "TableName": self.table_name,
+            "Item": to_item(item),
+            "ConditionExpression": "attribute_not_exists(#pk)",  # never overwrite a post (and its tally)
+            "ExpressionAttributeNames": {"#pk": "PK"},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        report = run(self.dynamodb.put_item, params, policy=self.refcount.retry, write=True)
+        if report.outcome is Outcome.APPLIED:
+            return public_post(item), True
+        if report.outcome is not Outcome.REJECTED or report.failure is None:
+            raise ContentionError(f"could not store post {post_id!r}; resend the same request")
+        stored = from_item(report.failure.old_item(0)) or {}
+        if stored.get("authorId") == author_id and stored.get("body") == body:
+            return public_post(stored), False
+        if idempotency_key and post_id == post_id_for(author_id, idempotency_key):
+            raise IdempotencyKeyReused("this Idempotency-Key was already used for a different post")
+        raise AlreadyExists(f"post {post_id!r} already exists", cause_code="ConditionalCheckFailed")
 
     def get_post(self, post_id: str) -> dict[str, Any]:
         item, _ = self.refcount.read(post_key(post_id))
@@ -92,17 +118,23 @@ class Likes:
             raise NotFound(f"post {post_id!r} not found")
         return public_post(item)
 
-    def like(self, post_id: str, user_id: str) -> LikeChange:
-        child = {**like_key(post_id, user_id), "userId": user_id, "likedAt": int(time.time())}
+    def like(self, post_id: str, user_id: str, *, request_id: str | None = None) -> LikeChange:
+        """Like once. The like item carries the request's id, so a re-drive of this request
+        that finds it knows the like is its own (``changed``) rather than an earlier one's."""
+        request_id = request_id or new_request_id()
+        child = {**like_key(post_id, user_id), "userId": user_id, "likedAt": int(time.time()), "requestId": request_id}
         result = self.refcount.link(post_key(post_id), child)
-        return self._change(result, post_id, user_id, liked=True)
+        if result.reason == "already_exists" and (result.value or {}).get("requestId") == request_id:
+            result.outcome, result.reason = Outcome.DUPLICATE, "own_request"  # ours: an attempt whose answer was lost
+        return self._change(result, Command("like", {"postId": post_id, "userId": user_id}, request_id))
 
-    def unlike(self, post_id: str, user_id: str) -> LikeChange:
-        result = self.refcount.unlink(post_key(post_id), like_key(post_id, user_id))
-        return self._change(result, post_id, user_id, liked=False)
+    def unlike(self, post_id: str, user_id: str, *, request_id: str | None = None, also: list[dict[str, Any]] = ()) -> LikeChange:  # type: ignore[assignment]
+        result = self.refcount.unlink(post_key(post_id), like_key(post_id, user_id), also=also)
+        return self._change(result, Command("unlike", {"postId": post_id, "userId": user_id}, request_id or new_request_id()))
 
     @staticmethod
-    def _change(result: Result, post_id: str, user_id: str, *, liked: bool) -> LikeChange:
+    def _change(result: Result, command: Command) -> LikeChange:
+        post_id, liked = command.payload["postId"], command.op == "like"
         if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
             return LikeChange(liked=liked, changed=True, result=result)
         if result.outcome is Outcome.REJECTED:
@@ -112,23 +144,34 @@ class Likes:
                 raise IntegrityError(f"post {post_id!r}: like exists but likeTally is 0")
             return LikeChange(liked=liked, changed=False, result=result)
         # Safe to re-drive: the LIKE# key makes a replay idempotent whatever happened in-line.
-        replay = ("like" if liked else "unlike", {"postId": post_id, "userId": user_id}, None)
-        raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request", replay=replay)
+        raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request", command=command)
 
-    def executors(self) -> dict[str, Executor]:
-        """Replays of deferred like/unlike commands for the retry worker."""
-        return {"like": lambda c: self._replay(c, liked=True), "unlike": lambda c: self._replay(c, liked=False)}
+    def replayables(self) -> dict[str, Replayable]:
+        """The deferred like/unlike commands the retry worker replays."""
+        return {"like": Replayable(LikePayload, self._replay_like), "unlike": Replayable(LikePayload, self._replay_unlike)}
 
-    def _replay(self, command: Command, *, liked: bool) -> tuple[str, dict[str, Any]]:
-        post_id, user_id = command.payload.get("postId"), command.payload.get("userId")
-        if not (valid_id(post_id) and valid_id(user_id)):
-            raise PoisonMessage(f"{command.op}: invalid postId/userId")
+    def _replay_like(self, p: LikePayload, command: Command) -> Verdict:
         try:
-            change = self.like(post_id, user_id) if liked else self.unlike(post_id, user_id)
+            change = self.like(p.postId, p.userId, request_id=command.operation_id)
         except (NotFound, IntegrityError) as exc:
-            return "REJECTED", {"error": exc.code, "message": exc.message}
-        body = {"postId": post_id, "userId": user_id, "liked": liked, "changed": change.changed}
-        return ("APPLIED" if change.changed else "DUPLICATE"), body
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        body = {"postId": p.postId, "userId": p.userId, "liked": True, "changed": change.changed}
+        return Verdict("APPLIED" if change.changed else "DUPLICATE", body)
+
+    def _replay_unlike(self, p: LikePayload, command: Command) -> Verdict:
+        # An unlike deletes the item that could say who changed it: its outcome is recorded in
+        # the same transaction as the change, so the delivery that applies it records APPLIED.
+        body = {"postId": p.postId, "userId": p.userId, "liked": False, "changed": True}
+        record = {"Update": outcome_update(self.table_name, command.operation_id, "APPLIED", body)}
+        try:
+            change = self.unlike(p.postId, p.userId, request_id=command.operation_id, also=[record])
+        except (NotFound, IntegrityError) as exc:
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        if change.changed:
+            return Verdict("APPLIED", body, recorded=True)
+        if change.result.reason == "also_failed":
+            return Verdict("APPLIED", body, recorded=False)  # already final: an earlier delivery
+        return Verdict("DUPLICATE", {**body, "changed": False})
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
         """One page of likers, oldest key first; ``cursor`` is opaque (from the previous page)."""
@@ -158,6 +201,17 @@ class Likes:
         if audit is None:
             raise NotFound(f"post {post_id!r} not found")
         return audit
+
+
+@dataclass(frozen=True)
+class LikePayload:
+    """A deferred like or unlike."""
+
+    postId: str
+    userId: str
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.postId) and valid_id(self.userId), "invalid postId/userId")
 
 
 def public_post(item: dict[str, Any]) -> dict[str, Any]:

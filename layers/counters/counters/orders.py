@@ -33,8 +33,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from counters.commands import Command, Executor, PoisonMessage
+from counters.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.engine import read
 from counters.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
 from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
@@ -98,6 +99,7 @@ class Orders:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.key_ttl_seconds = key_ttl_seconds
+        self.retry = retry or RetryPolicy()
         self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ)
         self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry)
 
@@ -109,12 +111,14 @@ class Orders:
     def mode(self) -> SequenceMode:
         return self.sequence.mode
 
-    def place(self, *, key: str, customer_id: str, items: list[dict[str, Any]]) -> Placed:
-        """Create the order for ``key`` once; a replay answers the same order (``created=False``)."""
+    def place(self, *, key: str, customer_id: str, items: list[dict[str, Any]], request_id: str | None = None) -> Placed:
+        """Create the order for ``key`` once; a replay answers the same order (``created=False``,
+        unless the key record carries this request's id: a re-drive of the request that made it)."""
+        request_id = request_id or new_request_id()
         fingerprint = request_hash(customer_id, items)
         record, capacity = self._get(idempotency_key(key))
         if record is not None:
-            return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity))
+            return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id)
         now = int(time.time())
 
         def order_item(order_id: int) -> dict[str, Any]:
@@ -128,7 +132,13 @@ class Orders:
             }
 
         def items_for(order_id: int) -> list[dict[str, Any]]:
-            record = {**idempotency_key(key), "orderId": order_id, "requestHash": fingerprint, "expiresAt": now + self.key_ttl_seconds}
+            record = {
+                **idempotency_key(key),
+                "orderId": order_id,
+                "requestHash": fingerprint,
+                "requestId": request_id,
+                "expiresAt": now + self.key_ttl_seconds,
+            }
             return [
                 {
                     "Put": {
@@ -159,34 +169,33 @@ class Orders:
         if result.outcome is Outcome.REJECTED and claim.conflicts.get(KEY_RECORD):
             # The key is taken (a concurrent twin, or an earlier attempt of this request): its order is the answer.
             result.outcome = Outcome.DUPLICATE
-            return self._replay(key, claim.conflicts[KEY_RECORD], fingerprint, result)  # type: ignore[arg-type]
+            return self._replay(key, claim.conflicts[KEY_RECORD], fingerprint, result, request_id)  # type: ignore[arg-type]
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
-        replay = ("place_order", {"key": key, "customerId": customer_id, "items": items}, None)
-        raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request", replay=replay)
+        command = Command("place_order", {"key": key, "customerId": customer_id, "items": items}, request_id)
+        raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request", command=command)
 
-    def executors(self) -> dict[str, Executor]:
-        """Replays of deferred order placements for the retry worker."""
-        return {"place_order": self._redrive_place}
+    def replayables(self) -> dict[str, Replayable]:
+        """The deferred order placements the retry worker replays."""
+        return {"place_order": Replayable(PlacePayload, self._replay_place)}
 
-    def _redrive_place(self, command: Command) -> tuple[str, dict[str, Any]]:
-        p = command.payload
-        key, customer_id, items = p.get("key"), p.get("customerId"), p.get("items")
-        if not (isinstance(key, str) and key and valid_id(customer_id) and isinstance(items, list) and items):
-            raise PoisonMessage("place_order: invalid key/customerId/items")
+    def _replay_place(self, p: PlacePayload, command: Command) -> Verdict:
         try:
-            placed = self.place(key=key, customer_id=customer_id, items=items)
+            placed = self.place(key=p.key, customer_id=p.customerId, items=p.items, request_id=command.operation_id)
         except IdempotencyKeyReused as exc:
-            return "REJECTED", {"error": exc.code, "message": exc.message}
-        return ("APPLIED" if placed.created else "DUPLICATE"), placed.order
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        return Verdict("APPLIED" if placed.created else "DUPLICATE", placed.order)
 
-    def _replay(self, key: str, record: dict[str, Any], fingerprint: str, result: Result) -> Placed:
+    def _replay(self, key: str, record: dict[str, Any], fingerprint: str, result: Result, request_id: str) -> Placed:
         if record.get("requestHash") != fingerprint:
             raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different order request")
         order = self.get(int(record["orderId"]))
         result.value = order["orderId"]
-        return Placed(order, created=False, result=result)
+        mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
+        if mine:
+            result.outcome = Outcome.APPLIED
+        return Placed(order, created=mine, result=result)
 
     def get(self, order_id: int) -> dict[str, Any]:
         item, _ = self._get(order_key(order_id))
@@ -201,9 +210,22 @@ class Orders:
 
     def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
         capacity = Capacity()
-        response = self.dynamodb.get_item(TableName=self.table_name, Key=to_item(key), ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
-        capacity.add_response(response, write=False)
+        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
         return from_item(response.get("Item")), capacity
+
+
+@dataclass(frozen=True)
+class PlacePayload:
+    """A deferred order placement."""
+
+    key: str
+    customerId: str
+    items: list[dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.key, str) and bool(self.key), "invalid key")
+        require(valid_id(self.customerId), "invalid customerId")
+        require(isinstance(self.items, list) and bool(self.items), "invalid items")
 
 
 def public_order(item: dict[str, Any]) -> dict[str, Any]:

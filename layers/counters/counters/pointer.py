@@ -27,8 +27,8 @@ import time
 from typing import Any
 
 from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.engine import read, run
 from counters.outcome import Capacity, Outcome, Result
-from counters.write import update_item
 
 # The guard: the first value, or a greater one. Stale, replayed and reordered updates fail here.
 POINTER_IS_BEHIND = "attribute_not_exists(#v) OR #v < :new"
@@ -63,7 +63,8 @@ class Pointer:
 
     def advance(self, value: int) -> Result:
         """Move the pointer to ``value`` if that is forward (see the module doc for outcomes)."""
-        report = update_item(
+        report = run(
+            self.dynamodb.update_item,
             {
                 "TableName": self.table_name,
                 "Key": to_item(self.key),
@@ -75,7 +76,7 @@ class Pointer:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             },
             policy=self.retry,
-            dynamodb=self._dynamodb,
+            write=True,
         )
         result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts, value=value)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
@@ -99,14 +100,15 @@ class Pointer:
         read could return an older value after a newer one). One GetItem, 1 RCU.
         """
         capacity = Capacity()
-        response = self.dynamodb.get_item(
+        response = read(
+            self.dynamodb.get_item,
+            self.retry,
+            capacity,
             TableName=self.table_name,
             Key=to_item(self.key),
             ProjectionExpression="#v",
             ExpressionAttributeNames={"#v": self.attribute},
             ConsistentRead=True,
-            ReturnConsumedCapacity="TOTAL",
         )
-        capacity.add_response(response, write=False)
         item = from_item(response.get("Item"))
         return (int(item[self.attribute]) if item and self.attribute in item else None), capacity

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item, read, to_item
+from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.engine import read, transact
 from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
 
 # Condition fragments, named for what they guard.
 CHILD_IS_NEW = "attribute_not_exists(#sk)"  # one child per key: the double-count guard
@@ -70,11 +70,12 @@ class RefCount:
     def _names(self) -> dict[str, str]:
         return {"#pk": self.pk, "#sk": self.sk, "#tally": self.tally}
 
-    def link(self, parent: dict[str, Any], child: dict[str, Any]) -> Result:
+    def link(self, parent: dict[str, Any], child: dict[str, Any], *, also: list[dict[str, Any]] = ()) -> Result:  # type: ignore[assignment]
         """Create ``child`` (full item, key included) and add 1 to the parent's tally.
 
-        Outcomes: ``applied``; ``rejected`` with reason ``already_exists`` (child was there)
-        or ``parent_missing``; ``contention``.
+        Outcomes: ``applied``; ``rejected`` with reason ``already_exists`` (child was there:
+        ``value`` is the stored child) or ``parent_missing``; ``contention``. ``also``: more
+        actions to commit in the same transaction (reason ``also_failed`` if one's condition fails).
         """
         items = [
             {
@@ -83,6 +84,7 @@ class RefCount:
                     "Item": to_item(child),
                     "ConditionExpression": CHILD_IS_NEW,
                     "ExpressionAttributeNames": {"#sk": self.sk},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",  # who wrote the child that is there
                 }
             },
             {
@@ -96,14 +98,14 @@ class RefCount:
                 }
             },
         ]
-        return self._run(items, child_reason="already_exists")
+        return self._run([*items, *also], child_reason="already_exists")
 
-    def unlink(self, parent: dict[str, Any], child_key: dict[str, Any]) -> Result:
+    def unlink(self, parent: dict[str, Any], child_key: dict[str, Any], *, also: list[dict[str, Any]] = ()) -> Result:  # type: ignore[assignment]
         """Delete the child and subtract 1 from the parent's tally.
 
-        Outcomes: ``applied``; ``rejected`` with reason ``not_linked``, ``parent_missing`` or
-        ``tally_would_go_negative`` (an integrity fault: the child exists but the tally is 0);
-        ``contention``.
+        Outcomes: ``applied``; ``rejected`` with reason ``not_linked``, ``parent_missing``,
+        ``tally_would_go_negative`` (an integrity fault: the child exists but the tally is 0)
+        or ``also_failed``; ``contention``.
         """
         items = [
             {
@@ -127,7 +129,7 @@ class RefCount:
                 }
             },
         ]
-        return self._run(items, child_reason="not_linked")
+        return self._run([*items, *also], child_reason="not_linked")
 
     def _run(self, items: list[dict[str, Any]], *, child_reason: str) -> Result:
         report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
@@ -138,6 +140,9 @@ class RefCount:
                 result.reason = "parent_missing"  # no parent: nothing else matters
             elif 0 in failed:
                 result.reason = child_reason  # the child guard: nothing to (un)link
+                result.value = from_item(report.failure.old_item(0))
+            elif any(i >= 2 for i in failed):
+                result.reason = "also_failed"
             else:
                 result.reason = "tally_would_go_negative"  # child present, tally already 0
         return result

@@ -4,7 +4,7 @@
 |---|---|---|
 | resource | ``RES#<id>`` | ``META``: capacity, strategy, shards; the counter itself when unsharded |
 | shard | ``RES#<id>#<n>`` | ``SHARD``: a share of the capacity (write sharding) |
-| reservation | ``RSV#<reservationId>`` | ``RSV``: quantity, status, allocation, TTL (the marker of approach 5) |
+| reservation | ``RSV#<reservationId>`` | ``RSV``: quantity, status, allocation, ``requestId`` (the marker of approach 5) |
 
 The reservation id is ``uuid5(resourceId, Idempotency-Key)`` when a key is given (so a
 redelivered request maps to the same reservation, and the id doubles as the approach's
@@ -17,12 +17,29 @@ approach but ``marker``, whose transaction wrote the record already - the record
 ``attribute_not_exists``. That conditional Put decides which of two concurrent duplicates
 answers 201 and which 200. If the caller dies between the counter write and the record, the
 count holds a reservation without a record: for the token-remembering approaches a retry of
-the same key writes the missing record (the approach answers ``duplicate``); for ``atomic``
-and ``occ`` the hold stays unaccounted (their documented over-count).
+the same key writes the missing record (the approach answers ``duplicate``).
+
+``atomic`` and ``occ`` remember nothing, so with a key the record **claims the key first**: a
+conditional Put of a ``PENDING`` record, then the apply, then ``PENDING -> CONFIRMED`` with the
+allocation. Twenty concurrent requests with one key and different quantities: one claims, the
+others are answered from the claim (422 for another quantity) and never touch the counter, so
+a 422 means nothing was taken. A rejected or contended apply drops its claim; an ambiguous one
+marks the record ``UNKNOWN`` (the documented bound of those approaches: it may hold the
+quantity, and it cannot be released); a claim left ``PENDING`` by a caller that died is read
+as ``UNKNOWN`` after :data:`CLAIM_SECONDS`.
+
+Every record carries the ``requestId`` of the request that wrote it, so a re-drive of the same
+request (the retry worker, or an attempt whose answer was lost) tells "mine" (201 / APPLIED)
+from "an earlier request's" (200 / DUPLICATE).
+
+Holds never expire: a ``CONFIRMED`` record has no TTL (a TTL deleting it would strand its
+quantity: release would answer 404 and the count would keep it forever). Only a ``RELEASED``
+record gets one (``expiresAt``, :data:`RELEASED_TTL_SECONDS` by default).
 
 Give back (``release``): one transaction on every strategy - the record's status
-``CONFIRMED -> RELEASED`` (conditioned on ``CONFIRMED``) plus the approach's give-back on each
-counter item of the allocation - so the quantity returns exactly once whatever retries.
+``CONFIRMED -> RELEASED`` (conditioned on ``CONFIRMED``; it records ``releasedBy``, the
+request's id, and starts the TTL) plus the approach's give-back on each counter item of the
+allocation - so the quantity returns exactly once whatever retries.
 """
 
 from __future__ import annotations
@@ -35,10 +52,11 @@ from typing import Any
 
 from counters import sharding
 from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create
-from counters.approaches.marker import DEFAULT_TTL_SECONDS, marker_key
+from counters.approaches.marker import marker_key
 from counters.auth import Caller
-from counters.commands import Command, Executor, PoisonMessage
-from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, client, from_item, read, to_item
+from counters.commands import Command, Replayable, Verdict, new_request_id, require
+from counters.dynamo import Classified, RetryPolicy, client, from_item, to_item
+from counters.engine import Report, Stop, read, run, transact
 from counters.errors import (
     AlreadyExists,
     AmbiguousOutcome,
@@ -52,14 +70,19 @@ from counters.errors import (
 )
 from counters.ids import valid_id
 from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
 
 NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
 CONFIRMED, RELEASED = "CONFIRMED", "RELEASED"
+PENDING, UNKNOWN = "PENDING", "UNKNOWN"  # atomic/occ with a key: claimed, not yet applied / outcome unknown
+RELEASED_TTL_SECONDS = 30 * 24 * 3600
+"""How long a released record is kept (it answers replays of the release and of its key)."""
+CLAIM_SECONDS = 120
+"""A claim still PENDING after this long was left by a caller that died (functions time out sooner)."""
 
 # Condition fragments
 IS_NEW = "attribute_not_exists(#pk)"  # never overwrite a resource, shard or reservation record
 IS_CONFIRMED = "#status = :confirmed"  # a reservation gives its quantity back once
+IS_PENDING = "#status = :pending"  # only the claim's own request settles it
 
 
 def resource_key(resource_id: str) -> dict[str, str]:
@@ -111,7 +134,7 @@ class Reservations:
         atomic_policy: str = "under",
         history: int = 32,
         max_tokens: int = 250,
-        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        released_ttl_seconds: int = RELEASED_TTL_SECONDS,
         rng: random.Random | None = None,
     ) -> None:
         self.table_name = table_name
@@ -121,9 +144,8 @@ class Reservations:
             "atomic": {"policy": atomic_policy},
             "occ_history": {"history": history},
             "set": {"max_tokens": max_tokens},
-            "marker": {"ttl_seconds": ttl_seconds},
         }
-        self.ttl_seconds = ttl_seconds
+        self.released_ttl_seconds = released_ttl_seconds
         self.rng = rng or random.Random()
         self._approaches: dict[str, Approach] = {}
 
@@ -205,7 +227,15 @@ class Reservations:
         }
 
     # -- reservations ----------------------------------------------------------------------------
-    def reserve(self, resource_id: str, quantity: int, idempotency_key: str | None = None, *, owner: str | None = None) -> Reservation:
+    def reserve(
+        self,
+        resource_id: str,
+        quantity: int,
+        idempotency_key: str | None = None,
+        *,
+        owner: str | None = None,
+        request_id: str | None = None,
+    ) -> Reservation:
         """Take ``quantity``; ``owner`` (the verified caller, None with authorization off) is
         recorded, and only they (or an admin) may read or release the reservation."""
         if quantity < 1:
@@ -214,26 +244,36 @@ class Reservations:
         approach = self.approach(resource.strategy)
         if approach.needs_token and not idempotency_key:
             raise InvalidRequest(f"the Idempotency-Key header is required for strategy {resource.strategy!r}")
+        request_id = request_id or new_request_id()
         rid = reservation_id(resource_id, idempotency_key, owner) if idempotency_key else str(uuid.uuid4())
-        if idempotency_key:
-            existing, _ = self._get(marker_key(rid))
-            if existing is not None:
-                return self._replay(existing, quantity)
-        record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy}
+        record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy, "requestId": request_id}
         if owner is not None:
             record["owner"] = owner
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
+            existing, _ = self._get(marker_key(rid))
+            if existing is not None:
+                return self._replay(existing, quantity, request_id)
+            if not approach.needs_token:  # nothing else remembers the key: claim it before taking anything
+                claimed, existing = self._put_record(rid, {**record, "quantity": quantity}, status=PENDING)
+                if not claimed:
+                    return self._replay(existing, quantity, request_id)
         if resource.shards == 1:
             result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
             if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
                 result.value = {"allocation": {resource.counter_keys[0]["PK"]: quantity}, **(result.value or {})}
         else:
             result = sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
-        return self._answer(approach, resource, rid, quantity, record, result)
+        claimed = bool(idempotency_key) and not approach.needs_token
+        try:
+            return self._answer(approach, resource, rid, quantity, record, result, claimed)
+        except Exception:
+            if claimed and result.outcome in (Outcome.REJECTED, Outcome.CONTENTION):
+                self._settle_claim(rid, None)  # nothing was taken: free the key
+            raise
 
     def _answer(
-        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, Any], result: Result
+        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, Any], result: Result, claimed: bool
     ) -> Reservation:
         value = result.value or {}
         if result.outcome is Outcome.REJECTED:
@@ -251,64 +291,93 @@ class Reservations:
         if result.outcome is Outcome.CONTENTION:
             raise ContentionError(
                 f"resource {resource.resource_id!r} is busy; retry the same request (same Idempotency-Key)",
-                replay=self._reserve_replay(approach, resource.resource_id, quantity, record),
+                command=self._reserve_command(approach, resource.resource_id, quantity, record),
             )
         if result.outcome is Outcome.AMBIGUOUS:
+            if claimed:
+                self._settle_claim(rid, None, status=UNKNOWN)
             raise AmbiguousOutcome(
                 f"reservation {rid} may or may not hold {quantity} of {resource.resource_id!r} "
                 f"(strategy {resource.strategy!r} cannot tell after a failure with an unknown outcome)"
             )
+        request_id = record["requestId"]
         if approach.writes_record:  # the marker is the record
             if result.outcome is Outcome.APPLIED:
                 return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-            return Reservation(False, public_reservation(rid, quantity, value.get("marker", {}).get("status", CONFIRMED)), result)
+            marker = value.get("marker", {})
+            return Reservation(marker.get("requestId") == request_id, public_reservation(rid, quantity, marker.get("status", CONFIRMED)), result)
         allocation = value.get("allocation")
+        if claimed:
+            self._settle_claim(rid, allocation)
+            return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         if allocation is None:
             existing, _ = self._get(marker_key(rid))
             if existing is not None:
-                return self._replay(existing, quantity, result)
+                return self._replay(existing, quantity, request_id, result)
             raise ContentionError(
                 "the original request with this Idempotency-Key is still completing; retry it",
-                replay=self._reserve_replay(approach, resource.resource_id, quantity, record),
+                command=self._reserve_command(approach, resource.resource_id, quantity, record),
             )
         created, existing = self._put_record(rid, {**record, "quantity": quantity, "allocation": allocation})
         if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-        return self._replay(existing, quantity, result)
+        return self._replay(existing, quantity, request_id, result)
 
-    def _replay(self, existing: dict[str, Any], quantity: int, result: Result | None = None) -> Reservation:
+    def _replay(self, existing: dict[str, Any], quantity: int, request_id: str, result: Result | None = None) -> Reservation:
+        """Answer from the stored record: this request's own (``created``), or an earlier one's."""
         if int(existing["quantity"]) != quantity:
             raise IdempotencyKeyReused()
-        return Reservation(False, public_reservation(existing["reservationId"], quantity, existing["status"]), result)
+        rid, status = existing["reservationId"], existing["status"]
+        if status == PENDING and int(existing.get("createdAt", 0)) > time.time() - CLAIM_SECONDS:
+            raise ContentionError("the original request with this Idempotency-Key is still completing; retry it")
+        if status in (PENDING, UNKNOWN):
+            raise AmbiguousOutcome(f"reservation {rid} may or may not hold {quantity}: its request's outcome is unknown")
+        return Reservation(existing.get("requestId") == request_id, public_reservation(rid, quantity, status), result)
 
-    def _put_record(self, rid: str, record: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-        """Put the record unless one exists; returns (created, the stored record)."""
-        now = int(time.time())
-        item = {**marker_key(rid), **record, "status": CONFIRMED, "createdAt": now, "expiresAt": now + self.ttl_seconds}
-        unknown = False
-        for attempt in range(1, self.retry.max_attempts + 1):
-            try:
-                self.dynamodb.put_item(
-                    TableName=self.table_name,
-                    Item=to_item(item),
-                    ConditionExpression=IS_NEW,
-                    ExpressionAttributeNames={"#pk": "PK"},
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    ReturnConsumedCapacity="TOTAL",
-                )
-                return True, item
-            except DYNAMO_ERRORS as exc:
-                failure = classify(exc)
-                if failure is None:
-                    raise
-                if failure.kind is Failure.CONDITION:
-                    stored = from_item(failure.old_item(0)) or {}
-                    # after an unknown outcome, our own committed Put is what we find
-                    return (unknown and stored.get("quantity") == record["quantity"]), stored
-                unknown = unknown or failure.kind is Failure.UNKNOWN
-                if attempt < self.retry.max_attempts:
-                    self.retry.backoff(attempt)
+    def _put_record(self, rid: str, record: dict[str, Any], *, status: str = CONFIRMED) -> tuple[bool, dict[str, Any]]:
+        """Put the record unless one exists; returns (created by this request, the stored record).
+        No TTL: a hold never expires (only a released record does)."""
+        item = {**marker_key(rid), **record, "status": status, "createdAt": int(time.time())}
+        params = {
+            "TableName": self.table_name,
+            "Item": to_item(item),
+            "ConditionExpression": IS_NEW,
+            "ExpressionAttributeNames": {"#pk": "PK"},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+        def exists(_report: Report, failure: Classified) -> Stop:
+            stored = from_item(failure.old_item(0)) or {}
+            # this request's own Put (an attempt whose answer was lost) carries its id
+            return Stop((stored.get("requestId") == record["requestId"], stored))
+
+        report = run(self.dynamodb.put_item, params, policy=self.retry, write=True, on_condition=exists)
+        if report.stopped:
+            return report.value
+        if report.outcome is Outcome.APPLIED:
+            return True, item
         raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
+
+    def _settle_claim(self, rid: str, allocation: dict[str, int] | None, *, status: str = CONFIRMED) -> None:
+        """PENDING -> CONFIRMED (with the allocation) or UNKNOWN; ``allocation`` None and
+        CONFIRMED: nothing was taken, drop the claim. Conditioned on PENDING, so a settled
+        claim is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
+        key = to_item(marker_key(rid))
+        condition = {"ConditionExpression": IS_PENDING, "ExpressionAttributeNames": {"#status": "status"}}
+        if status == CONFIRMED and allocation is None:
+            params = {"TableName": self.table_name, "Key": key, **condition, "ExpressionAttributeValues": to_item({":pending": PENDING})}
+            run(self.dynamodb.delete_item, params, policy=self.retry, write=True)
+            return  # best effort: a claim left behind reads as UNKNOWN after CLAIM_SECONDS
+        values: dict[str, Any] = {":pending": PENDING, ":status": status}
+        update = "SET #status = :status"
+        if allocation is not None:
+            values[":allocation"] = allocation
+            update += ", #allocation = :allocation"
+            condition["ExpressionAttributeNames"]["#allocation"] = "allocation"
+        params = {"TableName": self.table_name, "Key": key, "UpdateExpression": update, **condition, "ExpressionAttributeValues": to_item(values)}
+        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True)
+        if report.outcome is Outcome.CONTENTION:
+            raise ContentionError(f"reservation {rid} was taken but not yet confirmed; retry the same request (same Idempotency-Key)")
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> dict[str, Any]:
         item, _ = self._get(marker_key(rid))
@@ -325,7 +394,7 @@ class Reservations:
             body["releasedAt"] = item["releasedAt"]
         return body
 
-    def release(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Reservation:
+    def release(self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None) -> Reservation:
         """Give the quantity back exactly once; a second release is a no-op (``created`` False).
         With a ``caller``, only the reservation's owner (or an admin) may: checked on the read
         that precedes every write (the owner never changes), so a refusal writes nothing."""
@@ -335,19 +404,40 @@ class Reservations:
             raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if caller is not None:
             caller.require_owner(record.get("owner"), "release this reservation")
+        request_id = request_id or new_request_id()
         quantity = int(record["quantity"])
-        if record["status"] == RELEASED:
-            return Reservation(False, public_reservation(rid, quantity, RELEASED))
+        if record["status"] == RELEASED:  # this request's own release (a re-drive), or an earlier one
+            return Reservation(record.get("releasedBy") == request_id, public_reservation(rid, quantity, RELEASED))
+        if record["status"] == UNKNOWN:
+            raise IntegrityError(f"reservation {rid!r} may or may not hold {quantity} ({resource.strategy} cannot tell): it cannot be released")
+        if record["status"] != CONFIRMED:
+            self._replay(record, quantity, request_id)  # PENDING: still completing (503), or left by a caller that died
         approach = self.approach(resource.strategy)
+        now = int(time.time())
         items = [
             {
                 "Update": {
                     "TableName": self.table_name,
                     "Key": to_item(marker_key(rid)),
-                    "UpdateExpression": "SET #status = :released, #releasedAt = :now",
+                    # who released it (a re-drive of this request knows it was its own), and the TTL starts
+                    "UpdateExpression": "SET #status = :released, #releasedAt = :now, #releasedBy = :request, #expiresAt = :expires",
                     "ConditionExpression": IS_CONFIRMED,
-                    "ExpressionAttributeNames": {"#status": "status", "#releasedAt": "releasedAt"},
-                    "ExpressionAttributeValues": to_item({":released": RELEASED, ":confirmed": CONFIRMED, ":now": int(time.time())}),
+                    "ExpressionAttributeNames": {
+                        "#status": "status",
+                        "#releasedAt": "releasedAt",
+                        "#releasedBy": "releasedBy",
+                        "#expiresAt": "expiresAt",
+                    },
+                    "ExpressionAttributeValues": to_item(
+                        {
+                            ":released": RELEASED,
+                            ":confirmed": CONFIRMED,
+                            ":now": now,
+                            ":request": request_id,
+                            ":expires": now + self.released_ttl_seconds,
+                        }
+                    ),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             }
         ]
@@ -357,58 +447,73 @@ class Reservations:
         if report.outcome is Outcome.APPLIED:
             return Reservation(True, public_reservation(rid, quantity, RELEASED), result)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
-            if 0 in report.failure.failed_conditions():
-                return Reservation(False, public_reservation(rid, quantity, RELEASED), result)  # a concurrent release won
+            if 0 in report.failure.failed_conditions():  # released meanwhile: by this request's lost attempt, or another
+                stored = from_item(report.failure.old_item(0)) or {}
+                return Reservation(stored.get("releasedBy") == request_id, public_reservation(rid, quantity, RELEASED), result)
             raise IntegrityError(f"reservation {rid!r} is confirmed but its counter cannot give {quantity} back")
         # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.
-        raise ContentionError(
-            f"reservation {rid!r} is busy; retry the release", replay=("release", {"resourceId": resource_id, "reservationId": rid}, None)
-        )
+        command = Command("release", {"resourceId": resource_id, "reservationId": rid}, request_id)
+        raise ContentionError(f"reservation {rid!r} is busy; retry the release", command=command)
 
     # -- deferred commands (SQS-driven retries) -------------------------------------------------
     @staticmethod
-    def _reserve_replay(approach: Approach, resource_id: str, quantity: int, record: dict[str, Any]) -> tuple[str, dict, str | None] | None:
+    def _reserve_command(approach: Approach, resource_id: str, quantity: int, record: dict[str, Any]) -> Command | None:
         """Only exact, token-remembering approaches are re-driven; atomic/occ never blindly."""
         key = record.get("idempotencyKey")
         if not (approach.exact and approach.needs_token and key):
             return None
-        payload = {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key}
-        if "owner" in record:
-            payload["owner"] = record["owner"]
-        return ("reserve", payload, record["reservationId"])
+        payload = {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key, "owner": record.get("owner")}
+        return Command("reserve", payload, record["requestId"])
 
-    def executors(self) -> dict[str, Executor]:
-        """Replays of deferred reserve/release commands for the retry worker."""
-        return {"reserve": self._redrive_reserve, "release": self._redrive_release}
+    def replayables(self) -> dict[str, Replayable]:
+        """The deferred reserve/release commands the retry worker replays."""
+        return {"reserve": Replayable(ReservePayload, self._replay_reserve), "release": Replayable(ReleasePayload, self._replay_release)}
 
-    def _redrive_reserve(self, command: Command) -> tuple[str, dict[str, Any]]:
-        p = command.payload
-        resource_id, quantity, key, owner = p.get("resourceId"), p.get("quantity"), p.get("idempotencyKey"), p.get("owner")
-        if not (valid_id(resource_id) and isinstance(quantity, int) and quantity >= 1 and isinstance(key, str) and key):
-            raise PoisonMessage("reserve: invalid resourceId/quantity/idempotencyKey")
-        if owner is not None and not (isinstance(owner, str) and owner):
-            raise PoisonMessage("reserve: invalid owner")
+    def _replay_reserve(self, p: ReservePayload, command: Command) -> Verdict:
         try:
-            answer = self.reserve(resource_id, quantity, key, owner=owner)
+            answer = self.reserve(p.resourceId, p.quantity, p.idempotencyKey, owner=p.owner, request_id=command.operation_id)
         except (InsufficientCapacity, SlotsFull, IdempotencyKeyReused, NotFound, InvalidRequest) as exc:
-            return "REJECTED", {"error": exc.code, "message": exc.message}
-        return ("APPLIED" if answer.created else "DUPLICATE"), answer.body
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        return Verdict("APPLIED" if answer.created else "DUPLICATE", answer.body)
 
-    def _redrive_release(self, command: Command) -> tuple[str, dict[str, Any]]:
-        p = command.payload
-        resource_id, rid = p.get("resourceId"), p.get("reservationId")
-        if not (valid_id(resource_id) and isinstance(rid, str) and valid_id(rid)):
-            raise PoisonMessage("release: invalid resourceId/reservationId")
+    def _replay_release(self, p: ReleasePayload, command: Command) -> Verdict:
         try:
-            answer = self.release(resource_id, rid)
+            answer = self.release(p.resourceId, p.reservationId, request_id=command.operation_id)
         except NotFound as exc:
-            return "REJECTED", {"error": exc.code, "message": exc.message}
-        return ("APPLIED" if answer.created else "DUPLICATE"), {**answer.body, "changed": answer.created}
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        return Verdict("APPLIED" if answer.created else "DUPLICATE", {**answer.body, "changed": answer.created})
 
     def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
         capacity = Capacity()
         response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
         return from_item(response.get("Item")), capacity
+
+
+@dataclass(frozen=True)
+class ReservePayload:
+    """A deferred take."""
+
+    resourceId: str
+    quantity: int
+    idempotencyKey: str
+    owner: str | None = None
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.resourceId), "invalid resourceId")
+        require(isinstance(self.quantity, int) and not isinstance(self.quantity, bool) and self.quantity >= 1, "invalid quantity")
+        require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
+        require(self.owner is None or (isinstance(self.owner, str) and bool(self.owner)), "invalid owner")
+
+
+@dataclass(frozen=True)
+class ReleasePayload:
+    """A deferred give-back."""
+
+    resourceId: str
+    reservationId: str
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.resourceId) and valid_id(self.reservationId), "invalid resourceId/reservationId")
 
 
 def public_reservation(rid: str, quantity: int, status: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ The counter is one item, ``SEQ#<name>`` / ``META``, attribute ``value`` (the las
     condition failed) learns the current value from ``ReturnValuesOnConditionCheckFailure``
     and tries again without a re-read, up to ``occ.max_attempts`` rounds with full-jitter
     backoff. Transient failures inside a round (conflict, throttle, unknown outcome) are
-    :func:`counters.tx.transact`'s: an unknown outcome is re-sent with the same
+    :func:`counters.engine.transact`'s: an unknown outcome is re-sent with the same
     ClientRequestToken, so a committed round replays as success instead of taking a second
     value. Cost: one serialisation point: throughput is bounded by one round trip per value,
     and every writer that loses a race pays a cancelled transaction. Threads sharing one
@@ -40,9 +40,8 @@ from enum import StrEnum
 from typing import Any
 
 from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.engine import read, run, transact
 from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
-from counters.write import update_item
 
 VALUE = "value"
 
@@ -110,15 +109,16 @@ class Sequence:
     def current(self) -> tuple[int | None, Capacity]:
         """The last value taken (strongly consistent), ``None`` before the first."""
         capacity = Capacity()
-        response = self.dynamodb.get_item(
+        response = read(
+            self.dynamodb.get_item,
+            self.retry,
+            capacity,
             TableName=self.table_name,
             Key=to_item(self.key),
             ProjectionExpression="#v",
             ExpressionAttributeNames={"#v": VALUE},
             ConsistentRead=True,
-            ReturnConsumedCapacity="TOTAL",
         )
-        capacity.add_response(response, write=False)
         item = from_item(response.get("Item"))
         return (int(item[VALUE]) if item and VALUE in item else None), capacity
 
@@ -138,7 +138,8 @@ class Sequence:
         return self._claim_gapless(items_for)
 
     def _add(self) -> Result:
-        report = update_item(
+        report = run(
+            self.dynamodb.update_item,
             {
                 "TableName": self.table_name,
                 "Key": to_item(self.key),
@@ -148,7 +149,7 @@ class Sequence:
                 "ReturnValues": "UPDATED_NEW",
             },
             policy=self.retry,
-            dynamodb=self._dynamodb,
+            write=True,
         )
         result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
         if report.outcome is Outcome.APPLIED:

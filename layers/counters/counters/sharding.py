@@ -22,8 +22,8 @@ import random
 from typing import Any
 
 from counters.approaches import AVAILABLE, RESERVED, Approach, result
-from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, from_item, to_item
-from counters.errors import ContentionError
+from counters.dynamo import RetryPolicy, from_item, to_item
+from counters.engine import read
 from counters.outcome import Capacity, Outcome, Result
 
 MAX_SHARDS = 20
@@ -47,24 +47,13 @@ def snapshot(
     (TransactionConflict) or is throttled: it is a read, so every classified failure is
     retried within ``policy``; past the budget, :class:`ContentionError`.
     """
-    policy = policy or RetryPolicy()
-    for attempt in range(1, policy.max_attempts + 1):
-        try:
-            response = ddb.transact_get_items(
-                TransactItems=[{"Get": {"TableName": table_name, "Key": to_item(key)}} for key in keys],
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except DYNAMO_ERRORS as exc:
-            capacity.add_response(getattr(exc, "response", None), write=False)
-            failure = classify(exc)
-            if failure is None or failure.kind is Failure.CONDITION:
-                raise
-            if attempt < policy.max_attempts:
-                policy.backoff(attempt)
-            continue
-        capacity.add_response(response, write=False)
-        return [from_item(r.get("Item")) or {} for r in response["Responses"]]
-    raise ContentionError("the shards are busy; retry")
+    response = read(
+        ddb.transact_get_items,
+        policy or RetryPolicy(),
+        capacity,
+        TransactItems=[{"Get": {"TableName": table_name, "Key": to_item(key)}} for key in keys],
+    )
+    return [from_item(r.get("Item")) or {} for r in response["Responses"]]
 
 
 def plan(keys: list[dict[str, str]], items: list[dict[str, Any]], quantity: int) -> list[tuple[dict[str, str], int]]:

@@ -42,7 +42,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, ClassVar
 
-from counters.dynamo import RetryPolicy, client, from_item, read, to_item
+from counters.dynamo import RetryPolicy, client, from_item, to_item
+from counters.engine import read
 from counters.outcome import Capacity, Outcome, Result
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")

@@ -39,9 +39,9 @@ from counters.approaches import (
     rejection,
     result,
 )
-from counters.dynamo import DYNAMO_ERRORS, Failure, classify, client, to_item
-from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
+from counters.dynamo import client, to_item
+from counters.engine import Report, Stop, run, transact
+from counters.outcome import Outcome, Result
 
 Policy = Literal["over", "under"]
 
@@ -83,44 +83,35 @@ class Atomic(Approach):
         bounded: bool = True,
         record: dict[str, Any] | None = None,
     ) -> Result:
-        capacity = Capacity()
-        unknowns = 0
-        attempt = 0
-        for attempt in range(1, self.retry.max_attempts + 1):
-            try:
-                response = self.dynamodb.update_item(
-                    TableName=self.table_name,
-                    Key=to_item(key),
-                    UpdateExpression=ADD_DELTA,
-                    ConditionExpression=guard(delta, bounded),
-                    ExpressionAttributeNames=names(),
-                    ExpressionAttributeValues=to_item(delta_values(delta)),
-                    ReturnValues="UPDATED_NEW",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    ReturnConsumedCapacity="TOTAL",
-                )
-            except DYNAMO_ERRORS as exc:
-                capacity.add_response(getattr(exc, "response", None), write=True)
-                failure = classify(exc)
-                if failure is None:
-                    raise
-                if failure.kind is Failure.CONDITION:
-                    reason, value = rejection(failure.old_item(0), delta)
-                    if unknowns:  # an earlier send may have committed: cannot say "not applied"
-                        return result(Outcome.AMBIGUOUS, capacity, attempt, "unknown_then_rejected", **value)
-                    return result(Outcome.REJECTED, capacity, attempt, reason, **value)
-                if failure.kind is Failure.UNKNOWN:
-                    if self.policy == "under":
-                        return result(Outcome.AMBIGUOUS, capacity, attempt, "not_retried")
-                    unknowns += 1
-                if attempt < self.retry.max_attempts:
-                    self.retry.backoff(attempt)
-                continue
-            capacity.add_response(response, write=True)
-            return result(Outcome.APPLIED, capacity, attempt, "retried_after_unknown" if unknowns else None)
-        if unknowns:
-            return result(Outcome.AMBIGUOUS, capacity, attempt, "budget_exhausted")
-        return result(Outcome.CONTENTION, capacity, attempt)
+        params = {
+            "TableName": self.table_name,
+            "Key": to_item(key),
+            "UpdateExpression": ADD_DELTA,
+            "ConditionExpression": guard(delta, bounded),
+            "ExpressionAttributeNames": names(),
+            "ExpressionAttributeValues": to_item(delta_values(delta)),
+            "ReturnValues": "UPDATED_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+        def unknown(report: Report, _failure: object) -> Stop | None:
+            # under: never re-send (at most once); over: re-send until a definite answer
+            return Stop("not_retried") if self.policy == "under" else None
+
+        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True, on_unknown=unknown)
+        capacity, attempts = report.capacity, report.attempts
+        if report.outcome is Outcome.APPLIED:
+            return result(Outcome.APPLIED, capacity, attempts, "retried_after_unknown" if report.unknown_seen else None)
+        if report.stopped:
+            return result(Outcome.AMBIGUOUS, capacity, attempts, report.value)
+        if report.outcome is Outcome.REJECTED and report.failure is not None:
+            reason, value = rejection(report.failure.old_item(0), delta)
+            if report.unknown_seen:  # an earlier send may have committed: cannot say "not applied"
+                return result(Outcome.AMBIGUOUS, capacity, attempts, "unknown_then_rejected", **value)
+            return result(Outcome.REJECTED, capacity, attempts, reason, **value)
+        if report.unknown_seen:
+            return result(Outcome.AMBIGUOUS, capacity, attempts, "budget_exhausted")
+        return result(Outcome.CONTENTION, capacity, attempts)
 
     def apply_split(
         self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1

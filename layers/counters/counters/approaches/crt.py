@@ -4,7 +4,7 @@ The delta is a one-item ``TransactWriteItems`` (``ADD`` + threshold condition) w
 ClientRequestToken is **derived from the request's idempotency token** (``uuid5`` of the
 token, the table and the counter's key: 36 chars, the API's maximum; DynamoDB keeps tokens
 per account and Region, not per table) and pinned across every retry
-(:func:`counters.tx.transact` with ``token=``). DynamoDB remembers a successful token for
+(:func:`counters.engine.transact` with ``token=``). DynamoDB remembers a successful token for
 10 minutes: the same token with the same parameters is answered with success and changes
 nothing; with other parameters it is ``IdempotentParameterMismatch``.
 
@@ -54,8 +54,8 @@ from counters.approaches import (
     result,
 )
 from counters.dynamo import to_item
+from counters.engine import transact
 from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
 
 NAMESPACE = uuid.UUID("6f1c1e0a-5d0b-4a57-9a53-7a11e5c0c4e1")
 MISMATCH = "IdempotentParameterMismatchException"

@@ -3,7 +3,8 @@
 One ``TransactWriteItems``: the counter update (``ADD`` + threshold condition) and a Put of
 the marker item ``RSV#<token>`` / ``RSV`` conditioned on ``attribute_not_exists(PK)``. The
 marker is the request's memory: it carries ``quantity``, ``status`` (``CONFIRMED``),
-``createdAt``, the shard ``allocation`` and a TTL (``expiresAt``; the table's TTL attribute),
+``createdAt`` and the shard ``allocation``, and no TTL while it holds a quantity (an expired
+marker would strand it: the release that gives it back starts the TTL),
 so it doubles as the reservation record.
 
 Guarantees
@@ -16,7 +17,7 @@ Guarantees
       ``duplicate``, another quantity -> ``rejected`` / ``token_mismatch``. Only the
       counter's condition failed -> ``rejected`` / ``threshold`` (or ``missing``).
     * SDK retries / client retries / redelivery: ``duplicate`` for as long as the marker
-      lives (its TTL, default 30 days - beyond the CRT's 10 minutes). Exact.
+      lives: for as long as it holds the quantity, and the released record's TTL after. Exact.
     * Write sharding: supported; the marker is one per request whatever the shards, so a
       split or a fallback to another shard stays exact.
     * Cost: two items per transactional write (2 x 2 WCU per <= 1 KB item): the most
@@ -31,11 +32,10 @@ from typing import Any
 from counters.approaches import Approach, rejection, result
 from counters.approaches.crt import update_action
 from counters.dynamo import from_item, to_item
+from counters.engine import transact
 from counters.outcome import Capacity, Outcome, Result
-from counters.tx import transact
 
 MARKER_SK = "RSV"
-DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 
 # Condition fragment
 MARKER_IS_NEW = "attribute_not_exists(#pk)"  # one marker per token: the double-apply guard
@@ -52,10 +52,6 @@ class Marker(Approach):
     shardable = True
     writes_record = True
 
-    def __init__(self, table_name: str, *, ttl_seconds: int = DEFAULT_TTL_SECONDS, **kwargs: Any) -> None:
-        super().__init__(table_name, **kwargs)
-        self.ttl_seconds = ttl_seconds
-
     def marker(self, token: str, quantity: int, allocation: dict[str, int], record: dict[str, Any] | None) -> dict[str, Any]:
         now = int(time.time())
         return {
@@ -64,7 +60,6 @@ class Marker(Approach):
             "quantity": quantity,
             "status": "CONFIRMED",
             "createdAt": now,
-            "expiresAt": now + self.ttl_seconds,
             "allocation": allocation,
         }
 

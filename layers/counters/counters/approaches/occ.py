@@ -28,7 +28,8 @@ import uuid
 from typing import Any
 
 from counters.approaches import AVAILABLE, RESERVED, Approach, names, result
-from counters.dynamo import DYNAMO_ERRORS, Failure, classify, from_item, to_item
+from counters.dynamo import Classified, from_item, to_item
+from counters.engine import Report, Resend, Stop, run
 from counters.outcome import Capacity, Outcome, Result
 
 TAG = "tag"
@@ -65,53 +66,56 @@ class Occ(Approach):
         record: dict[str, Any] | None = None,
     ) -> Result:
         capacity = Capacity()
-        item = self.read(key, capacity)
-        attempt = 0
-        for attempt in range(1, self.retry.max_attempts + 1):
+        mine = ""  # the tag our pending write sets
+        old = ""  # the tag it is conditioned on
+
+        def plan(item: dict[str, Any] | None, attempts: int) -> Resend | Stop:
+            """The next write from the item as last seen, or the verdict it already gives."""
+            nonlocal mine, old
             if item is None:
-                return result(Outcome.REJECTED, capacity, attempt, "missing")
+                return Stop(result(Outcome.REJECTED, capacity, attempts, "missing"))
             if bounded and breaches(item, delta):
-                return result(
-                    Outcome.REJECTED, capacity, attempt, "threshold", available=int(item[AVAILABLE]), reserved=int(item[RESERVED])
-                )
+                value = {AVAILABLE: int(item[AVAILABLE]), RESERVED: int(item[RESERVED])}
+                return Stop(result(Outcome.REJECTED, capacity, attempts, "threshold", **value))
             old, mine = item[TAG], new_tag()
-            try:
-                response = self.dynamodb.update_item(
-                    TableName=self.table_name,
-                    Key=to_item(key),
-                    UpdateExpression="SET #reserved = :r, #available = :a, #tag = :new_tag",
-                    ConditionExpression=f"{EXISTS} AND {TAG_UNCHANGED}",
-                    ExpressionAttributeNames={**names(), "#tag": TAG},
-                    ExpressionAttributeValues=to_item(
+            return Resend(
+                {
+                    "TableName": self.table_name,
+                    "Key": to_item(key),
+                    "UpdateExpression": "SET #reserved = :r, #available = :a, #tag = :new_tag",
+                    "ConditionExpression": f"{EXISTS} AND {TAG_UNCHANGED}",
+                    "ExpressionAttributeNames": {**names(), "#tag": TAG},
+                    "ExpressionAttributeValues": to_item(
                         {":r": int(item[RESERVED]) + delta, ":a": int(item[AVAILABLE]) - delta, ":old_tag": old, ":new_tag": mine}
                     ),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    ReturnConsumedCapacity="TOTAL",
-                )
-            except DYNAMO_ERRORS as exc:
-                capacity.add_response(getattr(exc, "response", None), write=True)
-                failure = classify(exc)
-                if failure is None:
-                    raise
-                if failure.kind is Failure.CONDITION:
-                    item = from_item(failure.old_item(0))
-                    if item is not None and item.get(TAG) == mine:
-                        # a re-send (SDK retry) of a write that had committed: ours
-                        return result(Outcome.APPLIED, capacity, attempt, "confirmed_after_resend")
-                elif failure.kind is Failure.UNKNOWN:
-                    item = self.read(key, capacity)
-                    if item is not None and item.get(TAG) == mine:
-                        return result(Outcome.APPLIED, capacity, attempt, "confirmed_after_unknown")
-                    if item is None or item.get(TAG) != old:
-                        return result(Outcome.AMBIGUOUS, capacity, attempt, "third_tag")
-                    # tag unchanged: definitely not applied, retry with the same read
-                # conflict/throttle/not sent: not applied; a stale read is caught by the tag condition
-                if attempt < self.retry.max_attempts:
-                    self.retry.backoff(attempt)
-                continue
-            capacity.add_response(response, write=True)
-            return result(Outcome.APPLIED, capacity, attempt)
-        return result(Outcome.CONTENTION, capacity, attempt)
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            )
+
+        def lost(report: Report, failure: Classified) -> Resend | Stop:
+            item = from_item(failure.old_item(0))
+            if item is not None and item.get(TAG) == mine:  # a re-send (SDK retry) of a write that had committed: ours
+                return Stop(result(Outcome.APPLIED, capacity, report.attempts, "confirmed_after_resend"))
+            return plan(item, report.attempts)  # another writer won: next round from what it wrote
+
+        def unknown(report: Report, _failure: Classified) -> Stop | None:
+            item = self.read(key, capacity)
+            if item is not None and item.get(TAG) == mine:
+                return Stop(result(Outcome.APPLIED, capacity, report.attempts, "confirmed_after_unknown"))
+            if item is None or item.get(TAG) != old:
+                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, "third_tag"))
+            return None  # tag unchanged: definitely not applied, re-send the same write
+
+        first = plan(self.read(key, capacity), 1)
+        if isinstance(first, Stop):
+            return first.value
+        report = run(
+            self.dynamodb.update_item, first.params or {}, policy=self.retry, capacity=capacity, write=True, on_condition=lost, on_unknown=unknown
+        )
+        if report.stopped:
+            return report.value
+        # conflict/throttle/not sent are retried by the engine (a stale read is caught by the tag condition)
+        return result(report.outcome, capacity, report.attempts)
 
     def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
         action = super().release_action(key, quantity, token)

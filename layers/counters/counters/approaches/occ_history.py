@@ -32,7 +32,8 @@ from typing import Any
 
 from counters.approaches import AVAILABLE, RESERVED, Approach, names, result
 from counters.approaches.occ import breaches
-from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, from_item, to_item
+from counters.dynamo import Classified, RetryPolicy, from_item, to_item
+from counters.engine import Report, Resend, Stop, run
 from counters.outcome import Capacity, Outcome, Result
 
 VERSION = "version"
@@ -91,61 +92,64 @@ class OccHistory(Approach):
     ) -> Result:
         capacity = Capacity()
         mine = tag_for(token)
-        item = self.read(key, capacity)
         sent = False  # a send of ours may have committed: our tag then means "applied", not "duplicate"
-        attempt = 0
-        for attempt in range(1, self.retry.max_attempts + 1):
+        version = 0  # the version our pending write is conditioned on
+
+        def plan(item: dict[str, Any] | None, attempts: int) -> Resend | Stop:
+            """The next write from the item as last seen, or the verdict it already gives."""
+            nonlocal version
             if item is None:
-                return result(Outcome.REJECTED, capacity, attempt, "missing")
+                return Stop(result(Outcome.REJECTED, capacity, attempts, "missing"))
             tags = list(item.get(TAGS) or [])
             if mine in tags:
-                return result(Outcome.APPLIED if sent else Outcome.DUPLICATE, capacity, attempt, "found_in_chain")
+                return Stop(result(Outcome.APPLIED if sent else Outcome.DUPLICATE, capacity, attempts, "found_in_chain"))
             if bounded and breaches(item, delta):
-                return result(
-                    Outcome.REJECTED, capacity, attempt, "threshold", available=int(item[AVAILABLE]), reserved=int(item[RESERVED])
-                )
+                value = {AVAILABLE: int(item[AVAILABLE]), RESERVED: int(item[RESERVED])}
+                return Stop(result(Outcome.REJECTED, capacity, attempts, "threshold", **value))
             version = int(item[VERSION])
-            chain = (tags + [mine])[-self.history :]
-            try:
-                response = self.dynamodb.update_item(
-                    TableName=self.table_name,
-                    Key=to_item(key),
-                    UpdateExpression="SET #reserved = :r, #available = :a, #version = :next, #tags = :chain",
-                    ConditionExpression=f"{EXISTS} AND {VERSION_UNCHANGED}",
-                    ExpressionAttributeNames={**names(), "#version": VERSION, "#tags": TAGS},
-                    ExpressionAttributeValues=to_item(
+            return Resend(
+                {
+                    "TableName": self.table_name,
+                    "Key": to_item(key),
+                    "UpdateExpression": "SET #reserved = :r, #available = :a, #version = :next, #tags = :chain",
+                    "ConditionExpression": f"{EXISTS} AND {VERSION_UNCHANGED}",
+                    "ExpressionAttributeNames": {**names(), "#version": VERSION, "#tags": TAGS},
+                    "ExpressionAttributeValues": to_item(
                         {
                             ":r": int(item[RESERVED]) + delta,
                             ":a": int(item[AVAILABLE]) - delta,
                             ":v": version,
                             ":next": version + 1,
-                            ":chain": chain,
+                            ":chain": (tags + [mine])[-self.history :],
                         }
                     ),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    ReturnConsumedCapacity="TOTAL",
-                )
-            except DYNAMO_ERRORS as exc:
-                capacity.add_response(getattr(exc, "response", None), write=True)
-                failure = classify(exc)
-                if failure is None:
-                    raise
-                if failure.kind is Failure.CONDITION:
-                    item = from_item(failure.old_item(0))  # the loop checks our tag first
-                elif failure.kind is Failure.UNKNOWN:
-                    sent = True
-                    item = self.read(key, capacity)
-                    verdict = resolve(item, version, mine)
-                    if verdict == "applied":
-                        return result(Outcome.APPLIED, capacity, attempt, "confirmed_after_unknown")
-                    if verdict == "unknown":
-                        return result(Outcome.AMBIGUOUS, capacity, attempt, "fell_off_chain")
-                if attempt < self.retry.max_attempts:
-                    self.retry.backoff(attempt)
-                continue
-            capacity.add_response(response, write=True)
-            return result(Outcome.APPLIED, capacity, attempt)
-        return result(Outcome.CONTENTION, capacity, attempt)
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            )
+
+        def lost(report: Report, failure: Classified) -> Resend | Stop:
+            return plan(from_item(failure.old_item(0)), report.attempts)  # plan checks our tag first
+
+        def unknown(report: Report, _failure: Classified) -> Resend | Stop:
+            nonlocal sent
+            sent = True
+            item = self.read(key, capacity)
+            verdict = resolve(item, version, mine)
+            if verdict == "applied":
+                return Stop(result(Outcome.APPLIED, capacity, report.attempts, "confirmed_after_unknown"))
+            if verdict == "unknown":
+                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, "fell_off_chain"))
+            return plan(item, report.attempts)  # another writer took our slot: definitely not applied, next round
+
+        first = plan(self.read(key, capacity), 1)
+        if isinstance(first, Stop):
+            return first.value
+        report = run(
+            self.dynamodb.update_item, first.params or {}, policy=self.retry, capacity=capacity, write=True, on_condition=lost, on_unknown=unknown
+        )
+        if report.stopped:
+            return report.value
+        return result(report.outcome, capacity, report.attempts)
 
     def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
         """Give back and append the release's tag: ``version`` keeps matching the chain's end.

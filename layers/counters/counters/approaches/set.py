@@ -36,7 +36,8 @@ from counters.approaches import (
     rejection,
     result,
 )
-from counters.dynamo import DYNAMO_ERRORS, Failure, RetryPolicy, classify, from_item, to_item
+from counters.dynamo import Classified, RetryPolicy, from_item, to_item
+from counters.engine import Report, Stop, run
 from counters.outcome import Capacity, Outcome, Result
 
 TOKENS = "tokens"
@@ -79,35 +80,24 @@ class TokenSet(Approach):
         else:
             expression = "DELETE #tokens :ts ADD #reserved :d, #available :nd"
             condition = f"{guard(delta, bounded)} AND {SEEN}"
-        capacity = Capacity()
-        unknown = False
-        attempt = 0
-        for attempt in range(1, self.retry.max_attempts + 1):
-            try:
-                response = self.dynamodb.update_item(
-                    TableName=self.table_name,
-                    Key=to_item(key),
-                    UpdateExpression=expression,
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames={**names(), "#tokens": TOKENS},
-                    ExpressionAttributeValues=to_item(values),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    ReturnConsumedCapacity="TOTAL",
-                )
-            except DYNAMO_ERRORS as exc:
-                capacity.add_response(getattr(exc, "response", None), write=True)
-                failure = classify(exc)
-                if failure is None:
-                    raise
-                if failure.kind is Failure.CONDITION:
-                    return self._why(failure.old_item(0), token, delta, take, unknown, capacity, attempt)
-                unknown = unknown or failure.kind is Failure.UNKNOWN  # a re-send is safe: the token guards it
-                if attempt < self.retry.max_attempts:
-                    self.retry.backoff(attempt)
-                continue
-            capacity.add_response(response, write=True)
-            return result(Outcome.APPLIED, capacity, attempt)
-        return result(Outcome.CONTENTION, capacity, attempt)
+        params = {
+            "TableName": self.table_name,
+            "Key": to_item(key),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {**names(), "#tokens": TOKENS},
+            "ExpressionAttributeValues": to_item(values),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+        def why(report: Report, failure: Classified) -> Stop:
+            # a re-send after an unknown outcome is safe: the token guards it, and ALL_OLD says why it failed
+            return Stop(self._why(failure.old_item(0), token, delta, take, report.unknown_seen, report.capacity, report.attempts))
+
+        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True, on_condition=why)
+        if report.stopped:
+            return report.value
+        return result(report.outcome, report.capacity, report.attempts)
 
     def _why(
         self, old: dict[str, Any] | None, token: str, delta: int, take: bool, unknown: bool, capacity: Capacity, attempt: int

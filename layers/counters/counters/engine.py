@@ -1,0 +1,213 @@
+"""The retry engine: every DynamoDB and SQS call of the layer runs through :func:`run`.
+
+SDK retries are off (:data:`counters.dynamo.CLIENT_CONFIG`), so a call made anywhere else has
+no retry at all. :func:`run` is the layer's only attempt loop. It owns:
+
+* **classification** (:func:`counters.dynamo.classify`): condition failed / conflict /
+  throttled / not sent / unknown outcome; anything else is re-raised untouched;
+* **backoff** with full jitter between attempts, within one :class:`RetryPolicy` budget;
+* **the token rule** for TransactWriteItems: after an *unknown* outcome the next attempt
+  re-sends the **same** ClientRequestToken (a committed first attempt is then replayed,
+  never re-applied); after a *definite* non-application a fresh one is drawn, unless the
+  caller pinned it or an earlier attempt's outcome was unknown (then only that token can
+  recognise its commit, so it is kept to the end);
+* **hooks** for what a caller does when a condition fails (``on_condition``) or an outcome
+  is unknown (``on_unknown``): stop with a verdict (:class:`Stop`), re-send other
+  parameters (:class:`Resend`, e.g. OCC's next round), or let the engine decide (``None``:
+  a condition failure is final, an unknown outcome is re-sent);
+* **one report type** (:class:`Report`).
+
+A test seam keeps it that way: with ``TALLY_ENGINE_GUARD=1`` in the environment, the
+layer's clients refuse any call not issued from inside :func:`run` (the test suite turns it
+on for every process it starts).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from counters.dynamo import Classified, Failure, RetryPolicy, classify, client, new_token
+from counters.errors import ContentionError
+from counters.outcome import Capacity, Outcome
+
+ERRORS = (ClientError, BotoCoreError)
+GUARD_ENV = "TALLY_ENGINE_GUARD"
+
+_inside = contextvars.ContextVar("tally_engine_call", default=False)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A hook's verdict: end the call now; ``value`` is kept on the report."""
+
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Resend:
+    """A hook's verdict: back off, then send again with these parameters (``None``: the same)."""
+
+    params: dict[str, Any] | None = None
+
+
+Hook = Callable[["Report", Classified], "Stop | Resend | None"]
+
+
+@dataclass
+class Report:
+    """How one logical call ended after every attempt."""
+
+    outcome: Outcome = Outcome.CONTENTION
+    """APPLIED (``response`` is the answer), REJECTED (a condition failed: see ``failure``),
+    or CONTENTION (the budget ran out, or ``before`` refused another attempt)."""
+    response: dict[str, Any] | None = None
+    failure: Classified | None = None
+    """The last classified failure."""
+    attempts: int = 0
+    unknown_seen: bool = False
+    """An attempt ended with an unknown outcome: it may have applied before the one reported."""
+    stopped: bool = False
+    """A hook said :class:`Stop`, or ``before`` refused another attempt."""
+    value: Any = None
+    """What a hook's :class:`Stop` carried."""
+    capacity: Capacity = field(default_factory=Capacity)
+    token: str | None = None
+    """The ClientRequestToken of the last attempt (transactions)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The parameters of the last attempt."""
+
+    @property
+    def attributes(self) -> dict[str, Any] | None:
+        """``Attributes`` of the successful response (UpdateItem/PutItem ``ReturnValues``)."""
+        return (self.response or {}).get("Attributes")
+
+    @property
+    def item(self) -> dict[str, Any] | None:
+        """``Item`` of a successful GetItem."""
+        return (self.response or {}).get("Item")
+
+
+def run(
+    operation: Callable[..., dict[str, Any]],
+    params: dict[str, Any],
+    *,
+    policy: RetryPolicy,
+    capacity: Capacity | None = None,
+    write: bool = False,
+    token: str | bool = False,
+    before: Callable[[], bool] | None = None,
+    on_condition: Hook | None = None,
+    on_unknown: Hook | None = None,
+) -> Report:
+    """Call ``operation(**params)`` until it answers, a condition rejects it, a hook stops it,
+    or ``policy`` runs out.
+
+    ``token``: ``False`` sends no ClientRequestToken; ``True`` sends one under the token rule
+    (fresh after a definite failure); a string pins that token for every attempt.
+    ``before`` may veto each attempt (e.g. a retry window closing). ``capacity`` (shared with
+    the caller) accumulates every attempt's ConsumedCapacity; the report has its own otherwise.
+    """
+    report = Report(capacity=capacity if capacity is not None else Capacity())
+    measured = _service(operation) == "dynamodb"  # every DynamoDB call reports what it consumed
+    report.params = {**params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(params)
+    pinned = isinstance(token, str)
+    if token:
+        report.token = token if pinned else new_token()  # type: ignore[assignment]
+    for attempt in range(1, policy.max_attempts + 1):
+        if before is not None and not before():
+            report.stopped = True
+            return report
+        report.attempts = attempt
+        if report.token is not None:
+            report.params["ClientRequestToken"] = report.token
+        try:
+            response = _send(operation, report.params)
+        except ERRORS as exc:
+            report.capacity.add_response(getattr(exc, "response", None), write=write)
+            failure = classify(exc)
+            if failure is None:
+                raise
+            report.failure = failure
+            verdict: Stop | Resend | None
+            if failure.kind is Failure.CONDITION:
+                verdict = on_condition(report, failure) if on_condition is not None else None
+                if verdict is None:
+                    report.outcome = Outcome.REJECTED
+                    return report
+            else:
+                if failure.kind is Failure.UNKNOWN:
+                    report.unknown_seen = True
+                    verdict = on_unknown(report, failure) if on_unknown is not None else None
+                else:
+                    verdict = None
+                if token is True and failure.kind is not Failure.UNKNOWN and not report.unknown_seen:
+                    report.token = new_token()  # definitely not applied: a fresh token
+            if isinstance(verdict, Stop):
+                report.stopped, report.value = True, verdict.value
+                return report
+            if isinstance(verdict, Resend) and verdict.params is not None:
+                report.params = {**verdict.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(verdict.params)
+            if attempt < policy.max_attempts:
+                policy.backoff(attempt)
+            continue
+        report.capacity.add_response(response, write=write)
+        report.outcome, report.response, report.failure = Outcome.APPLIED, response, None
+        return report
+    return report
+
+
+def _service(operation: Callable[..., Any]) -> str:
+    model = getattr(getattr(getattr(operation, "__self__", None), "meta", None), "service_model", None)
+    return getattr(model, "service_name", "dynamodb")
+
+
+def _send(operation: Callable[..., dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """One attempt, marked as the engine's (hooks run outside the mark: their calls go through ``run`` too)."""
+    marker = _inside.set(True)
+    try:
+        return operation(**params)
+    finally:
+        _inside.reset(marker)
+
+
+# -- the shapes every caller needs ---------------------------------------------------------------
+def read(operation: Callable[..., dict[str, Any]], policy: RetryPolicy, capacity: Capacity | None = None, **params: Any) -> dict[str, Any]:
+    """A read (GetItem, Query, TransactGetItems...) retried on throttling, conflicts and 5xx;
+    :class:`~counters.errors.ContentionError` (503, retryable) when the budget runs out."""
+    report = run(operation, params, policy=policy, capacity=capacity)
+    if report.response is None:
+        code = report.failure.code if report.failure else "unknown"
+        raise ContentionError(f"DynamoDB is busy ({code}); retry the request", cause_code=code)
+    return report.response
+
+
+def transact(
+    items: list[dict[str, Any]], *, policy: RetryPolicy, dynamodb: Any = None, token: str | None = None, capacity: Capacity | None = None
+) -> Report:
+    """``items`` as one TransactWriteItems under the token rule (``token`` pins it)."""
+    ddb = dynamodb or client()
+    return run(ddb.transact_write_items, {"TransactItems": items}, policy=policy, capacity=capacity, write=True, token=token or True)
+
+
+# -- the guard (a test seam) --------------------------------------------------------------------
+class OutsideEngine(RuntimeError):
+    """A DynamoDB/SQS call was issued outside :func:`run` (only raised with the guard on)."""
+
+
+def _refuse_outside(model: Any = None, **_: Any) -> None:
+    if not _inside.get():
+        name = getattr(model, "name", "?")
+        raise OutsideEngine(f"{name} was called outside the retry engine (counters.engine.run): it would have no retry")
+
+
+def guard(events: Any, service: str) -> None:
+    """Make a client (its ``meta.events``) refuse calls issued outside :func:`run` when
+    ``TALLY_ENGINE_GUARD=1`` (the layer's client factories call this)."""
+    if os.environ.get(GUARD_ENV) == "1":
+        events.register_first(f"before-call.{service}", _refuse_outside, unique_id="tally-engine-guard")
