@@ -79,7 +79,8 @@ class Likes:
         derived from (author, key); with a client ``post_id`` the id is the client's. Either
         way the Put is conditioned on the id being new, and a post already stored with the
         same author and body is this request's (``created`` False: an earlier attempt, or the
-        one whose answer was lost, wrote it). A different post under that id is
+        one whose answer was lost, wrote it: ``created`` is True when the stored post carries
+        this request's id). A different post under that id is
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
         Without either, the id is random and a re-send creates another post.
         """
@@ -92,6 +93,7 @@ class Likes:
             "body": body,
             TALLY: 0,
             "createdAt": int(time.time()),
+            "requestId": new_request_id(),  # which request wrote it: a lost answer's re-send inside the engine is still "created"
         }
         params = {
             "TableName": self.table_name,
@@ -107,7 +109,7 @@ class Likes:
             raise ContentionError(f"could not store post {post_id!r}; resend the same request")
         stored = from_item(report.failure.old_item(0)) or {}
         if stored.get("authorId") == author_id and stored.get("body") == body:
-            return public_post(stored), False
+            return public_post(stored), stored.get("requestId") == item["requestId"]
         if idempotency_key and post_id == post_id_for(author_id, idempotency_key):
             raise IdempotencyKeyReused("this Idempotency-Key was already used for a different post")
         raise AlreadyExists(f"post {post_id!r} already exists", cause_code="ConditionalCheckFailed")

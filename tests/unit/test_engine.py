@@ -1,0 +1,90 @@
+"""The retry engine: one attempt loop, hooks, and the guard that keeps every call inside it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from counters import dynamo, engine
+from counters.dynamo import RetryPolicy
+from counters.engine import OutsideEngine, Resend, Stop, run
+from counters.outcome import Outcome
+
+NO_SLEEP = RetryPolicy(max_attempts=4, sleep=lambda _s: None)
+
+
+def error(code: str, status: int = 400, **extra: Any) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}, "Op")
+
+
+class Script:
+    """An operation that fails with each scripted error in turn, then answers."""
+
+    def __init__(self, *errors: ClientError) -> None:
+        self.errors = list(errors)
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, **params: Any) -> dict[str, Any]:
+        self.calls.append(params)
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"ok": True}
+
+
+def test_transient_failures_are_retried_within_the_budget() -> None:
+    op = Script(error("ThrottlingException"), error("InternalServerError", 500))
+    report = run(op, {"TableName": "t"}, policy=NO_SLEEP)
+    assert (report.outcome, report.attempts, report.unknown_seen) == (Outcome.APPLIED, 3, True)
+    op = Script(*[error("ThrottlingException")] * 4)
+    report = run(op, {}, policy=NO_SLEEP)
+    assert (report.outcome, report.attempts, report.response) == (Outcome.CONTENTION, 4, None)
+
+
+def test_a_condition_failure_is_final_unless_a_hook_says_otherwise() -> None:
+    op = Script(error("ConditionalCheckFailedException"))
+    assert run(op, {}, policy=NO_SLEEP).outcome is Outcome.REJECTED
+    op = Script(error("ConditionalCheckFailedException"), error("ConditionalCheckFailedException"))
+    report = run(op, {"v": 1}, policy=NO_SLEEP, on_condition=lambda r, f: Resend({"v": r.attempts + 1}))
+    assert report.outcome is Outcome.APPLIED and [c["v"] for c in op.calls] == [1, 2, 3]
+    op = Script(error("InternalServerError", 500))
+    report = run(op, {}, policy=NO_SLEEP, on_unknown=lambda r, f: Stop("verdict"))
+    assert (report.stopped, report.value, len(op.calls)) == (True, "verdict", 1)
+
+
+def test_the_token_rule_same_after_unknown_fresh_after_definite() -> None:
+    op = Script(error("ThrottlingException"), error("InternalServerError", 500), error("ThrottlingException"))
+    run(op, {}, policy=NO_SLEEP, token=True)
+    tokens = [c["ClientRequestToken"] for c in op.calls]
+    assert tokens[0] != tokens[1] and tokens[1] == tokens[2] == tokens[3]  # kept once an outcome was unknown
+    op = Script(error("ThrottlingException"))
+    run(op, {}, policy=NO_SLEEP, token="pinned")
+    assert [c["ClientRequestToken"] for c in op.calls] == ["pinned", "pinned"]
+
+
+def test_an_unrecognised_error_is_raised_untouched() -> None:
+    with pytest.raises(ClientError, match="ValidationException"):
+        run(Script(error("ValidationException")), {}, policy=NO_SLEEP)
+
+
+@mock_aws
+def test_the_guard_refuses_a_call_made_outside_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs with TALLY_ENGINE_GUARD=1: a bare call on the layer's client has no retry, so it fails."""
+    monkeypatch.setenv(engine.GUARD_ENV, "1")
+    dynamo.reset_client()
+    try:
+        ddb = dynamo.client()
+        boto3.client("dynamodb").create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        with pytest.raises(OutsideEngine, match="GetItem was called outside the retry engine"):
+            ddb.get_item(TableName="t", Key={"PK": {"S": "x"}})
+        assert engine.read(ddb.get_item, NO_SLEEP, TableName="t", Key={"PK": {"S": "x"}}).get("Item") is None
+    finally:
+        dynamo.reset_client()
