@@ -44,7 +44,7 @@ from typing import Any
 import boto3
 
 from counters.auth import Caller
-from counters.dynamo import Classified, RetryPolicy, client, from_item, to_item
+from counters.dynamo import CLIENT_CONFIG, Classified, RetryPolicy, client, from_item, to_item
 from counters.engine import Report, Stop, guard, read, run
 from counters.errors import ContentionError
 from counters.outcome import Outcome
@@ -238,12 +238,13 @@ _sqs: Any = None
 
 
 def sqs_client() -> Any:
-    """The process-wide SQS client (honours AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL)."""
+    """The process-wide SQS client (honours AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL); like the
+    DynamoDB client, SDK retries are off and every call runs in :func:`counters.engine.run`."""
     global _sqs
     if _sqs is None:
         with _sqs_lock:
             if _sqs is None:
-                _sqs = boto3.session.Session().client("sqs")
+                _sqs = boto3.session.Session().client("sqs", config=CLIENT_CONFIG)  # SDK retries off: the engine retries
                 guard(_sqs.meta.events, "sqs")
     return _sqs
 

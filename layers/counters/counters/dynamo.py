@@ -3,10 +3,11 @@
 The client
     One lazily created client per process. **SDK retries are off** (``total_max_attempts=1``):
     botocore would otherwise silently re-send non-idempotent writes (seed 02, "Working with
-    the AWS SDK"), and the primitives need to see every failure to classify it. Retrying is
-    done by the primitives, which know whether a resend is safe. Endpoint, region and
-    credentials come from the standard environment (``AWS_ENDPOINT_URL_DYNAMODB``,
-    ``AWS_ENDPOINT_URL``, ``AWS_REGION``...), which botocore honours natively.
+    the AWS SDK"), and the layer needs to see every failure to classify it. Retrying is done
+    once, by :func:`counters.engine.run`, which knows (through its caller's hooks) whether a
+    resend is safe. Endpoint, region and credentials come from the standard environment
+    (``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``...), which botocore
+    honours natively.
 
 Classification
     Every failure becomes one :class:`Failure` kind. Transaction cancellations are classified
