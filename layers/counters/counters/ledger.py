@@ -220,7 +220,9 @@ class Ledger:
 
     ``retry_window``/``margin``/``marker_bucket`` are seconds. ``clock`` returns seconds
     (tests pass a fake). ``hook(stage)`` is a test seam called at the points where a race
-    can interleave: ``balance_page``, ``snapshot_read``, ``entries_read``, ``chunk_committed``.
+    can interleave: ``balance_page``, ``snapshot_read``, ``entries_read``, ``chunk_committed``,
+    ``put_sending`` (an append's freshness check passed, its Put not sent yet) and
+    ``entry_written`` (the Put answered or found the entry).
     """
 
     def __init__(
@@ -259,9 +261,10 @@ class Ledger:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _stage(self, name: str) -> None:
+    def _stage(self, name: str) -> bool:
         if self.hook is not None:
             self.hook(name)
+        return True
 
     # ------------------------------------------------------------------ plumbing
     def _read(self, operation: Callable[..., Any], capacity: Capacity, **kwargs: Any) -> dict[str, Any]:
@@ -315,7 +318,7 @@ class Ledger:
             self.dynamodb.put_item,
             result.capacity,
             write=True,
-            before=lambda: self._is_fresh(key),  # before EVERY attempt: the retry-window bound holds per Put
+            before=lambda: self._is_fresh(key) and self._stage("put_sending"),  # before EVERY attempt: the retry-window bound holds per Put
             TableName=self.table_name,
             Item=to_item(item),
             ConditionExpression=ENTRY_IS_NEW,
@@ -328,6 +331,7 @@ class Ledger:
             result.reason = "key_expired"
             return result
         result.attempts = call.attempts
+        self._stage("entry_written")
         if call.response is not None:
             result.outcome = Outcome.APPLIED
             return result
