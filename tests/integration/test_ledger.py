@@ -204,9 +204,7 @@ def withdrawn_records(ddb: Any, table: str, ledger_id: str = "l1") -> int:
     return item_count(ddb, table, ledger_pk(ledger_id), "WITHDRAWN#")
 
 
-def test_a_put_landing_behind_a_compaction_is_refused_never_acknowledged(
-    ledger_app: Any, clock: Clock, ddb: Any, table: str
-) -> None:
+def test_a_put_landing_behind_a_compaction_is_refused_never_acknowledged(ledger_app: Any, clock: Clock, ddb: Any, table: str) -> None:
     """The appender checked its key (fresh), then its Put was delayed past window + margin
     while a compaction merged a later entry: the Put lands at or below ``mergedThrough``,
     where the balance ignores it. The client must not get a 201 for it: the stray entry is
