@@ -199,6 +199,123 @@ def test_a_late_write_behind_the_checkpoint_is_never_counted_twice(ledger: Ledge
     assert (read.balance, read.pending_entries, read.ignored_entries) == (7, 0, 1)
 
 
+# ---------------------------------------------------------------------------- race (d): a Put executed past the margin
+def withdrawn_records(ddb: Any, table: str, ledger_id: str = "l1") -> int:
+    return item_count(ddb, table, ledger_pk(ledger_id), "WITHDRAWN#")
+
+
+def test_a_put_landing_behind_a_compaction_is_refused_never_acknowledged(ledger_app: Any, clock: Clock, ddb: Any, table: str) -> None:
+    """The appender checked its key (fresh), then its Put was delayed past window + margin
+    while a compaction merged a later entry: the Put lands at or below ``mergedThrough``,
+    where the balance ignores it. The client must not get a 201 for it: the stray entry is
+    withdrawn and the request refused (422), and the balance is what was acknowledged."""
+    later = key_at(clock, 1.0)
+    assert post(ledger_app, 100, later)[0] == 201
+    compactor = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    fired: list[Any] = []
+
+    def delay_the_put_past_the_margin(stage: str) -> None:
+        if stage == "put_sending" and not fired:
+            clock.advance(WINDOW + MARGIN + 5)  # the request stalls between its check and its Put
+            fired.append(compactor.compact("l1"))
+
+    ledger_app.ledger.hook = delay_the_put_past_the_margin
+    status, body = post(ledger_app, 7, key_at(clock))
+    assert fired and fired[0].merged == 1  # the later entry: mergedThrough is now past our key
+    assert (status, body["error"]) == (422, "idempotency_key_expired")  # never a 201
+    read = ledger_app.ledger.balance("l1")
+    assert (read.balance, read.pending_entries, read.ignored_entries) == (100, 0, 0)
+    assert entries_stored(ddb, table) == 0 and withdrawn_records(ddb, table) == 1  # the stray is gone
+
+
+def test_a_slow_append_whose_entry_was_merged_after_it_landed_is_acknowledged(ledger: Ledger, clock: Clock, ddb: Any, table: str) -> None:
+    """Same stall, but after the Put: the entry landed first, so the compaction merged it
+    (it is counted). The slow path must find that out and acknowledge, not refuse."""
+    compactor = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    fired: list[Any] = []
+
+    def compact_after_the_put(stage: str) -> None:
+        if stage == "entry_written" and not fired:
+            clock.advance(WINDOW + MARGIN + 5)
+            fired.append(compactor.compact("l1"))
+
+    ledger.hook = compact_after_the_put
+    entry_id, created, result = ledger.post_entry("l1", 7, key_at(clock))
+    assert fired and fired[0].merged == 1
+    assert created and result.outcome is Outcome.APPLIED
+    read = ledger.balance("l1")
+    assert (read.balance, read.pending_entries, read.checkpoint["mergedEntries"]) == (7, 0, 1)
+    assert entries_stored(ddb, table) == 0 and withdrawn_records(ddb, table) == 0
+
+
+def test_a_compaction_that_queried_before_a_slow_put_cannot_commit_past_it(ledger: Ledger, clock: Clock, table: str) -> None:
+    """The compactor read the entries (ours not written yet), then the slow append wrote its
+    entry, checked the checkpoint (still below its key) and was acknowledged; only then does
+    the compactor commit a chunk ending at a later entry. A read of the checkpoint alone
+    would have acknowledged a write the commit then strands below ``mergedThrough``."""
+    later = key_at(clock, 1.0)
+    assert ledger.append("l1", 100, later).outcome is Outcome.APPLIED
+    mine = key_at(clock)
+    clock.advance(WINDOW + MARGIN + 5)
+    # the appender's clock is 40 s behind the compactor's (inside clock_skew): its key is still fresh
+    appender = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=lambda: clock.now - MARGIN - 10)
+    answers: list[Any] = []
+
+    def append_between_query_and_commit(stage: str) -> None:
+        if stage == "entries_read" and not answers:
+            answers.append(appender.append("l1", 7, mine))
+
+    ledger.hook = append_between_query_and_commit
+    report = ledger.compact("l1")
+    assert answers and answers[0].outcome is Outcome.APPLIED  # acknowledged: so it must be counted
+    assert (report.merged, report.lost_races) == (2, 1)  # the commit was refused; the re-read merged both
+    read = ledger.balance("l1")
+    assert (read.balance, read.pending_entries, read.ignored_entries) == (107, 0, 0)
+
+
+@pytest.mark.parametrize("fate", ["stray", "merged"])
+def test_a_duplicate_of_a_slow_append_is_acknowledged_only_if_the_entry_was_counted(
+    ledger: Ledger, clock: Clock, ddb: Any, table: str, fate: str
+) -> None:
+    """Request A wrote the entry; request B (same key) found it. If A's entry is stranded
+    below ``mergedThrough`` (A will withdraw it), B must not answer 200 for it; if it was
+    merged, B's 200 is true."""
+    assert ledger.append("l1", 100, key_at(clock, 1.0)).outcome is Outcome.APPLIED
+    key = key_at(clock)
+    compactor = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    b = Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    answers: list[Any] = []
+
+    def stall(stage: str) -> None:
+        if fate == "stray" and stage == "put_sending" and not answers:
+            clock.advance(WINDOW + MARGIN + 5)
+            assert compactor.compact("l1").merged == 1  # the later entry only: A's Put lands behind it
+            answers.append(None)
+        if stage == "entry_written" and len(answers) < 2:
+            answers.append(b.append("l1", 7, key))  # B arrives before A has looked at the checkpoint
+
+    def merge_before_b_checks(stage: str) -> None:
+        if stage == "entry_written" and not answers:
+            clock.advance(WINDOW + MARGIN + 5)
+            answers.append(compactor.compact("l1"))
+
+    if fate == "stray":
+        ledger.hook = stall
+        a = ledger.append("l1", 7, key)
+        duplicate = answers[1]
+        assert (a.outcome, a.reason) == (Outcome.REJECTED, "key_expired")
+        assert (duplicate.outcome, duplicate.reason) == (Outcome.REJECTED, "key_expired")
+        assert ledger.balance("l1").balance == 100 and entries_stored(ddb, table) == 0
+    else:
+        a = ledger.append("l1", 7, key)  # well inside the window
+        assert a.outcome is Outcome.APPLIED
+        b.hook = merge_before_b_checks
+        duplicate = b.append("l1", 7, key)
+        assert answers[0].merged == 2
+        assert duplicate.outcome is Outcome.DUPLICATE
+        assert ledger.balance("l1").balance == 107
+
+
 # ---------------------------------------------------------------------------- race (c): compactors
 @pytest.mark.parametrize("first_compaction", [True, False])
 def test_two_compactors_interleaved_never_lose_a_merge(ledger: Ledger, clock: Clock, table: str, first_compaction: bool) -> None:

@@ -38,7 +38,9 @@ class Books:
 
 
 def test_concurrent_writers_readers_and_compactors_stay_exact(table: str, layer_client: Any, faults: Any, ddb: Any) -> None:
-    ledger = Ledger(table, retry=POLICY, retry_window=WINDOW, margin=MARGIN, marker_bucket=1.0)
+    # one process, one clock: clock_skew 0.5 s, so an append that takes longer than 5.5 s after
+    # its key was minted (a loaded machine) takes the slow path and fences the checkpoint
+    ledger = Ledger(table, retry=POLICY, retry_window=WINDOW, margin=MARGIN, clock_skew=0.5, marker_bucket=1.0)
     faults.add("after_commit", operations={"PutItem", "TransactWriteItems"}, rate=0.03)
     faults.add("unavailable", operations={"PutItem"}, rate=0.01)
     faults.add("conflict", operations={"TransactWriteItems"}, rate=0.05)

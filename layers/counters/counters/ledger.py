@@ -2,8 +2,9 @@
 
 | item | PK | SK | attributes |
 |---|---|---|---|
-| entry | ``LEDGER#<id>`` | ``ENTRY#<ms:13>-<key>`` | ``amount`` |
+| entry | ``LEDGER#<id>`` | ``ENTRY#<ms:13>-<key>`` | ``amount``, ``requestId`` |
 | checkpoint | ``LEDGER#<id>`` | ``SNAPSHOT`` (sorts after every entry) | ``balance``, ``mergedThrough``, ``version``... |
+| withdrawal | ``LEDGER#<id>`` | ``WITHDRAWN#<ms:13>-<key>#<requestId>`` | a stranded entry its request deleted |
 | dirty marker | ``LEDGERS#DIRTY`` | ``<bucket ms:13>#<ledgerId>`` | which ledgers have entries to merge |
 
 Entry ids come from the caller's idempotency key
@@ -18,13 +19,52 @@ The retry window (closes "an append retried after its entry was merged")
     Compaction deletes entries, and a deleted entry cannot stop its own retry. So:
     * appends refuse keys older than ``retry_window`` (checked before *every* attempt):
       422 ``idempotency_key_expired``;
-    * compaction only merges entries older than ``retry_window + margin``.
-    A merged entry's key is therefore already refused. ``margin`` must exceed the longest
-    delay between an appender's clock check and DynamoDB executing its Put (SigV4 refuses a
-    request signed more than 5 minutes earlier; the function timeout bounds a pause before
-    signing) plus clock skew between hosts. Belt and braces: the balance ignores any entry
-    at or below the checkpoint's ``mergedThrough``, so even a write that beat the bound can
-    never be counted twice.
+    * compaction only merges entries whose key time is before its own clock minus
+      ``retry_window + margin``.
+    A merged entry's key is therefore normally refused already. The balance ignores any entry
+    at or below the checkpoint's ``mergedThrough``, so a write that beat the bound is never
+    counted twice. That time bound is only the fast path: nothing acknowledges on timing alone.
+
+After the Put (closes "a Put executed after window + margin": a stranded, acknowledged write)
+    An appender can pass its check and have its Put executed much later (a paused process, a
+    loaded host). If a compaction merged past the key meanwhile, the entry lands at or below
+    ``mergedThrough``: the balance ignores it and no compaction will ever merge it (each one
+    reads entries *after* ``mergedThrough``, and the checkpoint only moves forward). So once
+    the Put has answered (created, or found the entry), the appender settles it:
+
+    * **fast path**: its clock, read after the Put answered, is at or before ``key time +
+      retry_window + margin - clock_skew``. Every compaction started before now had a cutoff
+      at or below the key time (its clock was at most ``clock_skew`` ahead), and a cutoff
+      merges only keys strictly before it; every later one reads the entries after the entry
+      exists. Acknowledge as before. (Keep ``margin`` well above ``clock_skew``, or every
+      append takes the slow path: correct, one more write.)
+    * **slow path, the fence**: one conditional UpdateItem on the checkpoint, "``mergedThrough``
+      is below this entry", that bumps ``version``. A *read* would not do: a compaction that
+      listed the entries before the Put landed may commit afterwards, with a chunk ending past
+      this key. Bumping the version makes that commit fail its ``version`` condition, so any
+      chunk committed after the fence was listed after the fence, when the entry existed
+      above ``mergedThrough``: it is merged in order or the chunk ends before it. Counted:
+      acknowledge.
+    * **the fence's condition fails** (``mergedThrough`` >= the entry): the entry is either
+      merged (gone, counted) or stranded (there, never counted, forever). For this request's
+      own entry, one transaction deletes it (condition: it exists *and* carries this request's
+      id) and writes ``WITHDRAWN#<entryId>#<requestId>`` (after ``SNAPSHOT``, outside every
+      balance read; a few bytes, kept). Committed: the stranded entry never counted, so the
+      request is refused, 422 ``idempotency_key_expired``, never 201/200 (``ambiguous`` if an
+      earlier attempt of this call had an unknown outcome). Condition failed: the entry is
+      gone (or another request's entry took its place); if this request's withdrawal record
+      exists, another delivery of the same request withdrew it (refuse), otherwise a
+      compaction merged it (only compaction and its own request remove an entry): acknowledge.
+    * **a duplicate** (the entry was another request's) at or below ``mergedThrough``: that
+      request got its own answer. Answer 200 only if the entry was merged: it is gone and its
+      owner's withdrawal record does not exist. If it is still there it is stranded (its own
+      request withdraws it, nobody else does) and if it was withdrawn it never counted:
+      refuse with ``idempotency_key_expired`` — a 200 would acknowledge a write the balance
+      does not hold.
+    A failure while settling (budget out) answers ``contention``: the entry exists, and a
+    re-drive with the same key and request id settles it. ``idempotency_key_expired`` means
+    "this request added nothing; whether an earlier request with this key counted can no
+    longer be told here", as it always did.
 
 The balance read (closes "a read concurrent with a compaction")
     One Query over ``ENTRY#`` .. ``SNAPSHOT``: the entries in key order, then the checkpoint
@@ -70,6 +110,7 @@ from counters.outcome import Capacity, Outcome, Result
 
 ENTRY_PREFIX = "ENTRY#"
 SNAPSHOT = "SNAPSHOT"
+WITHDRAWN_PREFIX = "WITHDRAWN#"  # sorts after SNAPSHOT: outside every balance read
 DIRTY_PK = "LEDGERS#DIRTY"
 MAX_TX_ACTIONS = 100
 MAX_CHUNK = MAX_TX_ACTIONS - 1  # entries per transaction: the checkpoint update takes one action
@@ -80,6 +121,8 @@ ENTRY_IS_NEW = "attribute_not_exists(#sk)"  # one entry per idempotency key: the
 ENTRY_STILL_EXISTS = "attribute_exists(#sk)"  # merge only entries still there (not merged, not removed)
 CHECKPOINT_UNCHANGED = "#version = :read_version"  # the checkpoint is the one this compactor read
 CHECKPOINT_ABSENT = "attribute_not_exists(#pk)"  # first compaction: nobody created it meanwhile
+CHECKPOINT_BELOW = "attribute_not_exists(#through) OR #through < :sk"  # the fence: nothing merged past this entry yet
+ENTRY_IS_MINE = "attribute_exists(#sk) AND #rid = :rid"  # withdraw only this request's own entry
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
@@ -218,9 +261,13 @@ def public_checkpoint(item: dict[str, Any] | None) -> dict[str, Any] | None:
 class Ledger:
     """Append entries idempotently, read exact balances, compact safely.
 
-    ``retry_window``/``margin``/``marker_bucket`` are seconds. ``clock`` returns seconds
+    ``retry_window``/``margin``/``marker_bucket``/``clock_skew`` are seconds. ``clock_skew``
+    bounds how far a compactor's clock may be ahead of an appender's: it only decides when an
+    append may skip the checkpoint fence (the fast path), never what is counted. ``clock`` returns seconds
     (tests pass a fake). ``hook(stage)`` is a test seam called at the points where a race
-    can interleave: ``balance_page``, ``snapshot_read``, ``entries_read``, ``chunk_committed``.
+    can interleave: ``balance_page``, ``snapshot_read``, ``entries_read``, ``chunk_committed``,
+    ``put_sending`` (an append's freshness check passed, its Put not sent yet) and
+    ``entry_written`` (the Put answered or found the entry).
     """
 
     def __init__(
@@ -232,19 +279,21 @@ class Ledger:
         retry_window: float = 600.0,
         margin: float = 900.0,
         max_future_skew: float = 60.0,
+        clock_skew: float = 60.0,
         marker_bucket: float = 300.0,
         compaction_region: str | None = None,
         region: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if retry_window <= 0 or margin < 0 or marker_bucket <= 0:
-            raise ValueError("retry_window and marker_bucket must be > 0, margin >= 0")
+        if retry_window <= 0 or margin < 0 or marker_bucket <= 0 or clock_skew < 0:
+            raise ValueError("retry_window and marker_bucket must be > 0, margin and clock_skew >= 0")
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
         self.retry_window = retry_window
         self.margin = margin
         self.max_future_skew = max_future_skew
+        self.clock_skew = clock_skew
         self.marker_bucket_ms = int(marker_bucket * 1000)
         self.compaction_region = compaction_region or None
         self.region = region
@@ -259,9 +308,10 @@ class Ledger:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _stage(self, name: str) -> None:
+    def _stage(self, name: str) -> bool:
         if self.hook is not None:
             self.hook(name)
+        return True
 
     # ------------------------------------------------------------------ plumbing
     def _read(self, operation: Callable[..., Any], capacity: Capacity, **kwargs: Any) -> dict[str, Any]:
@@ -315,7 +365,7 @@ class Ledger:
             self.dynamodb.put_item,
             result.capacity,
             write=True,
-            before=lambda: self._is_fresh(key),  # before EVERY attempt: the retry-window bound holds per Put
+            before=lambda: self._is_fresh(key) and self._stage("put_sending"),  # before EVERY attempt: the retry-window bound holds per Put
             TableName=self.table_name,
             Item=to_item(item),
             ConditionExpression=ENTRY_IS_NEW,
@@ -328,9 +378,10 @@ class Ledger:
             result.reason = "key_expired"
             return result
         result.attempts = call.attempts
+        self._stage("entry_written")
         if call.response is not None:
             result.outcome = Outcome.APPLIED
-            return result
+            return self._settle(ledger_id, key, result, owner=item["requestId"], mine=item["requestId"], unknown_seen=call.unknown_seen)
         if call.failure is None or call.failure.kind is not Failure.CONDITION:
             return result  # contention: safe to re-drive with the same key
         old = from_item(call.failure.old_item(0)) or {}
@@ -339,7 +390,106 @@ class Ledger:
             return result
         # This request's own earlier attempt (its answer was lost), or an earlier request with this key.
         result.outcome = Outcome.APPLIED if old.get("requestId") == item["requestId"] else Outcome.DUPLICATE
+        return self._settle(ledger_id, key, result, owner=old.get("requestId"), mine=item["requestId"], unknown_seen=call.unknown_seen)
+
+    # ------------------------------------------------------------------ settling a written entry
+    def _settle(self, ledger_id: str, key: EntryKey, result: Result, *, owner: str | None, mine: str, unknown_seen: bool) -> Result:
+        """Acknowledge the entry (``result`` as it is) only if it is, or will be, counted.
+
+        ``owner`` is the request id on the entry found (``mine`` when this request wrote it).
+        See "The retry window" in the module doc for why every branch is exact.
+        """
+        if self._now_ms() <= key.at_ms + int((self.retry_window + self.margin - self.clock_skew) * 1000):
+            return result  # fast path: no compaction anywhere can have merged past this key yet
+        pk = ledger_pk(ledger_id)
+        try:
+            fence = self._call(
+                self.dynamodb.update_item,
+                result.capacity,
+                write=True,
+                TableName=self.table_name,
+                Key=to_item({"PK": pk, "SK": SNAPSHOT}),
+                UpdateExpression="SET #version = if_not_exists(#version, :zero) + :one",
+                ConditionExpression=CHECKPOINT_BELOW,
+                ExpressionAttributeNames={"#version": "version", "#through": "mergedThrough"},
+                ExpressionAttributeValues=to_item({":sk": key.sk, ":zero": 0, ":one": 1}),
+            )
+            if fence.response is not None:
+                return result  # above mergedThrough, and every compaction in flight must re-read: counted
+            if fence.failure is None or fence.failure.kind is not Failure.CONDITION:
+                return self._unsettled(result)
+            # mergedThrough >= this entry: it was merged (counted) or it is stranded (never counted)
+            if owner == mine:
+                return self._withdraw(pk, key, result, mine=mine, unknown_seen=unknown_seen)
+            if self._counted(pk, key, owner, result.capacity):
+                return result  # DUPLICATE: the earlier request's entry was merged
+        except ContentionError:
+            return self._unsettled(result)
+        result.outcome, result.reason = Outcome.REJECTED, "key_expired"
         return result
+
+    @staticmethod
+    def _unsettled(result: Result) -> Result:
+        """The entry exists but whether it counts is not known yet: safe to re-drive the same key."""
+        result.outcome, result.reason = Outcome.CONTENTION, None
+        return result
+
+    def _withdraw(self, pk: str, key: EntryKey, result: Result, *, mine: str, unknown_seen: bool) -> Result:
+        """Delete this request's stranded entry and record that it did, in one transaction."""
+        withdrawn = {"PK": pk, "SK": f"{WITHDRAWN_PREFIX}{key.entry_id}#{mine}", "requestId": mine, "withdrawnAt": self._now_ms()}
+        tx = transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table_name,
+                        "Key": to_item({"PK": pk, "SK": key.sk}),
+                        "ConditionExpression": ENTRY_IS_MINE,
+                        "ExpressionAttributeNames": {"#sk": "SK", "#rid": "requestId"},
+                        "ExpressionAttributeValues": to_item({":rid": mine}),
+                    }
+                },
+                {"Put": {"TableName": self.table_name, "Item": to_item(withdrawn)}},
+            ],
+            policy=self.retry,
+            dynamodb=self._dynamodb,
+            capacity=result.capacity,
+        )
+        if tx.outcome is Outcome.REJECTED and not self._withdrawn(pk, key, mine, result.capacity):
+            return result  # gone, and not by this request's hand: a compaction merged it (counted)
+        if tx.outcome is Outcome.CONTENTION:
+            return self._unsettled(result)
+        # Withdrawn (now, or by another delivery of this request): this entry was never counted.
+        result.outcome = Outcome.AMBIGUOUS if unknown_seen else Outcome.REJECTED
+        result.reason = "key_expired"
+        return result
+
+    def _withdrawn(self, pk: str, key: EntryKey, request_id: str, capacity: Capacity) -> bool:
+        response = self._read(
+            self.dynamodb.get_item,
+            capacity,
+            TableName=self.table_name,
+            Key=to_item({"PK": pk, "SK": f"{WITHDRAWN_PREFIX}{key.entry_id}#{request_id}"}),
+            ProjectionExpression="#pk",
+            ExpressionAttributeNames={"#pk": "PK"},
+            ConsistentRead=True,
+        )
+        return "Item" in response
+
+    def _counted(self, pk: str, key: EntryKey, owner: str | None, capacity: Capacity) -> bool:
+        """For a duplicate at or below mergedThrough: was the owner's entry merged?"""
+        response = self._read(
+            self.dynamodb.get_item,
+            capacity,
+            TableName=self.table_name,
+            Key=to_item({"PK": pk, "SK": key.sk}),
+            ProjectionExpression="#rid",
+            ExpressionAttributeNames={"#rid": "requestId"},
+            ConsistentRead=True,
+        )
+        current = from_item(response.get("Item"))
+        if current is not None and current.get("requestId") == owner:
+            return False  # still there, stranded: its own request withdraws it (or it simply never counts)
+        return owner is None or not self._withdrawn(pk, key, owner, capacity)
 
     def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:
         """``append`` for an API: (entry id, created now?, result); raises for the failures."""
