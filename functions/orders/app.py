@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from counters.api import ID_PATTERN, Body, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
+from counters.errors import NotFound
 from counters.orders import Orders
 from counters.sequence import SequenceMode
 
@@ -80,7 +81,7 @@ def latest_order() -> Response[Latest]:
 @app.get("/orders/<orderId>")
 def get_order(orderId: OrderIdPath) -> Response[Order]:
     order = orders.get(orderId)
-    app.caller.require_owner(order["customerId"], "read this order")
+    app.caller.require_owner_or_hide(order["customerId"], "read this order", NotFound(f"order {orderId} not found"))
     return json_response(200, order)
 
 

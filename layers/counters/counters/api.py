@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from counters.auth import Caller, caller_from_event
 from counters.commands import Deferrer
-from counters.errors import ContentionError, CounterError, Unauthorized
+from counters.errors import ContentionError, CounterError, Hidden, Unauthorized
 from counters.ids import ID_PATTERN
 from counters.outcome import Result
 
@@ -216,6 +216,8 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
     def _domain(exc: CounterError) -> Response:
         if exc.status in (401, 403):
             logger.info("refused", extra={"error": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
+        elif isinstance(exc, Hidden):  # answered as not found, but a refusal all the same
+            logger.info("refused", extra={"error": "forbidden", "answered": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
         if exc.status >= 500:
             logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
         return error(exc.status, exc.code, exc.message)

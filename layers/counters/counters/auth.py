@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from counters.errors import Forbidden, Unauthorized
+from counters.errors import Forbidden, Hidden, NotFound, Unauthorized
 
 NONE = "NONE"
 COGNITO = "COGNITO"
@@ -79,7 +79,17 @@ class Caller:
         if self.restricted_to is not None and owner != self.restricted_to:
             raise Forbidden(f"you may not {what}: it belongs to another user")
 
+    def require_owner_or_hide(self, owner: str | None, what: str, missing: NotFound) -> None:
+        """:meth:`require_owner` for an object whose id can be guessed or computed: refused as
+        :class:`~counters.errors.Hidden`, i.e. exactly the ``missing`` answer (404), so the
+        answer never tells that someone else's object exists."""
+        try:
+            self.require_owner(owner, what)
+        except Forbidden as exc:
+            raise Hidden(missing, exc.message) from None
+
     def require_ledger(self, ledger_id: str, what: str) -> None:
+        """Read a ledger: its owner, or an admin."""
         self.require_owner(ledger_owner(ledger_id), what)
 
 

@@ -35,6 +35,7 @@ import boto3
 
 from counters.auth import Caller
 from counters.dynamo import RetryPolicy, client, from_item, read, to_item
+from counters.errors import NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +152,8 @@ class Operations:
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
     def get(self, operation_id: str, *, caller: Caller | None = None) -> dict[str, Any] | None:
-        """The public record, or None; with a ``caller``, someone else's operation is :class:`Forbidden`."""
+        """The public record, or None; with a ``caller``, someone else's operation is
+        :class:`~counters.errors.Hidden` (answered as a missing one)."""
         response = read(
             self.dynamodb.get_item, self.retry, TableName=self.table_name, Key=to_item(operation_key(operation_id)), ConsistentRead=True
         )
@@ -159,7 +161,7 @@ class Operations:
         if item is None:
             return None
         if caller is not None:
-            caller.require_owner(item.get("owner"), "read this operation")
+            caller.require_owner_or_hide(item.get("owner"), "read this operation", NotFound(f"operation {operation_id!r} not found"))
         return {k: item[k] for k in ("operationId", "op", "status", "createdAt", "completedAt", "result") if k in item}
 
 
