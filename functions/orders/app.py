@@ -67,7 +67,7 @@ OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
 def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[Order]:
     app.caller.require_self(order.customerId, "place an order")
     items = [line.model_dump() for line in order.items]
-    placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items)
+    placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items, owner=app.caller.owner)
     record(metrics, "PlaceOrder", placed.result)
     status = 201 if placed.created else 200
     return json_response(status, placed.order, headers={"Location": f"/orders/{placed.order['orderId']}"})

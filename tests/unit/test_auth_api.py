@@ -4,6 +4,7 @@ exactly as a missing one, order keys are per caller, a ledger append is the owne
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -11,6 +12,9 @@ import pytest
 from moto import mock_aws
 
 from counters.commands import Command, Operations
+from counters.errors import ContentionError
+from counters.orders import Orders
+from counters.outcome import Outcome, Result
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
 from tests.conftest import api_event, invoke, item_count
@@ -94,3 +98,33 @@ def test_another_users_operation_answers_as_a_missing_one(fn: Any) -> None:
     assert_hidden(call(app, BOB, "GET", f"/operations/{real}"), call(app, BOB, "GET", f"/operations/{missing}"), real, missing)
     assert call(app, ALICE, "GET", f"/operations/{real}")[0] == 200
     assert call(app, ROOT, "GET", f"/operations/{real}")[0] == 200
+
+
+# --------------------------------------------------------------------------------------- 8a
+def test_order_idempotency_keys_are_per_caller(fn: Any) -> None:
+    app = fn("OrdersFunction")
+    status, alices = call(app, ALICE, "POST", "/orders", {"customerId": ALICE, **ORDER}, {"Idempotency-Key": "shared"})
+    assert status == 201
+    # bob's request with alice's key is bob's own order: no 422 telling him the key is taken
+    status, bobs = call(app, BOB, "POST", "/orders", {"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, {"Idempotency-Key": "shared"})
+    assert status == 201, bobs
+    assert bobs["orderId"] != alices["orderId"]
+    # and each replay still answers its own caller's order
+    assert call(app, ALICE, "POST", "/orders", {"customerId": ALICE, **ORDER}, {"Idempotency-Key": "shared"}) == (200, alices)
+    status, again = call(app, BOB, "POST", "/orders", {"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, {"Idempotency-Key": "shared"})
+    assert (status, again["orderId"]) == (200, bobs["orderId"])
+
+
+def test_a_deferred_order_replays_under_its_callers_key(fn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = fn("OrdersFunction")
+    assert call(app, ALICE, "POST", "/orders", {"customerId": ALICE, **ORDER}, {"Idempotency-Key": "shared"})[0] == 201
+    orders = Orders(TABLE)
+    with monkeypatch.context() as mp:  # the id claim is contended past its budget: the request is deferred
+        mp.setattr(orders.sequence, "claim", lambda _items: SimpleNamespace(result=Result(Outcome.CONTENTION, attempts=3), value=None, conflicts={}))
+        with pytest.raises(ContentionError) as contended:
+            orders.place(key="shared", customer_id=BOB, items=[{"sku": "pen", "quantity": 2}], owner=BOB)
+    op, payload, _ = contended.value.replay
+    assert payload["owner"] == BOB
+    status, result = orders.executors()[op](Command(op=op, payload=payload, token="t"))
+    assert (status, result["customerId"]) == ("APPLIED", BOB)  # bob's own order, not a 422 on alice's key
+    assert orders.executors()[op](Command(op=op, payload=payload, token="t")) == ("DUPLICATE", result)

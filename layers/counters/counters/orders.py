@@ -3,7 +3,7 @@
 | item | PK | SK | written |
 |---|---|---|---|
 | order | ``ORDER#<n>`` | ``META`` | with its id, in one transaction with the key record |
-| idempotency record | ``ORDERKEY#<key>`` | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
+| idempotency record | ``ORDERKEY#<key>``, ``ORDERKEY#<owner>#<key>`` with authorization on | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
 | sequence | ``SEQ#ORDER`` | ``META`` | :mod:`counters.sequence` |
 | pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function (:mod:`counters.pointer`) |
 
@@ -14,6 +14,9 @@ Idempotency
     record (and the reverse). Two concurrent requests with one key: one transaction wins, the
     other fails on the key record and answers the winner's order (``ALL_OLD`` tells it which).
     The same key with a different body (customerId/items): :class:`IdempotencyKeyReused` (422).
+    Keys are per caller when authorization is on (the record's key includes the owner, as a
+    reservation id does): another user's key is never found, so it neither answers 422 (telling
+    that it exists) nor blocks anyone.
 
     * ``gapless``: the key record is in the *same* transaction as the counter bump, so a
       losing twin, a replay and a client resend never take an id: 1..N with no holes.
@@ -55,8 +58,11 @@ def order_key(order_id: int) -> dict[str, str]:
     return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
 
 
-def idempotency_key(key: str) -> dict[str, str]:
-    return {"PK": f"ORDERKEY#{key}", "SK": "META"}
+def idempotency_key(key: str, owner: str | None = None) -> dict[str, str]:
+    """The key record of ``key``, scoped to ``owner`` (the verified caller; None with
+    authorization off). Keys never contain ``#``, so the two forms never collide."""
+    scope = key if owner is None else f"{owner}#{key}"
+    return {"PK": f"ORDERKEY#{scope}", "SK": "META"}
 
 
 def order_id_from_pk(pk: str) -> int | None:
@@ -109,10 +115,11 @@ class Orders:
     def mode(self) -> SequenceMode:
         return self.sequence.mode
 
-    def place(self, *, key: str, customer_id: str, items: list[dict[str, Any]]) -> Placed:
-        """Create the order for ``key`` once; a replay answers the same order (``created=False``)."""
+    def place(self, *, key: str, customer_id: str, items: list[dict[str, Any]], owner: str | None = None) -> Placed:
+        """Create the order for ``key`` once; a replay answers the same order (``created=False``).
+        ``owner`` (the verified caller) scopes the key: each caller has their own keys."""
         fingerprint = request_hash(customer_id, items)
-        record, capacity = self._get(idempotency_key(key))
+        record, capacity = self._get(idempotency_key(key, owner))
         if record is not None:
             return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity))
         now = int(time.time())
@@ -128,7 +135,7 @@ class Orders:
             }
 
         def items_for(order_id: int) -> list[dict[str, Any]]:
-            record = {**idempotency_key(key), "orderId": order_id, "requestHash": fingerprint, "expiresAt": now + self.key_ttl_seconds}
+            record = {**idempotency_key(key, owner), "orderId": order_id, "requestHash": fingerprint, "expiresAt": now + self.key_ttl_seconds}
             return [
                 {
                     "Put": {
@@ -163,7 +170,8 @@ class Orders:
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
-        replay = ("place_order", {"key": key, "customerId": customer_id, "items": items}, None)
+        payload = {"key": key, "customerId": customer_id, "items": items, **({"owner": owner} if owner is not None else {})}
+        replay = ("place_order", payload, None)  # with its owner: the worker uses the same scoped key
         raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request", replay=replay)
 
     def executors(self) -> dict[str, Executor]:
@@ -172,11 +180,13 @@ class Orders:
 
     def _redrive_place(self, command: Command) -> tuple[str, dict[str, Any]]:
         p = command.payload
-        key, customer_id, items = p.get("key"), p.get("customerId"), p.get("items")
+        key, customer_id, items, owner = p.get("key"), p.get("customerId"), p.get("items"), p.get("owner")
         if not (isinstance(key, str) and key and valid_id(customer_id) and isinstance(items, list) and items):
             raise PoisonMessage("place_order: invalid key/customerId/items")
+        if owner is not None and not (isinstance(owner, str) and owner):
+            raise PoisonMessage("place_order: invalid owner")
         try:
-            placed = self.place(key=key, customer_id=customer_id, items=items)
+            placed = self.place(key=key, customer_id=customer_id, items=items, owner=owner)
         except IdempotencyKeyReused as exc:
             return "REJECTED", {"error": exc.code, "message": exc.message}
         return ("APPLIED" if placed.created else "DUPLICATE"), placed.order
