@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from counters.commands import Command, Operations
 from counters.errors import ContentionError
+from counters.ledger import new_key
 from counters.orders import Orders
 from counters.outcome import Outcome, Result
 from devstack.dynamodb_local import create_table
@@ -128,3 +129,16 @@ def test_a_deferred_order_replays_under_its_callers_key(fn: Any, monkeypatch: py
     status, result = orders.executors()[op](Command(op=op, payload=payload, token="t"))
     assert (status, result["customerId"]) == ("APPLIED", BOB)  # bob's own order, not a 422 on alice's key
     assert orders.executors()[op](Command(op=op, payload=payload, token="t")) == ("DUPLICATE", result)
+
+
+# --------------------------------------------------------------------------------------- 8c
+def test_admins_read_but_never_append_to_another_users_ledger(fn: Any, ddb: Any) -> None:
+    app = fn("LedgerFunction")
+    assert call(app, ALICE, "POST", f"/ledgers/{ALICE}/entries", {"amount": 5}, {"Idempotency-Key": new_key()})[0] == 201
+    before = item_count(ddb, TABLE)
+    for ledger in (ALICE, f"{ALICE}.savings"):
+        status, body = call(app, ROOT, "POST", f"/ledgers/{ledger}/entries", {"amount": -5}, {"Idempotency-Key": new_key()})
+        assert (status, body["error"]) == (403, "forbidden")
+    assert item_count(ddb, TABLE) == before
+    assert call(app, ROOT, "GET", f"/ledgers/{ALICE}")[1]["balance"] == 5
+    assert call(app, ROOT, "POST", f"/ledgers/{ROOT}/entries", {"amount": 1}, {"Idempotency-Key": new_key()})[0] == 201  # their own

@@ -92,6 +92,11 @@ class Caller:
         """Read a ledger: its owner, or an admin."""
         self.require_owner(ledger_owner(ledger_id), what)
 
+    def require_own_ledger(self, ledger_id: str, what: str) -> None:
+        """Write to a ledger: an entry moves the owner's balance in their name, so only the owner
+        may - admins included, as with :meth:`require_self`."""
+        self.require_self(ledger_owner(ledger_id), what)
+
 
 def ledger_owner(ledger_id: str) -> str:
     """A ledger belongs to the user whose id is the ledger id or its part before the first dot."""
