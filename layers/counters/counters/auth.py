@@ -7,7 +7,8 @@
   refuses ``Stage=prod`` with ``AuthMode=NONE``).
 * ``COGNITO``: API Gateway's Cognito user-pool authorizer has verified the ID token and put its
   claims in ``requestContext.authorizer.claims`` (every value a string). The acting user is the
-  ``sub`` claim; admins are members of the ``ADMIN_GROUP`` group (``cognito:groups``). A request
+  ``sub`` claim; admins are members of the ``ADMIN_GROUP`` group (``cognito:groups``, matched by
+  exact name: see :func:`parse_groups`). A request
   without claims is refused with 401, even though API Gateway should never let one through.
 
 Ownership rules (object-level authorization, checked before anything is written):
@@ -104,13 +105,43 @@ def ledger_owner(ledger_id: str) -> str:
 
 
 def parse_groups(value: Any) -> frozenset[str]:
-    """``cognito:groups`` as API Gateway passes it: a list, or a string such as ``admin``,
-    ``admin,ops`` or ``[admin ops]`` (REST API claims are flattened to strings)."""
+    """``cognito:groups`` as exact group names; a name is never split into others.
+
+    The ID token carries a JSON array, but API Gateway flattens every claim to a string:
+
+    * REST API Cognito authorizer (this template): one group arrives as ``admin``; several
+      arrive comma-joined, ``admin,ops``.
+    * HTTP API JWT authorizer: ``[admin ops]`` (brackets, space-separated).
+
+    Cognito group names match ``[\\p{L}\\p{M}\\p{S}\\p{N}\\p{P}]+``: they may contain ``,``
+    ``[`` ``]`` but never whitespace. So the REST form is ambiguous: ``ops,admin`` is either two
+    groups or one group named ``ops,admin``, and nothing in the claim tells which. Splitting on
+    commas or brackets (as this parser once did) let whoever can name a group grant admin. Hence:
+
+    * a list (a claim that was not flattened): exactly its string elements;
+    * a string containing whitespace: only the bracketed HTTP API form ``[a b ...]``, split on
+      whitespace - whitespace is never part of a name, so this cannot misread one group
+      (``[a,b c]`` is ``a,b`` and ``c``); any other string with whitespace names no group;
+    * any other string: **one** exact name, commas and brackets included (``ops,admin``,
+      ``[admin]``). A single group ``[admin]`` and an HTTP API ``[admin]`` look alike, and the
+      name wins: it fails closed.
+
+    The price: on the REST API a member of several groups is seen as one group named by the
+    comma-joined list, so an admin must be in the admin group only (or the function must
+    read the groups from a source that keeps the array).
+    """
     if isinstance(value, (list, tuple)):
-        return frozenset(str(v) for v in value if v)
-    if isinstance(value, str):
-        return frozenset(part for part in re.split(r"[\s,\[\]]+", value) if part)
-    return frozenset()
+        return frozenset(v for v in value if isinstance(v, str) and v)
+    if not isinstance(value, str) or not value:
+        return frozenset()
+    if _WHITESPACE.search(value):
+        if value.startswith("[") and value.endswith("]"):
+            return frozenset(value[1:-1].split())
+        return frozenset()
+    return frozenset({value})
+
+
+_WHITESPACE = re.compile(r"\s")
 
 
 def auth_mode() -> str:
