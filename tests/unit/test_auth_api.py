@@ -107,12 +107,16 @@ def test_order_idempotency_keys_are_per_caller(fn: Any) -> None:
     status, alices = call(app, ALICE, "POST", "/orders", {"customerId": ALICE, **ORDER}, {"Idempotency-Key": "shared"})
     assert status == 201
     # bob's request with alice's key is bob's own order: no 422 telling him the key is taken
-    status, bobs = call(app, BOB, "POST", "/orders", {"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, {"Idempotency-Key": "shared"})
+    status, bobs = call(
+        app, BOB, "POST", "/orders", {"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, {"Idempotency-Key": "shared"}
+    )
     assert status == 201, bobs
     assert bobs["orderId"] != alices["orderId"]
     # and each replay still answers its own caller's order
     assert call(app, ALICE, "POST", "/orders", {"customerId": ALICE, **ORDER}, {"Idempotency-Key": "shared"}) == (200, alices)
-    status, again = call(app, BOB, "POST", "/orders", {"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, {"Idempotency-Key": "shared"})
+    status, again = call(
+        app, BOB, "POST", "/orders", {"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, {"Idempotency-Key": "shared"}
+    )
     assert (status, again["orderId"]) == (200, bobs["orderId"])
 
 
@@ -121,7 +125,11 @@ def test_a_deferred_order_replays_under_its_callers_key(fn: Any, monkeypatch: py
     assert call(app, ALICE, "POST", "/orders", {"customerId": ALICE, **ORDER}, {"Idempotency-Key": "shared"})[0] == 201
     orders = Orders(TABLE)
     with monkeypatch.context() as mp:  # the id claim is contended past its budget: the request is deferred
-        mp.setattr(orders.sequence, "claim", lambda _items: SimpleNamespace(result=Result(Outcome.CONTENTION, attempts=3), value=None, conflicts={}))
+        mp.setattr(
+            orders.sequence,
+            "claim",
+            lambda _items: SimpleNamespace(result=Result(Outcome.CONTENTION, attempts=3), value=None, conflicts={}),
+        )
         with pytest.raises(ContentionError) as contended:
             orders.place(key="shared", customer_id=BOB, items=[{"sku": "pen", "quantity": 2}], owner=BOB)
     op, payload, _ = contended.value.replay

@@ -44,7 +44,9 @@ ROUTES = [
 ]
 
 
-@pytest.mark.parametrize("hostile", [HUGE_INT, "-" + HUGE_INT, DEEP, '{"a":' * 3000 + "1" + "}" * 3000], ids=["int", "negative-int", "arrays", "objects"])
+@pytest.mark.parametrize(
+    "hostile", [HUGE_INT, "-" + HUGE_INT, DEEP, '{"a":' * 3000 + "1" + "}" * 3000], ids=["int", "negative-int", "arrays", "objects"]
+)
 @pytest.mark.parametrize(("function", "path", "headers", "template"), ROUTES, ids=["posts", "posts-author", "ledger", "orders"])
 def test_json_that_json_loads_cannot_take_is_a_400_and_writes_nothing(
     moto_ddb: Any, load_function: Any, function: str, path: str, headers: dict[str, str], template: str, hostile: str

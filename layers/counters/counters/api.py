@@ -217,7 +217,16 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
         if exc.status in (401, 403):
             logger.info("refused", extra={"error": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
         elif isinstance(exc, Hidden):  # answered as not found, but a refusal all the same
-            logger.info("refused", extra={"error": "forbidden", "answered": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
+            logger.info(
+                "refused",
+                extra={
+                    "error": "forbidden",
+                    "answered": exc.code,
+                    "detail": exc.refusal,
+                    "caller": app.caller.user_id,
+                    "route": app.current_event.resource,
+                },
+            )
         if exc.status >= 500:
             logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
         return error(exc.status, exc.code, exc.message)

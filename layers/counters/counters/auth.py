@@ -18,10 +18,16 @@ Ownership rules (object-level authorization, checked before anything is written)
 * reservations: the caller owns what it reserves; only the owner (or an admin) reads or
   releases it, and idempotency keys are per caller;
 * ledgers: a ledger belongs to the user whose id is the ledger id, or its part before the first
-  ``.`` (``<sub>`` or ``<sub>.savings``), so ownership costs no read and cannot be raced;
-* orders: placed for the caller's own ``customerId``; read by that customer or an admin;
+  ``.`` (``<sub>`` or ``<sub>.savings``), so ownership costs no read and cannot be raced; read
+  by its owner or an admin, appended to by its owner only (admins included);
+* orders: placed for the caller's own ``customerId``, idempotency keys per caller; read by that
+  customer or an admin;
 * deferred operations: read by whoever's request was deferred, or an admin;
 * admin only: create a resource, compact a ledger, audit a post's tally.
+
+A refusal is 403, except for another user's reservation, order or operation: their ids are
+computable (or sequential), so they answer exactly as a missing one (404,
+:meth:`Caller.require_owner_or_hide`); handlers still log every refusal.
 """
 
 from __future__ import annotations

@@ -135,7 +135,12 @@ class Orders:
             }
 
         def items_for(order_id: int) -> list[dict[str, Any]]:
-            record = {**idempotency_key(key, owner), "orderId": order_id, "requestHash": fingerprint, "expiresAt": now + self.key_ttl_seconds}
+            record = {
+                **idempotency_key(key, owner),
+                "orderId": order_id,
+                "requestHash": fingerprint,
+                "expiresAt": now + self.key_ttl_seconds,
+            }
             return [
                 {
                     "Put": {
