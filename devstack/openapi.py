@@ -30,12 +30,12 @@ PENDING_SCHEMA = {
     "additionalProperties": False,
 }
 ERRORS = {
-    "400": "Invalid request (nothing was written)",
-    "403": "AuthMode COGNITO: another user's object, or an admin route (nothing was written)",
-    "404": "Not found",
+    "400": "Invalid request or JSON (nothing was written)",
+    "403": "AuthMode COGNITO: acting as another user, another user's ledger, or an admin route (nothing was written)",
+    "404": "Not found (AuthMode COGNITO: also another user's reservation, order or operation, answered exactly as a missing one)",
     "409": "Conflict with the stored state",
     "413": "The body is larger than 64 KiB (nothing was written)",
-    "415": "The body must be application/json",
+    "415": "The body must be JSON (application/json or a +json media type, any case)",
     "422": "Idempotency-Key reused with a different request",
     "500": "Internal error (no details; the request may be retried)",
     "503": "Contention outlasted the retry budget; retry the same request",

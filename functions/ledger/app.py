@@ -59,7 +59,7 @@ IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", min_length=26, m
 
 @app.post("/ledgers/<ledgerId>/entries")
 def append(ledgerId: IdPath, entry: NewEntry, key: IdempotencyKey) -> Response[Appended]:
-    app.caller.require_ledger(ledgerId, "append to this ledger")
+    app.caller.require_own_ledger(ledgerId, "append to this ledger")
     entry_id, created, result = ledger.post_entry(ledgerId, entry.amount, key)
     record(metrics, "LedgerAppend", result)
     return json_response(201 if created else 200, {"ledgerId": ledgerId, "entryId": entry_id})

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from counters.api import ID_PATTERN, Body, build_app, json_response, record
 from counters.commands import Deferrer
 from counters.dynamo import RetryPolicy
+from counters.errors import NotFound
 from counters.orders import Orders
 from counters.sequence import SequenceMode
 
@@ -66,7 +67,7 @@ OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
 def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[Order]:
     app.caller.require_self(order.customerId, "place an order")
     items = [line.model_dump() for line in order.items]
-    placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items)
+    placed = orders.place(key=idempotency_key, customer_id=order.customerId, items=items, owner=app.caller.owner)
     record(metrics, "PlaceOrder", placed.result)
     status = 201 if placed.created else 200
     return json_response(status, placed.order, headers={"Location": f"/orders/{placed.order['orderId']}"})
@@ -80,7 +81,7 @@ def latest_order() -> Response[Latest]:
 @app.get("/orders/<orderId>")
 def get_order(orderId: OrderIdPath) -> Response[Order]:
     order = orders.get(orderId)
-    app.caller.require_owner(order["customerId"], "read this order")
+    app.caller.require_owner_or_hide(order["customerId"], "read this order", NotFound(f"order {orderId} not found"))
     return json_response(200, order)
 
 

@@ -1,5 +1,6 @@
 """AuthMode COGNITO over real HTTP: the acting user comes from verified claims, never from the
-path or body, and another user's objects are refused with 403 before anything is written.
+path or body, and another user's objects are refused before anything is written: 403, or for
+objects whose ids are computable (reservations, orders, operations) 404 exactly as if missing.
 
 The local API stands in for API Gateway's Cognito authorizer (devstack.auth): it verifies the
 token, refuses a bad one with 401 without calling the function, and passes the claims in
@@ -101,6 +102,13 @@ def refused(response: requests.Response, status: int = 403) -> None:
         assert response.json()["error"] == "forbidden"
 
 
+def hidden(response: requests.Response, missing: requests.Response, real_id: str, missing_id: str) -> None:
+    """Another user's object answers exactly as a missing one: status, headers that matter, body."""
+    assert response.status_code == missing.status_code == 404, (response.text, missing.text)
+    assert response.headers["Content-Type"] == missing.headers["Content-Type"]
+    assert response.json() == {**missing.json(), "message": missing.json()["message"].replace(missing_id, real_id)}
+
+
 def test_operations_are_read_by_their_caller_only(users: dict[str, Client], unchanged: Any) -> None:
     """Runs first in the module: the deferred like is the likes function's first transaction."""
     alice, bob, admin = users["alice"], users["bob"], users["admin"]
@@ -109,7 +117,8 @@ def test_operations_are_read_by_their_caller_only(users: dict[str, Client], unch
     assert deferred.status_code == 202, deferred.text
     location = deferred.headers["Location"]
     with unchanged():
-        refused(bob("GET", location))
+        real = location.rsplit("/", 1)[1]
+        hidden(bob("GET", location), bob("GET", f"/operations/{'0' * 32}"), real, "0" * 32)
     for _ in range(100):
         record = alice("GET", location).json()
         if record["status"] != "PENDING":
@@ -162,9 +171,10 @@ def test_bob_cannot_read_or_cancel_alices_reservation(users: dict[str, Client], 
         assert mine.status_code == 201, mine.text
         rid = mine.json()["reservationId"]
         path = f"/resources/{resource}/reservations/{rid}"
+        nobody = "00000000-0000-5000-8000-000000000000"
         with unchanged():
-            refused(bob("GET", path))
-            refused(bob("DELETE", path))
+            for method in ("GET", "DELETE"):
+                hidden(bob(method, path), bob(method, f"/resources/{resource}/reservations/{nobody}"), rid, nobody)
         # The same Idempotency-Key from another user is another reservation, never alice's.
         bobs = bob("POST", f"/resources/{resource}/reservations", json={"quantity": 3}, headers={"Idempotency-Key": "k1"})
         assert bobs.status_code == 201 and bobs.json()["reservationId"] != rid
@@ -181,6 +191,7 @@ def test_bob_cannot_read_or_write_alices_ledger(users: dict[str, Client], unchan
         with unchanged():
             refused(bob("GET", f"/ledgers/{ledger}"))
             refused(bob("POST", f"/ledgers/{ledger}/entries", json={"amount": -5}, headers={"Idempotency-Key": new_key()}))
+            refused(admin("POST", f"/ledgers/{ledger}/entries", json={"amount": -5}, headers={"Idempotency-Key": new_key()}))
             refused(alice("POST", f"/ledgers/{ledger}/compact"))  # compaction is an admin route
         assert alice("GET", f"/ledgers/{ledger}").json()["balance"] == 5
         assert admin("GET", f"/ledgers/{ledger}").json()["balance"] == 5
@@ -198,6 +209,25 @@ def test_orders_are_placed_for_and_read_by_their_customer(users: dict[str, Clien
     assert placed.status_code == 201, placed.text
     path = placed.headers["Location"]
     with unchanged():
-        refused(bob("GET", path))
+        real = path.rsplit("/", 1)[1]
+        hidden(bob("GET", path), bob("GET", "/orders/999999"), real, "999999")
     assert alice("GET", path).json()["customerId"] == ALICE
     assert admin("GET", path).status_code == 200
+    # Idempotency-Keys are per caller: bob's "o1" is bob's own order, not a 422 on alice's key.
+    bobs = bob("POST", "/orders", json={"customerId": BOB, "items": [{"sku": "pen", "quantity": 2}]}, headers={"Idempotency-Key": "o1"})
+    assert bobs.status_code == 201, bobs.text
+    assert bobs.json()["orderId"] != placed.json()["orderId"]
+    assert alice("POST", "/orders", json=order, headers={"Idempotency-Key": "o1"}).json() == placed.json()
+
+
+def test_json_media_types_and_hostile_json_over_http(users: dict[str, Client], unchanged: Any) -> None:
+    alice = users["alice"]
+    for n, content_type in enumerate(("application/JSON", "application/vnd.api+json")):
+        body = json.dumps({"postId": f"mt{n}", "authorId": ALICE, "body": "b"})
+        r = alice("POST", "/posts", data=body, headers={"Content-Type": content_type})
+        assert r.status_code == 201, r.text
+    with unchanged():
+        for body in ('{"postId": "h1", "authorId": "a", "body": "b", "n": ' + "9" * 5000 + "}", '{"a": ' + "[" * 3000 + "]" * 3000 + "}"):
+            for path, headers in (("/posts", {}), (f"/ledgers/{ALICE}/entries", {"Idempotency-Key": new_key()})):
+                r = alice("POST", path, data=body, headers={"Content-Type": "application/json", **headers})
+                assert r.status_code == 400 and r.json()["error"] == "invalid_json", r.text

@@ -21,16 +21,44 @@ def with_claims(claims: dict[str, str] | None) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("raw", "groups"),
     [
-        ("admin", {"admin"}),
-        ("admin,ops", {"admin", "ops"}),
-        ("[admin ops]", {"admin", "ops"}),
-        (["admin", "ops"], {"admin", "ops"}),
+        ("admin", {"admin"}),  # REST API, one group
+        ("[admin ops]", {"admin", "ops"}),  # HTTP API JWT authorizer form: whitespace never is in a name
+        ("[ops  admin\tdev]", {"ops", "admin", "dev"}),
+        (["admin", "ops"], {"admin", "ops"}),  # a real list: exact names
         ("", set()),
         (None, set()),
+        (7, set()),
     ],
 )
 def test_groups_as_api_gateway_flattens_them(raw: Any, groups: set[str]) -> None:
     assert parse_groups(raw) == groups
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "ops,admin",  # one group named "ops,admin" - or, on the REST API, two groups: it cannot tell
+        "admin,ops",
+        "admin,",
+        ",admin",
+        "[admin]",  # one group named "[admin]" (a single HTTP API group is ambiguous with it)
+        "[admin",
+        "admin]",
+        "[ops,admin]",
+        "[ops admin",  # not the bracketed form: whitespace, so not one name either
+        "ops admin",
+        " admin",
+        ["ops,admin"],
+        ["[admin]"],
+        ["admin "],
+    ],
+)
+def test_a_group_name_with_commas_or_brackets_never_grants_admin(raw: Any) -> None:
+    assert "admin" not in parse_groups(raw)
+    caller = caller_from_event(with_claims({"sub": "mallory", "cognito:groups": raw}), mode=COGNITO)  # type: ignore[dict-item]
+    assert not caller.is_admin
+    with pytest.raises(Forbidden):
+        caller.require_admin("create a resource")
 
 
 def test_the_caller_is_the_sub_claim_never_the_path() -> None:

@@ -11,6 +11,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -22,13 +23,23 @@ from pydantic import BaseModel, ConfigDict
 
 from counters.auth import Caller, caller_from_event
 from counters.commands import Deferrer
-from counters.errors import ContentionError, CounterError, Unauthorized
+from counters.errors import ContentionError, CounterError, Hidden, Unauthorized
 from counters.ids import ID_PATTERN
 from counters.outcome import Result
 
 MAX_BODY_BYTES = 64 * 1024
 """Every body this API takes is small (a post's text is at most 4,000 characters, an order 50
 lines); anything larger is refused before it is parsed."""
+
+MAX_JSON_DEPTH = 64
+"""No body of this API nests deeper than 3; json.loads would raise RecursionError near 1,000."""
+MAX_NUMBER_DIGITS = 100
+"""No number of this API has more than 16 digits; json.loads raises ValueError past 4,300 (the
+int-string conversion limit). Digits inside strings are not counted."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_LONG_NUMBER = re.compile(f"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
+_BRACKET = re.compile(r"[\[\]{}]")
 
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
 OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
@@ -93,6 +104,10 @@ class TallyResolver(APIGatewayRestResolver):
         body = event.get("body")
         if body and content_type and content_type != "application/json" and not content_type.endswith("+json"):
             return _early(415, "unsupported_media_type", "send the body as application/json")
+        if content_type:
+            # Media types are case-insensitive and +json is JSON, but Powertools' body parser
+            # compares "application/json" case-sensitively (and 415s +json): tell it JSON.
+            event = _with_json_content_type(event)
         if body and event.get("isBase64Encoded"):
             try:
                 body = base64.b64decode(body, validate=True).decode("utf-8")
@@ -102,7 +117,50 @@ class TallyResolver(APIGatewayRestResolver):
             # Powertools validates a JSON array against a body model with its first element;
             # every body of this API is an object, so an array is refused outright.
             return _early(400, "validation_error", "the request body must be a JSON object")
+        if body:
+            problem = _unsafe_json(body)
+            if problem:
+                return _early(400, "invalid_json", problem)
         return super().resolve(event, context)
+
+
+def _unsafe_json(text: str) -> str | None:
+    """Why ``text`` must not reach ``json.loads`` (a 500 from a RecursionError or ValueError
+    deep inside the parser), or None. Bounded before parsing: nesting deeper than
+    :data:`MAX_JSON_DEPTH`, a digit run longer than :data:`MAX_NUMBER_DIGITS` outside strings.
+    Then parsed once, so nothing else it raises can surface later as a 500; a plain syntax
+    error is left to the validation middleware (``invalid_json`` as before)."""
+    bare = _JSON_STRING.sub('""', text)
+    if _LONG_NUMBER.search(bare):
+        return f"a number in the request body has more than {MAX_NUMBER_DIGITS} digits"
+    depth = 0
+    for bracket in _BRACKET.finditer(bare):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            return f"the request body nests deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    except (ValueError, RecursionError):
+        return "the request body is not valid JSON"
+    return None
+
+
+def _with_json_content_type(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with its Content-Type header (any casing) replaced by ``application/json``."""
+
+    def replaced(headers: dict[str, Any] | None, value: Any) -> dict[str, Any] | None:
+        if not headers:
+            return headers
+        kept = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        return {**kept, "Content-Type": value}
+
+    return {
+        **event,
+        "headers": replaced(event.get("headers"), "application/json"),
+        "multiValueHeaders": replaced(event.get("multiValueHeaders"), ["application/json"]),
+    }
 
 
 def _early(status: int, code: str, message: str) -> dict[str, Any]:
@@ -157,6 +215,17 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
     def _domain(exc: CounterError) -> Response:
         if exc.status in (401, 403):
             logger.info("refused", extra={"error": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
+        elif isinstance(exc, Hidden):  # answered as not found, but a refusal all the same
+            logger.info(
+                "refused",
+                extra={
+                    "error": "forbidden",
+                    "answered": exc.code,
+                    "detail": exc.refusal,
+                    "caller": app.caller.user_id,
+                    "route": app.current_event.resource,
+                },
+            )
         if exc.status >= 500:
             logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
         return error(exc.status, exc.code, exc.message)

@@ -7,7 +7,8 @@
   refuses ``Stage=prod`` with ``AuthMode=NONE``).
 * ``COGNITO``: API Gateway's Cognito user-pool authorizer has verified the ID token and put its
   claims in ``requestContext.authorizer.claims`` (every value a string). The acting user is the
-  ``sub`` claim; admins are members of the ``ADMIN_GROUP`` group (``cognito:groups``). A request
+  ``sub`` claim; admins are members of the ``ADMIN_GROUP`` group (``cognito:groups``, matched by
+  exact name: see :func:`parse_groups`). A request
   without claims is refused with 401, even though API Gateway should never let one through.
 
 Ownership rules (object-level authorization, checked before anything is written):
@@ -17,10 +18,16 @@ Ownership rules (object-level authorization, checked before anything is written)
 * reservations: the caller owns what it reserves; only the owner (or an admin) reads or
   releases it, and idempotency keys are per caller;
 * ledgers: a ledger belongs to the user whose id is the ledger id, or its part before the first
-  ``.`` (``<sub>`` or ``<sub>.savings``), so ownership costs no read and cannot be raced;
-* orders: placed for the caller's own ``customerId``; read by that customer or an admin;
+  ``.`` (``<sub>`` or ``<sub>.savings``), so ownership costs no read and cannot be raced; read
+  by its owner or an admin, appended to by its owner only (admins included);
+* orders: placed for the caller's own ``customerId``, idempotency keys per caller; read by that
+  customer or an admin;
 * deferred operations: read by whoever's request was deferred, or an admin;
 * admin only: create a resource, compact a ledger, audit a post's tally.
+
+A refusal is 403, except for another user's reservation, order or operation: their ids are
+computable (or sequential), so they answer exactly as a missing one (404,
+:meth:`Caller.require_owner_or_hide`); handlers still log every refusal.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from counters.errors import Forbidden, Unauthorized
+from counters.errors import Forbidden, Hidden, NotFound, Unauthorized
 
 NONE = "NONE"
 COGNITO = "COGNITO"
@@ -79,8 +86,23 @@ class Caller:
         if self.restricted_to is not None and owner != self.restricted_to:
             raise Forbidden(f"you may not {what}: it belongs to another user")
 
+    def require_owner_or_hide(self, owner: str | None, what: str, missing: NotFound) -> None:
+        """:meth:`require_owner` for an object whose id can be guessed or computed: refused as
+        :class:`~counters.errors.Hidden`, i.e. exactly the ``missing`` answer (404), so the
+        answer never tells that someone else's object exists."""
+        try:
+            self.require_owner(owner, what)
+        except Forbidden as exc:
+            raise Hidden(missing, exc.message) from None
+
     def require_ledger(self, ledger_id: str, what: str) -> None:
+        """Read a ledger: its owner, or an admin."""
         self.require_owner(ledger_owner(ledger_id), what)
+
+    def require_own_ledger(self, ledger_id: str, what: str) -> None:
+        """Write to a ledger: an entry moves the owner's balance in their name, so only the owner
+        may - admins included, as with :meth:`require_self`."""
+        self.require_self(ledger_owner(ledger_id), what)
 
 
 def ledger_owner(ledger_id: str) -> str:
@@ -89,13 +111,43 @@ def ledger_owner(ledger_id: str) -> str:
 
 
 def parse_groups(value: Any) -> frozenset[str]:
-    """``cognito:groups`` as API Gateway passes it: a list, or a string such as ``admin``,
-    ``admin,ops`` or ``[admin ops]`` (REST API claims are flattened to strings)."""
+    """``cognito:groups`` as exact group names; a name is never split into others.
+
+    The ID token carries a JSON array, but API Gateway flattens every claim to a string:
+
+    * REST API Cognito authorizer (this template): one group arrives as ``admin``; several
+      arrive comma-joined, ``admin,ops``.
+    * HTTP API JWT authorizer: ``[admin ops]`` (brackets, space-separated).
+
+    Cognito group names match ``[\\p{L}\\p{M}\\p{S}\\p{N}\\p{P}]+``: they may contain ``,``
+    ``[`` ``]`` but never whitespace. So the REST form is ambiguous: ``ops,admin`` is either two
+    groups or one group named ``ops,admin``, and nothing in the claim tells which. Splitting on
+    commas or brackets (as this parser once did) let whoever can name a group grant admin. Hence:
+
+    * a list (a claim that was not flattened): exactly its string elements;
+    * a string containing whitespace: only the bracketed HTTP API form ``[a b ...]``, split on
+      whitespace - whitespace is never part of a name, so this cannot misread one group
+      (``[a,b c]`` is ``a,b`` and ``c``); any other string with whitespace names no group;
+    * any other string: **one** exact name, commas and brackets included (``ops,admin``,
+      ``[admin]``). A single group ``[admin]`` and an HTTP API ``[admin]`` look alike, and the
+      name wins: it fails closed.
+
+    The price: on the REST API a member of several groups is seen as one group named by the
+    comma-joined list, so an admin must be in the admin group only (or the function must
+    read the groups from a source that keeps the array).
+    """
     if isinstance(value, (list, tuple)):
-        return frozenset(str(v) for v in value if v)
-    if isinstance(value, str):
-        return frozenset(part for part in re.split(r"[\s,\[\]]+", value) if part)
-    return frozenset()
+        return frozenset(v for v in value if isinstance(v, str) and v)
+    if not isinstance(value, str) or not value:
+        return frozenset()
+    if _WHITESPACE.search(value):
+        if value.startswith("[") and value.endswith("]"):
+            return frozenset(value[1:-1].split())
+        return frozenset()
+    return frozenset({value})
+
+
+_WHITESPACE = re.compile(r"\s")
 
 
 def auth_mode() -> str:

@@ -46,7 +46,7 @@ import boto3
 from counters.auth import Caller
 from counters.dynamo import CLIENT_CONFIG, Classified, RetryPolicy, client, from_item, to_item
 from counters.engine import Report, Stop, guard, read, run
-from counters.errors import ContentionError
+from counters.errors import ContentionError, NotFound
 from counters.outcome import Outcome
 
 logger = logging.getLogger(__name__)
@@ -221,7 +221,8 @@ class Operations:
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
     def get(self, operation_id: str, *, caller: Caller | None = None) -> dict[str, Any] | None:
-        """The public record, or None; with a ``caller``, someone else's operation is :class:`Forbidden`."""
+        """The public record, or None; with a ``caller``, someone else's operation is
+        :class:`~counters.errors.Hidden` (answered as a missing one)."""
         response = read(
             self.dynamodb.get_item, self.retry, TableName=self.table_name, Key=to_item(operation_key(operation_id)), ConsistentRead=True
         )
@@ -229,7 +230,7 @@ class Operations:
         if item is None:
             return None
         if caller is not None:
-            caller.require_owner(item.get("owner"), "read this operation")
+            caller.require_owner_or_hide(item.get("owner"), "read this operation", NotFound(f"operation {operation_id!r} not found"))
         return {k: item[k] for k in ("operationId", "op", "status", "createdAt", "completedAt", "result") if k in item}
 
 

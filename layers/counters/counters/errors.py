@@ -31,6 +31,15 @@ class NotFound(CounterError):
     status = 404
 
 
+class Hidden(NotFound):
+    """Another user's object, answered exactly as a missing one (404, the same body): its id is
+    computable, so a 403 would tell that it exists. Handlers still log it as a refusal."""
+
+    def __init__(self, missing: NotFound, refusal: str) -> None:
+        super().__init__(missing.message)
+        self.refusal = refusal
+
+
 class AlreadyExists(CounterError):
     """An item with that key exists already."""
 

@@ -3,7 +3,7 @@
 | item | PK | SK | written |
 |---|---|---|---|
 | order | ``ORDER#<n>`` | ``META`` | with its id, in one transaction with the key record |
-| idempotency record | ``ORDERKEY#<key>`` | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
+| idempotency record | ``ORDERKEY#<key>``, ``ORDERKEY#<owner>#<key>`` with authorization on | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
 | sequence | ``SEQ#ORDER`` | ``META`` | :mod:`counters.sequence` |
 | pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function (:mod:`counters.pointer`) |
 
@@ -14,6 +14,9 @@ Idempotency
     record (and the reverse). Two concurrent requests with one key: one transaction wins, the
     other fails on the key record and answers the winner's order (``ALL_OLD`` tells it which).
     The same key with a different body (customerId/items): :class:`IdempotencyKeyReused` (422).
+    Keys are per caller when authorization is on (the record's key includes the owner, as a
+    reservation id does): another user's key is never found, so it neither answers 422 (telling
+    that it exists) nor blocks anyone.
 
     * ``gapless``: the key record is in the *same* transaction as the counter bump, so a
       losing twin, a replay and a client resend never take an id: 1..N with no holes.
@@ -56,8 +59,11 @@ def order_key(order_id: int) -> dict[str, str]:
     return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
 
 
-def idempotency_key(key: str) -> dict[str, str]:
-    return {"PK": f"ORDERKEY#{key}", "SK": "META"}
+def idempotency_key(key: str, owner: str | None = None) -> dict[str, str]:
+    """The key record of ``key``, scoped to ``owner`` (the verified caller; None with
+    authorization off). Keys never contain ``#``, so the two forms never collide."""
+    scope = key if owner is None else f"{owner}#{key}"
+    return {"PK": f"ORDERKEY#{scope}", "SK": "META"}
 
 
 def order_id_from_pk(pk: str) -> int | None:
@@ -111,12 +117,15 @@ class Orders:
     def mode(self) -> SequenceMode:
         return self.sequence.mode
 
-    def place(self, *, key: str, customer_id: str, items: list[dict[str, Any]], request_id: str | None = None) -> Placed:
+    def place(
+        self, *, key: str, customer_id: str, items: list[dict[str, Any]], owner: str | None = None, request_id: str | None = None
+    ) -> Placed:
         """Create the order for ``key`` once; a replay answers the same order (``created=False``,
-        unless the key record carries this request's id: a re-drive of the request that made it)."""
+        unless the key record carries this request's id: a re-drive of the request that made it).
+        ``owner`` (the verified caller) scopes the key: each caller has their own keys."""
         request_id = request_id or new_request_id()
         fingerprint = request_hash(customer_id, items)
-        record, capacity = self._get(idempotency_key(key))
+        record, capacity = self._get(idempotency_key(key, owner))
         if record is not None:
             return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id)
         now = int(time.time())
@@ -133,7 +142,7 @@ class Orders:
 
         def items_for(order_id: int) -> list[dict[str, Any]]:
             record = {
-                **idempotency_key(key),
+                **idempotency_key(key, owner),
                 "orderId": order_id,
                 "requestHash": fingerprint,
                 "requestId": request_id,
@@ -173,7 +182,8 @@ class Orders:
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
-        command = Command("place_order", {"key": key, "customerId": customer_id, "items": items}, request_id)
+        payload = {"key": key, "customerId": customer_id, "items": items, "owner": owner}  # the worker uses the same scoped key
+        command = Command("place_order", payload, request_id)
         raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request", command=command)
 
     def replayables(self) -> dict[str, Replayable]:
@@ -182,7 +192,7 @@ class Orders:
 
     def _replay_place(self, p: PlacePayload, command: Command) -> Verdict:
         try:
-            placed = self.place(key=p.key, customer_id=p.customerId, items=p.items, request_id=command.operation_id)
+            placed = self.place(key=p.key, customer_id=p.customerId, items=p.items, owner=p.owner, request_id=command.operation_id)
         except IdempotencyKeyReused as exc:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
         return Verdict("APPLIED" if placed.created else "DUPLICATE", placed.order)
@@ -221,11 +231,13 @@ class PlacePayload:
     key: str
     customerId: str
     items: list[dict[str, Any]]
+    owner: str | None = None
 
     def __post_init__(self) -> None:
         require(isinstance(self.key, str) and bool(self.key), "invalid key")
         require(valid_id(self.customerId), "invalid customerId")
         require(isinstance(self.items, list) and bool(self.items), "invalid items")
+        require(self.owner is None or (isinstance(self.owner, str) and bool(self.owner)), "invalid owner")
 
 
 def public_order(item: dict[str, Any]) -> dict[str, Any]:

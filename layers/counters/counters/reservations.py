@@ -237,7 +237,8 @@ class Reservations:
         request_id: str | None = None,
     ) -> Reservation:
         """Take ``quantity``; ``owner`` (the verified caller, None with authorization off) is
-        recorded, and only they (or an admin) may read or release the reservation."""
+        recorded, and only they (or an admin) may read or release the reservation (anyone
+        else is answered as if it did not exist)."""
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
         resource, _ = self.resource(resource_id)
@@ -381,10 +382,11 @@ class Reservations:
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> dict[str, Any]:
         item, _ = self._get(marker_key(rid))
+        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if item is None or item.get("resourceId") != resource_id:
-            raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+            raise missing
         if caller is not None:
-            caller.require_owner(item.get("owner"), "read this reservation")
+            caller.require_owner_or_hide(item.get("owner"), "read this reservation", missing)
         body = {
             **public_reservation(rid, int(item["quantity"]), item["status"]),
             "resourceId": resource_id,
@@ -397,13 +399,15 @@ class Reservations:
     def release(self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None) -> Reservation:
         """Give the quantity back exactly once; a second release is a no-op (``created`` False).
         With a ``caller``, only the reservation's owner (or an admin) may: checked on the read
-        that precedes every write (the owner never changes), so a refusal writes nothing."""
+        that precedes every write (the owner never changes), so a refusal writes nothing; it
+        answers 404 as for a missing reservation."""
         resource, _ = self.resource(resource_id)
         record, _ = self._get(marker_key(rid))
+        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.get("resourceId") != resource_id:
-            raise NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+            raise missing
         if caller is not None:
-            caller.require_owner(record.get("owner"), "release this reservation")
+            caller.require_owner_or_hide(record.get("owner"), "release this reservation", missing)
         request_id = request_id or new_request_id()
         quantity = int(record["quantity"])
         if record["status"] == RELEASED:  # this request's own release (a re-drive), or an earlier one
