@@ -43,7 +43,7 @@ import importlib
 from typing import Any, ClassVar
 
 from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import read
+from counters.engine import Stop, read, run
 from counters.outcome import Capacity, Outcome, Result
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
@@ -152,6 +152,22 @@ class Approach:
     def read(self, key: dict[str, str], capacity: Capacity) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
         return from_item(response.get("Item"))
+
+    def optimistic(self, key: dict[str, str], capacity: Capacity, plan: Any, lost: Any, unknown: Any) -> Result:
+        """Read, then write conditioned on what was read (occ, occ_history): ``plan(item, attempts)``
+        gives the first write (:class:`~counters.engine.Resend`) or the verdict the read already
+        gives (:class:`~counters.engine.Stop`); ``lost``/``unknown`` are the engine's hooks for a
+        lost race and an unknown outcome."""
+        first = plan(self.read(key, capacity), 1)
+        if isinstance(first, Stop):
+            return first.value
+        report = run(
+            self.dynamodb.update_item, first.params or {}, policy=self.retry, capacity=capacity, write=True, on_condition=lost, on_unknown=unknown
+        )
+        if report.stopped:
+            return report.value
+        # conflict/throttle/not sent are retried by the engine (a stale read is caught by the write's condition)
+        return result(report.outcome, capacity, report.attempts)
 
     def require_token(self, token: str | None) -> str:
         if not token:

@@ -29,7 +29,7 @@ from typing import Any
 
 from counters.approaches import AVAILABLE, RESERVED, Approach, names, result
 from counters.dynamo import Classified, from_item, to_item
-from counters.engine import Report, Resend, Stop, run
+from counters.engine import Report, Resend, Stop
 from counters.outcome import Capacity, Outcome, Result
 
 TAG = "tag"
@@ -106,16 +106,7 @@ class Occ(Approach):
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, "third_tag"))
             return None  # tag unchanged: definitely not applied, re-send the same write
 
-        first = plan(self.read(key, capacity), 1)
-        if isinstance(first, Stop):
-            return first.value
-        report = run(
-            self.dynamodb.update_item, first.params or {}, policy=self.retry, capacity=capacity, write=True, on_condition=lost, on_unknown=unknown
-        )
-        if report.stopped:
-            return report.value
-        # conflict/throttle/not sent are retried by the engine (a stale read is caught by the tag condition)
-        return result(report.outcome, capacity, report.attempts)
+        return self.optimistic(key, capacity, plan, lost, unknown)
 
     def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
         action = super().release_action(key, quantity, token)

@@ -33,7 +33,7 @@ from typing import Any
 from counters.approaches import AVAILABLE, RESERVED, Approach, names, result
 from counters.approaches.occ import breaches
 from counters.dynamo import Classified, RetryPolicy, from_item, to_item
-from counters.engine import Report, Resend, Stop, run
+from counters.engine import Report, Resend, Stop
 from counters.outcome import Capacity, Outcome, Result
 
 VERSION = "version"
@@ -141,15 +141,7 @@ class OccHistory(Approach):
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, "fell_off_chain"))
             return plan(item, report.attempts)  # another writer took our slot: definitely not applied, next round
 
-        first = plan(self.read(key, capacity), 1)
-        if isinstance(first, Stop):
-            return first.value
-        report = run(
-            self.dynamodb.update_item, first.params or {}, policy=self.retry, capacity=capacity, write=True, on_condition=lost, on_unknown=unknown
-        )
-        if report.stopped:
-            return report.value
-        return result(report.outcome, capacity, report.attempts)
+        return self.optimistic(key, capacity, plan, lost, unknown)
 
     def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
         """Give back and append the release's tag: ``version`` keeps matching the chain's end.
