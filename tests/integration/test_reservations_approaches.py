@@ -28,7 +28,8 @@ KEY = {"PK": "RES#c1", "SK": "META"}
 
 def make(name: str, table: str, capacity: int = 10, **options: Any) -> Any:
     approach = create(name, table, retry=FAST, **options)
-    boto3.client("dynamodb").put_item(  # arranged with a plain client: the layer's refuses calls outside its engineTableName=table, Item=to_item({**KEY, **approach.initial_attributes(capacity)}))
+    # arranged with a plain client: the layer's refuses calls outside its engine
+    boto3.client("dynamodb").put_item(TableName=table, Item=to_item({**KEY, **approach.initial_attributes(capacity)}))
     return approach
 
 

@@ -8,8 +8,8 @@ import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
 from counters.dynamo import Failure, RetryPolicy, classify
-from counters.outcome import Capacity, Outcome
 from counters.engine import transact
+from counters.outcome import Capacity, Outcome
 
 
 def client_error(code: str, status: int = 400, reasons: list[dict[str, Any]] | None = None, **extra: Any) -> ClientError:
