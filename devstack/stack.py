@@ -57,6 +57,7 @@ class LocalStack:
         for source in self.stack.queue_sources:
             late = self.delivery_faults is not None and self.delivery_faults.late > 0
             pool = FunctionPool(self.stack.functions[source.function], concurrency=max(self.queue_pollers, 2 if late else 1))
+            pool.warm()  # like the API's pools: a first 202 is not held up by the worker's cold start
             self._pools.append(pool)
             self.pollers.append(
                 QueuePoller(
