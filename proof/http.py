@@ -55,7 +55,7 @@ from devstack.stack import LocalStack
 
 DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
 INLINE_RETRY_ATTEMPTS = "2"  # a small in-line budget: contention (202, deferred through SQS) is common
-SQS_FAULTS = {"after_commit": 0.04, "resend": 0.03, "throttle": 0.04, "unavailable": 0.03}
+SQS_FAULTS = {"after_commit": 0.08, "resend": 0.05, "throttle": 0.08, "unavailable": 0.06}
 DELIVERY = {"duplicate": 0.15, "late": 0.10, "stream_duplicate": 0.25}
 CONFLICTING = ["TransactWriteItems", "TransactGetItems", "UpdateItem", "PutItem", "DeleteItem"]
 FUNCTIONS = [
@@ -474,6 +474,7 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
 
     acked: dict[str, dict[str, int]] = {label: {} for label in demand}  # key -> quantity acknowledged
     unknown: dict[str, set[str]] = {label: set() for label in demand}
+    answers: dict[tuple[str, str], list[str]] = {}  # what each key's client was told, in order (for the notes)
     deferred: list[tuple[str, str, str, Deferred]] = []  # (label, kind, key, deferred)
 
     def reserve(label: str, key: str, quantity: int, inexact: bool) -> Callable[[], None]:
@@ -484,6 +485,10 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
             for answer in _twice(
                 lambda: c.send(report, "POST", path, json_body={"quantity": quantity}, headers={"Idempotency-Key": key}, inexact=inexact)
             ):
+                told = "none" if answer is None else str(answer.status_code)
+                if answer is not None and answer.status_code == 202:
+                    told += f" op {answer.json().get('operationId')}"
+                answers.setdefault((label, key), []).append(told)
                 if answer is None or answer.status_code >= 500:
                     unknown[label].add(key)
                 elif answer.status_code in (200, 201):
@@ -547,6 +552,19 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
             report.notes.append(f"stranded {report.stranded} outside [0, {unsure}] (quantities of UNKNOWN/PENDING records)")
         if documented != "exact":
             report.notes.append(f"reserved {reserved}, confirmed {confirmed}, UNKNOWN/PENDING {unsure}, {len(unknown[label])} keys unknown")
+        elif report.stranded:  # the evidence: every counter item and record, and what each client was told
+            report.notes.append(
+                "counters: "
+                + ", ".join(f"{i['PK']}/{i['SK']} reserved {i.get('reserved')} available {i.get('available')}" for i in counters)
+            )
+            for key, record in sorted(records.items()):
+                report.notes.append(
+                    f"{key}: {record['status']} x{record['quantity']} allocation {record.get('allocation')} "
+                    f"requestId {record.get('requestId')}; told {answers.get((label, key))}"
+                )
+            for (lb, key), told in sorted(answers.items()):
+                if lb == label and key not in records:
+                    report.notes.append(f"{key} (no record): asked {dict(demand[label])[key]}, told {told}")
         for key, quantity in acked[label].items():
             record = records.get(key)
             want = "RELEASED" if key in released[label] else "CONFIRMED"
@@ -558,6 +576,8 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
                 report.lost += 1  # stored but its client was told otherwise (409/never)
                 report.notes.append(f"key {key} confirmed in the table but its client was never told so")
     for label, kind, key, d in deferred:
+        if any(n.startswith("counters: ") for n in reports[label].notes):
+            reports[label].notes.append(f"202 {kind} {key}: {d.operation_id} -> {d.final}")
         record = next((i for i in items if i.get("idempotencyKey") == key and i.get("resourceId") == _rid(label)), None)
         status = (d.final or {}).get("status")
         own = "requestId" if kind == "reserve" else "releasedBy"

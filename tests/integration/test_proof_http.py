@@ -5,9 +5,13 @@ right status, nothing stranded, duplicated or lost."""
 
 from __future__ import annotations
 
+import json
+import random
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from proof import http
 
@@ -28,7 +32,7 @@ def test_http_scenario_under_faults_holds(
     params, run = http.SCENARIOS[scenario]
     with (
         http.output_to(tmp_path / "functions.log"),
-        http.faulty_stack(dynamodb_endpoint, sqs_endpoint, seed=11, scale=0.4, clients=12, params=params) as env,
+        http.faulty_stack(dynamodb_endpoint, sqs_endpoint, seed=11, scale=0.25, clients=12, params=params) as env,
     ):
         reports = http.reservations(env, cases) if cases else run(env)
     summary = http.table(reports) + "\n" + http.details(reports)
@@ -43,3 +47,51 @@ def test_http_scenario_under_faults_holds(
             assert report.stranded == 0, summary
         assert report.verdict == "holds", summary
     assert reports[0].faults_ddb > 0, summary  # the faults did fire
+
+
+def test_sqs_faults_reach_the_functions_queue_client(
+    monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str, sqs_endpoint: str, tmp_path: Path
+) -> None:
+    """DEVSTACK_FAULTS with ``services: ["sqs"]`` faults counters.commands.sqs_client() in the
+    worker: a send whose answer is lost (the engine re-sends: the command is queued twice) still
+    resolves once, APPLIED, and the like counts once."""
+    from devstack.stack import LocalStack
+
+    spec = {
+        "LikesFunction": [
+            ["conflict", {"operations": ["TransactWriteItems"], "limit": 2}],  # InlineRetryAttempts 2: deferred
+            ["after_commit", {"operations": ["SendMessage"], "limit": 1, "services": ["sqs"]}],
+        ]
+    }
+    monkeypatch.setenv("DEVSTACK_FAULTS", json.dumps(spec))
+    monkeypatch.setenv("DEVSTACK_FAULTS_REPORT", str(tmp_path))
+    table = f"tally-sqsfaults-{random.randrange(10**6)}"
+    stack = LocalStack(
+        dynamodb_endpoint,
+        table,
+        port=0,
+        concurrency=1,
+        sqs_endpoint=sqs_endpoint,
+        visibility_override=1,
+        params={"InlineRetryAttempts": "2"},
+    )
+    with http.output_to(tmp_path / "functions.log"):
+        stack.start()
+    try:
+        url = stack.api.url
+        assert requests.post(f"{url}/posts", json={"postId": "p1", "authorId": "a", "body": "b"}, timeout=30).status_code == 201
+        r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
+        assert r.status_code == 202, r.text
+        for _ in range(100):
+            record = requests.get(f"{url}{r.headers['Location']}", timeout=10).json()
+            if record["status"] != "PENDING":
+                break
+            time.sleep(0.2)
+        assert record["status"] == "APPLIED"
+        assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
+        reports = [json.loads(p.read_text()) for p in tmp_path.glob("LikesFunction-*.json")]
+        sqs = [r["by_service"]["sqs"] for r in reports if "sqs" in r["by_service"]]
+        assert sum(s["injected"].get("after_commit", 0) for s in sqs) == 1
+        assert sum(s["calls"].get("SendMessage", 0) for s in sqs) == 2  # re-sent after the lost answer: queued twice
+    finally:
+        stack.stop()
