@@ -1,17 +1,26 @@
 """Fault injection for boto3 clients through botocore's event hooks (no proxy, no mocks).
 
 DynamoDB Local never raises TransactionConflict, never throttles and cannot fail after a
-commit. :class:`FaultInjector` adds exactly those failures to a real client, at a seeded
-rate, and counts what it injected:
+commit; moto's SQS never throttles or loses an answer. :class:`FaultInjector` adds exactly
+those failures to a real client of either service (it hooks the events of the client's own
+service), at a seeded rate, and counts what it injected:
 
-``after_commit``  the call succeeded, then the caller receives a 500 InternalServerError
-                  (the ambiguous case: the write is in the table, the caller cannot know)
+``after_commit``  the call succeeded, then the caller receives a 500 (InternalServerError /
+                  SQS InternalFailure): for a write the ambiguous case (it is in the table or
+                  the queue, the caller cannot know); for a read, a lost answer
 ``resend``        the call succeeded, then botocore sends the identical request again and
-                  the caller receives the *second* response (an SDK retry after a lost reply)
-``conflict``      cancelled before sending: TransactionConflict (TransactionCanceledException
-                  with that reason for transactions, TransactionConflictException otherwise)
+                  the caller receives the *second* response (an SDK retry after a lost reply;
+                  for SendMessage the message is queued twice)
+``conflict``      DynamoDB only, cancelled before sending: TransactionConflict
+                  (TransactionCanceledException with that reason for TransactWriteItems and
+                  TransactGetItems, TransactionConflictException otherwise); never drawn for SQS
 ``throttle``      cancelled before sending: ThrottlingError reason / ThrottlingException
+                  (SQS: RequestThrottled)
 ``unavailable``   a 500 before sending: not applied, but the caller cannot know that
+
+Reads are faulted like writes when a rule has no ``operations`` (GetItem, Query, Scan,
+TransactGetItems, ReceiveMessage...). Queue *delivery* faults (a message delivered twice, or
+again while its first delivery still runs) are not client calls: see :mod:`devstack.sqs`.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable")
+TRANSACTIONS = frozenset({"TransactWriteItems", "TransactGetItems"})
 
 
 @dataclass
@@ -66,11 +76,13 @@ class FaultInjector:
         self.injected: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._pending_resend: set[int] = set()
+        self.by_operation: Counter[tuple[str, str]] = Counter()
+        """(operation, kind) -> how many times it was injected."""
+        self.service = client.meta.service_model.service_id.hyphenize()  # "dynamodb", "sqs": the event names' service part
         events = client.meta.events
-        events.register_first("before-call.dynamodb", self._before_call, unique_id=f"faults-before-{id(self)}")
-        events.register_first("after-call.dynamodb", self._after_call, unique_id=f"faults-after-{id(self)}")
-        events.register_first("needs-retry.dynamodb", self._needs_retry, unique_id=f"faults-retry-{id(self)}")
+        events.register_first(f"before-call.{self.service}", self._before_call, unique_id=f"faults-before-{id(self)}")
+        events.register_first(f"after-call.{self.service}", self._after_call, unique_id=f"faults-after-{id(self)}")
+        events.register_first(f"needs-retry.{self.service}", self._needs_retry, unique_id=f"faults-retry-{id(self)}")
 
     def add(self, kind: str, *, operations: set[str] | None = None, rate: float = 1.0, limit: int | None = None) -> FaultInjector:
         if kind not in KINDS:
@@ -84,22 +96,33 @@ class FaultInjector:
 
     def detach(self) -> None:
         events = self.client.meta.events
-        events.unregister("before-call.dynamodb", unique_id=f"faults-before-{id(self)}")
-        events.unregister("after-call.dynamodb", unique_id=f"faults-after-{id(self)}")
-        events.unregister("needs-retry.dynamodb", unique_id=f"faults-retry-{id(self)}")
+        events.unregister(f"before-call.{self.service}", unique_id=f"faults-before-{id(self)}")
+        events.unregister(f"after-call.{self.service}", unique_id=f"faults-after-{id(self)}")
+        events.unregister(f"needs-retry.{self.service}", unique_id=f"faults-retry-{id(self)}")
+
+    @property
+    def dynamodb(self) -> bool:
+        return self.service == "dynamodb"
 
     def _draw(self, operation: str, kinds: tuple[str, ...]) -> str | None:
         with self._lock:
             for rule in self.rules:
                 if rule.kind not in kinds or (rule.operations and operation not in rule.operations):
                     continue
+                if rule.kind == "conflict" and not self.dynamodb:
+                    continue  # a queue has no transactions to conflict with
                 if rule.limit is not None and rule.fired >= rule.limit:
                     continue
                 if self.rng.random() < rule.rate:
                     rule.fired += 1
                     self.injected[rule.kind] += 1
+                    self.by_operation[(operation, rule.kind)] += 1
                     return rule.kind
         return None
+
+    @property
+    def _internal_code(self) -> str:
+        return "InternalServerError" if self.dynamodb else "InternalFailure"
 
     # -- before sending: failures that leave the table untouched --------------------------
     def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
@@ -110,8 +133,10 @@ class FaultInjector:
         if kind is None:
             return None
         if kind == "unavailable":
-            return _error(500, "InternalServerError", "injected: internal server error (not applied)")
-        if operation == "TransactWriteItems":
+            return _error(500, self._internal_code, "injected: internal server error (not applied)")
+        if not self.dynamodb:
+            return _error(400, "RequestThrottled", "injected: request throttled")
+        if operation in TRANSACTIONS:
             n = len(_body(params).get("TransactItems", [])) or 1
             reason = "TransactionConflict" if kind == "conflict" else "ThrottlingError"
             reasons = [{"Code": "None"}] * n
@@ -130,7 +155,7 @@ class FaultInjector:
         parsed.clear()
         parsed.update(
             {
-                "Error": {"Code": "InternalServerError", "Message": "injected: failed after commit"},
+                "Error": {"Code": self._internal_code, "Message": "injected: failed after commit"},
                 "ResponseMetadata": {"HTTPStatusCode": 500},
             }
         )

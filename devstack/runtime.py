@@ -95,27 +95,39 @@ def _worker_main(fn: Function, conn: Any) -> None:
 
 
 def _inject_faults(function: str) -> Callable[[], None]:
-    """Test hook: ``DEVSTACK_FAULTS`` = JSON {function: [[kind, {operations, rate, limit}], ...]}
-    attaches a FaultInjector to the layer's client in this worker (never set outside tests).
+    """Test hook: ``DEVSTACK_FAULTS`` = JSON {function: [[kind, {operations, rate, limit, services}], ...]}
+    attaches a FaultInjector to the layer's clients in this worker (never set outside tests):
+    ``services`` lists ``dynamodb`` (the default) and/or ``sqs`` (``counters.commands.sqs_client()``).
     With ``DEVSTACK_FAULTS_REPORT`` (a folder), the returned callable writes what it counted."""
     spec = json.loads(os.environ.get("DEVSTACK_FAULTS") or "{}").get(function)
     if not spec:
         return lambda: None
-    from counters import dynamo
+    from counters import commands, dynamo
     from devstack.faults import FaultInjector
 
-    injector = FaultInjector(dynamo.client(), seed=os.getpid())
+    injectors: dict[str, FaultInjector] = {}
     for kind, options in spec:
-        injector.add(
-            kind, operations=set(options.get("operations") or []) or None, rate=options.get("rate", 1.0), limit=options.get("limit")
-        )
+        for service in options.get("services") or ["dynamodb"]:
+            if service not in injectors:
+                client = dynamo.client() if service == "dynamodb" else commands.sqs_client()
+                injectors[service] = FaultInjector(client, seed=os.getpid() + len(injectors))
+            injectors[service].add(
+                kind, operations=set(options.get("operations") or []) or None, rate=options.get("rate", 1.0), limit=options.get("limit")
+            )
     report_dir = os.environ.get("DEVSTACK_FAULTS_REPORT")
 
     def report() -> None:
         if report_dir:
             path = os.path.join(report_dir, f"{function}-{os.getpid()}.json")
+            calls: dict[str, int] = {}
+            injected: dict[str, int] = {}
+            for injector in injectors.values():  # operation names of the two services never collide
+                calls.update(injector.calls)
+                for kind, n in injector.injected.items():
+                    injected[kind] = injected.get(kind, 0) + n
+            by_service = {s: {"calls": dict(i.calls), "injected": dict(i.injected)} for s, i in injectors.items()}
             with open(path + ".tmp", "w") as fh:
-                json.dump({"calls": dict(injector.calls), "injected": dict(injector.injected)}, fh)
+                json.dump({"calls": calls, "injected": injected, "by_service": by_service}, fh)
             os.replace(path + ".tmp", path)
 
     return report

@@ -5,6 +5,12 @@ The poller receives up to ``BatchSize`` messages, invokes the function with an S
 deletes the messages that succeeded (all but ``batchItemFailures`` when the function reports
 them) and leaves the rest to reappear after the visibility timeout; the queue's own
 RedrivePolicy moves a message to its DLQ after ``maxReceiveCount`` receives.
+
+Delivery faults (tests and the proof, :class:`DeliveryFaults`): a batch delivered twice (the
+second after the first returned), and a batch whose visibility timeout "expires" while its
+first delivery still runs: the poller makes the messages visible again and starts another
+receive (a second poller, as Lambda runs several) that takes and runs them concurrently with
+the first delivery, which deletes with its now stale receipt handle, as SQS allows.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ import hashlib
 import json
 import logging
 import os
+import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -108,26 +116,63 @@ def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
     }
 
 
+@dataclass
+class DeliveryFaults:
+    """Seeded at-least-once delivery faults of a :class:`QueuePoller` (rates per received batch)."""
+
+    duplicate: float = 0.0
+    """The batch is delivered again after its first delivery returned (a duplicate delivery)."""
+    late: float = 0.0
+    """The batch becomes visible again before its first delivery starts (its visibility timeout
+    expired): a second receive takes it and runs it while the first delivery runs, the first
+    starting 0-0.3 s late (the function's pool needs >= 2 workers for them to overlap)."""
+    seed: int = 0
+
+
 class QueuePoller:
-    """Feeds one queue to one function until stopped."""
+    """Feeds one queue to one function until stopped (``pollers`` concurrent receive loops)."""
 
     def __init__(
-        self, sqs: Any, queue_url: str, queue_arn: str, pool: FunctionPool, batch_size: int, report_failures: bool, deliveries: int = 1
+        self,
+        sqs: Any,
+        queue_url: str,
+        queue_arn: str,
+        pool: FunctionPool,
+        batch_size: int,
+        report_failures: bool,
+        deliveries: int = 1,
+        faults: DeliveryFaults | None = None,
+        pollers: int = 1,
     ) -> None:
         self.deliveries = deliveries  # > 1: every batch is delivered again (tests of at-least-once delivery)
+        self.faults = faults or DeliveryFaults()
+        self._rng = random.Random(self.faults.seed)
+        self._rng_lock = threading.Lock()
         self.sqs, self.queue_url, self.queue_arn = sqs, queue_url, queue_arn
         self.pool, self.batch_size, self.report_failures = pool, batch_size, report_failures
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name=f"poller-{pool.fn.name}", daemon=True)
+        self.threads = [threading.Thread(target=self._loop, name=f"poller-{pool.fn.name}-{i}", daemon=True) for i in range(max(1, pollers))]
+        self.thread = self.threads[0]
         self.invocations = 0
+        self.duplicated = 0  # batches delivered twice by DeliveryFaults.duplicate
+        self.expired = 0  # batches made visible again during their first delivery (DeliveryFaults.late)
+        self._helpers: list[threading.Thread] = []
 
     def start(self) -> QueuePoller:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self.thread.join(timeout=5)
+        for thread in [*self.threads, *self._helpers]:
+            thread.join(timeout=5)
+
+    def _chance(self, rate: float) -> bool:
+        if rate <= 0:
+            return False
+        with self._rng_lock:
+            return self._rng.random() < rate
 
     def poll_once(self, wait_seconds: int = 1) -> int:
         """Receive one batch and run it; returns how many messages were received."""
@@ -142,10 +187,26 @@ class QueuePoller:
         if not messages:
             return 0
         event = sqs_event(messages, self.queue_arn)
+        if self._chance(self.faults.late):  # visibility "expired": another poller takes the batch meanwhile
+            self.sqs.change_message_visibility_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0} for i, m in enumerate(messages)],
+            )
+            self.expired += 1
+            helper = threading.Thread(target=self._second_receive, name=f"{threading.current_thread().name}-late", daemon=True)
+            self._helpers = [h for h in self._helpers if h.is_alive()] + [helper]
+            helper.start()
+            with self._rng_lock:
+                delay = self._rng.uniform(0, 0.3)
+            time.sleep(delay)
         status, payload = self.pool.invoke(event)
-        for _ in range(self.deliveries - 1):
+        extra = self.deliveries - 1
+        if self._chance(self.faults.duplicate):
+            extra += 1
+            self.duplicated += 1
+        for _ in range(extra):
             self.pool.invoke(event)
-        self.invocations += self.deliveries
+        self.invocations += 1 + extra
         if status != "ok":
             return len(messages)  # the whole batch becomes visible again
         failed = set()
@@ -157,6 +218,16 @@ class QueuePoller:
                 QueueUrl=self.queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)]
             )
         return len(messages)
+
+    def _second_receive(self) -> None:
+        """Another poller's receive (moto's long poll does not see messages made visible while it waits)."""
+        for _ in range(3):
+            try:
+                if self.poll_once(wait_seconds=0):
+                    return
+            except Exception:  # noqa: BLE001 - as a poller would, give up this receive
+                return
+            time.sleep(0.05)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from devstack.api import LocalApi
 from devstack.dynamodb_local import create_table, dynamodb_client
 from devstack.runtime import FunctionPool
-from devstack.sqs import QueuePoller, SqsEmulator, create_queues, sqs_client
+from devstack.sqs import DeliveryFaults, QueuePoller, SqsEmulator, create_queues, sqs_client
 from devstack.streams import StreamPoller
 from devstack.template import Stack, read_stack
 
@@ -28,6 +28,9 @@ class LocalStack:
     sqs_port: int | None = None
     visibility_override: int | None = None  # shorter redelivery for tests
     deliveries: int = 1  # tests: deliver every queue batch this many times
+    delivery_faults: DeliveryFaults | None = None  # tests/proof: seeded duplicate and late (visibility-expired) deliveries
+    queue_pollers: int = 1  # concurrent receive loops (and workers) per queue; late deliveries need >= 2
+    stream_duplicates: float = 0.0  # tests/proof: fraction of stream batches delivered twice
     params: dict[str, str] = field(default_factory=dict)  # template parameter overrides
     stack: Stack = field(init=False)
     api: LocalApi = field(init=False)
@@ -52,7 +55,9 @@ class LocalStack:
         self.api.warm()
         self.api.start()
         for source in self.stack.queue_sources:
-            pool = FunctionPool(self.stack.functions[source.function], concurrency=1)
+            late = self.delivery_faults is not None and self.delivery_faults.late > 0
+            pool = FunctionPool(self.stack.functions[source.function], concurrency=max(self.queue_pollers, 2 if late else 1))
+            pool.warm()  # like the API's pools: a first 202 is not held up by the worker's cold start
             self._pools.append(pool)
             self.pollers.append(
                 QueuePoller(
@@ -63,9 +68,12 @@ class LocalStack:
                     source.batch_size,
                     source.report_failures,
                     self.deliveries,
+                    self.delivery_faults,
+                    self.queue_pollers,
                 ).start()
             )
-        self.streams = StreamPoller.for_stack(self.stack, self.dynamodb_endpoint).start()
+        seed = self.delivery_faults.seed if self.delivery_faults else 0
+        self.streams = StreamPoller.for_stack(self.stack, self.dynamodb_endpoint, duplicate_rate=self.stream_duplicates, seed=seed).start()
         return self
 
     def stop(self) -> None:

@@ -13,11 +13,15 @@ lowest failed sequence number (a raised error restarts the whole batch), up to
 on-failure destination locally).
 
 ``poll_once()`` drains what is there now (tests call it); ``start()`` polls in a thread.
+
+Delivery faults (the proof): ``duplicate_rate`` re-delivers a fraction of the batches that
+succeeded, whole, right after (a redelivered batch, as after a lost checkpoint).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import threading
 import time
@@ -115,7 +119,19 @@ def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
 class StreamPoller:
     """Delivers the table stream's records to each subscribed function."""
 
-    def __init__(self, table_name: str, endpoint: str, invokers: dict[str, Invoke], subs: list[Subscription] | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        endpoint: str,
+        invokers: dict[str, Invoke],
+        subs: list[Subscription] | None = None,
+        *,
+        duplicate_rate: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        self.duplicate_rate = duplicate_rate
+        self._rng = random.Random(seed)
+        self.duplicated = 0  # batches delivered twice
         self.table_name = table_name
         self.endpoint = endpoint
         self.invokers = invokers
@@ -135,11 +151,12 @@ class StreamPoller:
         self.delivered = 0
 
     @classmethod
-    def for_stack(cls, stack: Stack, endpoint: str) -> StreamPoller:
+    def for_stack(cls, stack: Stack, endpoint: str, *, duplicate_rate: float = 0.0, seed: int = 0) -> StreamPoller:
         """A poller running each subscribed function in its own worker process (one per shard, as Lambda)."""
         subs = subscriptions()
         pools = {s.function: FunctionPool(stack.functions[s.function], concurrency=1) for s in subs}
-        poller = cls(stack.table_name, endpoint, {name: pool.invoke for name, pool in pools.items()}, subs)
+        invokers = {name: pool.invoke for name, pool in pools.items()}
+        poller = cls(stack.table_name, endpoint, invokers, subs, duplicate_rate=duplicate_rate, seed=seed)
         poller._pools = list(pools.values())
         return poller
 
@@ -203,6 +220,9 @@ class StreamPoller:
             self.delivered += failed_at
             consumed += failed_at
             if failed_at == len(batch):
+                if self.duplicate_rate and self._rng.random() < self.duplicate_rate:
+                    self.duplicated += 1
+                    self.invokers[sub.function]({"Records": batch})  # redelivered whole; its outcome changes nothing
                 return consumed
             batch = batch[failed_at:]
             attempt += 1

@@ -2,8 +2,11 @@
 
 Runs against DynamoDB Local (started here) with the fault injector on the layer's client:
 errors after commit, forced resends, TransactionConflict, throttling and 500s before
-sending, each at the rates below. Exits non-zero if any scenario breaks its documented
-guarantee. Results: printed, and written to proof/results/latest.md.
+sending, each at the rates below. Then the same guarantees over the whole API
+(:mod:`proof.http`): HTTP scenarios against the local stack with faults in every function's
+DynamoDB and SQS calls and in the queue and stream deliveries. ``--stress N`` runs N busy
+processes beside it all. Exits non-zero if any scenario breaks its documented guarantee.
+Results: printed, and written to proof/results/latest.md.
 """
 
 from __future__ import annotations
@@ -401,31 +404,99 @@ SCENARIOS: dict[str, Callable[[Any, int, int, int], list[Report]]] = {
 }
 
 
+SPIN = """
+import os, sys, time
+end, parent = time.monotonic() + float(sys.argv[1]), int(sys.argv[2])
+while time.monotonic() < end and os.getppid() == parent:  # bounded: the run's limit, or the proof gone
+    for _ in range(200_000):
+        pass
+"""
+STRESS_LIMIT_SECONDS = 3600.0
+
+
+class Stress:
+    """N pure-CPU spin processes beside the proof, bounded by the run (and by an hour)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> Stress:
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen([sys.executable, "-c", SPIN, str(STRESS_LIMIT_SECONDS), str(os.getpid())]))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for proc in self.procs:  # only the processes started here, by their own handle
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from proof import http
+
     parser = argparse.ArgumentParser(prog="python -m proof")
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--size", type=int, default=400, help="distinct intents per scenario")
-    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--size", type=int, default=300, help="distinct intents per in-process scenario")
+    parser.add_argument("--only", default=None, help="comma-separated in-process scenario names ('' for none)")
+    parser.add_argument("--http", default=",".join(http.SCENARIOS), help="comma-separated HTTP scenario names ('' for none)")
+    parser.add_argument("--http-scale", type=float, default=0.8, help="multiplies the HTTP scenarios' request counts")
+    parser.add_argument("--http-clients", type=int, default=16)
+    parser.add_argument("--stress", type=int, default=0, metavar="N", help="N busy processes (CPU spin loops) beside the proof")
     args = parser.parse_args(argv)
-    names = [n for n in (args.only.split(",") if args.only else SCENARIOS)]
+    names = [n for n in (args.only.split(",") if args.only is not None else SCENARIOS) if n]
+    http_names = [n for n in args.http.split(",") if n]
     reports: list[Report] = []
+    http_reports: list[Any] = []
     started = time.monotonic()
-    with DynamoDBLocal() as ddb_local:
+    timings = {}
+    with Stress(args.stress), DynamoDBLocal() as ddb_local:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
         ddb = dynamodb_client(ddb_local.endpoint)
         for name in names:
             reports += SCENARIOS[name](ddb, args.seed, args.clients, args.size)
+        timings["in-process"] = time.monotonic() - started
+        if http_names:
+            from devstack.sqs import SqsEmulator
+
+            http_started = time.monotonic()
+            emulator = SqsEmulator().start()
+            try:
+                http_reports = http.run(
+                    http_names,
+                    ddb_local.endpoint,
+                    emulator.endpoint,
+                    seed=args.seed,
+                    scale=args.http_scale,
+                    clients=args.http_clients,
+                    log=RESULTS / "http-functions.log",
+                )
+            finally:
+                emulator.stop()
+            timings["HTTP"] = time.monotonic() - http_started
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip() or "unknown"
     rates = ", ".join(f"{k} {v:.0%}" for k, v in FAULT_RATES.items())
-    text = (
-        f"Measured on commit `{commit}`, seed {args.seed}, {args.clients} clients, faults per DynamoDB call: {rates}; "
-        f"{time.monotonic() - started:.0f} s.\n\n{table(reports)}\n"
-    )
+    stress = f", --stress {args.stress} ({args.stress} CPU spin processes on {os.cpu_count()} cores)" if args.stress else ""
+    spent = "; ".join(f"{k} {v:.0f} s" for k, v in timings.items())
+    text = f"Measured on commit `{commit}`, seed {args.seed}{stress}; {time.monotonic() - started:.0f} s ({spent}).\n\n"
+    if reports:
+        text += f"In-process: {args.clients} clients, faults per DynamoDB call: {rates}.\n\n{table(reports)}\n\n"
+    if http_reports:
+        text += f"{http.describe()} {args.http_clients} HTTP clients (functions' output: proof/results/http-functions.log).\n\n"
+        text += f"{http.table(http_reports)}\n\n"
+        found = http.details(http_reports)
+        if found:
+            text += f"{found}\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "latest.md").write_text(text)
-    return 0 if all(r.verdict == "holds" for r in reports) else 1
+    return 0 if all(r.verdict == "holds" for r in [*reports, *http_reports]) else 1
 
 
 if __name__ == "__main__":

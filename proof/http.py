@@ -1,0 +1,873 @@
+"""The proof over the whole API: scenarios sent over HTTP to the local stack, as a client would.
+
+Each scenario starts a :class:`~devstack.stack.LocalStack` (API on a free port, DynamoDB Local,
+moto's SQS, the retry worker and the stream poller in worker processes) with
+``DEVSTACK_FAULTS`` injecting throttles, conflicts, errors after commit, unavailable and
+forced resends on every function's DynamoDB calls and throttles, unavailable, lost answers
+and resends on its SQS calls, and with the local pollers delivering queue messages twice or
+again while their first delivery still runs (visibility expired), and stream batches twice.
+
+The client behaves as the README tells clients to: it re-sends the same request with the same
+``Idempotency-Key`` on a 5xx, a 429 or a connection error (atomic and occ resources: only on
+503 ``contention``, their 500 ``outcome_unknown`` is final), follows every 202's ``Location``
+until the operation is final, and sends every request a second time once answered (a client
+retry / duplicate). Then the stored items are read directly (a Scan with a plain client) and
+checked:
+
+* **undocumented 5xx**: any 5xx that is not 503 ``contention`` or, for atomic/occ resources,
+  500 ``outcome_unknown`` (every 500 ``internal_error``, every 502/504 counts);
+* **202s**: how many, how long each took to be final (p50/max), unresolved ones, and wrong
+  ones: ``APPLIED`` iff the stored change carries this operation's id (``requestId`` /
+  ``releasedBy``), ``DUPLICATE`` iff the change is stored by another request, ``REJECTED``
+  with a documented reason and no change of its own;
+* **stranded**: a resource's ``reserved`` minus the sum of its CONFIRMED records' quantities
+  (0 for exact strategies; atomic/occ within [0, quantities of their UNKNOWN/PENDING records]);
+* **duplicates**: two posts for one key, two orders for one key, a like counted twice
+  (``likeTally`` against the ``LIKE#`` items), an entry or a reservation applied twice;
+* **lost**: an acknowledged change that is not stored (or stored with another value).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from devstack.dynamodb_local import dynamodb_client
+from devstack.sqs import DeliveryFaults
+from devstack.stack import LocalStack
+
+DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
+INLINE_RETRY_ATTEMPTS = "2"  # a small in-line budget: contention (202, deferred through SQS) is common
+SQS_FAULTS = {"after_commit": 0.08, "resend": 0.05, "throttle": 0.08, "unavailable": 0.06}
+DELIVERY = {"duplicate": 0.15, "late": 0.10, "stream_duplicate": 0.25}
+CONFLICTING = ["TransactWriteItems", "TransactGetItems", "UpdateItem", "PutItem", "DeleteItem"]
+FUNCTIONS = [
+    "LikesFunction",
+    "ReservationsFunction",
+    "LedgerFunction",
+    "OrdersFunction",
+    "OperationsFunction",
+    "RetryWorkerFunction",
+    "OrderPointerFunction",
+]
+# A forced resend is an SDK retry. The atomic strategy's guarantee presumes SDK retries are off
+# (its client refuses otherwise; the double application under them has its own test), and the
+# reservations function runs atomic's UpdateItem: no forced resends of UpdateItem there.
+RESERVATIONS_RESEND = ["TransactWriteItems", "TransactGetItems", "PutItem", "DeleteItem", "GetItem", "Query"]
+RESOLVE_SECONDS = 240.0  # a 202 still PENDING after this is reported unresolved
+
+
+def fault_spec() -> dict[str, list[Any]]:
+    """DEVSTACK_FAULTS for every function: DynamoDB and SQS calls of the layer."""
+    spec: dict[str, list[Any]] = {}
+    for function in FUNCTIONS:
+        rules: list[Any] = []
+        for kind, rate in DYNAMODB_FAULTS.items():
+            options: dict[str, Any] = {"rate": rate}
+            if kind == "conflict":
+                options["operations"] = CONFLICTING
+            if kind == "resend" and function == "ReservationsFunction":
+                options["operations"] = RESERVATIONS_RESEND
+            rules.append([kind, options])
+        rules += [[kind, {"rate": rate, "services": ["sqs"]}] for kind, rate in SQS_FAULTS.items()]
+        spec[function] = rules
+    return spec
+
+
+# ----------------------------------------------------------------------------- measurements
+@dataclass
+class HttpReport:
+    name: str
+    documented: str = "exact"  # exact | under (atomic/occ: within their documented bounds)
+    requests: int = 0
+    faults_ddb: int = 0
+    faults_sqs: int = 0
+    faults_delivery: int = 0
+    undocumented: Counter[str] = field(default_factory=Counter)
+    deferred_seconds: list[float] = field(default_factory=list)
+    unresolved: int = 0
+    wrong: list[str] = field(default_factory=list)
+    stranded: int = 0
+    stranded_violation: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    bad_reads: int = 0
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def undocumented_5xx(self) -> int:
+        return sum(self.undocumented.values())
+
+    @property
+    def verdict(self) -> str:
+        broken = (
+            self.undocumented_5xx
+            or self.unresolved
+            or self.wrong
+            or self.stranded_violation
+            or self.duplicates
+            or self.lost
+            or self.bad_reads
+            or (self.documented == "exact" and self.stranded)
+        )
+        return "VIOLATED" if broken else "holds"
+
+    def p(self, q: float) -> str:
+        if not self.deferred_seconds:
+            return "-"
+        values = sorted(self.deferred_seconds)
+        return f"{values[min(len(values) - 1, int(q * len(values)))]:.1f}"
+
+
+def table(reports: list[HttpReport]) -> str:
+    lines = [
+        "| scenario (HTTP) | documented | requests | faults ddb / sqs / delivery | undocumented 5xx | 202s | 202 final p50 / max s"
+        " | unresolved 202 | wrong 202 | stranded | duplicates | lost | bad reads | s | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in reports:
+        lines.append(
+            f"| {r.name} | {r.documented} | {r.requests} | {r.faults_ddb} / {r.faults_sqs} / {r.faults_delivery} | {r.undocumented_5xx}"
+            f" | {len(r.deferred_seconds)} | {r.p(0.5)} / {r.p(1.0)} | {r.unresolved} | {len(r.wrong)} | {r.stranded} | {r.duplicates}"
+            f" | {r.lost} | {r.bad_reads} | {r.seconds:.0f} | {r.verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def details(reports: list[HttpReport], limit: int = 8) -> str:
+    """What made a row fail (and notes), for the results file."""
+    out = []
+    for r in reports:
+        items = [f"undocumented {k}: {v}" for k, v in r.undocumented.items()] + r.wrong[:limit] + r.notes
+        if len(r.wrong) > limit:
+            items.append(f"... {len(r.wrong) - limit} more wrong 202s")
+        if items:
+            out.append(f"- **{r.name}**: " + "; ".join(items))
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- the client
+@dataclass
+class Deferred:
+    """A 202 and how it ended."""
+
+    operation_id: str
+    final: dict[str, Any] | None
+    seconds: float
+
+
+class Client:
+    """An HTTP client as the README asks for: same request, same key, re-sent until answered."""
+
+    def __init__(self, url: str, pool: int = 64) -> None:
+        self.url = url
+        self.session = requests.Session()
+        self.session.mount("http://", requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool))
+
+    def send(
+        self,
+        report: HttpReport,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        headers: dict[str, str] | None = None,
+        inexact: bool = False,
+        attempts: int = 20,
+    ) -> requests.Response | None:
+        """The final answer (< 500, or the documented 500 of an inexact strategy), or None if
+        never answered. ``inexact``: atomic/occ, whose ``outcome_unknown`` is final and which
+        are re-sent only after a 503 contention (or a 429)."""
+        for attempt in range(attempts):
+            try:
+                response = self.session.request(method, f"{self.url}{path}", json=json_body, headers=headers, timeout=60)
+            except requests.RequestException as exc:
+                report.requests += 1
+                report.undocumented[f"connection error {type(exc).__name__}"] += 1
+                if inexact:
+                    return None
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+                continue
+            report.requests += 1
+            if response.status_code == 429:
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+                continue
+            if response.status_code < 500:
+                return response
+            error = _error(response)
+            if response.status_code == 503 and error == "contention":
+                time.sleep(min(1.0, 0.02 * 2**attempt))
+                continue
+            if inexact and response.status_code == 500 and error == "outcome_unknown":
+                return response  # documented: may or may not hold; never re-sent
+            report.undocumented[f"{method} {response.status_code} {error}"] += 1
+            if inexact:
+                return response  # unknown outcome: atomic/occ are not re-sent
+            time.sleep(min(1.0, 0.02 * 2**attempt))
+        return None
+
+    def resolve(self, report: HttpReport, response: requests.Response) -> Deferred:
+        """Poll a 202's Location until the operation is no longer PENDING."""
+        started = time.monotonic()
+        operation_id = response.json()["operationId"]
+        location = response.headers["Location"]
+        while time.monotonic() - started < RESOLVE_SECONDS:
+            polled = self.send(report, "GET", location)
+            if polled is not None and polled.status_code == 200 and polled.json().get("status") != "PENDING":
+                seconds = time.monotonic() - started
+                report.deferred_seconds.append(seconds)
+                return Deferred(operation_id, polled.json(), seconds)
+            time.sleep(0.25)
+        report.unresolved += 1
+        report.wrong.append(f"operation {operation_id} still PENDING after {RESOLVE_SECONDS:.0f} s")
+        return Deferred(operation_id, None, time.monotonic() - started)
+
+
+def _error(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:40]
+    return str(body.get("error") or body.get("message") or "")[:60] if isinstance(body, dict) else ""
+
+
+# ----------------------------------------------------------------------------- the stack
+@dataclass
+class Env:
+    stack: LocalStack
+    client: Client
+    ddb: Any
+    table: str
+    seed: int
+    scale: float
+    clients: int
+    report_dir: Path
+
+    def n(self, base: int, minimum: int = 2) -> int:
+        return max(minimum, int(base * self.scale))
+
+    def scan(self) -> list[dict[str, Any]]:
+        from counters.dynamo import from_item
+
+        items = []
+        for page in self.ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):
+            items += [from_item(i) for i in page["Items"]]
+        return items
+
+    def faults(self) -> tuple[int, int, int]:
+        """(DynamoDB faults, SQS faults, delivery faults) injected so far."""
+        ddb = sqs = 0
+        for path in self.report_dir.glob("*.json"):
+            data = json.loads(path.read_text())
+            by = data.get("by_service", {})
+            ddb += sum(by.get("dynamodb", {}).get("injected", {}).values())
+            sqs += sum(by.get("sqs", {}).get("injected", {}).values())
+        delivery = sum(p.duplicated + p.expired for p in self.stack.pollers)
+        delivery += self.stack.streams.duplicated if self.stack.streams else 0
+        return ddb, sqs, delivery
+
+    def parallel(self, tasks: list[Callable[[], Any]]) -> list[Any]:
+        with ThreadPoolExecutor(max_workers=self.clients) as pool:
+            return [f.result() for f in [pool.submit(t) for t in tasks]]
+
+    def drained(self, seconds: float = 60) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.stack.queue_depth("RetryQueue") == 0:
+                return True
+            time.sleep(0.25)
+        return False
+
+
+@contextmanager
+def faulty_stack(
+    dynamodb_endpoint: str, sqs_endpoint: str, *, seed: int, scale: float, clients: int, params: dict[str, str] | None = None
+) -> Iterator[Env]:
+    """A LocalStack with every fault on, for one scenario (its own table and queues)."""
+    report_dir = Path(tempfile.mkdtemp(prefix="proof-faults-"))
+    env = {"DEVSTACK_FAULTS": json.dumps(fault_spec()), "DEVSTACK_FAULTS_REPORT": str(report_dir)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the worker processes read it when they start
+    table_name = f"proof-http-{uuid.uuid4().hex[:8]}"
+    stack = LocalStack(
+        dynamodb_endpoint,
+        table_name,
+        port=0,
+        concurrency=4,
+        sqs_endpoint=sqs_endpoint,
+        visibility_override=2,
+        delivery_faults=DeliveryFaults(duplicate=DELIVERY["duplicate"], late=DELIVERY["late"], seed=seed),
+        queue_pollers=2,
+        stream_duplicates=DELIVERY["stream_duplicate"],
+        params={"InlineRetryAttempts": INLINE_RETRY_ATTEMPTS, **(params or {})},
+    )
+    ddb = dynamodb_client(dynamodb_endpoint)
+    try:
+        stack.start()
+        yield Env(stack, Client(stack.api.url, pool=clients * 2), ddb, table_name, seed, scale, clients, report_dir)
+    finally:
+        stack.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        try:
+            ddb.delete_table(TableName=table_name)
+        except Exception:  # noqa: BLE001 - best effort: DynamoDB Local goes away with the run
+            pass
+        shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def _finish(env: Env, report: HttpReport, started: float) -> None:
+    if not env.drained():
+        report.wrong.append("RetryQueue did not drain")
+    dlq = env.stack.queue_depth("RetryDLQ")
+    if dlq:
+        report.notes.append(f"{dlq} commands in RetryDLQ")
+    report.seconds = time.monotonic() - started
+
+
+def _check_deferred(report: HttpReport, what: str, deferred: Deferred, problem: str | None) -> None:
+    if deferred.final is not None and problem:
+        report.wrong.append(f"{what}: operation {deferred.operation_id} {deferred.final.get('status')}: {problem}")
+
+
+def _twice(send: Callable[[], requests.Response | None]) -> list[requests.Response | None]:
+    """A request, then the same request again once answered (a client retry / duplicate)."""
+    return [send(), send()]
+
+
+# ----------------------------------------------------------------------------- scenarios
+def likes(env: Env) -> list[HttpReport]:
+    """Posts created with an Idempotency-Key; likes by distinct users, then unlikes of a subset
+    (each phase resolved before the next: the README's known limit orders them)."""
+    report = HttpReport("likes: posts with Idempotency-Key, like, unlike")
+    started = time.monotonic()
+    rng = random.Random(env.seed)
+    c = env.client
+    post_keys = [f"post-key-{i}" for i in range(4)]
+
+    def create(key: str) -> Callable[[], list[requests.Response | None]]:
+        body = {"authorId": "author", "body": f"body of {key}"}
+        return lambda: _twice(lambda: c.send(report, "POST", "/posts", json_body=body, headers={"Idempotency-Key": key}))
+
+    post_ids: dict[str, set[str]] = {}
+    for key, answers in zip(post_keys, env.parallel([create(k) for k in post_keys]), strict=True):
+        for answer in answers:
+            if answer is None or answer.status_code not in (200, 201):
+                report.wrong.append(f"POST /posts key {key}: {answer.status_code if answer is not None else 'no answer'}")
+                continue
+            post_ids.setdefault(key, set()).add(answer.json()["postId"])
+    report.duplicates += sum(len(ids) - 1 for ids in post_ids.values())  # one key answered with two posts
+    posts = sorted({i for ids in post_ids.values() for i in ids})
+    pairs = [(rng.choice(posts), f"u{i}") for i in range(env.n(110))]
+    undone = pairs[: env.n(30)]
+    deferred: list[tuple[str, str, str, Deferred]] = []
+
+    def toggle(method: str, post: str, user: str) -> Callable[[], None]:
+        def run() -> None:
+            for answer in _twice(lambda: c.send(report, method, f"/posts/{post}/likes/{user}")):
+                if answer is None:
+                    report.wrong.append(f"{method} {post}/{user}: never answered")
+                elif answer.status_code == 202:
+                    deferred.append((method, post, user, c.resolve(report, answer)))
+                elif answer.status_code != 200:
+                    report.wrong.append(f"{method} {post}/{user}: {answer.status_code} {answer.text[:80]}")
+
+        return run
+
+    def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
+        env.drained()
+        likes_now = {(i["PK"][5:], i["userId"]): i for i in env.scan() if i["SK"].startswith("LIKE#")}
+        for _, post, user, d in phase:
+            item = likes_now.get((post, user))
+            status = (d.final or {}).get("status")
+            mine = item is not None and item.get("requestId") == d.operation_id
+            problem = None
+            if method == "PUT":
+                if status == "APPLIED" and not mine:
+                    problem = "but its like is not stored with its id" if item is None else "but the stored like is another request's"
+                elif status == "DUPLICATE" and (item is None or mine):
+                    problem = "but no earlier like is stored" if item is None else "but the stored like is its own"
+                elif status == "REJECTED":
+                    problem = "the post exists"
+            elif status in ("APPLIED", "DUPLICATE") and item is not None:
+                problem = "but the like is still stored"
+            elif status == "REJECTED":
+                problem = f"{(d.final or {}).get('result')}"
+            _check_deferred(report, f"{method} {post}/{user}", d, problem)
+
+    env.parallel([toggle("PUT", p, u) for p, u in pairs])
+    check_phase("PUT", list(deferred))
+    deferred.clear()
+    env.parallel([toggle("DELETE", p, u) for p, u in undone])
+    check_phase("DELETE", list(deferred))
+    _finish(env, report, started)
+
+    items = env.scan()
+    expected = set(pairs) - set(undone)
+    stored_likes = {(i["PK"][5:], i["userId"]) for i in items if i["SK"].startswith("LIKE#")}
+    report.lost += len(expected - stored_likes)
+    report.duplicates += len(stored_likes - expected)  # an unlike that did not hold, or a like from nowhere
+    stored_posts = [i for i in items if i["SK"] == "META" and i["PK"].startswith("POST#")]
+    report.duplicates += max(0, len(stored_posts) - len(post_keys))
+    for post in stored_posts:
+        counted = sum(1 for p, _ in stored_likes if p == post["postId"])
+        if int(post["likeTally"]) != counted:
+            report.duplicates += abs(int(post["likeTally"]) - counted)
+            report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} LIKE# items")
+    report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
+    return [report]
+
+
+# (label, strategy, shards, documented)
+RESERVATION_CASES = [
+    ("crt", "crt", 1, "exact"),
+    ("marker", "marker", 1, "exact"),
+    ("set", "set", 1, "exact"),
+    ("occ_history", "occ_history", 1, "exact"),
+    ("crt x4 shards", "crt", 4, "exact"),
+    ("marker x4 shards", "marker", 4, "exact"),
+    ("atomic (under)", "atomic", 1, "under"),
+    ("atomic x4 shards (under)", "atomic", 4, "under"),
+    ("occ", "occ", 1, "under"),
+]
+
+
+def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None) -> list[HttpReport]:
+    """One resource per strategy, capacity 3/4 of the demand; every reservation sent twice with its
+    key; then a third of the confirmed ones released (twice) on the exact strategies."""
+    from counters.reservations import reservation_id
+
+    cases = cases or RESERVATION_CASES
+    started = time.monotonic()
+    c = env.client
+    reports = {label: HttpReport(f"reservations: {label}", documented=documented) for label, _, _, documented in cases}
+    rng = random.Random(env.seed)
+    demand = {label: [(f"k-{i}", rng.randint(1, 3)) for i in range(env.n(22))] for label, *_ in cases}
+    capacity = {label: sum(q for _, q in demand[label]) * 3 // 4 for label in demand}
+    for label, strategy, shards, _ in cases:
+        body = {"resourceId": _rid(label), "capacity": capacity[label], "strategy": strategy, "shards": shards}
+        created = c.send(reports[label], "POST", "/resources", json_body=body)
+        # a create is not idempotent: a 5xx after commit, re-sent, is a 409 for the same resource
+        if created is None or created.status_code not in (201, 409):
+            reports[label].wrong.append(f"create: {created.status_code if created is not None else 'no answer'}")
+
+    acked: dict[str, dict[str, int]] = {label: {} for label in demand}  # key -> quantity acknowledged
+    unknown: dict[str, set[str]] = {label: set() for label in demand}
+    answers: dict[tuple[str, str], list[str]] = {}  # what each key's client was told, in order (for the notes)
+    deferred: list[tuple[str, str, str, Deferred]] = []  # (label, kind, key, deferred)
+
+    def reserve(label: str, key: str, quantity: int, inexact: bool) -> Callable[[], None]:
+        report = reports[label]
+        path = f"/resources/{_rid(label)}/reservations"
+
+        def run() -> None:
+            for answer in _twice(
+                lambda: c.send(report, "POST", path, json_body={"quantity": quantity}, headers={"Idempotency-Key": key}, inexact=inexact)
+            ):
+                told = "none" if answer is None else str(answer.status_code)
+                if answer is not None and answer.status_code == 202:
+                    told += f" op {answer.json().get('operationId')}"
+                answers.setdefault((label, key), []).append(told)
+                if answer is None or answer.status_code >= 500:
+                    unknown[label].add(key)
+                elif answer.status_code in (200, 201):
+                    acked[label][key] = quantity
+                elif answer.status_code == 202:
+                    d = c.resolve(report, answer)
+                    deferred.append((label, "reserve", key, d))
+                    if d.final and d.final["status"] in ("APPLIED", "DUPLICATE"):
+                        acked[label][key] = quantity
+                elif answer.status_code != 409:  # 409: sold out / slots full, definite
+                    report.wrong.append(f"reserve {key}: {answer.status_code} {answer.text[:80]}")
+
+        return run
+
+    tasks = [reserve(label, k, q, documented != "exact") for label, *_, documented in cases for k, q in demand[label]]
+    random.Random(env.seed + 1).shuffle(tasks)
+    env.parallel(tasks)
+
+    released: dict[str, set[str]] = {label: set() for label in demand}
+
+    def release(label: str, key: str) -> Callable[[], None]:
+        report = reports[label]
+        path = f"/resources/{_rid(label)}/reservations/{reservation_id(_rid(label), key)}"
+
+        def run() -> None:
+            for answer in _twice(lambda: c.send(report, "DELETE", path)):
+                if answer is None:
+                    report.wrong.append(f"release {key}: never answered")
+                elif answer.status_code == 202:
+                    deferred.append((label, "release", key, c.resolve(report, answer)))
+                elif answer.status_code != 200:
+                    report.wrong.append(f"release {key}: {answer.status_code} {answer.text[:80]}")
+
+        return run
+
+    tasks = []
+    for label, *_, documented in cases:
+        if documented == "exact":
+            chosen = sorted(acked[label])[::3]
+            released[label] = set(chosen)
+            tasks += [release(label, key) for key in chosen]
+    env.parallel(tasks)
+    env.drained()
+
+    items = env.scan()
+    for label, _strategy, _shards, documented in cases:
+        report, rid = reports[label], _rid(label)
+        counters = [i for i in items if i["PK"] == f"RES#{rid}" and i["SK"] == "META" or i["PK"].startswith(f"RES#{rid}#")]
+        records = {i["idempotencyKey"]: i for i in items if i["PK"].startswith("RSV#") and i.get("resourceId") == rid}
+        reserved = sum(int(i.get("reserved", 0)) for i in counters)
+        confirmed = sum(int(r["quantity"]) for r in records.values() if r["status"] == "CONFIRMED")
+        unsure = sum(int(r["quantity"]) for r in records.values() if r["status"] in ("UNKNOWN", "PENDING"))
+        report.stranded = reserved - confirmed
+        for item in counters:
+            if int(item.get("available", 0)) < 0 or int(item.get("reserved", 0)) < 0:
+                report.wrong.append(f"{item['PK']} out of bounds: reserved {item.get('reserved')} available {item.get('available')}")
+        if reserved > capacity[label]:
+            report.wrong.append(f"reserved {reserved} above capacity {capacity[label]}")
+        if documented != "exact" and not 0 <= report.stranded <= unsure:
+            report.stranded_violation = 1
+            report.notes.append(f"stranded {report.stranded} outside [0, {unsure}] (quantities of UNKNOWN/PENDING records)")
+        if documented != "exact":
+            report.notes.append(f"reserved {reserved}, confirmed {confirmed}, UNKNOWN/PENDING {unsure}, {len(unknown[label])} keys unknown")
+        elif report.stranded:  # the evidence: every counter item and record, and what each client was told
+            report.notes.append(
+                "counters: "
+                + ", ".join(f"{i['PK']}/{i['SK']} reserved {i.get('reserved')} available {i.get('available')}" for i in counters)
+            )
+            for key, record in sorted(records.items()):
+                report.notes.append(
+                    f"{key}: {record['status']} x{record['quantity']} allocation {record.get('allocation')} "
+                    f"requestId {record.get('requestId')}; told {answers.get((label, key))}"
+                )
+            for (lb, key), told in sorted(answers.items()):
+                if lb == label and key not in records:
+                    report.notes.append(f"{key} (no record): asked {dict(demand[label])[key]}, told {told}")
+        for key, quantity in acked[label].items():
+            record = records.get(key)
+            want = "RELEASED" if key in released[label] else "CONFIRMED"
+            if record is None or int(record["quantity"]) != quantity or record["status"] != want:
+                report.lost += 1
+                report.notes.append(f"key {key} acknowledged ({quantity}) but stored {_brief(record)}, expected {want}")
+        for key, record in records.items():
+            if key not in acked[label] and record["status"] == "CONFIRMED" and documented == "exact":
+                report.lost += 1  # stored but its client was told otherwise (409/never)
+                report.notes.append(f"key {key} confirmed in the table but its client was never told so")
+    for label, kind, key, d in deferred:
+        if any(n.startswith("counters: ") for n in reports[label].notes):
+            reports[label].notes.append(f"202 {kind} {key}: {d.operation_id} -> {d.final}")
+        record = next((i for i in items if i.get("idempotencyKey") == key and i.get("resourceId") == _rid(label)), None)
+        status = (d.final or {}).get("status")
+        own = "requestId" if kind == "reserve" else "releasedBy"
+        mine = record is not None and record.get(own) == d.operation_id
+        problem = None
+        if status == "APPLIED" and not mine:
+            problem = f"but the record's {own} is {record.get(own) if record else None}"
+        elif status == "DUPLICATE" and (record is None or mine or (kind == "release" and record["status"] != "RELEASED")):
+            problem = f"but the record is {_brief(record)}"
+        elif status == "REJECTED":
+            error = ((d.final or {}).get("result") or {}).get("error")
+            if kind == "release" or error not in ("insufficient_capacity", "reservation_slots_full") or mine:
+                problem = f"{error}, record {_brief(record)}"
+        _check_deferred(reports[label], f"{kind} {key}", d, problem)
+    faults = env.faults()
+    out = list(reports.values())
+    _finish(env, out[0], started)
+    for report in out:
+        report.seconds = out[0].seconds
+    out[0].faults_ddb, out[0].faults_sqs, out[0].faults_delivery = faults
+    out[0].notes.append("faults and seconds are for all reservation rows together (one stack)")
+    return out
+
+
+def _rid(label: str) -> str:
+    return "r-" + label.split(" (")[0].replace(" ", "-")
+
+
+def _brief(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "nothing"
+    return f"{record.get('status')} x{record.get('quantity')} by {record.get('requestId')}"
+
+
+def ledgers(env: Env) -> list[HttpReport]:
+    """Appends with ULID keys to two ledgers (each sent twice), balances read meanwhile."""
+    from counters.ledger import new_key
+    from proof.checker import History
+
+    report = HttpReport("ledgers: append with ULID keys, balance reads")
+    started = time.monotonic()
+    c = env.client
+    rng = random.Random(env.seed)
+    names = ["acct-1", "acct-2"]
+    histories = {name: History(base=0) for name in names}
+    appends = [(rng.choice(names), rng.choice([-3, -2, -1, 1, 2, 3, 5])) for _ in range(env.n(180))]
+    acked: dict[str, tuple[str, int]] = {}
+    deferred: list[tuple[str, str, Deferred]] = []
+    lock = threading.Lock()
+
+    def append(ledger: str, amount: int) -> Callable[[], None]:
+        def run() -> None:
+            key = new_key()  # minted on the first attempt, re-sent unchanged
+            op = histories[ledger].invoke(key, amount)
+            status = "unknown"
+            for answer in _twice(
+                lambda: c.send(report, "POST", f"/ledgers/{ledger}/entries", json_body={"amount": amount}, headers={"Idempotency-Key": key})
+            ):
+                if answer is None:
+                    continue
+                if answer.status_code in (200, 201):
+                    status = "ok"
+                elif answer.status_code == 202:
+                    d = c.resolve(report, answer)
+                    with lock:
+                        deferred.append((ledger, key, d))
+                    if d.final and d.final["status"] in ("APPLIED", "DUPLICATE"):
+                        status = "ok"
+                else:
+                    report.wrong.append(f"append {key}: {answer.status_code} {answer.text[:80]}")
+            if status == "ok":
+                with lock:
+                    acked[key] = (ledger, amount)
+            histories[ledger].complete(op, status)
+
+        return run
+
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for ledger in names:
+                t0 = time.monotonic()
+                answer = c.send(report, "GET", f"/ledgers/{ledger}")
+                if answer is not None and answer.status_code == 200:
+                    histories[ledger].read(int(answer.json()["balance"]), t0)
+            time.sleep(0.1)
+
+    reading = threading.Thread(target=reader)
+    reading.start()
+    env.parallel([append(ledger, amount) for ledger, amount in appends])
+    stop.set()
+    reading.join()
+    env.drained()
+    items = env.scan()
+    entries = {i["SK"].split("-", 1)[1]: i for i in items if i["SK"].startswith("ENTRY#")}
+    for key, (ledger, amount) in acked.items():
+        entry = entries.get(key)
+        if entry is None or int(entry["amount"]) != amount or entry["PK"] != f"LEDGER#{ledger}":
+            report.lost += 1
+    report.duplicates += len(set(entries) - set(acked))  # an entry nobody was told about (or twice)
+    for ledger in names:
+        answer = c.send(report, "GET", f"/ledgers/{ledger}")
+        balance = int(answer.json()["balance"]) if answer is not None and answer.status_code == 200 else None
+        stored = sum(int(e["amount"]) for e in entries.values() if e["PK"] == f"LEDGER#{ledger}")
+        want = sum(a for lg, a in acked.values() if lg == ledger)
+        if balance != want or stored != want:
+            report.notes.append(f"{ledger}: balance {balance}, stored sum {stored}, acknowledged sum {want}")
+            report.lost += abs((balance or 0) - want)
+        checked = histories[ledger].check(ledger, want, documented="exact")
+        report.bad_reads += checked.bad_reads
+    for ledger, key, d in deferred:
+        entry = entries.get(key)
+        status = (d.final or {}).get("status")
+        mine = entry is not None and entry.get("requestId") == d.operation_id
+        problem = None
+        if status == "APPLIED" and not mine:
+            problem = "but its entry is not stored with its id"
+        elif status == "DUPLICATE" and (entry is None or mine):
+            problem = "but no other request's entry is stored"
+        elif status == "REJECTED":
+            problem = f"{(d.final or {}).get('result')}"
+        _check_deferred(report, f"append {ledger} {key}", d, problem)
+    report.notes.append(f"{sum(len(h.reads) for h in histories.values())} balance reads checked")
+    _finish(env, report, started)
+    report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
+    return [report]
+
+
+def orders(env: Env, mode: str) -> list[HttpReport]:
+    """Orders with an Idempotency-Key each (sent twice): unique ids, one order per key, no holes
+    (gapless), the LAST_ORDER pointer (stream, batches duplicated) ends at the greatest id."""
+    report = HttpReport(f"orders: {mode} ids")
+    started = time.monotonic()
+    c = env.client
+    keys = [f"order-{i}" for i in range(env.n(110 if mode == "fast" else 60))]
+    answered: dict[str, set[int]] = {}
+    deferred: list[tuple[str, Deferred]] = []
+    lock = threading.Lock()
+
+    def place(key: str) -> Callable[[], None]:
+        body = {"customerId": "c1", "items": [{"sku": f"sku-{key}", "quantity": 1}]}
+
+        def run() -> None:
+            for answer in _twice(lambda: c.send(report, "POST", "/orders", json_body=body, headers={"Idempotency-Key": key})):
+                order_id = None
+                if answer is None:
+                    report.wrong.append(f"order {key}: never answered")
+                elif answer.status_code in (200, 201):
+                    order_id = int(answer.json()["orderId"])
+                elif answer.status_code == 202:
+                    d = c.resolve(report, answer)
+                    with lock:
+                        deferred.append((key, d))
+                    if d.final and d.final["status"] in ("APPLIED", "DUPLICATE"):
+                        order_id = int(d.final["result"]["orderId"])
+                else:
+                    report.wrong.append(f"order {key}: {answer.status_code} {answer.text[:80]}")
+                if order_id is not None:
+                    with lock:
+                        answered.setdefault(key, set()).add(order_id)
+
+        return run
+
+    env.parallel([place(k) for k in keys])
+    env.drained()
+    items = env.scan()
+    stored = [i for i in items if i["PK"].startswith("ORDER#")]
+    records = {i["PK"][len("ORDERKEY#") :]: i for i in items if i["PK"].startswith("ORDERKEY#")}
+    per_key = Counter(i["idempotencyKey"] for i in stored)
+    report.duplicates += sum(n - 1 for n in per_key.values())  # two orders for one key
+    report.duplicates += sum(len(ids) - 1 for ids in answered.values())  # one key answered with two ids
+    ids = sorted(int(i["orderId"]) for i in stored)
+    report.lost += len(set(keys) - set(per_key))
+    for key, got in answered.items():
+        record = records.get(key)
+        if record is None or {int(record["orderId"])} != got:
+            report.lost += 1
+            report.notes.append(f"key {key} answered {sorted(got)}, key record {record and record.get('orderId')}")
+    if mode == "gapless" and ids != list(range(1, len(ids) + 1)):
+        holes = sorted(set(range(1, max(ids, default=0) + 1)) - set(ids))
+        report.wrong.append(f"gapless ids have holes: {holes[:10]}")
+    for key, d in deferred:
+        record = records.get(key)
+        status = (d.final or {}).get("status")
+        mine = record is not None and record.get("requestId") == d.operation_id
+        problem = None
+        if status == "APPLIED" and not mine:
+            problem = "but the key record is not its own"
+        elif status == "DUPLICATE" and (record is None or mine):
+            problem = "but no other request's order is stored"
+        elif status == "REJECTED":
+            problem = f"{(d.final or {}).get('result')}"
+        _check_deferred(report, f"order {key}", d, problem)
+    latest = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the pointer follows the stream
+        answer = c.send(report, "GET", "/orders/latest")
+        latest = answer.json().get("orderId") if answer is not None and answer.status_code == 200 else None
+        if latest == max(ids, default=None):
+            break
+        time.sleep(0.5)
+    if latest != max(ids, default=None):
+        report.wrong.append(f"LAST_ORDER pointer at {latest}, greatest order id {max(ids, default=None)}")
+    report.notes.append(f"{len(ids)} orders, ids {ids[0] if ids else '-'}..{ids[-1] if ids else '-'}, pointer {latest}")
+    _finish(env, report, started)
+    report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
+    return [report]
+
+
+def operations_row(reports: list[HttpReport]) -> HttpReport:
+    """Every 202 of every scenario: resolved, and to the right final status."""
+    row = HttpReport("operations: every 202 of the rows above")
+    for r in reports:
+        row.deferred_seconds += r.deferred_seconds
+        row.unresolved += r.unresolved
+        row.wrong += [w for w in r.wrong if "operation " in w]
+    row.requests = sum(r.requests for r in reports)
+    row.faults_ddb = sum(r.faults_ddb for r in reports)
+    row.faults_sqs = sum(r.faults_sqs for r in reports)
+    row.faults_delivery = sum(r.faults_delivery for r in reports)
+    row.seconds = sum(r.seconds for r in reports if not r.name.startswith("reservations: ")) + max(
+        (r.seconds for r in reports if r.name.startswith("reservations: ")), default=0
+    )
+    if row.deferred_seconds:
+        row.notes.append(f"{len(row.deferred_seconds)} operations, mean {statistics.mean(row.deferred_seconds):.1f} s to final")
+    return row
+
+
+SCENARIOS: dict[str, tuple[dict[str, str], Callable[[Env], list[HttpReport]]]] = {
+    "likes": ({}, likes),
+    "reservations": ({}, reservations),
+    "ledgers": ({}, ledgers),
+    "orders-fast": ({"SequenceMode": "fast"}, lambda env: orders(env, "fast")),
+    "orders-gapless": ({"SequenceMode": "gapless"}, lambda env: orders(env, "gapless")),
+}
+
+
+@contextmanager
+def output_to(path: Path | None) -> Iterator[None]:
+    """Send this process's (and its worker processes') stdout/stderr to ``path``: the functions'
+    JSON logs and metrics would bury the table."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "ab") as fh:
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
+def run(
+    names: list[str],
+    dynamodb_endpoint: str,
+    sqs_endpoint: str,
+    *,
+    seed: int,
+    scale: float = 1.0,
+    clients: int = 16,
+    log: Path | None = None,
+) -> list[HttpReport]:
+    reports: list[HttpReport] = []
+    with output_to(log):
+        for name in names:
+            params, scenario = SCENARIOS[name]
+            with faulty_stack(dynamodb_endpoint, sqs_endpoint, seed=seed, scale=scale, clients=clients, params=params) as env:
+                reports += scenario(env)
+    if reports:
+        reports.append(operations_row(reports))
+    return reports
+
+
+def describe() -> str:
+    ddb = ", ".join(f"{k} {v:.0%}" for k, v in DYNAMODB_FAULTS.items())
+    sqs = ", ".join(f"{k} {v:.0%}" for k, v in SQS_FAULTS.items())
+    return (
+        f"HTTP scenarios: every function's DynamoDB calls faulted ({ddb}; no forced resend of the reservations function's UpdateItem: "
+        f"atomic), its SQS calls ({sqs}); queue batches delivered twice {DELIVERY['duplicate']:.0%}, again while the first delivery "
+        f"runs {DELIVERY['late']:.0%}; stream batches twice {DELIVERY['stream_duplicate']:.0%}; InlineRetryAttempts {INLINE_RETRY_ATTEMPTS}, "
+        "visibility 2 s."
+    )
