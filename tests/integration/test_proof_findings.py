@@ -1,7 +1,7 @@
 """Defects the HTTP proof (proof/http.py) found in the layer, reduced to deterministic reproductions.
 
-They are in layers/counters, which this branch does not edit: each test is an expected failure
-(strict) until the layer is fixed; then it passes and strict xfail turns it red, to be unmarked.
+Each failed before its fix (the crt split: the split now Puts the reservation record in its own
+transaction, so a re-drive is answered from the record).
 """
 
 from __future__ import annotations
@@ -28,12 +28,6 @@ def reserved_and_confirmed(ddb: Any, table: str, resource: str) -> tuple[int, in
     return reserved, confirmed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="layer defect (sharding.take + crt.apply_split): a split that committed with an unknown outcome is re-driven, the "
-    "snapshot then counts the split's own take as gone and answers sold_out: 409 insufficient_capacity (or a REJECTED replay) "
-    "while the quantity stays reserved with no record (stranded)",
-)
 def test_crt_sharded_split_committed_then_redriven_is_not_sold_out(table: str, layer_client: Any, faults: Any, ddb: Any) -> None:
     service = Reservations(table, retry=FAST)
     service.create_resource("r", capacity=4, strategy="crt", shards=2)  # shards of 2 and 2: a take of 3 must split

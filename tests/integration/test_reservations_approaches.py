@@ -228,7 +228,7 @@ def test_marker_tells_duplicate_from_threshold(layer_client: Any, faults: Any, d
     assert marker.apply(KEY, 1, token="u").outcome is Outcome.APPLIED
     stored = state(ddb, table, {"PK": "RSV#t", "SK": "RSV"})
     assert stored["quantity"] == 3 and stored["status"] == "CONFIRMED" and stored["resourceId"] == "c1"
-    assert stored["expiresAt"] - stored["createdAt"] == 30 * 24 * 3600 and stored["allocation"] == {"RES#c1": 3}
+    assert "expiresAt" not in stored and stored["allocation"] == {"RES#c1": 3}  # a hold never expires (the release starts the TTL)
     result = marker.apply(KEY, 3, token="t")  # a redelivery: the marker's condition cancels it
     assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "marker_exists")
     assert marker.apply(KEY, 2, token="t").reason == "token_mismatch"

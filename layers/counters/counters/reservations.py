@@ -51,8 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from counters import sharding
-from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create
-from counters.approaches.marker import marker_key
+from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create, record_key
 from counters.auth import Caller
 from counters.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.dynamo import Classified, RetryPolicy, client, from_item, to_item
@@ -252,7 +251,7 @@ class Reservations:
             record["owner"] = owner
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
-            existing, _ = self._get(marker_key(rid))
+            existing, _ = self._get(record_key(rid))
             if existing is not None:
                 return self._replay(existing, quantity, request_id)
             if not approach.needs_token:  # nothing else remembers the key: claim it before taking anything
@@ -312,7 +311,7 @@ class Reservations:
             self._settle_claim(rid, allocation)
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         if allocation is None:
-            existing, _ = self._get(marker_key(rid))
+            existing, _ = self._get(record_key(rid))
             if existing is not None:
                 return self._replay(existing, quantity, request_id, result)
             raise ContentionError(
@@ -338,7 +337,7 @@ class Reservations:
     def _put_record(self, rid: str, record: dict[str, Any], *, status: str = CONFIRMED) -> tuple[bool, dict[str, Any]]:
         """Put the record unless one exists; returns (created by this request, the stored record).
         No TTL: a hold never expires (only a released record does)."""
-        item = {**marker_key(rid), **record, "status": status, "createdAt": int(time.time())}
+        item = {**record_key(rid), **record, "status": status, "createdAt": int(time.time())}
         params = {
             "TableName": self.table_name,
             "Item": to_item(item),
@@ -363,7 +362,7 @@ class Reservations:
         """PENDING -> CONFIRMED (with the allocation) or UNKNOWN; ``allocation`` None and
         CONFIRMED: nothing was taken, drop the claim. Conditioned on PENDING, so a settled
         claim is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
-        key = to_item(marker_key(rid))
+        key = to_item(record_key(rid))
         condition = {"ConditionExpression": IS_PENDING, "ExpressionAttributeNames": {"#status": "status"}}
         if status == CONFIRMED and allocation is None:
             params = {"TableName": self.table_name, "Key": key, **condition, "ExpressionAttributeValues": to_item({":pending": PENDING})}
@@ -381,7 +380,7 @@ class Reservations:
             raise ContentionError(f"reservation {rid} was taken but not yet confirmed; retry the same request (same Idempotency-Key)")
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> dict[str, Any]:
-        item, _ = self._get(marker_key(rid))
+        item, _ = self._get(record_key(rid))
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if item is None or item.get("resourceId") != resource_id:
             raise missing
@@ -402,7 +401,7 @@ class Reservations:
         that precedes every write (the owner never changes), so a refusal writes nothing; it
         answers 404 as for a missing reservation."""
         resource, _ = self.resource(resource_id)
-        record, _ = self._get(marker_key(rid))
+        record, _ = self._get(record_key(rid))
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.get("resourceId") != resource_id:
             raise missing
@@ -422,7 +421,7 @@ class Reservations:
             {
                 "Update": {
                     "TableName": self.table_name,
-                    "Key": to_item(marker_key(rid)),
+                    "Key": to_item(record_key(rid)),
                     # who released it (a re-drive of this request knows it was its own), and the TTL starts
                     "UpdateExpression": "SET #status = :released, #releasedAt = :now, #releasedBy = :request, #expiresAt = :expires",
                     "ConditionExpression": IS_CONFIRMED,

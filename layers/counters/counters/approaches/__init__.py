@@ -40,6 +40,7 @@ own issue (ledger counters with compaction).
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any, ClassVar
 
 from counters.dynamo import RetryPolicy, client, from_item, to_item
@@ -169,10 +170,56 @@ class Approach:
         # conflict/throttle/not sent are retried by the engine (a stale read is caught by the write's condition)
         return result(report.outcome, capacity, report.attempts)
 
+    def recorded(self, report: Any, index: int, token: str, quantity: int) -> Result | None:
+        """A transaction that Put the reservation record (action ``index``) was cancelled: if the
+        record's condition failed, the record already there decides - the same quantity is
+        ``duplicate`` (an earlier attempt or request with this token committed), another one
+        ``token_mismatch``. ``None`` when the record was not why."""
+        if report.failure is None or index not in report.failure.failed_conditions():
+            return None
+        capacity, attempts = report.capacity, report.attempts
+        existing = from_item(report.failure.old_item(index)) or self.read(record_key(token), capacity)
+        if existing is None:  # removed between the two calls: the counter decides next time
+            return result(Outcome.CONTENTION, capacity, attempts, "marker_vanished")
+        if int(existing.get("quantity", -1)) != quantity:
+            return result(Outcome.REJECTED, capacity, attempts, "token_mismatch", marker=existing)
+        return result(Outcome.DUPLICATE, capacity, attempts, "marker_exists", allocation=existing.get("allocation"), marker=existing)
+
     def require_token(self, token: str | None) -> str:
         if not token:
             raise ValueError(f"the {self.name} approach needs a request token")
         return token
+
+
+RECORD_SK = "RSV"
+RECORD_IS_NEW = "attribute_not_exists(#pk)"  # one record per request token: the double-apply guard
+
+
+def record_key(token: str) -> dict[str, str]:
+    """The reservation record (the marker of approach 5) of a request token."""
+    return {"PK": f"RSV#{token}", "SK": RECORD_SK}
+
+
+def record_put(table_name: str, token: str, quantity: int, allocation: dict[str, int], record: dict[str, Any] | None) -> dict[str, Any]:
+    """A transaction's Put of the confirmed reservation record, new or cancelled. No TTL: a hold
+    never expires (an expired record would strand its quantity; the release starts the TTL)."""
+    item = {
+        **record_key(token),
+        **(record or {}),
+        "quantity": quantity,
+        "status": "CONFIRMED",
+        "createdAt": int(time.time()),
+        "allocation": allocation,
+    }
+    return {
+        "Put": {
+            "TableName": table_name,
+            "Item": to_item(item),
+            "ConditionExpression": RECORD_IS_NEW,
+            "ExpressionAttributeNames": {"#pk": "PK"},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
 
 
 def approach_class(name: str) -> type[Approach]:

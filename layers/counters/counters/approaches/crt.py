@@ -50,6 +50,7 @@ from counters.approaches import (
     delta_values,
     guard,
     names,
+    record_put,
     rejection,
     result,
 )
@@ -103,16 +104,46 @@ class Crt(Approach):
     def apply_split(
         self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
     ) -> Result:
+        """One transaction over the shards. With a ``record`` it also Puts the reservation record
+        (as ``marker`` does): a split spans shards, so its ClientRequestToken is per round, and a
+        re-drive whose answer was lost could not find its way back to it; the record, read
+        first by the reservations service, answers it instead (never a second take, never a
+        false "sold out" over the split's own take)."""
         items = [update_action(self.table_name, key, part) for key, part in parts]
+        quantity = sum(part for _, part in parts)
+        allocation = {key["PK"]: part for key, part in parts}
+        if record is not None:
+            items.append(record_put(self.table_name, token, quantity, allocation, record))
         crt = client_request_token(token, f"{self.table_name}|split#{round_}")
-        return self._run(items, crt, 1, mismatch=(Outcome.DUPLICATE, "split_token_used"))
+        done = self._run(
+            items,
+            crt,
+            1,
+            mismatch=(Outcome.DUPLICATE, "split_token_used"),
+            record_index=len(parts) if record else None,
+            token=token,
+            quantity=quantity,
+        )
+        if done.outcome is Outcome.APPLIED:
+            done.value = {**(done.value or {}), "allocation": allocation}
+        return done
 
     def shard_order(self, count: int, token: str | None, rng: Any) -> list[int]:
         """Deterministic per token: a redelivery retraces the original's shards."""
         start = int(hashlib.sha256((token or "").encode()).hexdigest(), 16) % count if token else rng.randrange(count)
         return [(start + i) % count for i in range(count)]
 
-    def _run(self, items: list[dict[str, Any]], crt: str, delta: int, *, mismatch: tuple[Outcome, str]) -> Result:
+    def _run(
+        self,
+        items: list[dict[str, Any]],
+        crt: str,
+        delta: int,
+        *,
+        mismatch: tuple[Outcome, str],
+        record_index: int | None = None,
+        token: str = "",
+        quantity: int = 0,
+    ) -> Result:
         try:
             report = transact(items, policy=self.retry, dynamodb=self._dynamodb, token=crt)
         except ClientError as exc:
@@ -120,6 +151,9 @@ class Crt(Approach):
                 raise
             return result(mismatch[0], _capacity(exc), 1, mismatch[1])
         if report.outcome is Outcome.REJECTED and report.failure is not None:
+            known = self.recorded(report, record_index, token, quantity) if record_index is not None else None
+            if known is not None:
+                return known
             failed = report.failure.failed_conditions()
             reason, value = rejection(report.failure.old_item(failed[0]) if failed else None, delta)
             return result(Outcome.REJECTED, report.capacity, report.attempts, reason, **value)

@@ -26,23 +26,14 @@ Guarantees
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from counters.approaches import Approach, rejection, result
+from counters.approaches import Approach, record_key, record_put, rejection, result
 from counters.approaches.crt import update_action
-from counters.dynamo import from_item, to_item
 from counters.engine import transact
-from counters.outcome import Capacity, Outcome, Result
+from counters.outcome import Outcome, Result
 
-MARKER_SK = "RSV"
-
-# Condition fragment
-MARKER_IS_NEW = "attribute_not_exists(#pk)"  # one marker per token: the double-apply guard
-
-
-def marker_key(token: str) -> dict[str, str]:
-    return {"PK": f"RSV#{token}", "SK": MARKER_SK}
+marker_key = record_key  # the marker is the reservation record
 
 
 class Marker(Approach):
@@ -51,17 +42,6 @@ class Marker(Approach):
     needs_token = True
     shardable = True
     writes_record = True
-
-    def marker(self, token: str, quantity: int, allocation: dict[str, int], record: dict[str, Any] | None) -> dict[str, Any]:
-        now = int(time.time())
-        return {
-            **marker_key(token),
-            **(record or {}),
-            "quantity": quantity,
-            "status": "CONFIRMED",
-            "createdAt": now,
-            "allocation": allocation,
-        }
 
     def apply(
         self,
@@ -86,19 +66,8 @@ class Marker(Approach):
         self, parts: list[tuple[dict[str, str], int]], token: str, quantity: int, record: dict[str, Any] | None, bounded: bool
     ) -> Result:
         allocation = {key["PK"]: part for key, part in parts}
-        marker = self.marker(token, quantity, allocation, record)
         items = [update_action(self.table_name, key, part, bounded) for key, part in parts]
-        items.append(
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(marker),
-                    "ConditionExpression": MARKER_IS_NEW,
-                    "ExpressionAttributeNames": {"#pk": "PK"},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            }
-        )
+        items.append(record_put(self.table_name, token, quantity, allocation, record))
         report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
         capacity, attempts = report.capacity, report.attempts
         if report.outcome is Outcome.APPLIED:
@@ -107,20 +76,12 @@ class Marker(Approach):
             )
         if report.outcome is not Outcome.REJECTED or report.failure is None:
             return result(report.outcome, capacity, attempts)
+        known = self.recorded(report, len(items) - 1, token, quantity)
+        if known is not None:
+            return known
         failed = report.failure.failed_conditions()
-        marker_index = len(items) - 1
-        if marker_index in failed:
-            existing = from_item(report.failure.old_item(marker_index)) or self._read_marker(token, capacity)
-            if existing is None:  # expired between the two calls: the counter decides next time
-                return result(Outcome.CONTENTION, capacity, attempts, "marker_vanished")
-            if int(existing.get("quantity", -1)) != quantity:
-                return result(Outcome.REJECTED, capacity, attempts, "token_mismatch", marker=existing)
-            return result(Outcome.DUPLICATE, capacity, attempts, "marker_exists", allocation=existing.get("allocation"), marker=existing)
         reason, value = rejection(report.failure.old_item(failed[0]) if failed else None, quantity)
         return result(Outcome.REJECTED, capacity, attempts, reason, **value)
-
-    def _read_marker(self, token: str, capacity: Capacity) -> dict[str, Any] | None:
-        return self.read(marker_key(token), capacity)
 
 
 APPROACH = Marker
