@@ -156,6 +156,7 @@ def test_gapless_keeps_the_token_of_an_unknown_outcome_through_a_later_conflict(
 
 
 # ---------------------------------------------------------------------------- concurrency + faults
+@pytest.mark.timeout(1200)  # a load test: what it proves is counted, not timed (a busy 2-core machine needs > 300 s for gapless)
 @pytest.mark.parametrize("mode", MODES)
 def test_2000_orders_from_32_clients_with_duplicates_and_faults(
     mode: str, orders_fn: Any, pointer_fn: Any, faults: Any, ddb: Any, table: str, dynamodb_endpoint: str
