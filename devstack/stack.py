@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from devstack.api import LocalApi
 from devstack.dynamodb_local import create_table, dynamodb_client
@@ -29,6 +30,7 @@ class LocalStack:
     visibility_override: int | None = None  # shorter redelivery for tests
     deliveries: int = 1  # tests: deliver every queue batch this many times
     params: dict[str, str] = field(default_factory=dict)  # template parameter overrides
+    access_log: TextIO | None = None  # one line per API request
     stack: Stack = field(init=False)
     api: LocalApi = field(init=False)
     queues: dict[str, str] = field(init=False, default_factory=dict)
@@ -48,7 +50,7 @@ class LocalStack:
         self.queues = refs
         self.stack = read_stack(self.table, params={"Stage": self.stage, **self.params}, refs=refs, attrs=attrs)
         create_table(dynamodb_client(self.dynamodb_endpoint), self.stack)
-        self.api = LocalApi(self.stack, self.host, self.port, stage=self.stage, concurrency=self.concurrency)
+        self.api = LocalApi(self.stack, self.host, self.port, stage=self.stage, concurrency=self.concurrency, access_log=self.access_log)
         self.api.warm()
         self.api.start()
         for source in self.stack.queue_sources:
