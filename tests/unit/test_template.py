@@ -135,3 +135,21 @@ def test_cognito_mode_puts_every_route_behind_the_user_pool() -> None:
     assert auth[1]["DefaultAuthorizer"] == "CognitoAuthorizer"
     for name in ("UserPool", "UserPoolClient", "AdminUserGroup"):
         assert RESOURCES[name]["Condition"] == "CreateUserPool"
+
+
+def test_endpoint_variables_are_declared_empty_and_never_override_a_local_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sam local --env-vars` can only set variables the template declares; in AWS they stay
+    empty, which botocore treats as unset. Locally an empty template value must not replace
+    the endpoint the devstack/tests set (a worker would then call real AWS)."""
+    import boto3
+
+    env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AWS_ENDPOINT_URL_DYNAMODB"] == "" and env["AWS_ENDPOINT_URL_SQS"] == ""
+    for fn in read_stack("t").functions.values():
+        assert "AWS_ENDPOINT_URL_DYNAMODB" not in fn.environment and "AWS_ENDPOINT_URL_SQS" not in fn.environment, fn.name
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    session = boto3.session.Session(region_name="us-east-1")
+    assert session.client("dynamodb").meta.endpoint_url == "https://dynamodb.us-east-1.amazonaws.com"
+    assert session.client("sqs").meta.endpoint_url == "https://sqs.us-east-1.amazonaws.com"
