@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 SAM_VENV := .venv-sam
 SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
+IAC_VENV := .venv-iac
 
 .PHONY: help java setup dev test test-unit test-integration lint validate build proof bench clean
 
@@ -39,8 +40,15 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest tests/integration
 
-lint: setup ## ruff
+lint: setup $(IAC_VENV)/.installed ## ruff; cfn-lint and checkov on template.yaml (each checkov skip is justified there)
 	$(VENV)/bin/ruff check .
+	$(IAC_VENV)/bin/cfn-lint template.yaml
+	$(IAC_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+
+$(IAC_VENV)/.installed: requirements-iac.txt
+	$(PYTHON) -m venv $(IAC_VENV)
+	$(IAC_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-iac.txt
+	touch $@
 
 $(SAM_VENV)/.installed:
 	$(PYTHON) -m venv $(SAM_VENV)
@@ -61,4 +69,4 @@ bench: setup ## benchmarks: prints a table and writes bench/results/latest.md
 	$(PY) -m bench
 
 clean: ## remove virtualenvs, node_modules and build output
-	rm -rf $(VENV) $(SAM_VENV) node_modules .aws-sam .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) node_modules .aws-sam .pytest_cache
