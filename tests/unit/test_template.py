@@ -203,3 +203,32 @@ def test_every_checkov_skip_says_why() -> None:
     assert skips
     for name, skip in skips:
         assert skip["id"].startswith("CKV_") and len(skip.get("comment", "")) >= 30, (name, skip)
+
+
+def _recorded_metric_names() -> set[str]:
+    """Metric names the handlers emit: record(metrics, "<Op>", ...) gives <Op>.<outcome>."""
+    import re
+
+    from counters.outcome import Outcome
+
+    names: set[str] = set()
+    for app in sorted((ROOT / "functions").glob("*/app.py")):
+        text = app.read_text()
+        for op in re.findall(r'record\(metrics, "(\w+)"', text):
+            names |= {f"{op}.{o.value}" for o in Outcome}
+        names |= set(re.findall(r'add_metric\(name="([\w.]+)"', text))
+    return names
+
+
+def test_dashboard_shows_every_metric_the_functions_emit() -> None:
+    import re
+
+    body = RESOURCES["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    for ref in re.findall(r"\$\{([^}]+)\}", body):  # every substitution names a parameter, resource or pseudo parameter
+        assert ref.split(".")[0] in RESOURCES or ref in TEMPLATE["Parameters"] or ref.startswith("AWS::"), ref
+    widgets = json.loads(re.sub(r"\$\{[^}]+\}", "x", body))["widgets"]
+    shown = {m[1] for w in widgets for m in w["properties"].get("metrics", []) if m[0] == "Tally"}
+    emitted = _recorded_metric_names() | {"ConsumedWCU", "ConsumedRCU", "Retries"}
+    assert emitted <= shown, emitted - shown
+    assert {f"Replay.{s}" for s in ("applied", "duplicate", "rejected", "redelivered", "poison")} <= shown
+    assert any("deferred to the retry queue" in w["properties"].get("query", "") for w in widgets)  # the 202s
