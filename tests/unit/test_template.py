@@ -232,3 +232,9 @@ def test_dashboard_shows_every_metric_the_functions_emit() -> None:
     assert emitted <= shown, emitted - shown
     assert {f"Replay.{s}" for s in ("applied", "duplicate", "rejected", "redelivered", "poison")} <= shown
     assert any("deferred to the retry queue" in w["properties"].get("query", "") for w in widgets)  # the 202s
+
+
+def test_readme_lists_every_parameter_and_output() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in [*TEMPLATE["Parameters"], *TEMPLATE["Outputs"]]:
+        assert f"`{name}`" in readme, f"README does not mention {name}"
