@@ -8,7 +8,7 @@ SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} 
 SAM_CLI_VERSION := 1.170.0
 IAC_VENV := .venv-iac
 
-.PHONY: help java setup dev test test-unit test-integration lint validate build events ledger-key proof bench clean
+.PHONY: help java setup dev test test-unit test-integration lint validate build events ledger-key invoke-events proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-e
 
 ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys expire after the 10-minute retry window)
 	$(PY) scripts/gen_events.py --ledger-key-only
+
+invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (README; not in CI)
+	$(PY) scripts/invoke_events.py
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each
 	$(PY) -m proof

@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         default="NONE",
         help="the template's AuthMode (COGNITO: local tokens, python -m devstack.auth)",
     )
+    parser.add_argument(
+        "--backend-host",
+        default="127.0.0.1",
+        help="address DynamoDB Local and the SQS emulator listen on (172.17.0.1: reachable from `sam local` containers on Linux)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no access log line per request")
     parser.add_argument("--metrics", action="store_true", help="print the functions' EMF metrics blobs")
     args = parser.parse_args(argv)
@@ -58,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
         if not endpoint:
-            ddb_local = DynamoDBLocal(port=args.dynamodb_port, log=ROOT / ".dynamodb-local.log").start()
+            ddb_local = DynamoDBLocal(port=args.dynamodb_port, log=ROOT / ".dynamodb-local.log", host=args.backend_host).start()
             endpoint = ddb_local.endpoint
             print(f"DynamoDB Local   {endpoint}   (started in {ddb_local.started_in:.1f}s, in memory)", flush=True)
         else:
@@ -72,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             args.concurrency,
             sqs_endpoint=os.environ.get("AWS_ENDPOINT_URL_SQS") or None,
             sqs_port=args.sqs_port,
+            sqs_host=args.backend_host,
             params={"AuthMode": args.auth},
             access_log=None if args.quiet else sys.stdout,
         )

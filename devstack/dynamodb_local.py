@@ -78,14 +78,14 @@ class DynamoDBLocal:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{'127.0.0.1' if self.host == '0.0.0.0' else self.host}:{self.port}"  # noqa: S104
 
     def start(self, timeout: float = 60) -> DynamoDBLocal:
         java = shutil.which("java")
         if java is None:
             raise RuntimeError("java not found: DynamoDB Local needs Java 17 (scripts/ensure-java.sh installs it)")
         jar = find_jar()
-        if port_open("127.0.0.1", self.port):
+        if port_open("127.0.0.1" if self.host == "0.0.0.0" else self.host, self.port):  # noqa: S104
             raise RuntimeError(f"port {self.port} is taken; set AWS_ENDPOINT_URL_DYNAMODB to use a running DynamoDB")
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         began = time.monotonic()

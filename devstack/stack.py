@@ -27,6 +27,7 @@ class LocalStack:
     concurrency: int = 4
     sqs_endpoint: str | None = None  # None: start moto's SQS server
     sqs_port: int | None = None
+    sqs_host: str = "127.0.0.1"
     visibility_override: int | None = None  # shorter redelivery for tests
     deliveries: int = 1  # tests: deliver every queue batch this many times
     params: dict[str, str] = field(default_factory=dict)  # template parameter overrides
@@ -42,7 +43,7 @@ class LocalStack:
     def start(self) -> LocalStack:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = self.dynamodb_endpoint
         if self.sqs_endpoint is None:
-            self._emulator = SqsEmulator(self.sqs_port).start()
+            self._emulator = SqsEmulator(self.sqs_port, host=self.sqs_host).start()
             self.sqs_endpoint = self._emulator.endpoint
         os.environ["AWS_ENDPOINT_URL_SQS"] = self.sqs_endpoint
         self.sqs = sqs_client(self.sqs_endpoint)
