@@ -6,8 +6,9 @@ PY := $(VENV)/bin/python
 SAM_VENV := .venv-sam
 SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
+IAC_VENV := .venv-iac
 
-.PHONY: help java setup dev test test-unit test-integration lint validate build proof bench clean
+.PHONY: help java setup dev test test-unit test-integration lint validate build events ledger-key invoke-events proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -39,8 +40,15 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest tests/integration
 
-lint: setup ## ruff
+lint: setup $(IAC_VENV)/.installed ## ruff; cfn-lint and checkov on template.yaml (each checkov skip is justified there)
 	$(VENV)/bin/ruff check .
+	$(IAC_VENV)/bin/cfn-lint template.yaml
+	$(IAC_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+
+$(IAC_VENV)/.installed: requirements-iac.txt
+	$(PYTHON) -m venv $(IAC_VENV)
+	$(IAC_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-iac.txt
+	touch $@
 
 $(SAM_VENV)/.installed:
 	$(PYTHON) -m venv $(SAM_VENV)
@@ -54,6 +62,15 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode bran
 build: $(SAM_VENV)/.installed ## sam build (needs python3.12 on PATH)
 	$(SAM) build
 
+events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-event + scripts/gen_events.py; a fresh ledger key)
+	$(PY) scripts/gen_events.py
+
+ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys expire after the 10-minute retry window)
+	$(PY) scripts/gen_events.py --ledger-key-only
+
+invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (README; not in CI)
+	$(PY) scripts/invoke_events.py
+
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each
 	$(PY) -m proof
 
@@ -61,4 +78,4 @@ bench: setup ## benchmarks: prints a table and writes bench/results/latest.md
 	$(PY) -m bench
 
 clean: ## remove virtualenvs, node_modules and build output
-	rm -rf $(VENV) $(SAM_VENV) node_modules .aws-sam .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) node_modules .aws-sam .pytest_cache

@@ -6,7 +6,8 @@
 * Creates the table from template.yaml's definition.
 * Serves the API on http://127.0.0.1:3000, each function in its own worker processes, and
   feeds every SQS event source to its function.
-* Ctrl-C stops everything it started.
+* Logs one line per API request (method path status ms).
+* Ctrl-C (or SIGTERM) stops everything it started; DynamoDB Local also dies with it on SIGKILL.
 """
 
 from __future__ import annotations
@@ -37,43 +38,63 @@ def main(argv: list[str] | None = None) -> int:
         default="NONE",
         help="the template's AuthMode (COGNITO: local tokens, python -m devstack.auth)",
     )
+    parser.add_argument(
+        "--backend-host",
+        default="127.0.0.1",
+        help="address DynamoDB Local and the SQS emulator listen on (172.17.0.1: reachable from `sam local` containers on Linux)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no access log line per request")
+    parser.add_argument("--metrics", action="store_true", help="print the functions' EMF metrics blobs")
     args = parser.parse_args(argv)
     os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
 
+    if not args.metrics:  # workers drop the EMF blob and the "No application metrics" warning of every request
+        os.environ.setdefault("DEVSTACK_QUIET_METRICS", "1")
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops it like Ctrl-C: everything is cleaned up
     ddb_local = None
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
-    if not endpoint:
-        ddb_local = DynamoDBLocal(port=args.dynamodb_port, log=ROOT / ".dynamodb-local.log").start()
-        endpoint = ddb_local.endpoint
-        print(f"DynamoDB Local   {endpoint}   (started in {ddb_local.started_in:.1f}s, in memory)", flush=True)
-    else:
-        print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB)", flush=True)
-    stack = LocalStack(
-        endpoint,
-        args.table,
-        args.host,
-        args.port,
-        args.stage,
-        args.concurrency,
-        sqs_endpoint=os.environ.get("AWS_ENDPOINT_URL_SQS"),
-        sqs_port=args.sqs_port,
-        params={"AuthMode": args.auth},
-    )
+    stack = None
     try:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+        if not endpoint:
+            ddb_local = DynamoDBLocal(port=args.dynamodb_port, log=ROOT / ".dynamodb-local.log", host=args.backend_host).start()
+            endpoint = ddb_local.endpoint
+            print(f"DynamoDB Local   {endpoint}   (started in {ddb_local.started_in:.1f}s, in memory)", flush=True)
+        else:
+            print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB)", flush=True)
+        stack = LocalStack(
+            endpoint,
+            args.table,
+            args.host,
+            args.port,
+            args.stage,
+            args.concurrency,
+            sqs_endpoint=os.environ.get("AWS_ENDPOINT_URL_SQS") or None,
+            sqs_port=args.sqs_port,
+            sqs_host=args.backend_host,
+            params={"AuthMode": args.auth},
+            access_log=None if args.quiet else sys.stdout,
+        )
         stack.start()
         print(f"Table            {args.table}   (from template.yaml)", flush=True)
         print("\n".join(stack.describe()), flush=True)
         print("Ctrl-C to stop.", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
     finally:
-        stack.stop()
+        # A second Ctrl-C while stopping must not leave half of it running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if stack is not None:
+            stack.stop()
         if ddb_local:
             ddb_local.stop()
     return 0

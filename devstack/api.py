@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from devstack.auth import LocalUserPool
@@ -16,6 +17,19 @@ from devstack.runtime import FunctionPool
 from devstack.template import Route, Stack
 
 MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit
+LISTEN_BACKLOG = 128  # socketserver's default of 5 drops SYNs under a burst (clients stall 1-63 s, then time out)
+
+
+class ApiServer(ThreadingHTTPServer):
+    """One thread per connection, a listen backlog that holds a burst of clients, no join on close."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client hanging up is not a server error
+            super().handle_error(request, client_address)
 
 
 def proxy_event(
@@ -80,8 +94,11 @@ def match(routes: list[Route], method: str, path: str) -> tuple[Route | None, di
 
 
 class LocalApi:
-    def __init__(self, stack: Stack, host: str, port: int, stage: str = "dev", concurrency: int = 4) -> None:
+    def __init__(
+        self, stack: Stack, host: str, port: int, stage: str = "dev", concurrency: int = 4, access_log: TextIO | None = None
+    ) -> None:
         self.stack = stack
+        self.access_log = access_log  # one line per request: method path status ms
         self.stage = stage
         self.user_pool = LocalUserPool() if stack.authorizer_header else None
         self.pools = {
@@ -92,19 +109,29 @@ class LocalApi:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, fmt: str, *args: Any) -> None:  # quieter than the default
+            status: int | str = "-"
+
+            def log_message(self, fmt: str, *args: Any) -> None:  # the access log below replaces it
                 pass
 
+            def send_response(self, code: int, message: str | None = None) -> None:
+                self.status = code
+                super().send_response(code, message)
+
             def _handle(self) -> None:
-                api.handle(self)
+                began = time.perf_counter()
+                self.status = "-"
+                try:
+                    api.handle(self)
+                finally:
+                    api.log_request(self.command, self.path, self.status, time.perf_counter() - began)
 
             def __getattr__(self, name: str) -> Any:  # any method (TRACE, QUERY...) reaches the router
                 if name.startswith("do_"):
                     return self._handle
                 raise AttributeError(name)
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
+        self.server = ApiServer((host, port), Handler)
         self.thread: threading.Thread | None = None
 
     @property
@@ -128,6 +155,11 @@ class LocalApi:
         self.server.server_close()
         for pool in self.pools.values():
             pool.close()
+
+    def log_request(self, method: str, path: str, status: int | str, seconds: float) -> None:
+        if self.access_log is not None:
+            self.access_log.write(f"{method} {path} {status} {seconds * 1000:.0f}ms\n")
+            self.access_log.flush()
 
     def handle(self, req: BaseHTTPRequestHandler) -> None:
         length = int(req.headers.get("Content-Length") or 0)

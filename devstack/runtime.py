@@ -14,11 +14,13 @@ import importlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import sys
 import threading
 import time
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +61,36 @@ class LambdaContext:
         )
 
 
+class _WithoutEmf:
+    """stdout minus CloudWatch EMF lines (``{"_aws": ...}``): what Powertools' Metrics prints per
+    request is noise on a terminal. (POWERTOOLS_METRICS_DISABLED is not used: it stops the flush
+    from clearing the metric set, so every 100th value still prints a blob.)"""
+
+    def __init__(self, out: Any) -> None:
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        while "\n" in self.pending:
+            line, self.pending = self.pending.split("\n", 1)
+            if not line.startswith('{"_aws"'):
+                self.out.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.out, name)
+
+
 def _worker_main(fn: Function, conn: Any) -> None:
+    if os.environ.get("DEVSTACK_QUIET_METRICS") == "1":  # set by `python -m devstack` without --metrics
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        sys.stdout = _WithoutEmf(sys.stdout)
+    # Ctrl-C reaches the whole foreground process group; the parent stops its workers itself
+    # (a worker interrupted mid-invocation would only print a KeyboardInterrupt traceback).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(fn.environment)
     os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", fn.name)
     os.environ.setdefault("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", str(fn.memory))
@@ -91,7 +122,10 @@ def _worker_main(fn: Function, conn: Any) -> None:
             sys.stderr.write(traceback.format_exc())
             answer = ("error", {"errorType": type(exc).__name__, "errorMessage": str(exc)})
         report_faults()
-        conn.send(answer)
+        try:
+            conn.send(answer)
+        except OSError:  # the parent is gone (killed): nobody to answer, stop quietly
+            return
 
 
 def _inject_faults(function: str) -> Callable[[], None]:

@@ -43,19 +43,20 @@ def sqs_client(endpoint: str) -> Any:
 class SqsEmulator:
     """moto's server on 127.0.0.1:<port>, answering SQS only as far as we use it."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
+        self.host = host
         self.server: Any = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> SqsEmulator:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log per SQS call
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
         self.server.start()
         return self
 

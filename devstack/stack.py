@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from devstack.api import LocalApi
 from devstack.dynamodb_local import create_table, dynamodb_client
@@ -26,12 +27,14 @@ class LocalStack:
     concurrency: int = 4
     sqs_endpoint: str | None = None  # None: start moto's SQS server
     sqs_port: int | None = None
+    sqs_host: str = "127.0.0.1"
     visibility_override: int | None = None  # shorter redelivery for tests
     deliveries: int = 1  # tests: deliver every queue batch this many times
     delivery_faults: DeliveryFaults | None = None  # tests/proof: seeded duplicate and late (visibility-expired) deliveries
     queue_pollers: int = 1  # concurrent receive loops (and workers) per queue; late deliveries need >= 2
     stream_duplicates: float = 0.0  # tests/proof: fraction of stream batches delivered twice
     params: dict[str, str] = field(default_factory=dict)  # template parameter overrides
+    access_log: TextIO | None = None  # one line per API request
     stack: Stack = field(init=False)
     api: LocalApi = field(init=False)
     queues: dict[str, str] = field(init=False, default_factory=dict)
@@ -43,7 +46,7 @@ class LocalStack:
     def start(self) -> LocalStack:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = self.dynamodb_endpoint
         if self.sqs_endpoint is None:
-            self._emulator = SqsEmulator(self.sqs_port).start()
+            self._emulator = SqsEmulator(self.sqs_port, host=self.sqs_host).start()
             self.sqs_endpoint = self._emulator.endpoint
         os.environ["AWS_ENDPOINT_URL_SQS"] = self.sqs_endpoint
         self.sqs = sqs_client(self.sqs_endpoint)
@@ -51,7 +54,7 @@ class LocalStack:
         self.queues = refs
         self.stack = read_stack(self.table, params={"Stage": self.stage, **self.params}, refs=refs, attrs=attrs)
         create_table(dynamodb_client(self.dynamodb_endpoint), self.stack)
-        self.api = LocalApi(self.stack, self.host, self.port, stage=self.stage, concurrency=self.concurrency)
+        self.api = LocalApi(self.stack, self.host, self.port, stage=self.stage, concurrency=self.concurrency, access_log=self.access_log)
         self.api.warm()
         self.api.start()
         for source in self.stack.queue_sources:

@@ -17,6 +17,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
+# The template declares these empty (for `sam local --env-vars`); locally the devstack and the
+# tests set them, so an empty template value must not override the process's endpoint.
+ENDPOINT_VARIABLES = frozenset({"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"})
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -208,7 +211,9 @@ def read_stack(
             handler=props["Handler"],
             timeout=int(resolve(props.get("Timeout", glob.get("Timeout", 3)))),
             memory=int(resolve(props.get("MemorySize", glob.get("MemorySize", 128)))),
-            environment={k: str(v) for k, v in ((k, resolve(v)) for k, v in env.items()) if v is not None},
+            environment={
+                k: str(v) for k, v in ((k, resolve(v)) for k, v in env.items()) if v is not None and (v or k not in ENDPOINT_VARIABLES)
+            },
             layers=[layers[ref["Ref"]] for ref in layer_refs if isinstance(ref, dict) and ref.get("Ref") in layers],
         )
         for event in (props.get("Events") or {}).values():

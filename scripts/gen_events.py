@@ -1,9 +1,16 @@
 """Regenerate events/ from `sam local generate-event` output, adapted per route.
 
-Usage: .venv/bin/python scripts/gen_events.py   (needs the sam venv: `make validate` creates it)
+Usage: make events                 (every event; needs the sam venv, which `make events` creates)
+       make ledger-key             (only a fresh Idempotency-Key in events/ledger/append.json)
 
 Each entry of EVENTS names a file and the request; the base shape comes from SAM itself so
-the events stay what `sam local invoke -e` expects.
+the events stay what `sam local invoke -e` expects. tests/unit/test_events.py checks that the
+committed events carry exactly these requests.
+
+The ledger append's Idempotency-Key is a ULID minted when the event is generated: the ledger
+refuses keys older than its retry window (LedgerRetryWindowSeconds, 10 minutes), so no static
+key can work whenever it is invoked. Re-mint it right before `sam local invoke` with
+events/ledger/append.json.
 """
 
 from __future__ import annotations
@@ -17,6 +24,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
+sys.path.insert(0, str(ROOT / "layers" / "counters"))
+
+from counters.ledger import new_key  # noqa: E402
+
+LEDGER_APPEND = "ledger/append.json"
+LEDGER_KEY = "<minted when generated>"  # replaced by a ULID for now (see the module docstring)
 
 # file, method, path, resource (SAM path), path parameters, query, body, extra headers
 EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | None, object, dict[str, str]]] = [
@@ -35,18 +48,17 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
     ),
     ("likes/list_likers.json", "GET", "/posts/p1/likes", "/posts/{postId}/likes", {"postId": "p1"}, {"limit": "10"}, None, {}),
     ("likes/audit.json", "GET", "/posts/p1/audit", "/posts/{postId}/audit", {"postId": "p1"}, None, None, {}),
-    # Ledgers. The Idempotency-Key is a ULID minted at 2027-01-15T08:00:00Z: a live stack
-    # answers 422 idempotency_key_expired for it (keys outlive no retry window); mint a fresh
-    # one to try it (README). tests/integration/test_ledger_events.py pins the clock to it.
+    # Ledgers. The Idempotency-Key is minted at generation time (LEDGER_KEY);
+    # tests/integration/test_ledger_events.py pins the clock to whatever key the file holds.
     (
-        "ledger/append.json",
+        LEDGER_APPEND,
         "POST",
         "/ledgers/l1/entries",
         "/ledgers/{ledgerId}/entries",
         {"ledgerId": "l1"},
         None,
         {"amount": 5},
-        {"Idempotency-Key": "01MCC5RM0028T5CY4GNF6YY4HM"},
+        {"Idempotency-Key": LEDGER_KEY},
     ),
     ("ledger/get.json", "GET", "/ledgers/l1", "/ledgers/{ledgerId}", {"ledgerId": "l1"}, None, None, {}),
     ("ledger/compact.json", "POST", "/ledgers/l1/compact", "/ledgers/{ledgerId}/compact", {"ledgerId": "l1"}, None, None, {}),
@@ -221,7 +233,22 @@ def sqs_base() -> dict:
     return json.loads(out)
 
 
+def fresh_ledger_key() -> str:
+    """Write a ULID minted now into events/ledger/append.json (no sam needed); returns it."""
+    path = ROOT / "events" / LEDGER_APPEND
+    event = json.loads(path.read_text())
+    key = new_key()
+    event["headers"]["Idempotency-Key"] = key
+    event["multiValueHeaders"]["Idempotency-Key"] = [key]
+    path.write_text(json.dumps(event, indent=2) + "\n")
+    return key
+
+
 def main() -> int:
+    if "--ledger-key-only" in sys.argv[1:]:
+        key = fresh_ledger_key()
+        print(f"events/{LEDGER_APPEND}: Idempotency-Key {key} (valid for LedgerRetryWindowSeconds, default 10 minutes)")
+        return 0
     if not SAM.exists():
         print("sam not found: run `make validate` first to create .venv-sam", file=sys.stderr)
         return 1
@@ -244,7 +271,7 @@ def main() -> int:
             **{k: v for k, v in event["headers"].items() if k not in ("Accept",)},
             "Accept": "application/json",
             "Content-Type": "application/json",
-            **headers,
+            **{k: (new_key() if v == LEDGER_KEY else v) for k, v in headers.items()},
         }
         event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
         target = ROOT / "events" / name

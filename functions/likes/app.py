@@ -121,6 +121,7 @@ def likers(
 def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
     result = likes.audit(postId)
+    metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:
         logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})
     return json_response(200, {"postId": postId, "stored": result.stored, "counted": result.counted, "drift": result.drift})

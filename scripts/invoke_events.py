@@ -1,0 +1,195 @@
+"""`make invoke-events`: every sample event through `sam local invoke` (Docker), checked.
+
+Starts DynamoDB Local and the SQS emulator on free ports, creates the template's table and
+queues, builds the functions, and invokes each event in `SEQUENCE` with `--env-vars` pointing
+the functions at them (the template declares AWS_ENDPOINT_URL_DYNAMODB/_SQS for this), then
+checks each answer. Needs Docker and the image SAM uses for python3.12 (README "sam local
+invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. The ledger append is
+invoked from a copy carrying a key minted just before (the committed file is not touched).
+
+The template's functions are arm64. On an x86_64 machine without arm64 emulation (binfmt +
+qemu) an arm64 container cannot run, so with ``--arch x86_64`` (the default on x86_64) the
+functions are built and invoked from a copy of the template with every arm64 replaced by
+x86_64 (in .aws-sam/invoke/, never committed). The code, layer, handlers and events are the
+same; only the CPU the container claims differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
+
+from counters.ledger import new_key  # noqa: E402
+from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
+from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
+from devstack.template import read_stack  # noqa: E402
+
+SAM = ROOT / ".venv-sam" / "bin" / "sam"
+WORK = ROOT / ".aws-sam" / "invoke"
+TABLE = "tally-invoke"
+
+# (function, event, expected: an HTTP status, or the exact answer of a non-API invocation, extra sam args)
+SEQUENCE: list[tuple[str, str, Any, list[str]]] = [
+    ("LikesFunction", "likes/create_post.json", 201, []),
+    ("LikesFunction", "likes/get_post.json", 200, []),
+    ("LikesFunction", "likes/like.json", 200, []),
+    ("LikesFunction", "likes/list_likers.json", 200, []),
+    ("LikesFunction", "likes/audit.json", 200, []),
+    ("LikesFunction", "likes/unlike.json", 200, []),
+    ("LikesFunction", "likes/like_as_u1.json", 200, ["--parameter-overrides", "AuthMode=COGNITO"]),
+    ("LikesFunction", "likes/like_as_u2.json", 403, ["--parameter-overrides", "AuthMode=COGNITO"]),
+    ("ReservationsFunction", "reservations/create_resource.json", 201, []),
+    ("ReservationsFunction", "reservations/get_resource.json", 200, []),
+    ("ReservationsFunction", "reservations/reserve.json", 201, []),
+    ("ReservationsFunction", "reservations/get_reservation.json", 200, []),
+    ("ReservationsFunction", "reservations/release.json", 200, []),
+    ("LedgerFunction", "ledger/append.json", 201, []),
+    ("LedgerFunction", "ledger/get.json", 200, []),
+    ("LedgerCompactionFunction", "ledger/compact.json", 200, []),
+    ("OrdersFunction", "orders/create_order.json", 201, []),
+    ("OrdersFunction", "orders/get_order.json", 200, []),
+    ("OrderPointerFunction", "order_pointer/order_inserts.json", {"batchItemFailures": []}, []),
+    ("OrdersFunction", "orders/latest_order.json", 200, []),
+    ("RetryWorkerFunction", "retry_worker/replay_like.json", {"batchItemFailures": []}, []),
+    ("OperationsFunction", "operations/get_operation.json", 200, []),
+    ("RetryWorkerFunction", "retry_worker/poison.json", {"batchItemFailures": []}, []),
+]
+
+
+def sam(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+    env.update({"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})  # DynamoDB Local/the emulator accept any
+    env.pop("AWS_SESSION_TOKEN", None)
+    return subprocess.run([str(SAM), *args], cwd=ROOT, env=env, text=True, capture_output=True, **kwargs)
+
+
+def docker_gateway() -> str:
+    """The host's address on Docker's default bridge (docker0), where containers reach it."""
+    ip = shutil.which("ip")
+    if ip is None:
+        raise RuntimeError("`ip` (iproute2) not found: needed to find docker0's address")
+    out = subprocess.run([ip, "-4", "-o", "addr", "show", "docker0"], check=True, capture_output=True, text=True).stdout
+    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    if not found:
+        raise RuntimeError("no IPv4 address on docker0: is dockerd running with its default bridge?")
+    return found[1]
+
+
+def template_for(arch: str) -> Path:
+    source = (ROOT / "template.yaml").read_text()
+    WORK.mkdir(parents=True, exist_ok=True)
+    target = WORK / "template.yaml"
+    target.write_text(source if arch == "arm64" else re.sub(r"\barm64\b", arch, source))
+    return target
+
+
+def record_pending(endpoint: str, name: str) -> None:
+    """The PENDING operation record the API writes before it queues a command."""
+    os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
+    from counters.commands import Command, Operations
+
+    for record in json.loads((ROOT / "events" / name).read_text())["Records"]:
+        Operations(TABLE).record_pending(Command.from_message(record["body"]))
+
+
+def event_file(name: str) -> Path:
+    """The committed event, except the ledger append: a copy with a key minted now (keys expire)."""
+    if name != "ledger/append.json":
+        return ROOT / "events" / name
+    event = json.loads((ROOT / "events" / name).read_text())
+    key = new_key()
+    event["headers"]["Idempotency-Key"], event["multiValueHeaders"]["Idempotency-Key"] = key, [key]
+    path = WORK / "ledger-append.json"
+    path.write_text(json.dumps(event))
+    return path
+
+
+def main() -> int:
+    for key, value in {
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+    }.items():
+        os.environ.setdefault(key, value)  # this process's own clients (table, queues, the pending record)
+    arch = (
+        sys.argv[sys.argv.index("--arch") + 1]
+        if "--arch" in sys.argv
+        else ("arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64")
+    )
+    template = template_for(arch)
+    built = WORK / "build"
+    began = time.monotonic()
+    out = sam("build", "-t", str(template), "--base-dir", str(ROOT), "--build-dir", str(built), "--language-extensions")
+    if out.returncode:
+        print(out.stdout, out.stderr, file=sys.stderr)
+        return 1
+    print(f"sam build ({arch}): {time.monotonic() - began:.0f}s")
+    failures = 0
+    # The containers reach the host through Docker's bridge gateway: DynamoDB Local and the SQS
+    # emulator listen there (not on 0.0.0.0), and only for the length of this run.
+    gateway = docker_gateway()
+    with DynamoDBLocal(host=gateway) as ddb_local:
+        sqs = SqsEmulator(host=gateway).start()
+        try:
+            create_table(dynamodb_client(ddb_local.endpoint), read_stack(TABLE))
+            urls, _ = create_queues(sqs_client(sqs.endpoint), TABLE)
+            env_vars = WORK / "env.json"
+            env_vars.write_text(
+                json.dumps(
+                    {
+                        "Parameters": {
+                            "TABLE_NAME": TABLE,
+                            "RETRY_QUEUE_URL": urls["RetryQueue"],
+                            "AWS_ENDPOINT_URL_DYNAMODB": ddb_local.endpoint,
+                            "AWS_ENDPOINT_URL_SQS": sqs.endpoint,
+                        },
+                        "RetryWorkerFunction": {"RETRY_DLQ_URL": urls["RetryDLQ"]},
+                    }
+                )
+            )
+            only = set(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else None
+            for function, event, expected, extra in SEQUENCE:
+                if only is not None and event not in only:
+                    continue
+                if event == "retry_worker/replay_like.json":  # as the API did when it deferred the request (202)
+                    record_pending(ddb_local.endpoint, event)
+                began = time.monotonic()
+                args = ["local", "invoke", function, "-t", str(built / "template.yaml"), "-e", str(event_file(event))]
+                args += ["--env-vars", str(env_vars), "--skip-pull-image", *extra]
+                out = sam(*args)
+                took = time.monotonic() - began
+                try:
+                    answer = json.loads(out.stdout.strip().splitlines()[-1])
+                except (IndexError, json.JSONDecodeError):
+                    answer = None
+                got = answer.get("statusCode") if isinstance(expected, int) and isinstance(answer, dict) else answer
+                ok = got == expected
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {function:26} {event:36} {got!s:28} {took:5.1f}s")
+                if not ok:
+                    print(out.stdout[-2000:], out.stderr[-3000:], sep="\n", file=sys.stderr)
+            depth = sqs_client(sqs.endpoint).get_queue_attributes(QueueUrl=urls["RetryDLQ"], AttributeNames=["ApproximateNumberOfMessages"])
+            poisoned = int(depth["Attributes"]["ApproximateNumberOfMessages"])
+            if only is None or "retry_worker/poison.json" in only:
+                print(f"{'ok  ' if poisoned == 1 else 'FAIL'} the poison message is in RetryDLQ ({poisoned})")
+                failures += poisoned != 1
+        finally:
+            sqs.stop()
+    print(f"{failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
