@@ -379,6 +379,9 @@ def likes(env: Env) -> list[HttpReport]:
             post_ids.setdefault(key, set()).add(answer.json()["postId"])
     report.duplicates += sum(len(ids) - 1 for ids in post_ids.values())  # one key answered with two posts
     posts = sorted({i for ids in post_ids.values() for i in ids})
+    if not posts:  # nothing to like: the creations' answers are already in report.wrong
+        _finish(env, report, started)
+        return [report]
     pairs = [(rng.choice(posts), f"u{i}") for i in range(env.n(110))]
     undone = pairs[: env.n(30)]
     deferred: list[tuple[str, str, str, Deferred]] = []
