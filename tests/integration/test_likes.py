@@ -137,6 +137,7 @@ def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table
     ops = [op for op in ops for _ in range(2)]  # duplicate every request
     rng.shuffle(ops)
     changed = {"like": 0, "unlike": 0}
+    resent = [0]
     lock = threading.Lock()
 
     def run(op: tuple[str, str]) -> None:
@@ -146,7 +147,8 @@ def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table
                 change = likes.like("p1", user) if kind == "like" else likes.unlike("p1", user)
                 break
             except ContentionError:
-                continue
+                with lock:
+                    resent[0] += 1  # the 503'd attempt may have committed: "changed" is then the first send's secret
         else:
             raise AssertionError(f"{kind} {user} never got a definite answer")
         if change.changed:
@@ -156,7 +158,9 @@ def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table
     with ThreadPoolExecutor(max_workers=64) as pool:
         list(pool.map(run, ops))
     stored = likes_stored(ddb, table)
-    assert tally(ddb, table) == stored == changed["like"] - changed["unlike"]
+    assert tally(ddb, table) == stored  # exact: the tally is its LIKE# items, whatever was re-sent
+    if not resent[0]:
+        assert stored == changed["like"] - changed["unlike"]
     assert likes.audit("p1").drift == 0
 
 
