@@ -64,6 +64,15 @@ def cold_imports(runs: int) -> list[tuple[str, float, float]]:
         env = {**base_env, **fn.environment, "PYTHONPATH": os.pathsep.join([str(fn.code_dir), *map(str, fn.layers)])}
         ms = _import_ms(f"import {module}", env, runs)
         rows.append((f"{name} ({fn.code_dir.relative_to(ROOT)}/{module}.py)", ms, ms / boto3_ms))
+        if name == "LikesFunction":
+            # Tracing=Active as shipped adds no import (Lambda writes the segments); with
+            # Powertools Tracer the function would also import aws-xray-sdk and patch botocore.
+            traced = f"import {module}; from aws_lambda_powertools import Tracer; Tracer(service='bench', auto_patch=True)"
+            try:
+                ms = _import_ms(traced, {**env, "AWS_LAMBDA_FUNCTION_NAME": "bench", "POWERTOOLS_TRACE_DISABLED": "false"}, runs)
+            except subprocess.CalledProcessError:
+                continue  # aws-xray-sdk not installed
+            rows.append((f"{name} + Powertools Tracer (Tracing on in code; not shipped)", ms, ms / boto3_ms))
     return rows
 
 
