@@ -351,6 +351,21 @@ def _check_deferred(report: HttpReport, what: str, deferred: Deferred, problem: 
         report.wrong.append(f"{what}: operation {deferred.operation_id} {deferred.final.get('status')}: {problem}")
 
 
+def _provenance(deferred: Deferred, stored: dict[str, Any] | None, what: str) -> str | None:
+    """What is wrong with a deferred request's final status, given the item it writes (which
+    carries the ``requestId`` of the request that wrote it): APPLIED must be its own item,
+    DUPLICATE another request's, and these requests are never REJECTED."""
+    status = (deferred.final or {}).get("status")
+    mine = stored is not None and stored.get("requestId") == deferred.operation_id
+    if status == "APPLIED" and not mine:
+        return f"but the {what} is not stored with its id"
+    if status == "DUPLICATE" and (stored is None or mine):
+        return f"but no other request's {what} is stored"
+    if status == "REJECTED":
+        return f"{(deferred.final or {}).get('result')}"
+    return None
+
+
 def _twice(send: Callable[[], requests.Response | None]) -> list[requests.Response | None]:
     """A request, then the same request again once answered (a client retry / duplicate)."""
     return [send(), send()]
@@ -693,17 +708,7 @@ def ledgers(env: Env) -> list[HttpReport]:
         checked = histories[ledger].check(ledger, want, documented="exact")
         report.bad_reads += checked.bad_reads
     for ledger, key, d in deferred:
-        entry = entries.get(key)
-        status = (d.final or {}).get("status")
-        mine = entry is not None and entry.get("requestId") == d.operation_id
-        problem = None
-        if status == "APPLIED" and not mine:
-            problem = "but its entry is not stored with its id"
-        elif status == "DUPLICATE" and (entry is None or mine):
-            problem = "but no other request's entry is stored"
-        elif status == "REJECTED":
-            problem = f"{(d.final or {}).get('result')}"
-        _check_deferred(report, f"append {ledger} {key}", d, problem)
+        _check_deferred(report, f"append {ledger} {key}", d, _provenance(d, entries.get(key), "entry"))
     report.notes.append(f"{sum(len(h.reads) for h in histories.values())} balance reads checked")
     _finish(env, report, started)
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
@@ -764,17 +769,7 @@ def orders(env: Env, mode: str) -> list[HttpReport]:
         holes = sorted(set(range(1, max(ids, default=0) + 1)) - set(ids))
         report.wrong.append(f"gapless ids have holes: {holes[:10]}")
     for key, d in deferred:
-        record = records.get(key)
-        status = (d.final or {}).get("status")
-        mine = record is not None and record.get("requestId") == d.operation_id
-        problem = None
-        if status == "APPLIED" and not mine:
-            problem = "but the key record is not its own"
-        elif status == "DUPLICATE" and (record is None or mine):
-            problem = "but no other request's order is stored"
-        elif status == "REJECTED":
-            problem = f"{(d.final or {}).get('result')}"
-        _check_deferred(report, f"order {key}", d, problem)
+        _check_deferred(report, f"order {key}", d, _provenance(d, records.get(key), "key record"))
     latest = None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the pointer follows the stream
