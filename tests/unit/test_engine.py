@@ -74,17 +74,19 @@ def test_an_unrecognised_error_is_raised_untouched() -> None:
 def test_the_guard_refuses_a_call_made_outside_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite runs with TALLY_ENGINE_GUARD=1: a bare call on the layer's client has no retry, so it fails."""
     monkeypatch.setenv(engine.GUARD_ENV, "1")
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):  # moto, not a DynamoDB Local an earlier test started
+        monkeypatch.delenv(name, raising=False)
     dynamo.reset_client()
     try:
         ddb = dynamo.client()
         boto3.client("dynamodb").create_table(
-            TableName="t",
+            TableName="guarded",
             KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
             AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
         with pytest.raises(OutsideEngine, match="GetItem was called outside the retry engine"):
-            ddb.get_item(TableName="t", Key={"PK": {"S": "x"}})
-        assert engine.read(ddb.get_item, NO_SLEEP, TableName="t", Key={"PK": {"S": "x"}}).get("Item") is None
+            ddb.get_item(TableName="guarded", Key={"PK": {"S": "x"}})
+        assert engine.read(ddb.get_item, NO_SLEEP, TableName="guarded", Key={"PK": {"S": "x"}}).get("Item") is None
     finally:
         dynamo.reset_client()
