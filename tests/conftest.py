@@ -8,10 +8,12 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 # Tests never need real AWS credentials or a configured region.
@@ -160,6 +162,26 @@ def local_api(ddb: Any) -> Iterator[RunningApi]:
         yield RunningApi(api.url, name)
     finally:
         api.stop()
+
+
+@contextmanager
+def moto_table(monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator[Any]:
+    """A moto DynamoDB with ``name`` built from template.yaml, the layer's client pointed at it
+    (whatever endpoint an earlier test set): for fast unit tests of handlers."""
+    from moto import mock_aws
+
+    from counters import dynamo
+
+    for variable in ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    with mock_aws():
+        dynamo.reset_client()
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, read_stack(name))
+        try:
+            yield client
+        finally:
+            dynamo.reset_client()
 
 
 def item_count(ddb: Any, table: str, pk: str | None = None, prefix: str | None = None) -> int:

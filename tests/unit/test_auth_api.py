@@ -7,18 +7,14 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from counters.commands import Command, Operations
 from counters.errors import ContentionError
 from counters.ledger import new_key
 from counters.orders import Orders
 from counters.outcome import Outcome, Result
-from devstack.dynamodb_local import create_table
-from devstack.template import read_stack
-from tests.conftest import api_event, invoke, item_count
+from tests.conftest import api_event, invoke, item_count, moto_table
 
 TABLE = "tally-auth-unit"
 ALICE, BOB, ROOT = "alice-sub", "bob-sub", "root-sub"
@@ -27,17 +23,9 @@ ORDER = {"items": [{"sku": "book", "quantity": 1}]}
 
 @pytest.fixture
 def ddb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setenv("AUTH_MODE", "COGNITO")
-    from counters import dynamo
-
-    with mock_aws():
-        dynamo.reset_client()
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, read_stack(TABLE))
+    with moto_table(monkeypatch, TABLE) as client:
         yield client
-        dynamo.reset_client()
 
 
 @pytest.fixture

@@ -6,30 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from counters.ledger import new_key
-from devstack.dynamodb_local import create_table
-from devstack.template import read_stack
-from tests.conftest import api_event, invoke, item_count
+from tests.conftest import api_event, invoke, item_count, moto_table
 
 TABLE = "tally-bodies"
 
 
 @pytest.fixture
 def moto_ddb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    from counters import dynamo
-
-    with mock_aws():
-        dynamo.reset_client()
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(ddb, read_stack(TABLE))
-        yield ddb
-        dynamo.reset_client()
+    with moto_table(monkeypatch, TABLE) as client:
+        yield client
 
 
 HUGE_INT = "1" * 5000  # beyond Python's 4,300-digit int-string conversion limit
