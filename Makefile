@@ -40,8 +40,9 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest tests/integration
 
-lint: setup $(IAC_VENV)/.installed ## ruff; cfn-lint and checkov on template.yaml (each checkov skip is justified there)
+lint: setup $(IAC_VENV)/.installed ## ruff; the layer's import rule (import-linter); cfn-lint and checkov on template.yaml
 	$(VENV)/bin/ruff check .
+	PYTHONPATH=layers/counters $(VENV)/bin/lint-imports
 	$(IAC_VENV)/bin/cfn-lint template.yaml
 	$(IAC_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
 

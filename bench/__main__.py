@@ -89,7 +89,7 @@ class Scenario:
 
 
 def _likes_setup(ddb: Any, table: str) -> Any:
-    from counters.likes import Likes
+    from counters.services.likes import Likes
 
     likes = Likes(table)
     for post in ("layer", "base"):
@@ -127,9 +127,9 @@ def _likes_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
 
 def _resource_setup(strategy: str, shards: int = 1) -> Callable[[Any, str], Any]:
     def setup(ddb: Any, table: str) -> Any:
-        from counters.approaches import create
-        from counters.dynamo import RetryPolicy
-        from counters.reservations import Reservations, resource_key
+        from counters.core.client import RetryPolicy
+        from counters.primitives.approaches import create
+        from counters.services.reservations import Reservations, resource_key
 
         Reservations(table).create_resource("layer", capacity=10**9, strategy=strategy, shards=shards)
         Reservations(table).create_resource("base", capacity=10**9, strategy=strategy, shards=shards)
@@ -238,14 +238,14 @@ def _occ_history_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
 
 
 def _ledger_setup(ddb: Any, table: str) -> Any:
-    from counters.dynamo import RetryPolicy
-    from counters.ledger import Ledger
+    from counters.core.client import RetryPolicy
+    from counters.primitives.approaches.ledger import Ledger
 
     return Ledger(table, retry=RetryPolicy(max_attempts=8))
 
 
 def _ledger_layer(ledger: Any, table: str, i: int) -> Any:
-    from counters.ledger import new_key
+    from counters.primitives.approaches.ledger import new_key
 
     return ledger.append("layer", 1, new_key())
 
@@ -288,10 +288,10 @@ SCENARIOS = [
 
 def contention(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, int, float, float]]:
     """OCC retry amplification (attempts per success) and sharded vs unsharded crt, by concurrency."""
-    from counters import dynamo
-    from counters.approaches import create
-    from counters.dynamo import RetryPolicy
-    from counters.reservations import Reservations, resource_key
+    from counters.core import client as dynamo
+    from counters.core.client import RetryPolicy
+    from counters.primitives.approaches import create
+    from counters.services.reservations import Reservations, resource_key
 
     ddb = dynamodb_client(endpoint)
     rows = []
@@ -343,7 +343,7 @@ def _run(op: Callable[[int], Any], n: int, clients: int) -> tuple[float, list[An
 
 
 def throughput(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, int, float, float, float, float, float]]:
-    from counters import dynamo
+    from counters.core import client as dynamo
 
     ddb = dynamodb_client(endpoint)
     rows = []

@@ -45,7 +45,7 @@ RESULTS = ROOT / "proof" / "results"
 
 
 def with_faults(seed: int, exclude: frozenset[str] = frozenset()) -> FaultInjector:
-    from counters import dynamo
+    from counters.core import client as dynamo
 
     dynamo.reset_client()
     injector = FaultInjector(dynamo.client(), seed=seed)
@@ -72,9 +72,9 @@ def run_parallel(tasks: list[Callable[[], None]], clients: int) -> None:
 # ----------------------------------------------------------------------------- scenarios
 def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
     """Distinct users like (and pre-liked users unlike) one hot post, every request sent twice."""
-    from counters.dynamo import RetryPolicy
-    from counters.errors import ContentionError
-    from counters.likes import Likes
+    from counters.core.client import RetryPolicy
+    from counters.core.errors import ContentionError
+    from counters.services.likes import Likes
 
     name = new_table(ddb)
     setup = Likes(name)
@@ -161,9 +161,9 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
     definite answer, then once more (a redelivery). Inexact ones (atomic, occ): the caller
     follows the approach's own policy and does not re-send (their retry is the policy).
     """
-    from counters.dynamo import RetryPolicy
-    from counters.errors import InsufficientCapacity, SlotsFull
-    from counters.reservations import Reservations
+    from counters.core.client import RetryPolicy
+    from counters.core.errors import InsufficientCapacity, SlotsFull
+    from counters.services.reservations import Reservations
 
     reports = []
     for label, strategy, shards, policy, documented in RESERVATION_CASES:
@@ -216,17 +216,15 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
 
 def ledger_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
     """Appends (every one sent twice) while two compactors and readers run; retry window 2 s."""
-    from counters.dynamo import RetryPolicy
-    from counters.errors import CounterError
-    from counters.ledger import Ledger, new_key
+    from counters.core.client import RetryPolicy
+    from counters.core.errors import CounterError
+    from counters.primitives.approaches.ledger import new_key
+    from counters.services.ledgers import Ledgers
 
     name = new_table(ddb)
     injector = with_faults(seed)
-    ledger = Ledger(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), retry_window=2.0, margin=1.0)
-    from counters import dynamo
-
-    plain = Ledger(name, dynamodb=dynamo_plain(), retry_window=2.0, margin=1.0)
-    del dynamo
+    ledger = Ledgers(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), retry_window=2.0, margin=1.0)
+    plain = Ledgers(name, dynamodb=dynamo_plain(), retry_window=2.0, margin=1.0)
     history = History(base=0)
     rng = random.Random(seed)
     amounts = [rng.choice([-3, -2, -1, 1, 2, 3, 5]) for _ in range(size * 2)]
@@ -281,9 +279,9 @@ def orders_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report
     """Orders in both modes (every request re-sent until answered, plus once more), then the
     pointer fed every id in random order, duplicated: unique ids, no holes in gapless mode,
     a pointer that never decreases and ends at the greatest id."""
-    from counters.dynamo import RetryPolicy
-    from counters.orders import Orders
-    from counters.pointer import Pointer
+    from counters.core.client import RetryPolicy
+    from counters.primitives.pointer import Pointer
+    from counters.services.orders import Orders
 
     reports = []
     for mode in ("fast", "gapless"):
@@ -391,7 +389,7 @@ def dynamo_plain() -> Any:
     """A client without fault injection (readers and compactors measure, they are not under test)."""
     import boto3
 
-    from counters.dynamo import CLIENT_CONFIG
+    from counters.core.client import CLIENT_CONFIG
 
     return boto3.session.Session().client("dynamodb", config=CLIENT_CONFIG)
 

@@ -265,7 +265,7 @@ class Env:
         return max(minimum, int(base * self.scale))
 
     def scan(self) -> list[dict[str, Any]]:
-        from counters.dynamo import from_item
+        from counters.core.client import from_item
 
         items = []
         for page in self.ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):
@@ -474,7 +474,7 @@ RESERVATION_CASES = [
 def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None) -> list[HttpReport]:
     """One resource per strategy, capacity 3/4 of the demand; every reservation sent twice with its
     key; then a third of the confirmed ones released (twice) on the exact strategies."""
-    from counters.reservations import reservation_id
+    from counters.services.reservations import reservation_id
 
     cases = cases or RESERVATION_CASES
     started = time.monotonic()
@@ -632,7 +632,7 @@ def _brief(record: dict[str, Any] | None) -> str:
 
 def ledgers(env: Env) -> list[HttpReport]:
     """Appends with ULID keys to two ledgers (each sent twice), balances read meanwhile."""
-    from counters.ledger import new_key
+    from counters.primitives.approaches.ledger import new_key
     from proof.checker import History
 
     report = HttpReport("ledgers: append with ULID keys, balance reads")

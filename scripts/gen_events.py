@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 sys.path.insert(0, str(ROOT / "layers" / "counters"))
 
-from counters.ledger import new_key  # noqa: E402
+from counters.primitives.approaches.ledger import new_key  # noqa: E402
 
 LEDGER_APPEND = "ledger/append.json"
 LEDGER_KEY = "<minted when generated>"  # replaced by a ULID for now (see the module docstring)
@@ -72,7 +72,7 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
         None,
         {},
     ),
-    # reservations (the reservation id is uuid5 of resourceId + Idempotency-Key: counters.reservations.reservation_id)
+    # reservations (the reservation id is uuid5 of resourceId + Idempotency-Key: counters.services.reservations.reservation_id)
     (
         "reservations/create_resource.json",
         "POST",

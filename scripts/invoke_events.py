@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 
-from counters.ledger import new_key  # noqa: E402
+from counters.primitives.approaches.ledger import new_key  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
@@ -97,7 +97,8 @@ def template_for(arch: str) -> Path:
 def record_pending(endpoint: str, name: str) -> None:
     """The PENDING operation record the API writes before it queues a command."""
     os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
-    from counters.commands import Command, Operations
+    from counters.core.commands import Command
+    from counters.deferral.operations import Operations
 
     for record in json.loads((ROOT / "events" / name).read_text())["Records"]:
         Operations(TABLE).record_pending(Command.from_message(record["body"]))

@@ -37,9 +37,9 @@ for key, value in {
 }.items():
     os.environ.setdefault(key, value)
 
-from counters import dynamo  # noqa: E402
-from counters.errors import ContentionError  # noqa: E402
-from counters.orders import Orders  # noqa: E402
+from counters.core import client as dynamo  # noqa: E402
+from counters.core.errors import ContentionError  # noqa: E402
+from counters.services.orders import Orders  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
 

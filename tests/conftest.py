@@ -27,7 +27,7 @@ os.environ.update(
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
         # The layer's clients refuse any DynamoDB/SQS call made outside its retry engine
-        # (counters.engine.run): a call with no retry fails the test that reaches it. The
+        # (counters.core.engine.run): a call with no retry fails the test that reaches it. The
         # local stack's worker processes inherit it.
         "TALLY_ENGINE_GUARD": "1",
     }
@@ -83,7 +83,7 @@ def table(ddb: Any) -> Iterator[str]:
 @pytest.fixture
 def layer_client(dynamodb_endpoint: str) -> Iterator[Any]:
     """The layer's process-wide client, new for this test so injected faults never leak."""
-    from counters import dynamo
+    from counters.core import client as dynamo
 
     dynamo.reset_client()
     yield dynamo.client()
@@ -170,7 +170,7 @@ def moto_table(monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator[Any]:
     (whatever endpoint an earlier test set): for fast unit tests of handlers."""
     from moto import mock_aws
 
-    from counters import dynamo
+    from counters.core import client as dynamo
 
     for variable in ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(variable, raising=False)
@@ -237,7 +237,7 @@ class Queues:
 @pytest.fixture
 def queues(sqs_endpoint: str, table: str) -> Iterator[Queues]:
     """The template's queues (redrive included), visibility 1 s so redelivery is quick."""
-    from counters import commands
+    from counters.deferral import queue as commands
     from devstack.sqs import create_queues, sqs_client
 
     sqs = sqs_client(sqs_endpoint)

@@ -11,10 +11,12 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import Body, IdPath, build_app, json_response, record
-from counters.commands import Deferrer
-from counters.dynamo import RetryPolicy
-from counters.ledger import AMOUNT_LIMIT, Ledger
+from counters.core.client import RetryPolicy
+from counters.core.metrics import record
+from counters.deferral.queue import Deferrer
+from counters.http.resolver import Body, IdPath, build_app, json_response
+from counters.primitives.approaches.ledger import AMOUNT_LIMIT
+from counters.services.ledgers import Ledgers
 
 # Settings read once at cold start.
 TABLE_NAME = os.environ["TABLE_NAME"]
@@ -25,7 +27,7 @@ logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
 app = build_app(logger, Deferrer.from_env())
-ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, retry=RetryPolicy.from_env())
+ledger = Ledgers(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, retry=RetryPolicy.from_env())
 
 
 class Appended(Body):

@@ -10,9 +10,9 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.api import Body, IdPath, build_app, json_response
-from counters.errors import WrongRegion
-from counters.ledger import Ledger
+from counters.core.errors import WrongRegion
+from counters.http.resolver import Body, IdPath, build_app, json_response
+from counters.primitives.approaches.ledger import Ledger
 
 # Settings read once at cold start.
 TABLE_NAME = os.environ["TABLE_NAME"]

@@ -12,11 +12,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import Body, IdPath, build_app, json_response, record
-from counters.commands import Deferrer
-from counters.dynamo import RetryPolicy
-from counters.ids import ID_PATTERN
-from counters.likes import Likes
+from counters.core.client import RetryPolicy
+from counters.core.ids import ID_PATTERN
+from counters.core.metrics import record
+from counters.deferral.queue import Deferrer
+from counters.http.resolver import Body, IdPath, build_app, json_response
+from counters.services.likes import Likes
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 

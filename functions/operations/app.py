@@ -7,9 +7,9 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.api import Body, OperationIdPath, build_app, json_response
-from counters.commands import Operations
-from counters.errors import NotFound
+from counters.core.errors import NotFound
+from counters.deferral.operations import Operations
+from counters.http.resolver import Body, OperationIdPath, build_app, json_response
 
 TABLE_NAME = os.environ["TABLE_NAME"]
 

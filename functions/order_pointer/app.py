@@ -9,7 +9,7 @@ Why a stream, not an inline write after the order
 
 Why reordering is harmless
     Records of one shard arrive in order, but shards are processed in parallel, batches are
-    retried, and records are redelivered. :meth:`counters.pointer.Pointer.advance` is one
+    retried, and records are redelivered. :meth:`counters.primitives.pointer.Pointer.advance` is one
     conditional write (``attribute_not_exists(#v) OR #v < :new``): a late or repeated
     update is ``rejected``/``duplicate``, never a step backward.
 
@@ -31,11 +31,11 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.api import record as record_metrics
-from counters.errors import ContentionError
-from counters.orders import POINTER, order_id_from_pk
-from counters.outcome import Outcome
-from counters.pointer import Pointer
+from counters.core.errors import ContentionError
+from counters.core.metrics import record as record_metrics
+from counters.core.outcome import Outcome
+from counters.primitives.pointer import Pointer
+from counters.services.orders import POINTER, order_id_from_pk
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 

@@ -1,7 +1,7 @@
 """Orders API: auto-increment order ids, idempotent by key, and the LAST_ORDER pointer. Parse, call the layer, shape.
 
 The sequence mode (``fast`` or ``gapless``) comes from the template parameter ``SequenceMode``
-through ``SEQUENCE_MODE``; see counters.orders for what each guarantees.
+through ``SEQUENCE_MODE``; see counters.services.orders for what each guarantees.
 """
 
 import os
@@ -15,12 +15,13 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import ID_PATTERN, Body, build_app, json_response, record
-from counters.commands import Deferrer
-from counters.dynamo import RetryPolicy
-from counters.errors import NotFound
-from counters.orders import Orders
-from counters.sequence import SequenceMode
+from counters.core.client import RetryPolicy
+from counters.core.errors import NotFound
+from counters.core.metrics import record
+from counters.deferral.queue import Deferrer
+from counters.http.resolver import ID_PATTERN, Body, build_app, json_response
+from counters.primitives.sequence import SequenceMode
+from counters.services.orders import Orders
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 SEQUENCE_MODE = SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))  # a bad value fails the cold start

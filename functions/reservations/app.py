@@ -12,10 +12,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.api import ID_PATTERN, Body, IdPath, build_app, json_response, record
-from counters.commands import Deferrer
-from counters.dynamo import RetryPolicy
-from counters.reservations import Reservations
+from counters.core.client import RetryPolicy
+from counters.core.metrics import record
+from counters.deferral.queue import Deferrer
+from counters.http.resolver import ID_PATTERN, Body, IdPath, build_app, json_response
+from counters.services.reservations import Reservations
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 ATOMIC_POLICY = os.environ.get("ATOMIC_POLICY", "under")

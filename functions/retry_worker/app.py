@@ -14,13 +14,13 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.commands import Replayer
-from counters.dynamo import RetryPolicy
-from counters.ledger import Ledger
-from counters.likes import Likes
-from counters.orders import Orders
-from counters.reservations import Reservations
-from counters.sequence import SequenceMode
+from counters.core.client import RetryPolicy
+from counters.deferral.queue import Replayer
+from counters.primitives.sequence import SequenceMode
+from counters.services.ledgers import Ledgers
+from counters.services.likes import Likes
+from counters.services.orders import Orders
+from counters.services.reservations import Reservations
 
 TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 DLQ_URL = os.environ["RETRY_DLQ_URL"]
@@ -35,7 +35,7 @@ REPLAYABLES = {
     **Likes(TABLE_NAME, retry=RETRY).replayables(),
     **Reservations(TABLE_NAME, retry=RETRY, atomic_policy=os.environ.get("ATOMIC_POLICY", "under")).replayables(),
     **Orders(TABLE_NAME, retry=RETRY, mode=SequenceMode(os.environ.get("SEQUENCE_MODE", SequenceMode.FAST))).replayables(),
-    **Ledger(
+    **Ledgers(
         TABLE_NAME,
         retry=RETRY,
         retry_window=float(os.environ.get("LEDGER_RETRY_WINDOW_SECONDS", "600")),

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from counters.ledger import new_key
+from counters.primitives.approaches.ledger import new_key
 from devstack.auth import LocalUserPool
 from devstack.stack import LocalStack
 

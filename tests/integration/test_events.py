@@ -30,7 +30,8 @@ def test_likes_events_run_in_order(load_function: Any, table: str, layer_client:
 
 
 def test_retry_worker_and_operations_events(load_function: Any, table: str, queues: Any, layer_client: Any, lambda_context: Any) -> None:
-    from counters.commands import Command, Operations
+    from counters.core.commands import Command
+    from counters.deferral.operations import Operations
 
     likes = load_function("LikesFunction", table, queues.urls)
     worker = load_function("RetryWorkerFunction", table, queues.urls)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from counters.dynamo import RetryPolicy, from_item
+from counters.core.client import RetryPolicy, from_item
 from devstack.runtime import LambdaContext
 from tests.conftest import Queues, api_event, invoke, item_count
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from counters.dynamo import RetryPolicy
-from counters.errors import WrongRegion
-from counters.ledger import Ledger, ledger_pk, new_key
-from counters.outcome import Outcome
+from counters.core.client import RetryPolicy
+from counters.core.errors import WrongRegion
+from counters.core.outcome import Outcome
+from counters.primitives.approaches.ledger import Ledger, ledger_pk, new_key
+from counters.services.ledgers import Ledgers
 from tests.conftest import api_event, invoke, item_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
@@ -40,7 +41,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def ledger(table: str, layer_client: Any, clock: Clock) -> Ledger:
-    return Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    return Ledgers(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
 
 
 def key_at(clock: Clock, offset: float = 0.0) -> str:

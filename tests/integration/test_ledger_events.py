@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from counters.dynamo import RetryPolicy
-from counters.ledger import parse_key
+from counters.core.client import RetryPolicy
+from counters.primitives.approaches.ledger import parse_key
 from tests.conftest import invoke, load_event
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)

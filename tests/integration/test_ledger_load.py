@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.dynamo import RetryPolicy
-from counters.ledger import Ledger, ledger_pk, new_key
-from counters.outcome import Outcome
+from counters.core.client import RetryPolicy
+from counters.core.outcome import Outcome
+from counters.primitives.approaches.ledger import Ledger, ledger_pk, new_key
 from tests.conftest import item_count
 
 WRITERS = 16

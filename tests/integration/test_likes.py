@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from counters.dynamo import RetryPolicy
-from counters.errors import ContentionError
-from counters.likes import Likes
+from counters.core.client import RetryPolicy
+from counters.core.errors import ContentionError
+from counters.services.likes import Likes
 from tests.conftest import api_event, invoke, item_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import requests
 
-from counters.dynamo import RetryPolicy
-from counters.errors import ContentionError
-from counters.orders import Orders
-from counters.outcome import Outcome
-from counters.pointer import Pointer
-from counters.sequence import Sequence
+from counters.core.client import RetryPolicy
+from counters.core.errors import ContentionError
+from counters.core.outcome import Outcome
+from counters.primitives.pointer import Pointer
+from counters.primitives.sequence import Sequence
+from counters.services.orders import Orders
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller
 from tests.conftest import RunningApi, api_event, invoke, item_count, load_event
@@ -141,7 +141,7 @@ def test_a_sequence_behind_its_orders_never_overwrites_one(mode: str, orders_fn:
 def test_gapless_keeps_the_token_of_an_unknown_outcome_through_a_later_conflict(faults: Any, table: str) -> None:
     """Attempt 1 commits but answers 500; attempt 2 is cancelled by a conflict; attempt 3 must
     re-send attempt 1's ClientRequestToken so DynamoDB replays the commit. With a fresh token
-    it would execute, fail on the moved counter, and take value 2: a hole (counters.tx)."""
+    it would execute, fail on the moved counter, and take value 2: a hole (the old counters.tx)."""
     faults.add("after_commit", operations={"TransactWriteItems"}, limit=1)
     armed = []
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from counters.dynamo import RetryPolicy
-from counters.errors import ContentionError, InsufficientCapacity
-from counters.reservations import Reservations
+from counters.core.client import RetryPolicy
+from counters.core.errors import ContentionError, InsufficientCapacity
+from counters.services.reservations import Reservations
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.002)
 

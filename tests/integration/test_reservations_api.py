@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from counters.dynamo import RetryPolicy
+from counters.core.client import RetryPolicy
 from tests.conftest import api_event, invoke, item_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
@@ -123,7 +123,7 @@ def test_concurrent_same_key_creates_one_reservation_and_concurrent_releases_giv
     quantity comes back exactly once (the record's CONFIRMED -> RELEASED condition decides)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from counters.reservations import Reservations
+    from counters.services.reservations import Reservations
 
     service = Reservations(table, retry=RetryPolicy(max_attempts=12, base_delay=0.001, max_delay=0.01))
     service.create_resource("r1", capacity=10, strategy=strategy)

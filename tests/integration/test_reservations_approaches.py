@@ -16,11 +16,11 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from counters.approaches import create
-from counters.approaches.atomic import Atomic
-from counters.approaches.crt import client_request_token
-from counters.dynamo import RetryPolicy, from_item, to_item
-from counters.outcome import Outcome
+from counters.core.client import RetryPolicy, from_item, to_item
+from counters.core.outcome import Outcome
+from counters.primitives.approaches import create
+from counters.primitives.approaches.atomic import Atomic
+from counters.primitives.approaches.crt import client_request_token
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 KEY = {"PK": "RES#c1", "SK": "META"}
@@ -278,7 +278,7 @@ def test_set_cap_keeps_an_update_under_10_wcu(layer_client: Any, table: str) -> 
 def test_sharding_falls_to_another_shard_before_splitting(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
     import random
 
-    from counters import sharding
+    from counters.primitives import sharding
 
     atomic = create("atomic", table, retry=FAST)
     keys = [sharding.shard_key("s", n) for n in range(2)]
@@ -294,8 +294,8 @@ def test_sharding_falls_to_another_shard_before_splitting(layer_client: Any, fau
 
 
 def test_shard_snapshot_retries_a_conflicting_read(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
-    from counters import sharding
-    from counters.outcome import Capacity
+    from counters.core.outcome import Capacity
+    from counters.primitives import sharding
 
     keys = [sharding.shard_key("s", n) for n in range(2)]
     for key in keys:

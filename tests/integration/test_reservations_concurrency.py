@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from counters import sharding
-from counters.approaches import create
-from counters.dynamo import RetryPolicy, from_item, to_item
-from counters.outcome import Outcome, Result
+from counters.core.client import RetryPolicy, from_item, to_item
+from counters.core.outcome import Outcome, Result
+from counters.primitives import sharding
+from counters.primitives.approaches import create
 
 CAPACITY = 150
 REQUESTS = 110  # distinct requests, quantity 1..3 (demand ~220 > capacity: the threshold is hit)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from counters.dynamo import RetryPolicy
+from counters.core.client import RetryPolicy
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
@@ -334,7 +334,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
             assert {r["status"]["S"] for r in mine} == {"CONFIRMED"}, strategy
 
         # releases of every confirmed reservation, sent twice: the quantity comes back once
-        from counters.reservations import reservation_id
+        from counters.services.reservations import reservation_id
 
         releases = [(s, reservation_id(f"r-{s}", k)) for s in strategies for k in confirmed[s]]
         with ThreadPoolExecutor(max_workers=32) as pool:
@@ -385,7 +385,7 @@ def test_only_exact_strategies_are_deferred(
 
 
 def test_ledger_append_under_contention_is_deferred_and_replayed_once(load_function: Any, table: str, queues: Queues, faults: Any) -> None:
-    from counters.ledger import new_key
+    from counters.primitives.approaches.ledger import new_key
 
     ledger_app = load_function("LedgerFunction", table, queues.urls)
     ledger_app.ledger.retry = FAST

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from counters.commands import Command, Operations
-from counters.errors import ContentionError
-from counters.ledger import new_key
-from counters.orders import Orders
-from counters.outcome import Outcome, Result
+from counters.core.commands import Command
+from counters.core.errors import ContentionError
+from counters.core.outcome import Outcome, Result
+from counters.deferral.operations import Operations
+from counters.primitives.approaches.ledger import new_key
+from counters.services.orders import Orders
 from tests.conftest import api_event, invoke, item_count, moto_table
 
 TABLE = "tally-auth-unit"

@@ -1,4 +1,4 @@
-"""counters.auth: who the caller is (claims only), and what each rule lets them do."""
+"""counters.core.caller and counters.http.auth: who the caller is (claims only), and what each rule lets them do."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from counters.auth import COGNITO, NONE, Caller, caller_from_event, ledger_owner, parse_groups
-from counters.errors import Forbidden, Unauthorized
+from counters.core.caller import Caller, ledger_owner
+from counters.core.errors import Forbidden, Unauthorized
+from counters.http.auth import COGNITO, NONE, caller_from_event, parse_groups
 from tests.conftest import api_event, invoke
 
 

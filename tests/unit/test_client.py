@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from counters import dynamo
+from counters.core import client as dynamo
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
-from counters.dynamo import Failure, RetryPolicy, classify
-from counters.engine import transact
-from counters.outcome import Capacity, Outcome
+from counters.core.client import Failure, RetryPolicy, classify
+from counters.core.engine import transact
+from counters.core.outcome import Capacity, Outcome
 
 
 def client_error(code: str, status: int = 400, reasons: list[dict[str, Any]] | None = None, **extra: Any) -> ClientError:
@@ -169,8 +169,8 @@ class FlakyReads:
 
 
 def test_reads_are_retried_on_throttling_then_surface_as_contention() -> None:
-    from counters.engine import read
-    from counters.errors import ContentionError
+    from counters.core.engine import read
+    from counters.core.errors import ContentionError
 
     ddb, cap = FlakyReads(failures=2), Capacity()
     assert read(ddb.get_item, no_sleep(), cap, TableName="t", Key={})["Item"] == {"PK": {"S": "x"}}

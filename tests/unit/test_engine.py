@@ -9,10 +9,11 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from counters import dynamo, engine
-from counters.dynamo import RetryPolicy
-from counters.engine import OutsideEngine, Resend, Stop, run
-from counters.outcome import Outcome
+from counters.core import client as dynamo
+from counters.core import engine
+from counters.core.client import RetryPolicy
+from counters.core.engine import OutsideEngine, Resend, Stop, run
+from counters.core.outcome import Outcome
 
 NO_SLEEP = RetryPolicy(max_attempts=4, sleep=lambda _s: None)
 

@@ -21,7 +21,7 @@ How (``ast`` only; nothing is imported or run)
       analysis), except names of builtin container methods (``.get``, ``.update``, ``.append``...),
       which are taken to be the builtin: a dict's ``.update`` is not a table write.
     * Clients. ``<x>.client("dynamodb")`` (boto3, a Session), functions and properties returning a
-      client (``counters.dynamo.client``, ``commands.sqs_client``, every ``dynamodb`` property),
+      client (``counters.core.client.client``, ``commands.sqs_client``, every ``dynamodb`` property),
       variables and globals assigned one (``ddb = dynamodb or client()``), and parameters that
       receive one at a call site. An attribute of a client that botocore lists as an operation
       is an operation; a bound method passed along (``read(self.dynamodb.get_item, ...)``) counts.

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from counters.errors import IdempotencyKeyExpired, InvalidRequest, WrongRegion
-from counters.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
+from counters.core.errors import IdempotencyKeyExpired, InvalidRequest, WrongRegion
+from counters.primitives.approaches.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
 
 NOW = 1_800_000_000.0
 

@@ -22,7 +22,7 @@ from tests.conftest import api_event, invoke, item_count, load_event
 def app(monkeypatch: pytest.MonkeyPatch, load_function: Any) -> Iterator[Any]:
     monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    from counters import dynamo
+    from counters.core import client as dynamo
 
     with mock_aws():
         dynamo.reset_client()
@@ -108,7 +108,7 @@ def test_an_array_holding_a_valid_object_is_refused(app: Any) -> None:
 
 
 def test_oversized_bodies_are_413_before_parsing(app: Any) -> None:
-    from counters.api import MAX_BODY_BYTES
+    from counters.http.resolver import MAX_BODY_BYTES
 
     big = {"authorId": "a", "body": "x", "padding": "é" * (MAX_BODY_BYTES // 2)}  # 2 bytes a character
     status, body = invoke(app, api_event("POST", "/posts", big))

@@ -11,8 +11,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from counters import dynamo
-from counters.outcome import Outcome, Result
+from counters.core import client as dynamo
+from counters.core.outcome import Outcome, Result
 from devstack.dynamodb_local import create_table
 from devstack.runtime import LambdaContext
 from devstack.streams import matches, subscriptions

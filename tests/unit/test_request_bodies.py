@@ -1,4 +1,4 @@
-"""Request bodies every route shares (counters.api.TallyResolver), in-process on moto:
+"""Request bodies every route shares (counters.http.resolver.TallyResolver), in-process on moto:
 JSON that json.loads cannot take safely is a 400, and JSON media types are matched as HTTP does."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from counters.ledger import new_key
+from counters.primitives.approaches.ledger import new_key
 from tests.conftest import api_event, invoke, item_count, moto_table
 
 TABLE = "tally-bodies"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from counters.approaches import FITS_CEILING, FITS_FLOOR, approach_class, guard, rejection
-from counters.approaches.crt import client_request_token
-from counters.approaches.occ_history import resolve, tag_for
-from counters.reservations import reservation_id
-from counters.sharding import plan, shard_key, split_capacity
+from counters.primitives.approaches import FITS_CEILING, FITS_FLOOR, approach_class, guard, rejection
+from counters.primitives.approaches.crt import client_request_token
+from counters.primitives.approaches.occ_history import resolve, tag_for
+from counters.primitives.sharding import plan, shard_key, split_capacity
+from counters.services.reservations import reservation_id
 
 
 def test_split_capacity_sums_and_differs_by_at_most_one() -> None:

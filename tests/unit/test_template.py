@@ -209,7 +209,7 @@ def _recorded_metric_names() -> set[str]:
     """Metric names the handlers emit: record(metrics, "<Op>", ...) gives <Op>.<outcome>."""
     import re
 
-    from counters.outcome import Outcome
+    from counters.core.outcome import Outcome
 
     names: set[str] = set()
     for app in sorted((ROOT / "functions").glob("*/app.py")):

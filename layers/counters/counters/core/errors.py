@@ -1,6 +1,6 @@
 """One exception root for the layer; handlers map these to HTTP statuses in one place.
 
-Botocore error codes are mapped to these once, in :mod:`counters.dynamo`, chained with
+Botocore error codes are mapped to these once, in :mod:`counters.core.client`, chained with
 ``raise ... from exc``. Anything unrecognised is re-raised untouched.
 """
 
@@ -93,7 +93,7 @@ class ContentionError(CounterError):
     def __init__(self, message: str | None = None, *, cause_code: str | None = None, command: Any = None) -> None:
         super().__init__(message, cause_code=cause_code)
         self.command = command
-        """A :class:`counters.commands.Command` to re-drive the request later, when it is safe to."""
+        """A :class:`counters.core.commands.Command` to re-drive the request later, when it is safe to."""
 
 
 class InsufficientCapacity(CounterError):

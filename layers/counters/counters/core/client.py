@@ -4,7 +4,7 @@ The client
     One lazily created client per process. **SDK retries are off** (``total_max_attempts=1``):
     botocore would otherwise silently re-send non-idempotent writes (seed 02, "Working with
     the AWS SDK"), and the layer needs to see every failure to classify it. Retrying is done
-    once, by :func:`counters.engine.run`, which knows (through its caller's hooks) whether a
+    once, by :func:`counters.core.engine.run`, which knows (through its caller's hooks) whether a
     resend is safe. Endpoint, region and credentials come from the standard environment
     (``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``...), which botocore
     honours natively.
@@ -57,7 +57,7 @@ def client() -> Any:
     if _client is None:
         with _client_lock:
             if _client is None:
-                from counters.engine import guard
+                from counters.core.engine import guard
 
                 _client = boto3.session.Session().client("dynamodb", config=CLIENT_CONFIG)
                 guard(_client.meta.events, "dynamodb")

@@ -4,7 +4,7 @@ The delta is a one-item ``TransactWriteItems`` (``ADD`` + threshold condition) w
 ClientRequestToken is **derived from the request's idempotency token** (``uuid5`` of the
 token, the table and the counter's key: 36 chars, the API's maximum; DynamoDB keeps tokens
 per account and Region, not per table) and pinned across every retry
-(:func:`counters.engine.transact` with ``token=``). DynamoDB remembers a successful token for
+(:func:`counters.core.engine.transact` with ``token=``). DynamoDB remembers a successful token for
 10 minutes: the same token with the same parameters is answered with success and changes
 nothing; with other parameters it is ``IdempotentParameterMismatch``.
 
@@ -44,7 +44,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from counters.approaches import (
+from counters.core.client import to_item
+from counters.core.engine import transact
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.approaches import (
     ADD_DELTA,
     Approach,
     delta_values,
@@ -54,9 +57,6 @@ from counters.approaches import (
     rejection,
     result,
 )
-from counters.dynamo import to_item
-from counters.engine import transact
-from counters.outcome import Capacity, Outcome, Result
 
 NAMESPACE = uuid.UUID("6f1c1e0a-5d0b-4a57-9a53-7a11e5c0c4e1")
 MISMATCH = "IdempotentParameterMismatchException"

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import read, transact
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.engine import read, transact
+from counters.core.outcome import Capacity, Outcome, Result
 
 # Condition fragments, named for what they guard.
 CHILD_IS_NEW = "attribute_not_exists(#sk)"  # one child per key: the double-count guard

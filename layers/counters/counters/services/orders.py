@@ -4,8 +4,8 @@
 |---|---|---|---|
 | order | ``ORDER#<n>`` | ``META`` | with its id, in one transaction with the key record |
 | idempotency record | ``ORDERKEY#<key>``, ``ORDERKEY#<owner>#<key>`` with authorization on | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
-| sequence | ``SEQ#ORDER`` | ``META`` | :mod:`counters.sequence` |
-| pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function (:mod:`counters.pointer`) |
+| sequence | ``SEQ#ORDER`` | ``META`` | :mod:`counters.primitives.sequence` |
+| pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function (:mod:`counters.primitives.pointer`) |
 
 Idempotency
     :meth:`Orders.place` first reads the key record (1 RCU): a replay answers the recorded
@@ -36,14 +36,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from counters.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import read
-from counters.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
-from counters.ids import valid_id
-from counters.outcome import Capacity, Outcome, Result
-from counters.pointer import Pointer
-from counters.sequence import Sequence, SequenceMode
+from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
+from counters.core.engine import read
+from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
+from counters.core.ids import valid_id
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.pointer import Pointer
+from counters.primitives.sequence import Sequence, SequenceMode
 
 SEQUENCE = "ORDER"
 POINTER = "LAST_ORDER"

@@ -16,13 +16,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from counters.commands import Command, Replayable, Verdict, new_request_id, outcome_update, require
-from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import read, run
-from counters.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, IntegrityError, InvalidRequest, NotFound
-from counters.ids import valid_id
-from counters.outcome import Capacity, Outcome, Result
-from counters.refcount import Audit, RefCount
+from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.commands import Command, Replayable, Verdict, new_request_id, outcome_update, require
+from counters.core.engine import read, run
+from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, IntegrityError, InvalidRequest, NotFound
+from counters.core.ids import valid_id
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.refcount import Audit, RefCount
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 TALLY = "likeTally"

@@ -3,7 +3,7 @@
 Each write sets ``reserved``/``available`` to values computed from the read and replaces
 ``tag`` with a fresh random one, conditioned on ``tag`` still being the one read. The
 threshold is checked on the read values (the tag condition makes that check still true
-at write time). Conflicts are retried within the :class:`~counters.dynamo.RetryPolicy`
+at write time). Conflicts are retried within the :class:`~counters.core.client.RetryPolicy`
 (bounded, full jitter), re-reading the item each time (the loser gets it via ``ALL_OLD``).
 
 Guarantees
@@ -27,10 +27,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from counters.approaches import AVAILABLE, RESERVED, Approach, names, result
-from counters.dynamo import Classified, from_item, to_item
-from counters.engine import Report, Resend, Stop
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import Classified, from_item, to_item
+from counters.core.engine import Report, Resend, Stop
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, names, result
 
 TAG = "tag"
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from counters.approaches import Approach, record_key, record_put, rejection, result
-from counters.approaches.crt import update_action
-from counters.engine import transact
-from counters.outcome import Outcome, Result
+from counters.core.engine import transact
+from counters.core.outcome import Outcome, Result
+from counters.primitives.approaches import Approach, record_key, record_put, rejection, result
+from counters.primitives.approaches.crt import update_action
 
 marker_key = record_key  # the marker is the reservation record
 

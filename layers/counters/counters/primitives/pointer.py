@@ -26,9 +26,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import read, run
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.engine import read, run
+from counters.core.outcome import Capacity, Outcome, Result
 
 # The guard: the first value, or a greater one. Stale, replayed and reordered updates fail here.
 POINTER_IS_BEHIND = "attribute_not_exists(#v) OR #v < :new"

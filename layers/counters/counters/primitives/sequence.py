@@ -17,7 +17,7 @@ The counter is one item, ``SEQ#<name>`` / ``META``, attribute ``value`` (the las
     condition failed) learns the current value from ``ReturnValuesOnConditionCheckFailure``
     and tries again without a re-read, up to ``occ.max_attempts`` rounds with full-jitter
     backoff. Transient failures inside a round (conflict, throttle, unknown outcome) are
-    :func:`counters.engine.transact`'s: an unknown outcome is re-sent with the same
+    :func:`counters.core.engine.transact`'s: an unknown outcome is re-sent with the same
     ClientRequestToken, so a committed round replays as success instead of taking a second
     value. Cost: one serialisation point: throughput is bounded by one round trip per value,
     and every writer that loses a race pays a cancelled transaction. Threads sharing one
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import read, run, transact
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.engine import read, run, transact
+from counters.core.outcome import Capacity, Outcome, Result
 
 VALUE = "value"
 

@@ -1,9 +1,9 @@
 """The retry engine: every DynamoDB and SQS call of the layer runs through :func:`run`.
 
-SDK retries are off (:data:`counters.dynamo.CLIENT_CONFIG`), so a call made anywhere else has
+SDK retries are off (:data:`counters.core.client.CLIENT_CONFIG`), so a call made anywhere else has
 no retry at all. :func:`run` is the layer's only attempt loop. It owns:
 
-* **classification** (:func:`counters.dynamo.classify`): condition failed / conflict /
+* **classification** (:func:`counters.core.client.classify`): condition failed / conflict /
   throttled / not sent / unknown outcome; anything else is re-raised untouched;
 * **backoff** with full jitter between attempts, within one :class:`RetryPolicy` budget;
 * **the token rule** for TransactWriteItems: after an *unknown* outcome the next attempt
@@ -32,9 +32,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from counters.dynamo import Classified, Failure, RetryPolicy, classify, client, new_token
-from counters.errors import ContentionError
-from counters.outcome import Capacity, Outcome
+from counters.core.client import Classified, Failure, RetryPolicy, classify, client, new_token
+from counters.core.errors import ContentionError
+from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)
 GUARD_ENV = "TALLY_ENGINE_GUARD"
@@ -179,7 +179,7 @@ def _send(operation: Callable[..., dict[str, Any]], params: dict[str, Any]) -> d
 # -- the shapes every caller needs ---------------------------------------------------------------
 def read(operation: Callable[..., dict[str, Any]], policy: RetryPolicy, capacity: Capacity | None = None, **params: Any) -> dict[str, Any]:
     """A read (GetItem, Query, TransactGetItems...) retried on throttling, conflicts and 5xx;
-    :class:`~counters.errors.ContentionError` (503, retryable) when the budget runs out."""
+    :class:`~counters.core.errors.ContentionError` (503, retryable) when the budget runs out."""
     report = run(operation, params, policy=policy, capacity=capacity)
     if report.response is None:
         code = report.failure.code if report.failure else "unknown"
@@ -203,7 +203,7 @@ class OutsideEngine(RuntimeError):
 def _refuse_outside(model: Any = None, **_: Any) -> None:
     if not _inside.get():
         name = getattr(model, "name", "?")
-        raise OutsideEngine(f"{name} was called outside the retry engine (counters.engine.run): it would have no retry")
+        raise OutsideEngine(f"{name} was called outside the retry engine (counters.core.engine.run): it would have no retry")
 
 
 def guard(events: Any, service: str) -> None:

@@ -100,13 +100,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.dynamo import Failure, RetryPolicy, client, from_item, to_item
-from counters.engine import Report, run, transact
-from counters.engine import read as read_item
-from counters.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest, WrongRegion
-from counters.ids import valid_id
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import Failure, RetryPolicy, client, from_item, to_item
+from counters.core.commands import new_request_id
+from counters.core.engine import Report, run, transact
+from counters.core.engine import read as read_item
+from counters.core.errors import ContentionError, IdempotencyKeyExpired, InvalidRequest, WrongRegion
+from counters.core.outcome import Capacity, Outcome, Result
 
 ENTRY_PREFIX = "ENTRY#"
 SNAPSHOT = "SNAPSHOT"
@@ -171,20 +170,6 @@ def new_key(at: float | None = None) -> str:
     at_ms = int((time.time() if at is None else at) * 1000)
     value = (at_ms << 80) | secrets.randbits(80)
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
-
-
-@dataclass(frozen=True)
-class AppendPayload:
-    """A deferred append."""
-
-    ledgerId: str
-    amount: int
-    idempotencyKey: str
-
-    def __post_init__(self) -> None:
-        require(valid_id(self.ledgerId), "invalid ledgerId")
-        require(isinstance(self.amount, int) and not isinstance(self.amount, bool) and self.amount != 0, "invalid amount")
-        require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
 
 
 @dataclass
@@ -490,33 +475,6 @@ class Ledger:
         if current is not None and current.get("requestId") == owner:
             return False  # still there, stranded: its own request withdraws it (or it simply never counts)
         return owner is None or not self._withdrawn(pk, key, owner, capacity)
-
-    def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:
-        """``append`` for an API: (entry id, created now?, result); raises for the failures."""
-        request_id = request_id or new_request_id()
-        result = self.append(ledger_id, amount, idempotency_key, request_id=request_id)
-        if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
-            return result.value, result.outcome is Outcome.APPLIED, result
-        if result.reason == "key_reused":
-            raise IdempotencyKeyReused(f"Idempotency-Key already used on ledger {ledger_id!r} with a different amount")
-        if result.reason == "key_expired":
-            if result.outcome is Outcome.AMBIGUOUS:
-                raise IdempotencyKeyExpired("the key expired while retrying an unknown outcome; the entry may exist")
-            raise IdempotencyKeyExpired()
-        # Safe to re-drive: the entry's key makes a replay a duplicate (while the key is fresh).
-        command = Command("ledger_append", {"ledgerId": ledger_id, "amount": amount, "idempotencyKey": idempotency_key}, request_id)
-        raise ContentionError(f"ledger {ledger_id!r} is busy after {result.attempts} attempts; retry with the same key", command=command)
-
-    def replayables(self) -> dict[str, Replayable]:
-        """The deferred appends the retry worker replays."""
-        return {"ledger_append": Replayable(AppendPayload, self._replay_append)}
-
-    def _replay_append(self, p: AppendPayload, command: Command) -> Verdict:
-        try:
-            entry_id, created, _ = self.post_entry(p.ledgerId, p.amount, p.idempotencyKey, request_id=command.operation_id)
-        except (IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest) as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
-        return Verdict("APPLIED" if created else "DUPLICATE", {"ledgerId": p.ledgerId, "entryId": entry_id})
 
     def _mark_dirty(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> bool:
         """Record that ``ledger_id`` has entries in ``key``'s time bucket (once per process)."""

@@ -19,7 +19,7 @@ Guarantees
     * SDK retries: must be **off**. A botocore retry re-sends the ADD after a lost reply and
       applies it twice without anyone knowing (seed 02, "Working with the AWS SDK"); the
       constructor refuses a client whose retry budget is not 1 attempt
-      (:data:`counters.dynamo.CLIENT_CONFIG` has ``total_max_attempts=1``).
+      (:data:`counters.core.client.CLIENT_CONFIG` has ``total_max_attempts=1``).
     * Client retries / redelivered requests: **not recognised**. The token is ignored; a
       redelivery applies again under either policy (``exact = False``).
     * Write sharding: supported. A split over shards is one transaction with a fresh
@@ -30,7 +30,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from counters.approaches import (
+from counters.core.client import client, to_item
+from counters.core.engine import Report, Stop, run, transact
+from counters.core.outcome import Outcome, Result
+from counters.primitives.approaches import (
     ADD_DELTA,
     Approach,
     delta_values,
@@ -39,9 +42,6 @@ from counters.approaches import (
     rejection,
     result,
 )
-from counters.dynamo import client, to_item
-from counters.engine import Report, Stop, run, transact
-from counters.outcome import Outcome, Result
 
 Policy = Literal["over", "under"]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from counters.approaches import AVAILABLE, RESERVED, Approach, result
-from counters.dynamo import RetryPolicy, from_item, to_item
-from counters.engine import read
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import RetryPolicy, from_item, to_item
+from counters.core.engine import read
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, result
 
 MAX_SHARDS = 20
 ROUNDS = 4

@@ -14,7 +14,7 @@ lets DynamoDB check either threshold without arithmetic on attributes.
 ``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_action`
 inside a transaction guarded by the marker's status, which every approach also offers.
 
-Every approach returns a :class:`counters.outcome.Result`:
+Every approach returns a :class:`counters.core.outcome.Result`:
 
 ``applied``    this call changed the counter
 ``duplicate``  an earlier call with the same ``token`` already did (approaches that remember tokens)
@@ -43,9 +43,9 @@ import importlib
 import time
 from typing import Any, ClassVar
 
-from counters.dynamo import RetryPolicy, client, from_item, to_item
-from counters.engine import Stop, read, run
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.engine import Stop, read, run
+from counters.core.outcome import Capacity, Outcome, Result
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
 
@@ -156,8 +156,8 @@ class Approach:
 
     def optimistic(self, key: dict[str, str], capacity: Capacity, plan: Any, lost: Any, unknown: Any) -> Result:
         """Read, then write conditioned on what was read (occ, occ_history): ``plan(item, attempts)``
-        gives the first write (:class:`~counters.engine.Resend`) or the verdict the read already
-        gives (:class:`~counters.engine.Stop`); ``lost``/``unknown`` are the engine's hooks for a
+        gives the first write (:class:`~counters.core.engine.Resend`) or the verdict the read already
+        gives (:class:`~counters.core.engine.Stop`); ``lost``/``unknown`` are the engine's hooks for a
         lost race and an unknown outcome."""
         first = plan(self.read(key, capacity), 1)
         if isinstance(first, Stop):
@@ -226,7 +226,7 @@ def approach_class(name: str) -> type[Approach]:
     """The Approach subclass registered under ``name`` (modules imported on first use)."""
     if name not in NAMES:
         raise KeyError(f"unknown approach {name!r}; one of {NAMES}")
-    module = importlib.import_module(f"counters.approaches.{name}")
+    module = importlib.import_module(f"counters.primitives.approaches.{name}")
     return module.APPROACH
 
 

@@ -14,18 +14,17 @@ import logging
 import re
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path
-from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict
 
-from counters.auth import Caller, caller_from_event
-from counters.commands import Deferrer
-from counters.errors import ContentionError, CounterError, Hidden, Unauthorized
-from counters.ids import ID_PATTERN
-from counters.outcome import Result
+from counters.core.caller import Caller
+from counters.core.errors import ContentionError, CounterError, Hidden, Unauthorized
+from counters.core.ids import ID_PATTERN
+from counters.deferral.queue import Deferrer
+from counters.http.auth import caller_from_event
 
 MAX_BODY_BYTES = 64 * 1024
 """Every body this API takes is small (a post's text is at most 4,000 characters, an order 50
@@ -234,11 +233,3 @@ def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver
         return error(500, "internal_error", "internal error; the request may be retried")
 
     return app
-
-
-def record(metrics: Metrics, operation: str, result: Result) -> None:
-    """EMF metrics for one primitive call: its outcome, what it cost, how often it retried."""
-    metrics.add_metric(name=f"{operation}.{result.outcome.value}", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name="ConsumedWCU", unit=MetricUnit.Count, value=result.capacity.write_units)
-    metrics.add_metric(name="ConsumedRCU", unit=MetricUnit.Count, value=result.capacity.read_units)
-    metrics.add_metric(name="Retries", unit=MetricUnit.Count, value=max(0, result.attempts - 1))

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from counters.approaches import (
+from counters.core.client import Classified, RetryPolicy, from_item, to_item
+from counters.core.engine import Report, Stop, run
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.approaches import (
     AVAILABLE,
     RESERVED,
     Approach,
@@ -36,9 +39,6 @@ from counters.approaches import (
     rejection,
     result,
 )
-from counters.dynamo import Classified, RetryPolicy, from_item, to_item
-from counters.engine import Report, Stop, run
-from counters.outcome import Capacity, Outcome, Result
 
 TOKENS = "tokens"
 DEFAULT_MAX_TOKENS = 250

@@ -30,11 +30,11 @@ import hashlib
 import uuid
 from typing import Any
 
-from counters.approaches import AVAILABLE, RESERVED, Approach, names, result
-from counters.approaches.occ import breaches
-from counters.dynamo import Classified, RetryPolicy, from_item, to_item
-from counters.engine import Report, Resend, Stop
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.client import Classified, RetryPolicy, from_item, to_item
+from counters.core.engine import Report, Resend, Stop
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, names, result
+from counters.primitives.approaches.occ import breaches
 
 VERSION = "version"
 TAGS = "tags"

@@ -12,7 +12,7 @@ request token), a random uuid otherwise.
 
 Take (``reserve``): the reservation record is read first (a replay of a known key is answered
 from it: same quantity -> the same reservation, other quantity -> 422); then the approach
-applies the quantity (through :mod:`counters.sharding` when sharded); then - for every
+applies the quantity (through :mod:`counters.primitives.sharding` when sharded); then - for every
 approach but ``marker``, whose transaction wrote the record already - the record is Put with
 ``attribute_not_exists``. That conditional Put decides which of two concurrent duplicates
 answers 201 and which 200. If the caller dies between the counter write and the record, the
@@ -50,13 +50,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from counters import sharding
-from counters.approaches import AVAILABLE, NAMES, RESERVED, Approach, create, record_key
-from counters.auth import Caller
-from counters.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.dynamo import Classified, RetryPolicy, client, from_item, to_item
-from counters.engine import Report, Stop, read, run, transact
-from counters.errors import (
+from counters.core.caller import Caller
+from counters.core.client import Classified, RetryPolicy, client, from_item, to_item
+from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
+from counters.core.engine import Report, Stop, read, run, transact
+from counters.core.errors import (
     AlreadyExists,
     AmbiguousOutcome,
     ContentionError,
@@ -67,8 +65,10 @@ from counters.errors import (
     NotFound,
     SlotsFull,
 )
-from counters.ids import valid_id
-from counters.outcome import Capacity, Outcome, Result
+from counters.core.ids import valid_id
+from counters.core.outcome import Capacity, Outcome, Result
+from counters.primitives import sharding
+from counters.primitives.approaches import AVAILABLE, NAMES, RESERVED, Approach, create, record_key
 
 NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
 CONFIRMED, RELEASED = "CONFIRMED", "RELEASED"

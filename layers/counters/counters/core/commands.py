@@ -1,0 +1,123 @@
+"""Commands: a mutating request as data, so it can be deferred and replayed.
+
+A service that runs out of in-line retries raises :class:`~counters.core.errors.ContentionError`
+carrying a :class:`Command` (operation name, typed payload, the request's id). The service also
+registers, per operation, a :class:`Replayable` (the payload dataclass and the executor) that
+:mod:`counters.deferral` uses to replay the command from the retry queue; the replay answers a
+:class:`Verdict`. This module is below the services (they build commands); the queue and the
+operation records that carry them are in :mod:`counters.deferral`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from counters.core.client import to_item
+
+MAX_MESSAGE_BYTES = 200_000  # SQS allows 256 KiB; stay well below
+
+
+class PoisonMessage(ValueError):
+    """A queue message that can never succeed (malformed, unknown operation): DLQ at once."""
+
+
+def new_request_id() -> str:
+    """The id of one mutating request (32 hex): its operation id if it is ever deferred."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Command:
+    """One deferred mutating request: the operation, its payload, the request's id."""
+
+    op: str
+    payload: dict[str, Any]
+    operation_id: str = field(default_factory=new_request_id)
+    created_at: int = field(default_factory=lambda: int(time.time()))
+    version: int = 1
+
+    def to_message(self) -> str:
+        body = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        if len(body.encode()) > MAX_MESSAGE_BYTES:
+            raise ValueError("command too large for a queue message")
+        return body
+
+    @classmethod
+    def from_message(cls, body: str) -> Command:
+        try:
+            data = json.loads(body)
+            command = cls(
+                op=data["op"],
+                payload=data["payload"],
+                operation_id=data["operation_id"],
+                created_at=int(data["created_at"]),
+                version=int(data.get("version", 1)),
+            )
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise PoisonMessage(f"malformed command: {exc}") from exc
+        if (
+            command.version != 1
+            or not isinstance(command.payload, dict)
+            or not all(isinstance(v, str) and v for v in (command.op, command.operation_id))
+        ):
+            raise PoisonMessage("malformed command")
+        return command
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a replay did: the final status and result, and whether its own write recorded them."""
+
+    status: str
+    """APPLIED (this request made the change), DUPLICATE (another one had) or REJECTED."""
+    result: dict[str, Any]
+    recorded: bool | None = None
+    """True: the replay's transaction recorded the outcome itself; False: it found the
+    operation already final (a redelivery); None: record it now."""
+
+
+@dataclass(frozen=True)
+class Replayable:
+    """One operation the retry worker can replay: its payload type and its executor."""
+
+    payload: type
+    """A frozen dataclass of the payload's fields; its ``__post_init__`` raises ValueError on bad values."""
+    execute: Callable[[Any, Command], Verdict]
+
+    def run(self, command: Command) -> Verdict:
+        try:
+            payload = self.payload(**command.payload)
+        except (TypeError, ValueError) as exc:
+            raise PoisonMessage(f"{command.op}: {exc}") from exc
+        return self.execute(payload, command)
+
+
+def require(ok: bool, message: str) -> None:
+    """For payload ``__post_init__``: a bad field makes the message poison."""
+    if not ok:
+        raise ValueError(message)
+
+
+def outcome_update(table_name: str, operation_id: str, status: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The UpdateItem parameters that make a PENDING operation final (also a transaction action)."""
+    return {
+        "TableName": table_name,
+        "Key": to_item(operation_key(operation_id)),
+        "UpdateExpression": "SET #status = :status, #result = :result, #done = :now",
+        # Only a PENDING record changes: a redelivered command leaves the first outcome.
+        "ConditionExpression": "#status = :pending",
+        "ExpressionAttributeNames": {"#status": "status", "#result": "result", "#done": "completedAt"},
+        "ExpressionAttributeValues": to_item({":status": status, ":result": result, ":now": int(time.time()), ":pending": "PENDING"}),
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def operation_key(operation_id: str) -> dict[str, str]:
+    return {"PK": f"OP#{operation_id}", "SK": "OP"}
+
+

@@ -1,0 +1,168 @@
+"""Deferred commands: when a request ends in contention, replay it later through SQS.
+
+A mutating request whose outcome is **contention** (conflicts, throttling or unknown outcomes
+that outlasted the in-line retry budget) is safe to re-drive: the primitive that failed is
+idempotent under its token or key. The service raises
+:class:`~counters.core.errors.ContentionError` carrying a :class:`Command`; instead of a 503, the API
+
+1. writes an **operation record** ``OP#<operationId>`` / ``OP`` with status ``PENDING``,
+2. sends the :class:`Command` (operation, typed payload, operation id) to the retry queue,
+3. answers ``202 {"status": "PENDING", "operationId": ...}``.
+
+The operation id **is the request's id**: the service drew it when the request started and
+wrote it (``requestId``) on whatever the request creates (a like, a reservation record, a
+ledger entry, an order's key record) or marks (a release). So when the worker's replay finds
+the change already made, it can tell "this request made it" (an in-line attempt whose answer
+was lost, or an earlier delivery whose outcome was never recorded) -> ``APPLIED``, from "another
+request made it" -> ``DUPLICATE``. An unlike deletes what could carry the id: its replay
+records its outcome in the same transaction as the change instead.
+
+Each service registers its replayable operations (:class:`Replayable`: a payload dataclass that
+validates itself, and an executor); the retry worker builds its registry from them. The
+outcome (``APPLIED``/``DUPLICATE``/``REJECTED``) is recorded on the operation record once: a
+second delivery finds the record final and changes nothing. A command whose replay is still
+contended is reported as a batch item failure, so SQS redelivers it after the visibility
+timeout; after ``maxReceiveCount`` deliveries it lands in the DLQ, from where a redrive to the
+source queue keeps the operation id.
+
+Nothing is acknowledged (202) before both the record and the message are stored; if either
+write fails the caller gets the 503 and may retry the request itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import boto3
+
+from counters.core.client import CLIENT_CONFIG, RetryPolicy
+from counters.core.commands import Command, PoisonMessage, Replayable
+from counters.core.engine import guard, run
+from counters.core.errors import ContentionError
+from counters.deferral.operations import Operations
+
+logger = logging.getLogger(__name__)
+
+
+_sqs_lock = threading.Lock()
+_sqs: Any = None
+
+
+def sqs_client() -> Any:
+    """The process-wide SQS client (honours AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL); like the
+    DynamoDB client, SDK retries are off and every call runs in :func:`counters.core.engine.run`."""
+    global _sqs
+    if _sqs is None:
+        with _sqs_lock:
+            if _sqs is None:
+                _sqs = boto3.session.Session().client("sqs", config=CLIENT_CONFIG)  # SDK retries off: the engine retries
+                guard(_sqs.meta.events, "sqs")
+    return _sqs
+
+
+def reset_sqs_client() -> None:
+    global _sqs
+    with _sqs_lock:
+        _sqs = None
+
+
+def send(sqs: Any, policy: RetryPolicy, **params: Any) -> dict[str, Any]:
+    """SendMessage through the engine. A re-send after an unknown outcome may queue the message
+    twice: harmless, a command replays once (its operation record is final after the first)."""
+    report = run(sqs.send_message, params, policy=policy)
+    if report.response is None:
+        raise ContentionError("the retry queue did not take the message", cause_code=report.failure.code if report.failure else None)
+    return report.response
+
+
+class Deferrer:
+    """Turns a contended request into a PENDING operation and a queued command."""
+
+    def __init__(self, table_name: str, queue_url: str, *, dynamodb: Any = None, sqs: Any = None) -> None:
+        self.operations = Operations(table_name, dynamodb=dynamodb)
+        self.queue_url = queue_url
+        self._sqs = sqs
+
+    @classmethod
+    def from_env(cls) -> Deferrer | None:
+        """``RETRY_QUEUE_URL`` and ``TABLE_NAME`` set: defer; otherwise ``None`` (answer 503)."""
+        queue_url, table = os.environ.get("RETRY_QUEUE_URL"), os.environ.get("TABLE_NAME")
+        return cls(table, queue_url) if queue_url and table else None
+
+    def defer(self, command: Command, *, owner: str | None = None) -> Command:
+        try:
+            self.operations.record_pending(command, owner)
+            send(self._sqs or sqs_client(), self.operations.retry, QueueUrl=self.queue_url, MessageBody=command.to_message())
+        except Exception:
+            # Not acknowledged: drop the PENDING record (best effort) so no operation claims to be queued.
+            self.operations.forget(command.operation_id)
+            raise
+        return command
+
+
+class Replayer:
+    """The retry worker's logic: replay a queued command once and record its outcome.
+
+    * Already final (a redelivery, or a duplicate message): nothing is replayed.
+    * Poison (malformed, unknown operation, invalid payload): sent to the DLQ at once and
+      acknowledged, instead of burning every redelivery; its operation (if known) is REJECTED.
+    * Still contended: :class:`~counters.core.errors.ContentionError` propagates, so the batch
+      processor reports the message as an item failure and SQS redelivers it later.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        dlq_url: str,
+        executors: dict[str, Replayable],
+        *,
+        dynamodb: Any = None,
+        sqs: Any = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.operations = Operations(table_name, dynamodb=dynamodb, retry=retry)
+        self.dlq_url = dlq_url
+        self.executors = executors
+        self._sqs = sqs
+
+    def replay(self, body: str, *, message_id: str = "", receive_count: int = 1) -> str:
+        command: Command | None = None
+        try:
+            command = Command.from_message(body)
+            executor = self.executors.get(command.op)
+            if executor is None:
+                raise PoisonMessage(f"unknown operation {command.op!r}")
+            current = self.operations.get(command.operation_id)
+            if current is not None and current["status"] != "PENDING":
+                return "redelivered"
+            verdict = executor.run(command)
+        except PoisonMessage as exc:
+            logger.error("poison message sent to the DLQ", extra={"messageId": message_id, "reason": str(exc)})
+            send(
+                self._sqs or sqs_client(),
+                self.operations.retry,
+                QueueUrl=self.dlq_url,
+                MessageBody=body,
+                MessageAttributes={"poisonReason": {"DataType": "String", "StringValue": str(exc)[:256]}},
+            )
+            if command is not None:
+                self.operations.record_outcome(command, "REJECTED", {"error": "invalid_command", "message": str(exc)})
+            return "poison"
+        if verdict.recorded is None:
+            first = self.operations.record_outcome(command, verdict.status, verdict.result)
+        else:
+            first = verdict.recorded
+        logger.info(
+            "replayed",
+            extra={
+                "operationId": command.operation_id,
+                "op": command.op,
+                "status": verdict.status,
+                "receiveCount": receive_count,
+                "first": first,
+            },
+        )
+        return verdict.status.lower() if first else "redelivered"
