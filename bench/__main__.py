@@ -127,7 +127,7 @@ def _likes_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
 
 def _resource_setup(strategy: str, shards: int = 1) -> Callable[[Any, str], Any]:
     def setup(ddb: Any, table: str) -> Any:
-        from counters.core.client import RetryPolicy
+        from counters.core.failures import RetryPolicy
         from counters.primitives.approaches import create
         from counters.services.reservations import Reservations, resource_key
 
@@ -238,7 +238,7 @@ def _occ_history_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
 
 
 def _ledger_setup(ddb: Any, table: str) -> Any:
-    from counters.core.client import RetryPolicy
+    from counters.core.failures import RetryPolicy
     from counters.primitives.approaches.ledger import Ledger
 
     return Ledger(table, retry=RetryPolicy(max_attempts=8))
@@ -289,7 +289,7 @@ SCENARIOS = [
 def contention(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, int, float, float]]:
     """OCC retry amplification (attempts per success) and sharded vs unsharded crt, by concurrency."""
     from counters.core import client as dynamo
-    from counters.core.client import RetryPolicy
+    from counters.core.failures import RetryPolicy
     from counters.primitives.approaches import create
     from counters.services.reservations import Reservations, resource_key
 

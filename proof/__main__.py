@@ -72,8 +72,8 @@ def run_parallel(tasks: list[Callable[[], None]], clients: int) -> None:
 # ----------------------------------------------------------------------------- scenarios
 def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
     """Distinct users like (and pre-liked users unlike) one hot post, every request sent twice."""
-    from counters.core.client import RetryPolicy
     from counters.core.errors import ContentionError
+    from counters.core.failures import RetryPolicy
     from counters.services.likes import Likes
 
     name = new_table(ddb)
@@ -161,8 +161,8 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
     definite answer, then once more (a redelivery). Inexact ones (atomic, occ): the caller
     follows the approach's own policy and does not re-send (their retry is the policy).
     """
-    from counters.core.client import RetryPolicy
     from counters.core.errors import InsufficientCapacity, SlotsFull
+    from counters.core.failures import RetryPolicy
     from counters.services.reservations import Reservations
 
     reports = []
@@ -216,8 +216,8 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
 
 def ledger_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
     """Appends (every one sent twice) while two compactors and readers run; retry window 2 s."""
-    from counters.core.client import RetryPolicy
     from counters.core.errors import CounterError
+    from counters.core.failures import RetryPolicy
     from counters.primitives.approaches.ledger import new_key
     from counters.services.ledgers import Ledgers
 
@@ -279,7 +279,7 @@ def orders_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report
     """Orders in both modes (every request re-sent until answered, plus once more), then the
     pointer fed every id in random order, duplicated: unique ids, no holes in gapless mode,
     a pointer that never decreases and ends at the greatest id."""
-    from counters.core.client import RetryPolicy
+    from counters.core.failures import RetryPolicy
     from counters.primitives.pointer import Pointer
     from counters.services.orders import Orders
 

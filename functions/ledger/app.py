@@ -11,7 +11,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.resolver import Body, IdPath, build_app, json_response

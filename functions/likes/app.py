@@ -12,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from counters.core.ids import ID_PATTERN
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer

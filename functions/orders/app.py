@@ -15,8 +15,8 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.client import RetryPolicy
 from counters.core.errors import NotFound
+from counters.core.failures import RetryPolicy
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.resolver import ID_PATTERN, Body, build_app, json_response

@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from counters.deferral.queue import Replayer
 from counters.primitives.sequence import SequenceMode
 from counters.services.ledgers import Ledgers

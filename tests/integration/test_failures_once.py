@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import RetryPolicy, from_item
+from counters.core.client import from_item
+from counters.core.failures import RetryPolicy
 from devstack.runtime import LambdaContext
 from tests.conftest import Queues, api_event, invoke, item_count
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import RetryPolicy
 from counters.core.errors import WrongRegion
+from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.approaches.ledger import Ledger, ledger_pk, new_key
 from counters.services.ledgers import Ledgers

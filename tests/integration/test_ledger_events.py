@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from counters.primitives.approaches.ledger import parse_key
 from tests.conftest import invoke, load_event
 

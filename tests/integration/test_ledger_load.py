@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.approaches.ledger import Ledger, ledger_pk, new_key
 from tests.conftest import item_count

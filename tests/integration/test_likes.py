@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import RetryPolicy
 from counters.core.errors import ContentionError
+from counters.core.failures import RetryPolicy
 from counters.services.likes import Likes
 from tests.conftest import api_event, invoke, item_count
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import requests
 
-from counters.core.client import RetryPolicy
 from counters.core.errors import ContentionError
+from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence

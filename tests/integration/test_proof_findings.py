@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import RetryPolicy
 from counters.core.errors import ContentionError, InsufficientCapacity
+from counters.core.failures import RetryPolicy
 from counters.services.reservations import Reservations
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.002)

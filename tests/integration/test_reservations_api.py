@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from tests.conftest import api_event, invoke, item_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from counters.core.client import RetryPolicy
+from counters.core.failures import RetryPolicy
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack

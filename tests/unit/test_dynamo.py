@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
-from counters.core.client import Failure, RetryPolicy, classify
 from counters.core.engine import transact
+from counters.core.failures import Failure, RetryPolicy, classify
 from counters.core.outcome import Capacity, Outcome
 
 

@@ -11,8 +11,8 @@ from moto import mock_aws
 
 from counters.core import client as dynamo
 from counters.core import engine
-from counters.core.client import RetryPolicy
 from counters.core.engine import OutsideEngine, Resend, Stop, run
+from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 
 NO_SLEEP = RetryPolicy(max_attempts=4, sleep=lambda _s: None)

@@ -11,7 +11,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from counters.core.client import Failure, classify
+from counters.core.failures import Failure, classify
 from devstack.faults import FaultInjector
 
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

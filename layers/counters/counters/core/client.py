@@ -1,4 +1,4 @@
-"""DynamoDB plumbing shared by every primitive: the client, error classification, backoff.
+"""DynamoDB plumbing shared by every primitive: the client and item conversion.
 
 The client
     One lazily created client per process. **SDK retries are off** (``total_max_attempts=1``):
@@ -9,35 +9,19 @@ The client
     (``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``...), which botocore
     honours natively.
 
-Classification
-    Every failure becomes one :class:`Failure` kind. Transaction cancellations are classified
-    by ``CancellationReasons[i].Code``, never by message text.
+What a failure means is :mod:`counters.core.failures`.
 """
 
 from __future__ import annotations
 
-import os
-import random
 import threading
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from decimal import Decimal
-from enum import StrEnum
 from typing import Any
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    ReadTimeoutError,
-)
 
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 1},  # SDK retries OFF: see module doc
@@ -103,121 +87,3 @@ def _plain(value: Any) -> Any:
 def new_token() -> str:
     """A fresh ClientRequestToken (36 chars, the API's maximum)."""
     return str(uuid.uuid4())
-
-
-class Failure(StrEnum):
-    """What a failed call tells us about whether it applied."""
-
-    CONDITION = "condition"
-    """A condition failed: definitely not applied."""
-    CONFLICT = "conflict"
-    """TransactionConflict: not applied; retry."""
-    THROTTLED = "throttled"
-    """Throttling / capacity: not applied; retry with backoff."""
-    NOT_SENT = "not_sent"
-    """Could not reach DynamoDB: not applied; retry."""
-    UNKNOWN = "unknown"
-    """5xx, timeout after sending, transaction in progress: it MAY have applied."""
-
-
-THROTTLE_CODES = frozenset(
-    {
-        # error codes of plain calls
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "RequestThrottled",  # SQS
-        # CancellationReasons codes
-        "ThrottlingError",
-        "ProvisionedThroughputExceeded",
-    }
-)
-UNKNOWN_CODES = frozenset(
-    {
-        "InternalServerError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "TransactionInProgressException",  # a same-token request is still running: may commit
-    }
-)
-
-
-@dataclass(frozen=True)
-class Classified:
-    kind: Failure
-    code: str
-    reasons: tuple[dict[str, Any], ...] = ()
-    """The transaction's CancellationReasons, in TransactItems order (empty otherwise)."""
-
-    def failed_conditions(self) -> list[int]:
-        """Indexes of the transaction actions whose condition failed."""
-        return [i for i, r in enumerate(self.reasons) if r.get("Code") == "ConditionalCheckFailed"]
-
-    def old_item(self, index: int) -> dict[str, Any] | None:
-        """The item returned by ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` for an action."""
-        if index < len(self.reasons):
-            return self.reasons[index].get("Item")
-        return None
-
-
-def classify(exc: BaseException) -> Classified | None:
-    """Classify a botocore failure; ``None`` means "not ours to handle": re-raise it."""
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = error.get("Code", "")
-        if code == "TransactionCanceledException":
-            reasons = tuple(exc.response.get("CancellationReasons") or ())
-            codes = {r.get("Code") for r in reasons}
-            # Transient reasons first: a condition evaluated while another action conflicted
-            # is re-evaluated on retry, so the transient cause decides.
-            if "TransactionConflict" in codes:
-                return Classified(Failure.CONFLICT, "TransactionConflict", reasons)
-            if codes & THROTTLE_CODES:
-                return Classified(Failure.THROTTLED, next(iter(codes & THROTTLE_CODES)), reasons)
-            if "ConditionalCheckFailed" in codes:
-                return Classified(Failure.CONDITION, "ConditionalCheckFailed", reasons)
-            return None  # ValidationError, ItemCollectionSizeLimitExceeded...: a bug, re-raise
-        if code == "ConditionalCheckFailedException":
-            item = exc.response.get("Item")
-            return Classified(Failure.CONDITION, code, ({"Code": "ConditionalCheckFailed", "Item": item},))
-        if code == "TransactionConflictException":
-            return Classified(Failure.CONFLICT, code)
-        if code in THROTTLE_CODES:
-            return Classified(Failure.THROTTLED, code)
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        if code in UNKNOWN_CODES or status >= 500:
-            return Classified(Failure.UNKNOWN, code or str(status))
-        return None
-    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
-        return Classified(Failure.NOT_SENT, type(exc).__name__)
-    if isinstance(exc, (ReadTimeoutError, ConnectionClosedError)):
-        return Classified(Failure.UNKNOWN, type(exc).__name__)
-    if isinstance(exc, BotoCoreError):
-        return None
-    return None
-
-
-@dataclass
-class RetryPolicy:
-    """Capped exponential backoff with full jitter (AWS Architecture Blog's "full jitter").
-
-    ``max_attempts`` counts every call, the first included. ``sleep`` and ``rng`` are
-    injectable so tests run without waiting and reproducibly.
-    """
-
-    max_attempts: int = 6
-    base_delay: float = 0.02
-    max_delay: float = 0.5
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-    rng: random.Random = field(default_factory=random.Random, repr=False)
-
-    @classmethod
-    def from_env(cls) -> RetryPolicy:
-        """The in-line budget from ``INLINE_RETRY_ATTEMPTS`` (template parameter), default 6."""
-        return cls(max_attempts=max(1, int(os.environ.get("INLINE_RETRY_ATTEMPTS") or 6)))
-
-    def backoff(self, attempt: int) -> float:
-        """Sleep before attempt ``attempt + 1``; returns the delay slept."""
-        delay = self.rng.uniform(0, min(self.max_delay, self.base_delay * (2 ** (attempt - 1))))
-        self.sleep(delay)
-        return delay

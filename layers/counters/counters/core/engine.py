@@ -32,8 +32,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from counters.core.client import Classified, Failure, RetryPolicy, classify, client, new_token
+from counters.core.client import client, new_token
 from counters.core.errors import ContentionError
+from counters.core.failures import Classified, Failure, RetryPolicy, classify
 from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)

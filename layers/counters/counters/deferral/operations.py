@@ -6,10 +6,11 @@ import logging
 from typing import Any
 
 from counters.core.caller import Caller
-from counters.core.client import Classified, RetryPolicy, client, from_item, to_item
+from counters.core.client import client, from_item, to_item
 from counters.core.commands import Command, operation_key, outcome_update
 from counters.core.engine import Report, Stop, read, run
 from counters.core.errors import ContentionError, NotFound
+from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Outcome
 
 logger = logging.getLogger(__name__)

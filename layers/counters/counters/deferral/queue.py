@@ -38,10 +38,11 @@ from typing import Any
 
 import boto3
 
-from counters.core.client import CLIENT_CONFIG, RetryPolicy
+from counters.core.client import CLIENT_CONFIG
 from counters.core.commands import Command, PoisonMessage, Replayable
 from counters.core.engine import guard, run
 from counters.core.errors import ContentionError
+from counters.core.failures import RetryPolicy
 from counters.deferral.operations import Operations
 
 logger = logging.getLogger(__name__)

@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.client import client, from_item, to_item
 from counters.core.engine import read, run, transact
+from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 
 VALUE = "value"

@@ -16,10 +16,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.client import client, from_item, to_item
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, outcome_update, require
 from counters.core.engine import read, run
 from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, IntegrityError, InvalidRequest, NotFound
+from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.refcount import Audit, RefCount

@@ -36,10 +36,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import RetryPolicy, client, from_item, to_item
+from counters.core.client import client, from_item, to_item
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.engine import read
 from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
+from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.pointer import Pointer
