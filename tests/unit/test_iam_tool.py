@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tools.iam.analysis import (
+from tools.iam.program import (
     SERVICES,
     TEMPLATE,
     BroaderGrant,
