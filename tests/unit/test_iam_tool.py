@@ -1,7 +1,7 @@
 """tools/iam, on small programs and templates written here (not on the project's own code).
 
 The analysis (derive.py, clients.py) on synthetic programs; the comparison with a template
-(compare.py) on a synthetic stack in tmp_path.
+(compare.py) and the command line (__main__.py) on a synthetic stack in tmp_path.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tools.iam.__main__ import main
 from tools.iam.aws import AnalysisError
 from tools.iam.clients import unrecognised
 from tools.iam.compare import BroaderGrant, MissingGrant, Stack
@@ -313,3 +314,24 @@ def test_policies_it_cannot_read_are_errors(stack: Stack, policy: object, match:
     with pytest.raises(AnalysisError, match=match):
         stack.granted("WriterFunction")
     assert not stack.verdict("WriterFunction").ok
+
+
+def test_the_command_line_passes_a_matching_stack(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--template", str(stack.root / "template.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "WorkerFunction" in out and "sqs DeleteMessage GetQueueAttributes ReceiveMessage" in out
+    assert "2/2 functions" in out
+
+
+def test_the_command_line_fails_on_a_missing_grant_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(tmp_path, {**CODE, "template.yaml": TEMPLATE.replace("[dynamodb:GetItem, dynamodb:PutItem]", "[dynamodb:GetItem]")})
+    assert main(["--template", str(tmp_path / "template.yaml")]) == 1
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("WriterFunction"))
+    assert "FAIL" in row and "dynamodb PutItem" in row
+
+
+def test_the_command_line_fails_when_a_function_derives_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = {**CODE, "functions/worker/app.py": "def handler(event, context):\n    return None\n"}
+    _write(tmp_path, {**code, "template.yaml": TEMPLATE.replace("Action: dynamodb:UpdateItem", "Action: []")})
+    assert main(["--template", str(tmp_path / "template.yaml")]) == 1
+    assert "WorkerFunction: derives no action" in capsys.readouterr().out
