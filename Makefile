@@ -8,7 +8,7 @@ SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} 
 SAM_CLI_VERSION := 1.170.0
 IAC_VENV := .venv-iac
 
-.PHONY: help java setup dev test test-unit test-integration lint validate build events ledger-key invoke-events proof bench clean
+.PHONY: help java setup dev test test-unit test-integration lint iam validate build events ledger-key invoke-events proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -40,11 +40,15 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest tests/integration
 
-lint: setup $(IAC_VENV)/.installed ## ruff; the layer's import rule (import-linter); cfn-lint and checkov on template.yaml
+lint: setup $(IAC_VENV)/.installed ## ruff; the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov
 	$(VENV)/bin/ruff check .
 	PYTHONPATH=layers/counters $(VENV)/bin/lint-imports
+	$(PY) -m tools.iam
 	$(IAC_VENV)/bin/cfn-lint template.yaml
 	$(IAC_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+
+iam: setup ## each function's DynamoDB/SQS actions derived from its code against its Policies (tools/iam; non-zero on a mismatch)
+	$(PY) -m tools.iam
 
 $(IAC_VENV)/.installed: requirements-iac.txt
 	$(PYTHON) -m venv $(IAC_VENV)
