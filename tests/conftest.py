@@ -103,20 +103,41 @@ def lambda_context() -> LambdaContext:
     return LambdaContext.for_function("test-function", 512, 10)
 
 
-@pytest.fixture
-def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """Import a function's handler module with the template's environment for ``table``."""
+_HANDLERS: dict[Path, Any] = {}
 
-    def load(function: str, table_name: str, refs: dict[str, str] | None = None) -> Any:
-        fn = read_stack(table_name, refs=refs).functions[function]
-        for key, value in fn.environment.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.syspath_prepend(str(fn.code_dir))
-        module_file, _ = fn.handler.rsplit(".", 1)
-        spec = importlib.util.spec_from_file_location(f"tally_fn_{function}_{uuid.uuid4().hex[:6]}", fn.code_dir / f"{module_file}.py")
+
+def handler_module(code_dir: Path, module_file: str) -> Any:
+    """A function's handler module, imported once per session: it reads nothing at import."""
+    path = code_dir / f"{module_file}.py"
+    if path not in _HANDLERS:
+        spec = importlib.util.spec_from_file_location(f"tally_fn_{code_dir.name}_{module_file}", path)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        _HANDLERS[path] = module
+    return _HANDLERS[path]
+
+
+@pytest.fixture
+def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """A function's handler module configured with the template's environment for ``table``
+    (settings injected through ``module.function.configure``; nothing is re-imported)."""
+
+    def load(
+        function: str,
+        table_name: str,
+        refs: dict[str, str] | None = None,
+        build: Callable[[Any], Any] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> Any:
+        """``params`` are template parameters (``{"AuthMode": "COGNITO"}``); ``build(settings)``,
+        if given, makes the function's service (e.g. with a fast retry policy)."""
+        fn = read_stack(table_name, params=params, refs=refs).functions[function]
+        for key, value in fn.environment.items():
+            monkeypatch.setenv(key, value)  # Powertools reads its own variables per call
+        module = handler_module(fn.code_dir, fn.handler.rsplit(".", 1)[0])
+        settings = module.function.settings_type.from_env(fn.environment)
+        module.function.configure(settings, build(settings) if build else None)
         return module
 
     return load

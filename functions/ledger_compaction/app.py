@@ -1,32 +1,29 @@
 """Ledger compaction: on the EventBridge schedule (every ledger with due entries) and on
 demand (``POST /ledgers/{ledgerId}/compact``, an admin route). Runs in COMPACTION_REGION only."""
 
-import os
+from dataclasses import dataclass
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.errors import WrongRegion
-from counters.http.resolver import Body, IdPath, build_app, json_response
-from counters.primitives.approaches.ledger import Ledger
+from counters.http.function import ApiFunction, ApiSettings
+from counters.http.resolver import Body, IdPath, json_response
+from counters.primitives.approaches.ledger import Ledger, LedgerSettings
 
-# Settings read once at cold start.
-TABLE_NAME = os.environ["TABLE_NAME"]
-RETRY_WINDOW = float(os.environ.get("LEDGER_RETRY_WINDOW_SECONDS", "600"))
-MARGIN = float(os.environ.get("LEDGER_COMPACTION_MARGIN_SECONDS", "900"))
-COMPACTION_REGION = os.environ.get("COMPACTION_REGION", "")
 STOP_BEFORE_TIMEOUT_MS = 3000
 ROUTE_MAX_CHUNKS = 100  # ~9,900 entries per request; "complete": false says call again
 
-logger = Logger()
-metrics = Metrics()
-copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger)
-ledger = Ledger(TABLE_NAME, retry_window=RETRY_WINDOW, margin=MARGIN, compaction_region=COMPACTION_REGION)
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(ApiSettings, LedgerSettings):
+    """This function's environment (COMPACTION_REGION: the one region that compacts)."""
+
+
+function = ApiFunction(Settings, Ledger.from_settings)  # nothing to defer: a compaction is re-run, not queued
+app, logger, metrics = function.app, function.logger, function.metrics
 
 
 class Compaction(Body):
@@ -41,14 +38,14 @@ class Compaction(Body):
 @app.post("/ledgers/<ledgerId>/compact")
 def compact(ledgerId: IdPath) -> Response[Compaction]:
     app.caller.require_admin("compacting a ledger")
-    report = ledger.compact(ledgerId, max_chunks=ROUTE_MAX_CHUNKS)
+    report = function.service.compact(ledgerId, max_chunks=ROUTE_MAX_CHUNKS)
     metrics.add_metric(name="LedgerEntriesMerged", unit=MetricUnit.Count, value=report.merged)
     return json_response(200, report.as_dict())
 
 
 def scheduled(context: LambdaContext) -> dict:
     try:
-        report = ledger.compact_due(should_stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)
+        report = function.service.compact_due(should_stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)
     except WrongRegion as exc:
         # A global table's other regions deploy the same schedule: doing nothing is the job.
         logger.info("compaction skipped", extra={"reason": exc.message})
@@ -61,8 +58,7 @@ def scheduled(context: LambdaContext) -> dict:
     return summary
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)  # None on the schedule
-@metrics.log_metrics
+@function.handler(correlation_paths.API_GATEWAY_REST)  # None on the schedule
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     if event.get("source") == "aws.events" and event.get("detail-type") == "Scheduled Event":
         return scheduled(context)

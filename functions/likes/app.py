@@ -1,31 +1,21 @@
 """Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
 
-import os
 from typing import Annotated
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.failures import RetryPolicy
 from counters.core.ids import ID_PATTERN
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
-from counters.http.resolver import Body, IdPath, build_app, json_response
+from counters.http.function import ApiFunction, ApiSettings
+from counters.http.resolver import Body, IdPath, json_response
 from counters.services.likes import Likes
 
-TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
-
-logger = Logger()
-metrics = Metrics()
-copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger, Deferrer.from_env())
-likes = Likes(TABLE_NAME, retry=RetryPolicy.from_env())
+function = ApiFunction(ApiSettings, Likes.from_settings, deferrer=Deferrer.from_settings)
+app, logger, metrics = function.app, function.logger, function.metrics
 
 
 class CreatePost(BaseModel):
@@ -82,20 +72,20 @@ IdempotencyKey = Annotated[
 @app.post("/posts")
 def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
-    created, new = likes.create_post(author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key)
+    created, new = function.service.create_post(author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key)
     metrics.add_metric(name="CreatePost.applied" if new else "CreatePost.duplicate", unit=MetricUnit.Count, value=1)
     return json_response(201 if new else 200, created, headers={"Location": f"/posts/{created['postId']}"})
 
 
 @app.get("/posts/<postId>")
 def get_post(postId: IdPath) -> Response[Post]:
-    return json_response(200, likes.get_post(postId))
+    return json_response(200, function.service.get_post(postId))
 
 
 @app.put("/posts/<postId>/likes/<userId>")
 def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "like")
-    change = likes.like(postId, userId)
+    change = function.service.like(postId, userId)
     record(metrics, "Like", change.result)
     return json_response(200, {"postId": postId, "userId": userId, "liked": True, "changed": change.changed})
 
@@ -103,7 +93,7 @@ def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
 @app.delete("/posts/<postId>/likes/<userId>")
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "unlike")
-    change = likes.unlike(postId, userId)
+    change = function.service.unlike(postId, userId)
     record(metrics, "Unlike", change.result)
     return json_response(200, {"postId": postId, "userId": userId, "liked": False, "changed": change.changed})
 
@@ -114,21 +104,18 @@ def likers(
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Likers]:
-    page = likes.likers(postId, limit=limit, cursor=cursor)
+    page = function.service.likers(postId, limit=limit, cursor=cursor)
     return json_response(200, {"postId": postId, "likers": page.user_ids, "cursor": page.cursor})
 
 
 @app.get("/posts/<postId>/audit")
 def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
-    result = likes.audit(postId)
+    result = function.service.audit(postId)
     metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:
         logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})
     return json_response(200, {"postId": postId, "stored": result.stored, "counted": result.counted, "drift": result.drift})
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@metrics.log_metrics
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+lambda_handler = function.lambda_handler

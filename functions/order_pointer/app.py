@@ -24,25 +24,26 @@ The event source filter (template.yaml) delivers only INSERTs of ``ORDER#`` item
 handler checks again, so an unfiltered stream (the local stack, a misconfiguration) is safe.
 """
 
-import os
-
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.errors import ContentionError
+from counters.core.function import Function
 from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
+from counters.core.settings import Settings
 from counters.primitives.pointer import Pointer
 from counters.services.orders import POINTER, order_id_from_pk
 
-TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
 
-logger = Logger()
-metrics = Metrics()
+def pointer(settings: Settings) -> Pointer:
+    return Pointer(settings.table_name, POINTER, attribute="orderId", retry=settings.retry)
+
+
+function = Function(Settings, pointer)
+metrics = function.metrics
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
-pointer = Pointer(TABLE_NAME, POINTER, attribute="orderId")
 
 
 def new_order_id(record: DynamoDBRecord) -> int | None:
@@ -52,8 +53,7 @@ def new_order_id(record: DynamoDBRecord) -> int | None:
     return order_id_from_pk(str(record.dynamodb.keys.get("PK", "")))
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
+@function.handler()
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     ids = [new_order_id(DynamoDBRecord(raw)) for raw in event.get("Records", [])]
     highest = max((i for i in ids if i is not None), default=None)
@@ -62,7 +62,7 @@ def lambda_handler(event: dict, context: LambdaContext) -> dict:
         order_id = new_order_id(record)
         if order_id is None or order_id < highest:  # type: ignore[operator]
             return "skipped"  # not an order, or covered by the batch's greatest id
-        result = pointer.advance(order_id)
+        result = function.service.advance(order_id)
         record_metrics(metrics, "AdvancePointer", result)
         if result.outcome is Outcome.CONTENTION:
             raise ContentionError(f"pointer not advanced to {order_id} ({result.reason}); the stream retries it")

@@ -1,32 +1,29 @@
 """Reservations API: resources with a capacity, reserved on any approach of seed 02. Parse, call the layer, shape."""
 
-import os
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.failures import RetryPolicy
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
-from counters.http.resolver import ID_PATTERN, Body, IdPath, build_app, json_response
-from counters.services.reservations import Reservations
+from counters.http.function import ApiFunction, ApiSettings
+from counters.http.resolver import ID_PATTERN, Body, IdPath, json_response
+from counters.services.reservations import Reservations, ReservationSettings
 
-TABLE_NAME = os.environ["TABLE_NAME"]  # read once at cold start
-ATOMIC_POLICY = os.environ.get("ATOMIC_POLICY", "under")
 KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"  # printable ASCII, no spaces: it becomes part of a hash, not a key
 
-logger = Logger()
-metrics = Metrics()
-copy_config_to_registered_loggers(source_logger=logger, include={"counters"})
-app = build_app(logger, Deferrer.from_env())
-reservations = Reservations(TABLE_NAME, atomic_policy=ATOMIC_POLICY, retry=RetryPolicy.from_env())
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(ApiSettings, ReservationSettings):
+    """This function's environment."""
+
+
+function = ApiFunction(Settings, Reservations.from_settings, deferrer=Deferrer.from_settings)
+app, logger, metrics = function.app, function.logger, function.metrics
 
 
 class CreateResource(BaseModel):
@@ -77,19 +74,19 @@ IdempotencyKey = Annotated[
 @app.post("/resources")
 def create_resource(body: CreateResource) -> Response[ResourceState]:
     app.caller.require_admin("creating a resource")
-    created = reservations.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
+    created = function.service.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
     metrics.add_metric(name="CreateResource.applied", unit=MetricUnit.Count, value=1)
     return json_response(201, created, headers={"Location": f"/resources/{body.resourceId}"})
 
 
 @app.get("/resources/<resourceId>")
 def get_resource(resourceId: IdPath) -> Response[ResourceState]:
-    return json_response(200, reservations.get_resource(resourceId))
+    return json_response(200, function.service.get_resource(resourceId))
 
 
 @app.post("/resources/<resourceId>/reservations")
 def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey = None) -> Response[ReservationState]:
-    answer = reservations.reserve(resourceId, body.quantity, idempotency_key, owner=app.caller.owner)
+    answer = function.service.reserve(resourceId, body.quantity, idempotency_key, owner=app.caller.owner)
     if answer.result is not None:
         record(metrics, "Reserve", answer.result)
     location = {"Location": f"/resources/{resourceId}/reservations/{answer.body['reservationId']}"}
@@ -98,18 +95,15 @@ def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey =
 
 @app.get("/resources/<resourceId>/reservations/<reservationId>")
 def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[ReservationState]:
-    return json_response(200, reservations.get_reservation(resourceId, reservationId, caller=app.caller))
+    return json_response(200, function.service.get_reservation(resourceId, reservationId, caller=app.caller))
 
 
 @app.delete("/resources/<resourceId>/reservations/<reservationId>")
 def release(resourceId: IdPath, reservationId: IdPath) -> Response[Released]:
-    answer = reservations.release(resourceId, reservationId, caller=app.caller)
+    answer = function.service.release(resourceId, reservationId, caller=app.caller)
     if answer.result is not None:
         record(metrics, "Release", answer.result)
     return json_response(200, {**answer.body, "changed": answer.created})
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@metrics.log_metrics
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+lambda_handler = function.lambda_handler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tests.conftest import invoke, load_event
@@ -54,7 +55,7 @@ def test_cognito_events_act_only_as_their_sub(load_function: Any, table: str, la
     """events/likes/like_as_u*.json: what the function gets behind the Cognito authorizer."""
     app = load_function("LikesFunction", table)
     assert invoke(app, load_event("likes/create_post.json"))[0] == 201  # AuthMode NONE: anyone may
-    monkeypatch.setenv("AUTH_MODE", "COGNITO")
+    app.function.configure(replace(app.function.settings, auth_mode="COGNITO"), app.function.service)
     status, body = invoke(app, load_event("likes/like_as_u2.json"))
     assert (status, body["error"]) == (403, "forbidden")
     assert invoke(app, load_event("likes/get_post.json"))[0] == 401  # no claims at all

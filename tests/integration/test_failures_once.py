@@ -15,6 +15,7 @@ import pytest
 
 from counters.core.client import from_item
 from counters.core.failures import RetryPolicy
+from counters.services.likes import Likes
 from devstack.runtime import LambdaContext
 from tests.conftest import Queues, api_event, invoke, item_count
 
@@ -63,8 +64,7 @@ def test_one_throttle_on_order_reads_is_retried_not_a_500(load_function: Any, ta
 def test_post_creation_resent_after_an_error_after_commit_is_the_same_post(
     load_function: Any, table: str, faults: Any, ddb: Any, how: str
 ) -> None:
-    likes = load_function("LikesFunction", table)
-    likes.likes.refcount.retry = FAST
+    likes = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST))
 
     def request(n: int, text: str = "once") -> dict[str, Any]:
         body: dict[str, Any] = {"authorId": "alice", "body": text}
@@ -94,8 +94,7 @@ def test_post_creation_resent_after_an_error_after_commit_is_the_same_post(
 # ------------------------------------------------------------------ defect 3: operation records
 @pytest.fixture
 def deferring(load_function: Any, table: str, queues: Queues, layer_client: Any) -> tuple[Any, Any, Any]:
-    likes = load_function("LikesFunction", table, queues.urls)
-    likes.likes.refcount.retry = FAST
+    likes = load_function("LikesFunction", table, queues.urls, build=lambda s: Likes(s.table_name, retry=FAST))
     worker = load_function("RetryWorkerFunction", table, queues.urls)
     operations = load_function("OperationsFunction", table, queues.urls)
     return likes, worker, operations

@@ -220,11 +220,11 @@ def test_a_put_landing_behind_a_compaction_is_refused_never_acknowledged(ledger_
             clock.advance(WINDOW + MARGIN + 5)  # the request stalls between its check and its Put
             fired.append(compactor.compact("l1"))
 
-    ledger_app.ledger.hook = delay_the_put_past_the_margin
+    ledger_app.function.service.hook = delay_the_put_past_the_margin
     status, body = post(ledger_app, 7, key_at(clock))
     assert fired and fired[0].merged == 1  # the later entry: mergedThrough is now past our key
     assert (status, body["error"]) == (422, "idempotency_key_expired")  # never a 201
-    read = ledger_app.ledger.balance("l1")
+    read = ledger_app.function.service.balance("l1")
     assert (read.balance, read.pending_entries, read.ignored_entries) == (100, 0, 0)
     assert entries_stored(ddb, table) == 0 and withdrawn_records(ddb, table) == 1  # the stray is gone
 
@@ -494,18 +494,14 @@ def test_compaction_refuses_to_run_outside_its_region(table: str, layer_client: 
 # ---------------------------------------------------------------------------- handlers
 @pytest.fixture
 def ledger_app(load_function: Any, table: str, layer_client: Any, clock: Clock) -> Any:
-    module = load_function("LedgerFunction", table)
-    module.ledger.retry, module.ledger.clock = FAST, clock
-    module.ledger.retry_window, module.ledger.margin = WINDOW, MARGIN
-    return module
+    return load_function("LedgerFunction", table, build=lambda s: Ledgers(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN))
 
 
 @pytest.fixture
 def compaction_app(load_function: Any, table: str, layer_client: Any, clock: Clock) -> Any:
-    module = load_function("LedgerCompactionFunction", table)
-    module.ledger.retry, module.ledger.clock = FAST, clock
-    module.ledger.retry_window, module.ledger.margin = WINDOW, MARGIN
-    return module
+    return load_function(
+        "LedgerCompactionFunction", table, build=lambda s: Ledger(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN)
+    )
 
 
 def post(app: Any, amount: Any, key: str | None, ledger_id: str = "l1") -> tuple[int, Any]:
@@ -513,7 +509,7 @@ def post(app: Any, amount: Any, key: str | None, ledger_id: str = "l1") -> tuple
     return invoke(app, api_event("POST", f"/ledgers/{ledger_id}/entries", {"amount": amount}, headers))
 
 
-def test_http_routes(ledger_app: Any, compaction_app: Any, clock: Clock) -> None:
+def test_http_routes(ledger_app: Any, compaction_app: Any, clock: Clock, table: str) -> None:
     key = key_at(clock)
     status, body = post(ledger_app, 5, key)
     assert status == 201 and body["entryId"].endswith(key)
@@ -532,6 +528,7 @@ def test_http_routes(ledger_app: Any, compaction_app: Any, clock: Clock) -> None
     assert status == 200 and body["merged"] == 2 and body["complete"] is True
     status, body = invoke(ledger_app, api_event("GET", "/ledgers/l1?verify=true"))
     assert body["balance"] == 3 and body["pendingEntries"] == 0 and body["checkpoint"]["version"] == 1
-    compaction_app.ledger.compaction_region = "eu-west-1"
+    elsewhere = Ledger(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN, compaction_region="eu-west-1")
+    compaction_app.function.configure(compaction_app.function.settings, elsewhere)
     status, body = invoke(compaction_app, api_event("POST", "/ledgers/l1/compact"))
     assert (status, body["error"]) == (409, "wrong_region")

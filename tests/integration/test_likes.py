@@ -19,9 +19,7 @@ FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 
 @pytest.fixture
 def likes_app(load_function: Any, table: str, layer_client: Any) -> Any:
-    module = load_function("LikesFunction", table)
-    module.likes.refcount.retry = FAST
-    return module
+    return load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST))
 
 
 def create(app: Any, post_id: str = "p1") -> None:

@@ -19,7 +19,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence
-from counters.services.orders import Orders
+from counters.services.orders import POINTER, Orders
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller
 from tests.conftest import RunningApi, api_event, invoke, item_count, load_event
@@ -36,14 +36,11 @@ def orders_fn(load_function: Any, table: str, layer_client: Any) -> Any:
 
 @pytest.fixture
 def pointer_fn(load_function: Any, table: str, layer_client: Any) -> Any:
-    module = load_function("OrderPointerFunction", table)
-    module.pointer.retry = FAST
-    return module
+    return load_function("OrderPointerFunction", table, build=lambda s: Pointer(table, POINTER, attribute="orderId", retry=FAST))
 
 
 def use_mode(module: Any, table: str, mode: str) -> Orders:
-    module.orders = Orders(table, mode=mode, retry=FAST, occ=OCC)
-    return module.orders
+    return module.function.configure(module.function.settings, Orders(table, mode=mode, retry=FAST, occ=OCC))
 
 
 def stream_to(pointer_fn: Any, table: str, endpoint: str) -> StreamPoller:

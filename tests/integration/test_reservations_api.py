@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from counters.core.failures import RetryPolicy
+from counters.services.reservations import Reservations
 from tests.conftest import api_event, invoke, item_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
@@ -16,9 +17,7 @@ KEYED = {"occ_history", "crt", "marker", "set"}
 
 @pytest.fixture
 def res_app(load_function: Any, table: str, layer_client: Any) -> Any:
-    module = load_function("ReservationsFunction", table)
-    module.reservations.retry = FAST
-    return module
+    return load_function("ReservationsFunction", table, build=lambda s: Reservations(table, retry=FAST))
 
 
 def post(app: Any, path: str, body: Any, key: str | None = None) -> tuple[int, Any]:

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from counters.core.failures import RetryPolicy
+from counters.services.likes import Likes
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
@@ -35,10 +36,9 @@ class InProcess:
 @pytest.fixture
 def apps(load_function: Any, table: str, queues: Queues, layer_client: Any) -> tuple[Any, Any, Any]:
     refs = queues.urls
-    likes = load_function("LikesFunction", table, refs)
-    likes.likes.refcount.retry = FAST
+    likes = load_function("LikesFunction", table, refs, build=lambda s: Likes(s.table_name, retry=FAST))
     worker = load_function("RetryWorkerFunction", table, refs)
-    for executor_owner in (worker.replayer,):
+    for executor_owner in (worker.function.service,):
         assert set(executor_owner.executors) >= {"like", "unlike"}
     operations = load_function("OperationsFunction", table, refs)
     return likes, worker, operations

@@ -32,9 +32,7 @@ def ddb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 @pytest.fixture
 def fn(ddb: Any, load_function: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     def load(name: str) -> Any:
-        module = load_function(name, TABLE)
-        monkeypatch.setenv("AUTH_MODE", "COGNITO")  # the template's default is NONE
-        return module
+        return load_function(name, TABLE, params={"AuthMode": "COGNITO"})  # the template's default is NONE
 
     return load
 

@@ -105,8 +105,7 @@ def test_a_ledger_belongs_to_its_first_segment() -> None:
 
 
 def test_a_handler_refuses_a_request_without_claims_before_routing(load_function: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    likes = load_function("LikesFunction", "no-such-table")  # nothing is read or written: no table needed
-    monkeypatch.setenv("AUTH_MODE", COGNITO)
+    likes = load_function("LikesFunction", "no-such-table", params={"AuthMode": COGNITO})  # nothing is read or written: no table needed
     status, body = invoke(likes, with_claims(None))
     assert (status, body["error"]) == (401, "unauthorized")
     status, body = invoke(likes, with_claims({"sub": "bob"}))
@@ -116,5 +115,6 @@ def test_a_handler_refuses_a_request_without_claims_before_routing(load_function
 def test_an_unknown_auth_mode_fails_loudly(load_function: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     likes = load_function("LikesFunction", "no-such-table")
     monkeypatch.setenv("AUTH_MODE", "JWT")
+    likes.function.configure(None)  # the next invocation reads the (misconfigured) environment
     status, body = invoke(likes, with_claims(None))
     assert status == 500 and "JWT" not in str(body)  # a misconfigured stage fails closed, without detail

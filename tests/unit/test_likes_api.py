@@ -75,7 +75,7 @@ def test_unexpected_errors_are_500_without_internals(app: Any, monkeypatch: pyte
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr(app.likes, "get_post", boom)
+    monkeypatch.setattr(app.function.service, "get_post", boom)
     status, body = invoke(app, api_event("GET", "/posts/p1"))
     assert status == 500
     assert body == {"error": "internal_error", "message": "internal error; the request may be retried"}
@@ -119,6 +119,6 @@ def test_oversized_bodies_are_413_before_parsing(app: Any) -> None:
 
 
 def test_a_response_that_breaks_its_model_is_a_500_not_a_4xx(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app.likes, "get_post", lambda post_id: {"postId": post_id, "likeTally": "many"})  # a bug in the layer
+    monkeypatch.setattr(app.function.service, "get_post", lambda post_id: {"postId": post_id, "likeTally": "many"})  # a bug in the layer
     status, body = invoke(app, api_event("GET", "/posts/p1"))
     assert (status, body) == (500, {"error": "internal_error", "message": "internal error; the request may be retried"})

@@ -13,6 +13,8 @@ from moto import mock_aws
 
 from counters.core import client as dynamo
 from counters.core.outcome import Outcome, Result
+from counters.core.settings import SettingsError
+from counters.services.orders import OrderSettings
 from devstack.dynamodb_local import create_table
 from devstack.runtime import LambdaContext
 from devstack.streams import matches, subscriptions
@@ -93,12 +95,17 @@ def test_sequence_mode_parameter_reaches_the_function() -> None:
     assert load()["Parameters"]["SequenceMode"]["AllowedValues"] == ["fast", "gapless"]
 
 
-def test_a_bad_sequence_mode_fails_the_cold_start(load_function: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_sequence_mode_fails_the_first_invocation_loudly(load_function: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is read at import; the first invocation parses the settings and answers a bare 500."""
     fn = read_stack("t", params={"SequenceMode": "gapy"}).functions["OrdersFunction"]
-    monkeypatch.setattr("tests.conftest.read_stack", lambda name, **kw: read_stack(name, params={"SequenceMode": "gapy"}, **kw))
     assert fn.environment["SEQUENCE_MODE"] == "gapy"
-    with pytest.raises(ValueError, match="gapy"):
-        load_function("OrdersFunction", "t")
+    with pytest.raises(SettingsError, match="SEQUENCE_MODE='gapy'"):
+        OrderSettings.from_env(fn.environment)
+    orders = load_function("OrdersFunction", "t")
+    monkeypatch.setenv("SEQUENCE_MODE", "gapy")
+    orders.function.configure(None)  # the next invocation reads the environment
+    status, body = invoke(orders, api_event("GET", "/orders/latest"))
+    assert (status, body["error"]) == (500, "internal_error") and "gapy" not in str(body)
 
 
 def _statements(function: str) -> list[dict[str, Any]]:
@@ -171,7 +178,8 @@ def pointer_app(load_function: Any) -> Any:
 
 
 def test_one_conditional_write_per_batch_for_its_greatest_order(pointer_app: Any) -> None:
-    pointer_app.pointer = fake = FakePointer()
+    fake = FakePointer()
+    pointer_app.function.configure(pointer_app.function.settings, fake)
     event = stream_event(
         ("INSERT", "ORDER#3"), ("INSERT", "ORDER#9"), ("MODIFY", "SEQ#ORDER"), ("INSERT", "ORDER#5"), ("INSERT", "ORDERKEY#x")
     )
@@ -182,6 +190,6 @@ def test_one_conditional_write_per_batch_for_its_greatest_order(pointer_app: Any
 
 
 def test_a_failed_advance_reports_the_greatest_record_so_the_shard_restarts_there(pointer_app: Any) -> None:
-    pointer_app.pointer = FakePointer(busy={9})
+    pointer_app.function.configure(pointer_app.function.settings, FakePointer(busy={9}))
     event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#9"), ("INSERT", "ORDER#5"))
     assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": [{"itemIdentifier": "1001"}]}

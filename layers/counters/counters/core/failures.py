@@ -7,7 +7,6 @@ Every failure becomes one :class:`Failure` kind. Transaction cancellations are c
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable
@@ -130,11 +129,6 @@ class RetryPolicy:
     max_delay: float = 0.5
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     rng: random.Random = field(default_factory=random.Random, repr=False)
-
-    @classmethod
-    def from_env(cls) -> RetryPolicy:
-        """The in-line budget from ``INLINE_RETRY_ATTEMPTS`` (template parameter), default 6."""
-        return cls(max_attempts=max(1, int(os.environ.get("INLINE_RETRY_ATTEMPTS") or 6)))
 
     def backoff(self, attempt: int) -> float:
         """Sleep before attempt ``attempt + 1``; returns the delay slept."""

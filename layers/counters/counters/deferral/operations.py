@@ -12,6 +12,7 @@ from counters.core.engine import Report, Stop, read, run
 from counters.core.errors import ContentionError, NotFound
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Outcome
+from counters.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,10 @@ class Operations:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Operations:
+        return cls(settings.table_name, retry=settings.retry)
 
     @property
     def dynamodb(self) -> Any:
@@ -84,7 +89,7 @@ class Operations:
             # best effort; the TTL removes it in any case
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
-    def get(self, operation_id: str, *, caller: Caller | None = None) -> dict[str, Any] | None:
+    def read(self, operation_id: str, *, caller: Caller | None = None) -> dict[str, Any] | None:
         """The public record, or None; with a ``caller``, someone else's operation is
         :class:`~counters.core.errors.Hidden` (answered as a missing one)."""
         response = read(

@@ -32,8 +32,8 @@ write fails the caller gets the 503 and may retry the request itself.
 from __future__ import annotations
 
 import logging
-import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -43,6 +43,7 @@ from counters.core.commands import Command, PoisonMessage, Replayable
 from counters.core.engine import guard, run
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
+from counters.core.settings import Settings, env
 from counters.deferral.operations import Operations
 
 logger = logging.getLogger(__name__)
@@ -79,19 +80,34 @@ def send(sqs: Any, policy: RetryPolicy, **params: Any) -> dict[str, Any]:
     return report.response
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeferralSettings(Settings):
+    """The retry queue (``RETRY_QUEUE_URL``); unset, contended requests answer 503."""
+
+    retry_queue_url: str | None = env("RETRY_QUEUE_URL", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaySettings(Settings):
+    """The retry worker's dead-letter queue, where poison messages go."""
+
+    retry_dlq_url: str = env("RETRY_DLQ_URL")
+
+
 class Deferrer:
     """Turns a contended request into a PENDING operation and a queued command."""
 
-    def __init__(self, table_name: str, queue_url: str, *, dynamodb: Any = None, sqs: Any = None) -> None:
-        self.operations = Operations(table_name, dynamodb=dynamodb)
+    def __init__(self, table_name: str, queue_url: str, *, dynamodb: Any = None, sqs: Any = None, retry: RetryPolicy | None = None) -> None:
+        self.operations = Operations(table_name, dynamodb=dynamodb, retry=retry)
         self.queue_url = queue_url
         self._sqs = sqs
 
     @classmethod
-    def from_env(cls) -> Deferrer | None:
-        """``RETRY_QUEUE_URL`` and ``TABLE_NAME`` set: defer; otherwise ``None`` (answer 503)."""
-        queue_url, table = os.environ.get("RETRY_QUEUE_URL"), os.environ.get("TABLE_NAME")
-        return cls(table, queue_url) if queue_url and table else None
+    def from_settings(cls, settings: DeferralSettings) -> Deferrer | None:
+        """A retry queue configured: defer; otherwise ``None`` (contention answers 503)."""
+        if not settings.retry_queue_url:
+            return None
+        return cls(settings.table_name, settings.retry_queue_url, retry=settings.retry)
 
     def defer(self, command: Command, *, owner: str | None = None) -> Command:
         try:
@@ -136,7 +152,7 @@ class Replayer:
             executor = self.executors.get(command.op)
             if executor is None:
                 raise PoisonMessage(f"unknown operation {command.op!r}")
-            current = self.operations.get(command.operation_id)
+            current = self.operations.read(command.operation_id)
             if current is not None and current["status"] != "PENDING":
                 return "redelivered"
             verdict = executor.run(command)

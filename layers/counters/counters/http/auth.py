@@ -32,12 +32,13 @@ computable (or sequential), so they answer exactly as a missing one (404,
 
 from __future__ import annotations
 
-import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from counters.core.caller import Caller
 from counters.core.errors import Unauthorized
+from counters.core.settings import Settings, SettingsError, env
 
 NONE = "NONE"
 COGNITO = "COGNITO"
@@ -84,17 +85,21 @@ def parse_groups(value: Any) -> frozenset[str]:
 _WHITESPACE = re.compile(r"\s")
 
 
-def auth_mode() -> str:
-    mode = os.environ.get("AUTH_MODE", NONE).upper()
-    if mode not in MODES:
-        raise ValueError(f"AUTH_MODE must be one of {', '.join(MODES)}")
-    return mode
+@dataclass(frozen=True, kw_only=True)
+class AuthSettings(Settings):
+    """Where identity comes from: ``AUTH_MODE`` (template parameter ``AuthMode``) and ``ADMIN_GROUP``."""
+
+    auth_mode: str = env("AUTH_MODE", NONE)
+    admin_group: str = env("ADMIN_GROUP", "admin")
+
+    def __post_init__(self) -> None:
+        if self.auth_mode.upper() not in MODES:
+            raise SettingsError(f"AUTH_MODE must be one of {', '.join(MODES)}")
+        object.__setattr__(self, "auth_mode", self.auth_mode.upper())
 
 
-def caller_from_event(event: dict[str, Any], *, mode: str | None = None, admin_group: str | None = None) -> Caller:
+def caller_from_event(event: dict[str, Any], *, mode: str = NONE, admin_group: str = "admin") -> Caller:
     """The caller of one API Gateway (REST, proxy) request."""
-    mode = mode or auth_mode()
-    admin_group = admin_group or os.environ.get("ADMIN_GROUP", "admin")
     if mode == NONE:
         return Caller(admin_group=admin_group)
     authorizer = (event.get("requestContext") or {}).get("authorizer") or {}

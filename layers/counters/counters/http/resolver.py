@@ -12,6 +12,7 @@ import binascii
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
@@ -24,7 +25,7 @@ from counters.core.caller import Caller
 from counters.core.errors import ContentionError, CounterError, Hidden, Unauthorized
 from counters.core.ids import ID_PATTERN
 from counters.deferral.queue import Deferrer
-from counters.http.auth import caller_from_event
+from counters.http.auth import AuthSettings, caller_from_event
 
 MAX_BODY_BYTES = 64 * 1024
 """Every body this API takes is small (a post's text is at most 4,000 characters, an order 50
@@ -85,24 +86,27 @@ class TallyResolver(APIGatewayRestResolver):
     and knowing who calls (:attr:`caller`, from the authorizer's verified claims)."""
 
     caller: Caller = Caller()
+    auth: Callable[[], AuthSettings] = AuthSettings.from_env
+    """Where identity comes from, read when a request arrives (the function's settings)."""
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
-            self.caller = caller_from_event(event)
+            auth = self.auth()
+            self.caller = caller_from_event(event, mode=auth.auth_mode, admin_group=auth.admin_group)
         except Unauthorized as exc:
-            return _early(exc.status, exc.code, exc.message)
+            return early_response(exc.status, exc.code, exc.message)
         except ValueError:  # AUTH_MODE misconfigured: fail closed, say nothing about why
             logging.getLogger(__name__).exception("cannot tell who the caller is")
-            return _early(500, "internal_error", "internal error; the request may be retried")
+            return early_response(500, "internal_error", "internal error; the request may be retried")
         raw = event.get("body") or ""
         size = len(raw) * 3 // 4 if event.get("isBase64Encoded") else len(raw.encode("utf-8", "surrogatepass"))
         if size > MAX_BODY_BYTES:
-            return _early(413, "payload_too_large", f"the request body must be at most {MAX_BODY_BYTES} bytes")
+            return early_response(413, "payload_too_large", f"the request body must be at most {MAX_BODY_BYTES} bytes")
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
         body = event.get("body")
         if body and content_type and content_type != "application/json" and not content_type.endswith("+json"):
-            return _early(415, "unsupported_media_type", "send the body as application/json")
+            return early_response(415, "unsupported_media_type", "send the body as application/json")
         if content_type:
             # Media types are case-insensitive and +json is JSON, but Powertools' body parser
             # compares "application/json" case-sensitively (and 415s +json): tell it JSON.
@@ -111,15 +115,15 @@ class TallyResolver(APIGatewayRestResolver):
             try:
                 body = base64.b64decode(body, validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
-                return _early(400, "invalid_json", "the request body is not valid UTF-8 JSON")
+                return early_response(400, "invalid_json", "the request body is not valid UTF-8 JSON")
         if body and body.lstrip()[:1] == "[":
             # Powertools validates a JSON array against a body model with its first element;
             # every body of this API is an object, so an array is refused outright.
-            return _early(400, "validation_error", "the request body must be a JSON object")
+            return early_response(400, "validation_error", "the request body must be a JSON object")
         if body:
             problem = _unsafe_json(body)
             if problem:
-                return _early(400, "invalid_json", problem)
+                return early_response(400, "invalid_json", problem)
         return super().resolve(event, context)
 
 
@@ -156,7 +160,7 @@ def _with_json_content_type(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _early(status: int, code: str, message: str) -> dict[str, Any]:
+def early_response(status: int, code: str, message: str) -> dict[str, Any]:
     """A proxy response for requests refused before routing."""
     return {
         "statusCode": status,
@@ -167,20 +171,28 @@ def _early(status: int, code: str, message: str) -> dict[str, Any]:
     }
 
 
-def build_app(logger: Logger, deferrer: Deferrer | None = None) -> TallyResolver:
+def build_app(
+    logger: Logger,
+    *,
+    auth: Callable[[], AuthSettings] = AuthSettings.from_env,
+    deferrer: Callable[[], Deferrer | None] = lambda: None,
+) -> TallyResolver:
     """A REST-API resolver with validation on and the layer's error mapping installed.
 
-    With a ``deferrer`` (the retry queue), a contended request that is safe to re-drive is
-    queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503.
+    ``auth`` gives the identity settings and ``deferrer`` the retry queue, both when a request
+    needs them (never at import). With a deferrer, a contended request that is safe to
+    re-drive is queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503.
     """
     # A response that does not match its route's model is a bug: 500 (logged), never a 4xx.
     app = TallyResolver(enable_validation=True, response_validation_error_http_code=500)
+    app.auth = auth
 
     @app.exception_handler(ContentionError)
     def _contention(exc: ContentionError) -> Response:
-        if deferrer is not None and exc.command is not None:
+        queue = deferrer() if exc.command is not None else None
+        if queue is not None and exc.command is not None:
             try:
-                command = deferrer.defer(exc.command, owner=app.caller.owner)
+                command = queue.defer(exc.command, owner=app.caller.owner)
             except Exception:  # noqa: BLE001 - not acknowledged: the caller gets the 503 and retries
                 logger.exception("could not defer a contended request", extra={"op": exc.command.op})
             else:

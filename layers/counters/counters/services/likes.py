@@ -23,6 +23,7 @@ from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyR
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.settings import Settings
 from counters.primitives.refcount import Audit, RefCount
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
@@ -66,6 +67,10 @@ class Likes:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Likes:
+        return cls(settings.table_name, retry=settings.retry)
 
     @property
     def dynamodb(self) -> Any:

@@ -43,6 +43,7 @@ from counters.core.errors import ContentionError, IdempotencyKeyReused, Integrit
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.settings import Settings, env
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence, SequenceMode
 
@@ -90,6 +91,13 @@ class Placed:
     result: Result
 
 
+@dataclass(frozen=True, kw_only=True)
+class OrderSettings(Settings):
+    """``SEQUENCE_MODE`` (template parameter ``SequenceMode``): ``fast`` or ``gapless`` order ids."""
+
+    sequence_mode: SequenceMode = env("SEQUENCE_MODE", SequenceMode.FAST)
+
+
 class Orders:
     """Place orders with sequence ids exactly once per idempotency key; read them; read the pointer."""
 
@@ -109,6 +117,10 @@ class Orders:
         self.retry = retry or RetryPolicy()
         self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ)
         self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry)
+
+    @classmethod
+    def from_settings(cls, settings: OrderSettings) -> Orders:
+        return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry)
 
     @property
     def dynamodb(self) -> Any:
@@ -201,14 +213,14 @@ class Orders:
     def _replay(self, key: str, record: dict[str, Any], fingerprint: str, result: Result, request_id: str) -> Placed:
         if record.get("requestHash") != fingerprint:
             raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different order request")
-        order = self.get(int(record["orderId"]))
+        order = self.read(int(record["orderId"]))
         result.value = order["orderId"]
         mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
         if mine:
             result.outcome = Outcome.APPLIED
         return Placed(order, created=mine, result=result)
 
-    def get(self, order_id: int) -> dict[str, Any]:
+    def read(self, order_id: int) -> dict[str, Any]:
         item, _ = self._get(order_key(order_id))
         if item is None:
             raise NotFound(f"order {order_id} not found")

@@ -68,6 +68,7 @@ from counters.core.errors import (
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.settings import Settings, SettingsError, env
 from counters.primitives import sharding
 from counters.primitives.approaches import AVAILABLE, NAMES, RESERVED, Approach, create, record_key
 
@@ -122,6 +123,17 @@ class Reservation:
     result: Result | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReservationSettings(Settings):
+    """``ATOMIC_POLICY``: what ``atomic`` does after an unknown outcome (``under`` never re-sends, ``over`` re-sends)."""
+
+    atomic_policy: str = env("ATOMIC_POLICY", "under")
+
+    def __post_init__(self) -> None:
+        if self.atomic_policy not in ("under", "over"):
+            raise SettingsError("ATOMIC_POLICY must be under or over")
+
+
 class Reservations:
     """Create resources, take and give back reservations exactly (per the strategy's guarantee)."""
 
@@ -148,6 +160,10 @@ class Reservations:
         self.released_ttl_seconds = released_ttl_seconds
         self.rng = rng or random.Random()
         self._approaches: dict[str, Approach] = {}
+
+    @classmethod
+    def from_settings(cls, settings: ReservationSettings) -> Reservations:
+        return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy)
 
     @property
     def dynamodb(self) -> Any:

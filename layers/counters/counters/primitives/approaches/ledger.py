@@ -98,7 +98,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from counters.core.client import client, from_item, to_item
 from counters.core.commands import new_request_id
@@ -107,6 +107,7 @@ from counters.core.engine import read as read_item
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, InvalidRequest, WrongRegion
 from counters.core.failures import Failure, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.settings import Settings, env
 
 ENTRY_PREFIX = "ENTRY#"
 SNAPSHOT = "SNAPSHOT"
@@ -244,6 +245,15 @@ def public_checkpoint(item: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class LedgerSettings(Settings):
+    """The retry window and compaction margin (seconds), and the one region that compacts."""
+
+    retry_window: float = env("LEDGER_RETRY_WINDOW_SECONDS", 600.0)
+    margin: float = env("LEDGER_COMPACTION_MARGIN_SECONDS", 900.0)
+    compaction_region: str | None = env("COMPACTION_REGION", None)
+
+
 class Ledger:
     """Append entries idempotently, read exact balances, compact safely.
 
@@ -286,6 +296,16 @@ class Ledger:
         self.clock = clock
         self.hook: Callable[[str], None] | None = None
         self._marked: set[tuple[str, int]] = set()
+
+    @classmethod
+    def from_settings(cls, settings: LedgerSettings) -> Self:
+        return cls(
+            settings.table_name,
+            retry=settings.retry,
+            retry_window=settings.retry_window,
+            margin=settings.margin,
+            compaction_region=settings.compaction_region,
+        )
 
     @property
     def dynamodb(self) -> Any:

@@ -1,0 +1,91 @@
+"""A Lambda function's preamble, written once: Logger, Metrics, settings, what it builds from them.
+
+Every handler module starts the same way::
+
+    function = Function(Settings, Likes.from_settings)    # nothing read from the environment yet
+
+    @function.handler()                                   # Logger context + EMF flush
+    def lambda_handler(event, context):
+        return function.service.do(...)
+
+* :attr:`Function.settings` is parsed from the environment on first use (the first invocation),
+  once; :meth:`Function.configure` injects settings instead (tests, the local stack).
+* :attr:`Function.service` is built from the settings by ``build``, once per settings.
+* The layer's own loggers (``counters.*``) get the function's Logger configuration.
+
+API functions use ``counters.http.function.ApiFunction``, which adds the resolver.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+from counters.core.settings import Settings
+
+S = TypeVar("S", bound=Settings)
+T = TypeVar("T")
+
+
+class Function(Generic[S, T]):
+    """Settings of type ``settings_type`` and the object ``build(settings)`` makes from them."""
+
+    def __init__(self, settings_type: type[S], build: Callable[[S], T]) -> None:
+        self.settings_type = settings_type
+        self.build = build
+        self.logger = Logger()
+        self.metrics = Metrics()
+        copy_config_to_registered_loggers(source_logger=self.logger, include={"counters"})
+        self._lock = threading.Lock()
+        self._settings: S | None = None
+        self._service: T | None = None
+
+    @property
+    def settings(self) -> S:
+        if self._settings is None:
+            with self._lock:
+                if self._settings is None:
+                    self._settings = self.settings_type.from_env()
+        return self._settings
+
+    @property
+    def service(self) -> T:
+        if self._service is None:
+            settings = self.settings
+            with self._lock:
+                if self._service is None:
+                    self._service = self.build(settings)
+        return self._service
+
+    def configure(self, settings: S | None, service: T | None = None) -> T | None:
+        """Use ``settings`` from now on (and ``service``, or one built from them); ``None``:
+        forget them, so the next invocation reads the environment again."""
+        with self._lock:
+            self._settings = settings
+            self._service = service if service is not None or settings is None else self.build(settings)
+        return self._service
+
+    def invoke(self, fn: Callable[..., Any], event: dict[str, Any], context: Any) -> Any:
+        """Run one invocation: settings and service ready first, so a misconfigured function
+        fails its first invocation loudly (the event source retries it)."""
+        self.service  # noqa: B018
+        return fn(event, context)
+
+    def handler(self, correlation_id_path: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorate the Lambda entry point: settings parsed before the first event, Logger
+        context (and correlation id), EMF metrics flushed after each invocation."""
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            def entry(event: dict[str, Any], context: Any) -> Any:
+                return self.invoke(fn, event, context)
+
+            logged = self.logger.inject_lambda_context(correlation_id_path=correlation_id_path)(entry)
+            return self.metrics.log_metrics(logged)
+
+        return decorate

@@ -1,0 +1,90 @@
+"""Settings: what a function reads from its environment, typed, parsed once, injectable.
+
+Each piece of the layer that needs configuration declares it as a frozen dataclass field bound
+to its environment variable (template.yaml sets them)::
+
+    @dataclass(frozen=True, kw_only=True)
+    class OrderSettings(Settings):
+        sequence_mode: SequenceMode = env("SEQUENCE_MODE", SequenceMode.FAST)
+
+A function's settings combine the pieces it uses (``class Settings(ApiSettings, OrderSettings)``)
+and are parsed by :meth:`Settings.from_env` exactly once, on the first invocation (never at
+import: a module can be imported with no environment at all). Tests build settings directly
+(``OrderSettings(table_name="t")``) and hand them to the function: nothing patches globals.
+
+A missing required variable or a value of the wrong type raises :class:`SettingsError` naming
+the variable: the function fails its first invocation loudly rather than running half-configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+from counters.core.failures import RetryPolicy
+
+_ENV = "env"
+
+
+class SettingsError(ValueError):
+    """The environment does not configure the function correctly."""
+
+
+def env(name: str, default: Any = dataclasses.MISSING) -> Any:
+    """A settings field read from the environment variable ``name`` (required without a default)."""
+    return dataclasses.field(default=default, metadata={_ENV: name})
+
+
+def _parse(name: str, raw: str, kind: Any) -> Any:
+    try:
+        if kind is bool:
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(raw)
+            return raw.lower() in ("1", "true", "yes")
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            return kind(raw)
+        if kind in (int, float, str):
+            return kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a valid {getattr(kind, '__name__', kind)}") from None
+    raise TypeError(f"no parser for settings of type {kind!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What every function reads: its table and its in-line retry budget."""
+
+    table_name: str = env("TABLE_NAME")
+    inline_retry_attempts: int = env("INLINE_RETRY_ATTEMPTS", 6)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The in-line retry budget (template parameter ``InlineRetryAttempts``)."""
+        return RetryPolicy(max_attempts=max(1, self.inline_retry_attempts))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """Every field from its variable; an empty variable counts as unset (SAM writes "")."""
+        environ = os.environ if environ is None else environ
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name = f.metadata.get(_ENV)
+            if name is None:
+                continue
+            raw = environ.get(name) or None
+            if raw is None:
+                if f.default is dataclasses.MISSING:
+                    raise SettingsError(f"{name} is not set")
+                continue
+            kind = hints[f.name]
+            optional = typing.get_args(kind)
+            if optional and type(None) in optional:
+                kind = next(a for a in optional if a is not type(None))
+            values[f.name] = _parse(name, raw, kind)
+        return cls(**values)

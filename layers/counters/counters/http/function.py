@@ -1,0 +1,70 @@
+"""An API Gateway (REST) function's preamble: :class:`~counters.core.function.Function` plus the resolver.
+
+::
+
+    function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
+    app = function.app                       # register routes on it
+
+    @app.get("/posts/<postId>")
+    def get_post(postId: IdPath) -> Response[Post]:
+        return json_response(200, function.service.get_post(postId))
+
+    lambda_handler = function.lambda_handler
+
+The resolver reads who the caller is with the function's :class:`ApiSettings` (``AUTH_MODE``,
+``ADMIN_GROUP``) and, given a ``deferrer``, defers contended requests to its retry queue
+(``RETRY_QUEUE_URL``); both are built from the settings on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from counters.core.function import Function
+from counters.core.settings import SettingsError
+from counters.deferral.queue import DeferralSettings, Deferrer
+from counters.http.auth import AuthSettings
+from counters.http.resolver import TallyResolver, build_app, early_response
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiSettings(AuthSettings, DeferralSettings):
+    """What every API function reads: identity (auth) and the retry queue (deferral)."""
+
+
+S = TypeVar("S", bound=ApiSettings)
+T = TypeVar("T")
+
+
+class ApiFunction(Function[S, T]):
+    """A function behind API Gateway: routes on :attr:`app`, entry point :attr:`lambda_handler`."""
+
+    def __init__(self, settings_type: type[S], build: Callable[[S], T], *, deferrer: Callable[[S], Deferrer | None] | None = None) -> None:
+        """``deferrer`` (e.g. ``Deferrer.from_settings``) turns contention into 202s through the retry queue."""
+        super().__init__(settings_type, build)
+        self._make_deferrer = deferrer
+        self._deferrer: tuple[ApiSettings, Deferrer | None] | None = None
+        self.app: TallyResolver = build_app(self.logger, auth=lambda: self.settings, deferrer=self.deferrer)
+        self.lambda_handler = self.handler(correlation_paths.API_GATEWAY_REST)(self.app.resolve)
+
+    def invoke(self, fn: Callable[..., Any], event: dict[str, Any], context: Any) -> Any:
+        """A misconfigured API function answers a bare 500 (logged), never a stack trace."""
+        try:
+            self.service  # noqa: B018
+        except SettingsError:
+            self.logger.exception("the function's settings are invalid")
+            return early_response(500, "internal_error", "internal error; the request may be retried")
+        return fn(event, context)
+
+    def deferrer(self) -> Deferrer | None:
+        """The retry queue's deferrer for the current settings (None: contention answers 503)."""
+        if self._make_deferrer is None:
+            return None
+        settings = self.settings
+        if self._deferrer is None or self._deferrer[0] is not settings:
+            self._deferrer = (settings, self._make_deferrer(settings))
+        return self._deferrer[1]
