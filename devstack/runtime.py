@@ -130,7 +130,7 @@ def _worker_main(fn: Function, conn: Any) -> None:
 
 def _inject_faults(function: str) -> Callable[[], None]:
     """Test hook: ``DEVSTACK_FAULTS`` = JSON {function: [[kind, {operations, rate, limit, services}], ...]}
-    attaches a FaultInjector to the layer's clients in this worker (never set outside tests):
+    attaches the test kit's FaultInjector (testkit.faults) to the layer's clients in this worker (never set outside tests):
     ``services`` lists ``dynamodb`` (the default) and/or ``sqs`` (``counters.deferral.queue.sqs_client()``).
     With ``DEVSTACK_FAULTS_REPORT`` (a folder), the returned callable writes what it counted."""
     spec = json.loads(os.environ.get("DEVSTACK_FAULTS") or "{}").get(function)
@@ -138,7 +138,7 @@ def _inject_faults(function: str) -> Callable[[], None]:
         return lambda: None
     from counters.core import client as dynamo
     from counters.deferral import queue as commands
-    from devstack.faults import FaultInjector
+    from testkit.faults import FaultInjector
 
     injectors: dict[str, FaultInjector] = {}
     for kind, options in spec:

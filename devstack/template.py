@@ -1,19 +1,18 @@
 """Read template.yaml the way the local stack needs it: functions, API routes, the table.
 
-CloudFormation short-form tags (``!Ref``, ``!Sub``, ``!GetAtt``...) are loaded as
-``{"Ref": ...}`` / ``{"Fn::Sub": ...}`` and resolved against parameter defaults and the
-local names of resources. Nothing here is a copy of the template: change the template and
-the local stack follows.
+The template is read by cfn-lint's CloudFormation YAML loader (the one `make lint` uses):
+short-form tags (``!Ref``, ``!Sub``, ``!GetAtt``...) become ``{"Ref": ...}`` / ``{"Fn::Sub": ...}``,
+resolved here against parameter defaults and the local names of resources. Nothing here is a
+copy of the template: change the template and the local stack follows.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -22,29 +21,14 @@ TEMPLATE = ROOT / "template.yaml"
 ENDPOINT_VARIABLES = frozenset({"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"})
 
 
-class _CfnLoader(yaml.SafeLoader):
-    pass
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-        if suffix == "GetAtt":
-            value = value.split(".", 1)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    return {name: value}
-
-
-_CfnLoader.add_multi_constructor("!", _tag)
-
-
 def load(path: Path = TEMPLATE) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
+    """The template as plain JSON data: cfn-lint's nodes carry source marks and cannot be pickled
+    into the Lambda workers (an unquoted YAML date becomes its string, as CloudFormation reads it).
+    cfn-lint is imported here, not at module level: it takes about a second to import, and every
+    spawned Lambda worker imports this module."""
+    from cfnlint.decode import cfn_yaml
+
+    return json.loads(json.dumps(cfn_yaml.load(str(path)), default=str))
 
 
 @dataclass
@@ -152,7 +136,7 @@ class Resolver:
         if not isinstance(spec, dict) or len(spec) != 1:
             raise ValueError(f"unsupported condition {spec!r}")
         ((key, arg),) = spec.items()
-        if key in ("Condition", "Fn::Condition"):  # the YAML loader's name for !Condition
+        if key == "Condition":
             return self.condition(arg)
         if key == "Fn::Equals":
             return str(self(arg[0])) == str(self(arg[1]))

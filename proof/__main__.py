@@ -35,9 +35,9 @@ for key, value in {
     os.environ.setdefault(key, value)
 
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
-from devstack.faults import FaultInjector  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
 from proof.checker import History, Report, table  # noqa: E402
+from testkit.faults import FaultInjector  # noqa: E402
 
 FAULT_RATES = {"after_commit": 0.04, "resend": 0.03, "conflict": 0.04, "throttle": 0.03, "unavailable": 0.02}
 CONFLICTING = {"TransactWriteItems", "TransactGetItems", "UpdateItem", "PutItem", "DeleteItem"}

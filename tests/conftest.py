@@ -35,9 +35,9 @@ os.environ.update(
 
 from devstack.api import LocalApi, match, proxy_event  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
-from devstack.faults import FaultInjector  # noqa: E402
 from devstack.runtime import LambdaContext  # noqa: E402
 from devstack.template import ROOT, read_stack  # noqa: E402
+from testkit.faults import FaultInjector  # noqa: E402
 
 EVENTS = ROOT / "events"
 

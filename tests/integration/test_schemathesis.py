@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
 
-from devstack.openapi import OUTPUT
+from testkit.openapi import OUTPUT
 
 schema = schemathesis.openapi.from_path(str(OUTPUT))
 

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from counters.core.failures import Failure, classify
-from devstack.faults import FaultInjector
+from testkit.faults import FaultInjector
 
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
 

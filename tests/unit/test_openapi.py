@@ -1,15 +1,15 @@
-"""docs/openapi.json is what the handlers generate (regenerate: python -m devstack.openapi)."""
+"""docs/openapi.json is what the handlers generate (regenerate: python -m testkit.openapi)."""
 
 from __future__ import annotations
 
 import json
 
-from devstack.openapi import OUTPUT, generate
 from devstack.template import read_stack
+from testkit.openapi import OUTPUT, generate
 
 
 def test_openapi_document_is_current() -> None:
-    assert json.loads(OUTPUT.read_text()) == generate(), "docs/openapi.json is stale: run `.venv/bin/python -m devstack.openapi`"
+    assert json.loads(OUTPUT.read_text()) == generate(), "docs/openapi.json is stale: run `.venv/bin/python -m testkit.openapi`"
 
 
 def test_every_template_route_is_documented() -> None:

@@ -1,6 +1,6 @@
 """One OpenAPI document for the whole API, merged from every function's Powertools resolver.
 
-``python -m devstack.openapi`` writes docs/openapi.json; a unit test fails when the file is
+``python -m testkit.openapi`` writes docs/openapi.json; a unit test fails when the file is
 not what the handlers generate (run this command after changing a route or a model).
 """
 
