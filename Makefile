@@ -73,10 +73,10 @@ events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-e
 ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys expire after the 10-minute retry window)
 	$(PY) scripts/gen_events.py --ledger-key-only
 
-invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (README; not in CI)
+invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (docs/deploy.md; not in CI)
 	$(PY) scripts/invoke_events.py
 
-proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each
+proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
 	$(PY) -m proof
 
 bench: setup ## benchmarks: prints a table and writes bench/results/latest.md

@@ -7,7 +7,7 @@ forced resends on every function's DynamoDB calls and throttles, unavailable, lo
 and resends on its SQS calls, and with the local pollers delivering queue messages twice or
 again while their first delivery still runs (visibility expired), and stream batches twice.
 
-The client behaves as the README tells clients to: it re-sends the same request with the same
+The client behaves as the docs tell clients to (docs/proof.md, docs/retries.md): it re-sends the same request with the same
 ``Idempotency-Key`` on a 5xx, a 429 or a connection error (atomic and occ resources: only on
 503 ``contention``, their 500 ``outcome_unknown`` is final), follows every 202's ``Location``
 until the operation is final, and sends every request a second time once answered (a client
@@ -175,7 +175,7 @@ class Deferred:
 
 
 class Client:
-    """An HTTP client as the README asks for: same request, same key, re-sent until answered."""
+    """An HTTP client as the docs ask for: same request, same key, re-sent until answered."""
 
     def __init__(self, url: str, pool: int = 64) -> None:
         self.url = url
@@ -374,7 +374,7 @@ def _twice(send: Callable[[], requests.Response | None]) -> list[requests.Respon
 # ----------------------------------------------------------------------------- scenarios
 def likes(env: Env) -> list[HttpReport]:
     """Posts created with an Idempotency-Key; likes by distinct users, then unlikes of a subset
-    (each phase resolved before the next: the README's known limit orders them)."""
+    (each phase resolved before the next: docs/retries.md's known limit orders them)."""
     report = HttpReport("likes: posts with Idempotency-Key, like, unlike")
     started = time.monotonic()
     rng = random.Random(env.seed)

@@ -3,7 +3,7 @@
 Starts DynamoDB Local and the SQS emulator on free ports, creates the template's table and
 queues, builds the functions, and invokes each event in `SEQUENCE` with `--env-vars` pointing
 the functions at them (the template declares AWS_ENDPOINT_URL_DYNAMODB/_SQS for this), then
-checks each answer. Needs Docker and the image SAM uses for python3.12 (README "sam local
+checks each answer. Needs Docker and the image SAM uses for python3.12 (docs/deploy.md "sam local
 invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. The ledger append is
 invoked from a copy carrying a key minted just before (the committed file is not touched).
 

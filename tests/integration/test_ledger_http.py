@@ -1,4 +1,4 @@
-"""The ledger routes over real HTTP (devstack): headers, status codes, the README's curl flow."""
+"""The ledger routes over real HTTP (devstack): headers, status codes, the curl flow of docs/ledgers.md."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ and a sharded variant of the shardable ones. Exact approaches must end with
 reserved == the sum of distinct confirmed requests; atomic/occ must hold their documented
 one-sided bound. Nothing may ever breach the capacity.
 
-Each case prints a ``MEASURE`` line (run with ``-s``): the README's table comes from it.
+Each case prints a ``MEASURE`` line (run with ``-s``): the table in docs/reservations.md comes from it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's curl flow for reservations, over real HTTP through the local stack."""
+"""The curl flow of docs/reservations.md, over real HTTP through the local stack."""
 
 from __future__ import annotations
 
