@@ -5,20 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from counters.core.failures import RetryPolicy
-from counters.primitives.approaches.ledger import parse_key
+from counters.primitives.approaches.ledger import Ledger, parse_key
+from counters.services.ledgers import Ledgers
 from tests.conftest import invoke, load_event
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 
 
 def test_ledger_events_run_in_order(load_function: Any, table: str, layer_client: Any) -> None:
-    api = load_function("LedgerFunction", table)
-    compaction = load_function("LedgerCompactionFunction", table)
     append = load_event("ledger/append.json")
     key_time = parse_key(append["headers"]["Idempotency-Key"]).at_ms / 1000
     now = {"t": key_time + 1}  # the events were minted at a fixed time: pin the clock to it
-    for module in (api, compaction):
-        module.ledger.retry, module.ledger.clock = FAST, lambda: now["t"]
+    api = load_function("LedgerFunction", table, build=lambda s: Ledgers(s.table_name, retry=FAST, clock=lambda: now["t"]))
+    compaction = load_function("LedgerCompactionFunction", table, build=lambda s: Ledger(s.table_name, retry=FAST, clock=lambda: now["t"]))
 
     status, created = invoke(api, append)
     assert status == 201 and created["entryId"].endswith(append["headers"]["Idempotency-Key"])
@@ -26,7 +25,8 @@ def test_ledger_events_run_in_order(load_function: Any, table: str, layer_client
     status, body = invoke(api, load_event("ledger/get.json"))
     assert (status, body["balance"], body["pendingEntries"], body["checkpoint"]) == (200, 5, 1, None)
 
-    now["t"] += api.ledger.retry_window + api.ledger.margin + api.ledger.marker_bucket_ms / 1000 + 1
+    ledger = api.function.service
+    now["t"] += ledger.retry_window + ledger.margin + ledger.marker_bucket_ms / 1000 + 1
     summary = invoke_schedule(compaction)
     assert summary["ledgers"] == 1 and summary["merged"] == 1 and summary["markersCleared"] == 1
     status, body = invoke(compaction, load_event("ledger/compact.json"))

@@ -12,7 +12,9 @@ import pytest
 import requests
 
 from counters.core.failures import RetryPolicy
+from counters.services.ledgers import Ledgers
 from counters.services.likes import Likes
+from counters.services.reservations import Reservations
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
@@ -112,8 +114,9 @@ def test_poison_messages_go_to_the_dlq_at_once(apps: Any, queues: Queues) -> Non
 
 
 def test_unacknowledged_when_the_queue_is_unreachable(load_function: Any, table: str, faults: Any, ddb: Any, sqs_endpoint: str) -> None:
-    likes = load_function("LikesFunction", table, {"RetryQueue": f"{sqs_endpoint}/123456789012/no-such-queue"})
-    likes.likes.refcount.retry = FAST
+    likes = load_function(
+        "LikesFunction", table, {"RetryQueue": f"{sqs_endpoint}/123456789012/no-such-queue"}, build=lambda s: Likes(s.table_name, retry=FAST)
+    )
     invoke(likes, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))
     faults.add("conflict", operations={"TransactWriteItems"})
     status, body = invoke(likes, api_event("PUT", "/posts/p1/likes/u1"))
@@ -368,10 +371,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
 def test_only_exact_strategies_are_deferred(
     strategy: str, deferred: bool, load_function: Any, table: str, queues: Queues, faults: Any, ddb: Any
 ) -> None:
-    app = load_function("ReservationsFunction", table, queues.urls)
-    app.reservations.retry = FAST
-    for approach in app.reservations._approaches.values():
-        approach.retry = FAST
+    app = load_function("ReservationsFunction", table, queues.urls, build=lambda s: Reservations(s.table_name, retry=FAST))
     assert invoke(app, api_event("POST", "/resources", {"resourceId": "r", "capacity": 10, "strategy": strategy}))[0] == 201
     faults.add("throttle", operations={"TransactWriteItems", "UpdateItem"})
     status, body = invoke(app, api_event("POST", "/resources/r/reservations", {"quantity": 1}, headers={"Idempotency-Key": "k1"}))
@@ -387,8 +387,7 @@ def test_only_exact_strategies_are_deferred(
 def test_ledger_append_under_contention_is_deferred_and_replayed_once(load_function: Any, table: str, queues: Queues, faults: Any) -> None:
     from counters.primitives.approaches.ledger import new_key
 
-    ledger_app = load_function("LedgerFunction", table, queues.urls)
-    ledger_app.ledger.retry = FAST
+    ledger_app = load_function("LedgerFunction", table, queues.urls, build=lambda s: Ledgers(s.table_name, retry=FAST))
     worker = load_function("RetryWorkerFunction", table, queues.urls)
     operations = load_function("OperationsFunction", table, queues.urls)
     key = new_key()
