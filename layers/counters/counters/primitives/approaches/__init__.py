@@ -122,13 +122,20 @@ class Approach:
         bounded: bool = True,
         record: dict[str, Any] | None = None,
     ) -> Result:
-        """Add ``delta`` to the counter item at ``key``. ``record`` is for ``marker`` only."""
+        """Add ``delta`` to the counter item at ``key``.
+
+        ``token`` is the request's token (how approaches that remember tokens see a duplicate);
+        ``record`` the reservation record's fields: an approach that can write them in the same
+        transaction as the take does (``writes_record``: marker; crt's split), the others leave
+        the record to the caller."""
         raise NotImplementedError
 
     def apply_split(
         self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
     ) -> Result:
-        """Apply several positive deltas to several counter items in ONE transaction."""
+        """Apply several positive deltas to several counter items in ONE transaction. ``round_``
+        is the planner's round (:func:`counters.primitives.sharding.take`): a new plan is a new
+        request, so an approach keyed by request tokens (crt) derives a fresh one per round."""
         raise NotImplementedError(f"{self.name} does not support write sharding")
 
     def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
