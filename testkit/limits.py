@@ -51,8 +51,9 @@ TransactionConflict (the rules of the developer guide's "Transaction conflict ha
 
     DynamoDB Local serialises transactions, so "ongoing" is the model's own: a TransactWriteItems
     holds its items from the moment it is sent until its answer arrives **and** at least
-    ``transaction_ms x scale`` ms after it was sent (a single-item write holds its item only
-    while it is under way). The hold is scaled like the rates (see "Scale"). Conflicts are
+    ``transaction_ms x scale`` ms after it was sent (``hold_during_call=False``: only the
+    modelled duration, whatever DynamoDB Local's latency; a single-item write holds its item
+    only while it is under way). The hold is scaled like the rates (see "Scale"). Conflicts are
     checked after capacity, and a conflicting call is charged (the model's assumption: the
     request was admitted and reached the item; AWS does not document what a conflict costs).
 
@@ -208,7 +209,9 @@ class LimitModel:
 
     ``scale`` divides the service's per-partition rates; ``burst_seconds`` is how many seconds
     of rate a partition may bank; ``transaction_ms`` is the service's transaction duration
-    (held x ``scale``); ``keys`` maps a table to its (partition, sort) key attribute names
+    (held x ``scale``), and also for as long as the real call is under way unless
+    ``hold_during_call`` is False; ``conflicts_consume`` charges a call cancelled for a conflict
+    (the default; unverified, see the module doc); ``keys`` maps a table to its (partition, sort) key attribute names
     (default ``("PK", "SK")`` for every table); ``clock`` is injectable for tests.
     """
 
@@ -219,6 +222,8 @@ class LimitModel:
         scale: float = 20.0,
         burst_seconds: float = 1.0,
         transaction_ms: float = 5.0,
+        hold_during_call: bool = True,
+        conflicts_consume: bool = True,
         keys: dict[str, tuple[str, str | None]] | None = None,
         default_keys: tuple[str, str | None] = ("PK", "SK"),
         assumed_item_bytes: int = 256,
@@ -230,6 +235,8 @@ class LimitModel:
         self.rcu_rate = RCU_PER_PARTITION / scale
         self.burst_seconds = burst_seconds
         self.hold_seconds = transaction_ms * scale / 1000.0
+        self.hold_during_call = hold_during_call
+        self.conflicts_consume = conflicts_consume
         self.keys = dict(keys or {})
         self.default_keys = default_keys
         self.assumed_item_bytes = assumed_item_bytes
@@ -377,6 +384,11 @@ class LimitModel:
             (self._wcu if write else self._rcu)[partition] += units
         return []
 
+    def _refund(self, charges: list[_Charge]) -> None:
+        for c in charges:
+            (self._write_buckets if c.write else self._read_buckets)[c.partition].tokens += c.units
+            (self._wcu if c.write else self._rcu)[c.partition] -= c.units
+
     def _debit(self, partition: Partition, units: float, now: float) -> None:
         """Charge what a read turned out to read (may go below zero)."""
         if units <= 0:
@@ -459,12 +471,15 @@ class LimitModel:
                 conflicting = [0] if self._held(keys[0], now, id(call)) else []
             if conflicting:
                 self.conflicts[operation] += 1
+                if not self.conflicts_consume:
+                    self._refund(charges)
                 if operation in SINGLE_WRITES:
                     return _error(400, "TransactionConflictException", CONFLICT_MESSAGE)
                 return self._cancelled(len(targets), {i: ("TransactionConflict", CONFLICT_MESSAGE) for i in conflicting})
             if operation == "TransactWriteItems":
+                until = None if self.hold_during_call else now + self.hold_seconds
                 for k in keys:
-                    self._tx_holds[k] = _Hold(id(call), None)
+                    self._tx_holds[k] = _Hold(id(call), until)
                 call.tx_keys = keys
             elif operation in SINGLE_WRITES or operation == "BatchWriteItem":
                 for k in keys:

@@ -222,3 +222,15 @@ def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint
     # the winner's 2 items x 2 WCU, and the loser's: a conflicting call was admitted and charged
     assert limits.consumed()[limits.partition(table, {"S": "POST#hot"})]["wcu"] == 8
     assert likes.audit("hot").stored == 1
+
+
+def test_without_a_hold_nothing_conflicts_and_a_refused_conflict_can_be_free(ddb: Any, clock: Clock) -> None:
+    capacity_only = model(ddb, clock, transaction_ms=0, hold_during_call=False)
+    ddb.transact_write_items(TransactItems=like("post", "LIKE#u1"))
+    ddb.transact_write_items(TransactItems=like("post", "LIKE#u2"))
+    assert capacity_only.conflicts == {}
+    capacity_only.detach()
+    free = model(ddb, clock, conflicts_consume=False)
+    ddb.transact_write_items(TransactItems=like("post", "LIKE#u3"))
+    assert failure(lambda: ddb.transact_write_items(TransactItems=like("post", "LIKE#u4")))[0].kind is Failure.CONFLICT
+    assert free.total("wcu") == 4  # only the one that committed
