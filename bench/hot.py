@@ -108,7 +108,9 @@ def _drive(op: Callable[[int], Any], clients: int, seconds: float, warm: float) 
 def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | None, clients: int, seconds: float, warm: float) -> Row:
     from counters.core import client as dynamo
     from counters.core.engine import run
+    from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
+    from counters.core.outcome import Outcome
     from counters.services.likes import Likes
 
     table = f"hot-{uuid.uuid4().hex[:8]}"
@@ -132,7 +134,10 @@ def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | Non
 
             def op(i: int) -> Any:
                 item = {"PK": {"S": "HOT#put"}, "SK": {"S": f"E#{i:09d}"}, "n": {"N": "1"}}
-                return run(layer.put_item, {"TableName": table, "Item": item}, policy=policy, write=True)
+                report = run(layer.put_item, {"TableName": table, "Item": item}, policy=policy, write=True)
+                if report.outcome is not Outcome.APPLIED:  # the budget ran out: what Likes raises too
+                    raise ContentionError(f"put {i} gave up after {report.attempts} attempts")
+                return report
 
             cost = 1.0
         rate, results, gave_up = _drive(op, clients, seconds, warm)
