@@ -6,7 +6,6 @@ concurrency test runs two real threads against DynamoDB Local (the session fixtu
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,8 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from counters.core.failures import Failure, RetryPolicy, classify
-from counters.core.outcome import Outcome
+from counters.core.failures import Failure, classify
 from testkit.limits import LimitModel, item_size
 
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
@@ -192,38 +190,6 @@ def test_a_transactional_read_conflicts_with_an_ongoing_write(ddb: Any, clock: C
 
 
 # --------------------------------------------------------------------------- DynamoDB Local
-def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint: str, table: str, layer_client: Any) -> None:
-    """Two likes of one post sent at once through the layer (no retry): one commits, the other
-    is cancelled with TransactionConflict; the tally counts one."""
-    from counters.services.likes import Likes
-
-    likes = Likes(table, retry=RetryPolicy(max_attempts=1))
-    likes.create_post(author_id="a", body="b", post_id="hot")
-    limits = LimitModel(layer_client, scale=1, transaction_ms=300)  # a 300 ms transaction: the two overlap
-    barrier = threading.Barrier(2)
-    results: dict[str, Any] = {}
-
-    def one(user: str) -> None:
-        barrier.wait()
-        try:
-            results[user] = likes.like("hot", user).result.outcome
-        except Exception as exc:  # ContentionError: the budget (1 attempt) ran out
-            results[user] = type(exc).__name__
-
-    threads = [threading.Thread(target=one, args=(u,)) for u in ("u1", "u2")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    limits.detach()
-    assert sorted(map(str, results.values())) == sorted([str(Outcome.APPLIED), "ContentionError"])
-    assert limits.conflicts == {"TransactWriteItems": 1}
-    assert limits.throttles == {}
-    # the winner's 2 items x 2 WCU, and the loser's: a conflicting call was admitted and charged
-    assert limits.consumed()[limits.partition(table, {"S": "POST#hot"})]["wcu"] == 8
-    assert likes.audit("hot").stored == 1
-
-
 def test_without_a_hold_nothing_conflicts_and_a_refused_conflict_can_be_free(ddb: Any, clock: Clock) -> None:
     capacity_only = model(ddb, clock, transaction_ms=0, hold_during_call=False)
     ddb.transact_write_items(TransactItems=like("post", "LIKE#u1"))

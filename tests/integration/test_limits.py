@@ -1,0 +1,42 @@
+"""The limit model (testkit/limits.py) on DynamoDB Local: two transactions on one item at once."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Outcome
+from testkit.limits import LimitModel
+
+
+def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint: str, table: str, layer_client: Any) -> None:
+    """Two likes of one post sent at once through the layer (no retry): one commits, the other
+    is cancelled with TransactionConflict; the tally counts one."""
+    from counters.services.likes import Likes
+
+    likes = Likes(table, retry=RetryPolicy(max_attempts=1))
+    likes.create_post(author_id="a", body="b", post_id="hot")
+    limits = LimitModel(layer_client, scale=1, transaction_ms=300)  # a 300 ms transaction: the two overlap
+    barrier = threading.Barrier(2)
+    results: dict[str, Any] = {}
+
+    def one(user: str) -> None:
+        barrier.wait()
+        try:
+            results[user] = likes.like("hot", user).result.outcome
+        except Exception as exc:  # ContentionError: the budget (1 attempt) ran out
+            results[user] = type(exc).__name__
+
+    threads = [threading.Thread(target=one, args=(u,)) for u in ("u1", "u2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    limits.detach()
+    assert sorted(map(str, results.values())) == sorted([str(Outcome.APPLIED), "ContentionError"])
+    assert limits.conflicts == {"TransactWriteItems": 1}
+    assert limits.throttles == {}
+    # the winner's 2 items x 2 WCU, and the loser's: a conflicting call was admitted and charged
+    assert limits.consumed()[limits.partition(table, {"S": "POST#hot"})]["wcu"] == 8
+    assert likes.audit("hot").stored == 1
