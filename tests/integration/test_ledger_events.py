@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from counters.core.failures import RetryPolicy
@@ -45,6 +46,7 @@ def invoke_schedule(module: Any) -> dict[str, Any]:
 
 def test_schedule_outside_the_compaction_region_does_nothing(load_function: Any, table: str, layer_client: Any) -> None:
     compaction = load_function("LedgerCompactionFunction", table)
-    assert compaction.COMPACTION_REGION == "us-east-1"  # "" in the template = the stack's region
-    compaction.ledger.compaction_region = "eu-west-1"
+    assert compaction.function.settings.compaction_region == "us-east-1"  # "" in the template = the stack's region
+    elsewhere = replace(compaction.function.settings, compaction_region="eu-west-1")
+    compaction.function.configure(elsewhere)
     assert invoke_schedule(compaction)["skipped"] == "wrong_region"

@@ -14,6 +14,7 @@ import requests
 from counters.core.failures import RetryPolicy
 from counters.services.ledgers import Ledgers
 from counters.services.likes import Likes
+from counters.services.orders import Orders
 from counters.services.reservations import Reservations
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
@@ -404,8 +405,7 @@ def test_ledger_append_under_contention_is_deferred_and_replayed_once(load_funct
 
 
 def test_order_under_contention_is_deferred_and_placed_once(load_function: Any, table: str, queues: Queues, faults: Any) -> None:
-    orders_app = load_function("OrdersFunction", table, queues.urls)
-    orders_app.orders.sequence.retry = FAST
+    orders_app = load_function("OrdersFunction", table, queues.urls, build=lambda s: Orders(s.table_name, retry=FAST))
     worker = load_function("RetryWorkerFunction", table, queues.urls)
     operations = load_function("OperationsFunction", table, queues.urls)
     order = {"customerId": "c1", "items": [{"sku": "s1", "quantity": 2}]}
