@@ -48,6 +48,19 @@ def test_a_module_imported_for_a_constant_grants_nothing(tmp_path: Path) -> None
     assert found.actions() == set()
 
 
+def test_a_botocore_session_client_is_a_client(tmp_path: Path) -> None:
+    """The layer builds its clients with botocore (``get_session().create_client("sqs")``)."""
+    found = _derive(
+        tmp_path,
+        {
+            "app.py": "import botocore.session\n\n_q = None\n\ndef queue():\n    global _q\n"
+            "    _q = _q or botocore.session.get_session().create_client('sqs')\n    return _q\n\n"
+            "def handler(event, context):\n    queue().send_message(QueueUrl='q', MessageBody='m')\n",
+        },
+    )
+    assert found.actions() == {"sqs:SendMessage"}
+
+
 def test_dict_update_and_get_are_not_table_calls(tmp_path: Path) -> None:
     found = _derive(
         tmp_path,

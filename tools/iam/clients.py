@@ -1,6 +1,7 @@
 """Which expressions are boto3 clients, found by analysis (no helper, module or attribute name is known in advance).
 
-A client is ``<x>.client("<service>")`` (boto3 or a Session), or flows from one: a function or
+A client is ``<x>.client("<service>")`` (boto3 or a Session) or ``<x>.create_client("<service>")``
+(a botocore session), or flows from one: a function or
 method returning a client, a property returning one, a global or a variable assigned one
 (``ddb = dynamodb or client()``), a parameter a call site passes one to. The sources are
 resolved together to a fixed point, so a factory calling a factory is found too.
@@ -53,7 +54,7 @@ class Clients:
     def service(self, scope: Scope, expr: ast.expr | None) -> str | None:
         """The AWS service of the boto3 client ``expr`` evaluates to in ``scope``, if it is one."""
         match expr:
-            case ast.Call(func=ast.Attribute(attr="client"), args=[ast.Constant(value=str() as service), *_]):
+            case ast.Call(func=ast.Attribute(attr="client" | "create_client"), args=[ast.Constant(value=str() as service), *_]):
                 return service if service in known_services() else None
             case ast.Call(func=func):
                 ref = scope.resolve_expr(func)

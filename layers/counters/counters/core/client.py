@@ -50,7 +50,8 @@ def client() -> Any:
             if _client is None:
                 from counters.core.engine import guard
 
-                _client = new_client("dynamodb")
+                # a fresh botocore session: endpoint, region and credentials from the environment
+                _client = botocore.session.get_session().create_client("dynamodb", config=CLIENT_CONFIG)
                 guard(_client.meta.events, "dynamodb")
     return _client
 
@@ -60,12 +61,6 @@ def reset_client() -> None:
     global _client
     with _client_lock:
         _client = None
-
-
-def new_client(service: str) -> Any:
-    """A low-level client with the layer's config, from a fresh botocore session (endpoint,
-    region and credentials from the standard environment)."""
-    return botocore.session.get_session().create_client(service, config=CLIENT_CONFIG)
 
 
 # DynamoDB numbers: 38 digits of precision, exponents -130..125; anything inexact is an error.

@@ -36,7 +36,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import new_client
+import botocore.session
+
+from counters.core.client import CLIENT_CONFIG
 from counters.core.commands import Command, PoisonMessage, Replayable
 from counters.core.engine import guard, run
 from counters.core.errors import ContentionError
@@ -58,7 +60,7 @@ def sqs_client() -> Any:
     if _sqs is None:
         with _sqs_lock:
             if _sqs is None:
-                _sqs = new_client("sqs")  # SDK retries off: the engine retries
+                _sqs = botocore.session.get_session().create_client("sqs", config=CLIENT_CONFIG)  # SDK retries off: the engine retries
                 guard(_sqs.meta.events, "sqs")
     return _sqs
 
