@@ -126,7 +126,7 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]
     report = history.check(
         "likes (refcount, transaction + key guard)", audit.stored, documented="exact", faults=sum(injector.injected.values())
     )
-    report.duplicates = max(0, audit.drift)  # a tally above its LIKE# items counted something twice
+    report.duplicates = max(0, audit.drift)  # a tally above its likes (LIKE# items, tombstones aside) counted something twice
     report.under += max(0, -audit.drift)
     ddb.delete_table(TableName=name)
     return [report]

@@ -23,7 +23,7 @@ checked:
 * **stranded**: a resource's ``reserved`` minus the sum of its CONFIRMED records' quantities
   (0 for exact strategies; atomic/occ within [0, quantities of their UNKNOWN/PENDING records]);
 * **duplicates**: two posts for one key, two orders for one key, a like counted twice
-  (``likeTally`` against the ``LIKE#`` items), an entry or a reservation applied twice;
+  (``likeTally`` against the ``LIKE#`` items that are likes, not tombstones), an entry or a reservation applied twice;
 * **lost**: an acknowledged change that is not stored (or stored with another value).
 """
 
@@ -415,7 +415,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
         env.drained()
-        likes_now = {(i["PK"][5:], i["userId"]): i for i in env.scan() if i["SK"].startswith("LIKE#")}
+        likes_now = {(i["PK"][5:], i["userId"]): i for i in env.scan() if is_like(i)}
         for _, post, user, d in phase:
             item = likes_now.get((post, user))
             status = (d.final or {}).get("status")
@@ -443,7 +443,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     items = env.scan()
     expected = set(pairs) - set(undone)
-    stored_likes = {(i["PK"][5:], i["userId"]) for i in items if i["SK"].startswith("LIKE#")}
+    stored_likes = {(i["PK"][5:], i["userId"]) for i in items if is_like(i)}
     report.lost += len(expected - stored_likes)
     report.duplicates += len(stored_likes - expected)  # an unlike that did not hold, or a like from nowhere
     stored_posts = [i for i in items if i["SK"] == "META" and i["PK"].startswith("POST#")]
@@ -452,9 +452,14 @@ def likes(env: Env) -> list[HttpReport]:
         counted = sum(1 for p, _ in stored_likes if p == post["postId"])
         if int(post["likeTally"]) != counted:
             report.duplicates += abs(int(post["likeTally"]) - counted)
-            report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} LIKE# items")
+            report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} likes stored")
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     return [report]
+
+
+def is_like(item: dict[str, Any]) -> bool:
+    """A ``LIKE#`` item that is a like: not a tombstone (``liked`` false, kept after an unlike)."""
+    return item["SK"].startswith("LIKE#") and item.get("liked", True) is not False
 
 
 # (label, strategy, shards, documented)

@@ -137,7 +137,7 @@ SQS_EVENTS: list[tuple[str, list[tuple[str, dict]]]] = [
                 "6f1c1e52-3f0e-4b7e-9a51-4d2f0c6f1a01",
                 {
                     "op": "like",
-                    "payload": {"postId": "p1", "userId": "u2"},
+                    "payload": {"postId": "p1", "userId": "u2", "at": 1795370000000},  # when the API received it (ms)
                     "token": "b5f1",
                     "operation_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
                     "created_at": 1795370000,

@@ -222,6 +222,26 @@ def item_count(ddb: Any, table: str, pk: str | None = None, prefix: str | None =
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def likes_count(ddb: Any, table: str, post_id: str) -> int:
+    """How many users like ``post_id``: its ``LIKE#`` items that are likes, not tombstones
+    (``liked = false``, kept after an unlike to order later replays)."""
+    total = 0
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "Select": "COUNT",
+        "ConsistentRead": True,
+        "KeyConditionExpression": "PK = :pk AND begins_with(SK, :p)",
+        "FilterExpression": "attribute_not_exists(liked) OR liked = :t",
+        "ExpressionAttributeValues": {":pk": {"S": f"POST#{post_id}"}, ":p": {"S": "LIKE#"}, ":t": {"BOOL": True}},
+    }
+    while True:
+        page = ddb.query(**kwargs)
+        total += page["Count"]
+        if "LastEvaluatedKey" not in page:
+            return total
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(Path(item.fspath)):

@@ -85,17 +85,17 @@ def get_post(postId: IdPath) -> Response[Post]:
 @app.put("/posts/<postId>/likes/<userId>")
 def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "like")
-    change = function.service.like(postId, userId)
+    change = function.service.like(postId, userId, at=app.request_time)
     record(metrics, "Like", change.result)
-    return json_response(200, {"postId": postId, "userId": userId, "liked": True, "changed": change.changed})
+    return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
 
 
 @app.delete("/posts/<postId>/likes/<userId>")
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "unlike")
-    change = function.service.unlike(postId, userId)
+    change = function.service.unlike(postId, userId, at=app.request_time)
     record(metrics, "Unlike", change.result)
-    return json_response(200, {"postId": postId, "userId": userId, "liked": False, "changed": change.changed})
+    return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
 
 
 @app.get("/posts/<postId>/likes")

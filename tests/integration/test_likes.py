@@ -12,7 +12,7 @@ import pytest
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.services.likes import Likes
-from tests.conftest import api_event, invoke, item_count
+from tests.conftest import api_event, invoke, item_count, likes_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 
@@ -33,7 +33,8 @@ def tally(ddb: Any, table: str, post_id: str = "p1") -> int:
 
 
 def likes_stored(ddb: Any, table: str, post_id: str = "p1") -> int:
-    return item_count(ddb, table, f"POST#{post_id}", "LIKE#USER#")
+    """The post's likes (tombstones are LIKE# items too, but not likes)."""
+    return likes_count(ddb, table, post_id)
 
 
 # ---------------------------------------------------------------------------- behaviour

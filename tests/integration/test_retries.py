@@ -19,7 +19,7 @@ from counters.services.reservations import Reservations
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
-from tests.conftest import Queues, api_event, invoke, item_count
+from tests.conftest import Queues, api_event, invoke, item_count, likes_count
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
@@ -77,7 +77,7 @@ def test_contention_is_deferred_with_202_and_replayed_exactly_once(apps: Any, fa
     drain(queues, worker, deliveries=2)  # every message delivered twice
     status, record = invoke(operations, api_event("GET", f"/operations/{operation_id}"))
     assert status == 200 and record["status"] == "APPLIED" and record["result"]["changed"] is True
-    assert tally(ddb, table, "p1") == 1 and item_count(ddb, table, "POST#p1", "LIKE#") == 1
+    assert tally(ddb, table, "p1") == 1 and likes_count(ddb, table, "p1") == 1
     assert queues.depth("RetryDLQ") == 0
 
 
@@ -243,7 +243,7 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
         assert env.drained()
         for post in posts:
             expected = sum(1 for p, _ in likers if p == post)
-            assert tally(ddb, table, post) == item_count(ddb, table, f"POST#{post}", "LIKE#") == expected
+            assert tally(ddb, table, post) == likes_count(ddb, table, post) == expected
         for post, user in likers:
             assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": f"LIKE#USER#{user}"}})
         assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(50)) == 0  # 4xx left no trace

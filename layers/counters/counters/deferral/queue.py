@@ -14,8 +14,9 @@ wrote it (``requestId``) on whatever the request creates (a like, a reservation 
 ledger entry, an order's key record) or marks (a release). So when the worker's replay finds
 the change already made, it can tell "this request made it" (an in-line attempt whose answer
 was lost, or an earlier delivery whose outcome was never recorded) -> ``APPLIED``, from "another
-request made it" -> ``DUPLICATE``. An unlike deletes what could carry the id: its replay
-records its outcome in the same transaction as the change instead.
+request made it" -> ``DUPLICATE`` (an unlike keeps the like item as a tombstone carrying the id).
+A like/unlike also carries the time the API received it: a replay overtaken by a newer request
+of the same user on the same post is ``REJECTED`` as stale.
 
 Each service registers its replayable operations (:class:`Replayable`: a payload dataclass that
 validates itself, and an executor); the retry worker builds its registry from them. The

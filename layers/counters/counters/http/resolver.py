@@ -12,6 +12,7 @@ import binascii
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -86,10 +87,13 @@ class TallyResolver(APIGatewayRestResolver):
     and knowing who calls (:attr:`caller`, from the authorizer's verified claims)."""
 
     caller: Caller = Caller()
+    request_time: int = 0
+    """When API Gateway received the request (ms): :func:`request_time` of the current event."""
     auth: Callable[[], AuthSettings] = AuthSettings.from_env
     """Where identity comes from, read when a request arrives (the function's settings)."""
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.request_time = request_time(event)
         try:
             auth = self.auth()
             self.caller = caller_from_event(event, mode=auth.auth_mode, admin_group=auth.admin_group)
@@ -125,6 +129,21 @@ class TallyResolver(APIGatewayRestResolver):
             if problem:
                 return early_response(400, "invalid_json", problem)
         return super().resolve(event, context)
+
+
+MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
+
+
+def request_time(event: dict[str, Any], now: int | None = None) -> int:
+    """When the API received the request, in ms: API Gateway's ``requestContext.requestTimeEpoch``,
+    or the function's clock at the start of the request when the event has none, or one further
+    than :data:`MAX_CLOCK_SKEW_MS` from it (a stored sample event, not a live request: API
+    Gateway invokes the function within its integration timeout)."""
+    now = time.time_ns() // 1_000_000 if now is None else now
+    epoch = (event.get("requestContext") or {}).get("requestTimeEpoch")
+    if type(epoch) is int and abs(epoch - now) <= MAX_CLOCK_SKEW_MS:
+        return epoch
+    return now
 
 
 def _unsafe_json(text: str) -> str | None:

@@ -154,8 +154,14 @@ class RefCount:
         response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(parent), ConsistentRead=True)
         return from_item(response.get("Item")), capacity
 
-    def audit(self, parent: dict[str, Any], child_prefix: str) -> Audit | None:
+    def audit(
+        self, parent: dict[str, Any], child_prefix: str, *, where: tuple[str, dict[str, str], dict[str, Any]] | None = None
+    ) -> Audit | None:
         """Compare the stored tally with a COUNT of children (paginated Query, Select=COUNT).
+
+        ``where``: (FilterExpression, names, values) for children that are stored but do not
+        count (e.g. :meth:`counters.primitives.toggle.Toggle.counted`: tombstones); the count is
+        of the items that pass it.
 
         Reads the tally first, then counts; concurrent links/unlinks between the two make the
         drift transient, so a non-zero drift is worth a second look, not a repair.
@@ -174,6 +180,11 @@ class RefCount:
             "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL",
         }
+        if where is not None:
+            expression, names, values = where
+            kwargs["FilterExpression"] = expression
+            kwargs["ExpressionAttributeNames"] = {**kwargs["ExpressionAttributeNames"], **names}
+            kwargs["ExpressionAttributeValues"] = {**kwargs["ExpressionAttributeValues"], **values}
         while True:
             page = read(self.dynamodb.query, self.retry, capacity, **kwargs)
             counted += page["Count"]

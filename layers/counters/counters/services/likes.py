@@ -3,7 +3,10 @@
 | item | PK | SK |
 |---|---|---|
 | post | ``POST#<postId>`` | ``META`` (``likeTally`` is the reference count) |
-| like | ``POST#<postId>`` | ``LIKE#USER#<userId>`` |
+| like | ``POST#<postId>`` | ``LIKE#USER#<userId>`` (``liked``; kept as a tombstone after an unlike) |
+
+Like and unlike are a :class:`~counters.primitives.toggle.Toggle`: the latest request of a user on
+a post wins, whenever its replay runs.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from counters.core.client import client, from_item, to_item
-from counters.core.commands import Command, Replayable, Verdict, new_request_id, outcome_update, require
+from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.engine import read, run
 from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, IntegrityError, InvalidRequest, NotFound
 from counters.core.failures import RetryPolicy
@@ -25,10 +28,13 @@ from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings
 from counters.primitives.refcount import Audit, RefCount
+from counters.primitives.toggle import Stamp, Toggle, now_ms
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 TALLY = "likeTally"
 LIKE_PREFIX = "LIKE#USER#"
+LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
+LIKERS_ROUNDS = 4  # queries per likers page at most, when tombstones make pages short
 
 
 def post_key(post_id: str) -> dict[str, str]:
@@ -67,6 +73,7 @@ class Likes:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
+        self.toggle = Toggle(table_name, tally_attribute=TALLY, state_attribute=LIKED, dynamodb=dynamodb, retry=retry)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
@@ -126,19 +133,26 @@ class Likes:
             raise NotFound(f"post {post_id!r} not found")
         return public_post(item)
 
-    def like(self, post_id: str, user_id: str, *, request_id: str | None = None) -> LikeChange:
-        """Like once. The like item carries the request's id, so a re-drive of this request
-        that finds it knows the like is its own (``changed``) rather than an earlier one's."""
-        request_id = request_id or new_request_id()
-        child = {**like_key(post_id, user_id), "userId": user_id, "likedAt": int(time.time()), "requestId": request_id}
-        result = self.refcount.link(post_key(post_id), child)
-        if result.reason == "already_exists" and (result.value or {}).get("requestId") == request_id:
-            result.outcome, result.reason = Outcome.DUPLICATE, "own_request"  # ours: an attempt whose answer was lost
-        return self._change(result, Command("like", {"postId": post_id, "userId": user_id}, request_id))
+    def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
+        """Like, unless a newer request of this user on this post already decided (the latest wins).
 
-    def unlike(self, post_id: str, user_id: str, *, request_id: str | None = None, also: list[dict[str, Any]] = ()) -> LikeChange:  # type: ignore[assignment]
-        result = self.refcount.unlink(post_key(post_id), like_key(post_id, user_id), also=also)
-        return self._change(result, Command("unlike", {"postId": post_id, "userId": user_id}, request_id or new_request_id()))
+        ``at``: when the API received the request (ms; default now), kept by a deferred replay.
+        The like item carries the request's id, so a re-drive of this request that finds it
+        knows the like is its own (``changed``) rather than an earlier one's."""
+        return self._set(post_id, user_id, True, request_id or new_request_id(), now_ms() if at is None else at)
+
+    def unlike(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
+        """Unlike (the like item stays as a tombstone that orders later replays), unless a newer
+        request of this user on this post already decided."""
+        return self._set(post_id, user_id, False, request_id or new_request_id(), now_ms() if at is None else at)
+
+    def _set(self, post_id: str, user_id: str, liked: bool, request_id: str, at: int) -> LikeChange:
+        attributes: dict[str, Any] = {"userId": user_id}
+        if liked:
+            attributes["likedAt"] = at // 1000
+        result = self.toggle.set(post_key(post_id), like_key(post_id, user_id), liked, Stamp(at, request_id), attributes=attributes)
+        command = Command("like" if liked else "unlike", {"postId": post_id, "userId": user_id, "at": at}, request_id)
+        return self._change(result, command)
 
     @staticmethod
     def _change(result: Result, command: Command) -> LikeChange:
@@ -150,36 +164,30 @@ class Likes:
                 raise NotFound(f"post {post_id!r} not found")
             if result.reason == "tally_would_go_negative":
                 raise IntegrityError(f"post {post_id!r}: like exists but likeTally is 0")
+            if result.reason == "stale":  # a newer request decided: the state is the other one
+                return LikeChange(liked=not liked, changed=False, result=result)
             return LikeChange(liked=liked, changed=False, result=result)
-        # Safe to re-drive: the LIKE# key makes a replay idempotent whatever happened in-line.
+        # Safe to re-drive: the request's stamp makes a replay idempotent whatever happened in-line.
         raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request", command=command)
 
     def replayables(self) -> dict[str, Replayable]:
         """The deferred like/unlike commands the retry worker replays."""
-        return {"like": Replayable(LikePayload, self._replay_like), "unlike": Replayable(LikePayload, self._replay_unlike)}
+        return {"like": Replayable(LikePayload, self._replay), "unlike": Replayable(LikePayload, self._replay)}
 
-    def _replay_like(self, p: LikePayload, command: Command) -> Verdict:
+    def _replay(self, p: LikePayload, command: Command) -> Verdict:
+        """Replay with the request's own id and time: APPLIED if this request made the state
+        (now or in an attempt whose answer was lost), DUPLICATE if the state already was so,
+        REJECTED ``stale`` if a newer request of this user decided."""
+        at = p.at if p.at is not None else command.created_at * 1000  # queued before requests carried their time
         try:
-            change = self.like(p.postId, p.userId, request_id=command.operation_id)
+            change = (self.like if command.op == "like" else self.unlike)(p.postId, p.userId, request_id=command.operation_id, at=at)
         except (NotFound, IntegrityError) as exc:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
-        body = {"postId": p.postId, "userId": p.userId, "liked": True, "changed": change.changed}
+        body = {"postId": p.postId, "userId": p.userId, "liked": change.liked, "changed": change.changed}
+        if change.result.reason == "stale":
+            message = "a newer request of this user on this post decided the state"
+            return Verdict("REJECTED", {"error": "stale", "message": message, **body})
         return Verdict("APPLIED" if change.changed else "DUPLICATE", body)
-
-    def _replay_unlike(self, p: LikePayload, command: Command) -> Verdict:
-        # An unlike deletes the item that could say who changed it: its outcome is recorded in
-        # the same transaction as the change, so the delivery that applies it records APPLIED.
-        body = {"postId": p.postId, "userId": p.userId, "liked": False, "changed": True}
-        record = {"Update": outcome_update(self.table_name, command.operation_id, "APPLIED", body)}
-        try:
-            change = self.unlike(p.postId, p.userId, request_id=command.operation_id, also=[record])
-        except (NotFound, IntegrityError) as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
-        if change.changed:
-            return Verdict("APPLIED", body, recorded=True)
-        if change.result.reason == "also_failed":
-            return Verdict("APPLIED", body, recorded=False)  # already final: an earlier delivery
-        return Verdict("DUPLICATE", {**body, "changed": False})
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
         """One page of likers, oldest key first; ``cursor`` is opaque (from the previous page)."""
@@ -193,19 +201,28 @@ class Likes:
             "Limit": limit,
             "ReturnConsumedCapacity": "TOTAL",
         }
+        expression, names, values = self.toggle.counted()  # tombstones are stored, not listed
+        kwargs["FilterExpression"] = expression
+        kwargs["ExpressionAttributeNames"].update(names)
+        kwargs["ExpressionAttributeValues"].update(values)
         if cursor:
             kwargs["ExclusiveStartKey"] = to_item(decode_cursor(cursor, pk))
         capacity = Capacity()
-        response = read(self.dynamodb.query, self.refcount.retry, capacity, **kwargs)
-        likers = []
-        for raw in response.get("Items", []):
-            item = from_item(raw) or {}
-            likers.append({"userId": item["SK"][len(LIKE_PREFIX) :], "likedAt": item.get("likedAt")})
-        last = response.get("LastEvaluatedKey")
+        likers: list[dict[str, Any]] = []
+        for _ in range(LIKERS_ROUNDS):  # Limit counts before the filter: read on while tombstones shorten the page
+            kwargs["Limit"] = limit - len(likers)
+            response = read(self.dynamodb.query, self.refcount.retry, capacity, **kwargs)
+            for raw in response.get("Items", []):
+                item = from_item(raw) or {}
+                likers.append({"userId": item["SK"][len(LIKE_PREFIX) :], "likedAt": item.get("likedAt")})
+            last = response.get("LastEvaluatedKey")
+            if not last or len(likers) >= limit:
+                break
+            kwargs["ExclusiveStartKey"] = last
         return LikersPage(likers, encode_cursor(from_item(last)) if last else None, capacity)
 
     def audit(self, post_id: str) -> Audit:
-        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX)
+        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.toggle.counted())  # likes, not tombstones
         if audit is None:
             raise NotFound(f"post {post_id!r} not found")
         return audit
@@ -217,9 +234,12 @@ class LikePayload:
 
     postId: str
     userId: str
+    at: int | None = None
+    """When the API received the request (ms): a replay is ordered by it, not by when it runs."""
 
     def __post_init__(self) -> None:
         require(valid_id(self.postId) and valid_id(self.userId), "invalid postId/userId")
+        require(self.at is None or (type(self.at) is int and self.at > 0), "invalid at")
 
 
 def public_post(item: dict[str, Any]) -> dict[str, Any]:
