@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -188,10 +189,14 @@ OCC_ATTEMPTS = 8  # the layer's budget in this bench (RetryPolicy(max_attempts=8
 
 
 def _occ_write(ddb: Any, table: str, update: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-    """Minimal hand-written OCC (seed 03): read, write if unchanged since the read, retry.
+    """Minimal hand-written OCC (seed 03) doing what the layer's loop does, request for request:
+    read (consistent), write if unchanged since the read; on a lost race take the winner's item
+    from ``ALL_OLD`` (no re-read), back off with full jitter (the layer's RetryPolicy defaults:
+    20 ms doubling, capped at 500 ms) and write again, within the same attempt budget. Both
+    sides ask for ``ReturnConsumedCapacity`` (the layer reports capacity on every call).
     ``update`` turns the item read into the conditional write's expressions."""
-    for _ in range(OCC_ATTEMPTS):
-        item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True)["Item"]
+    item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")["Item"]
+    for attempt in range(1, OCC_ATTEMPTS + 1):
         counts = {":r": {"N": str(int(item["reserved"]["N"]) + 1)}, ":a": {"N": str(int(item["available"]["N"]) - 1)}}
         write = update(item)
         try:
@@ -201,9 +206,13 @@ def _occ_write(ddb: Any, table: str, update: Callable[[dict[str, Any]], dict[str
                 UpdateExpression=write["UpdateExpression"],
                 ConditionExpression=write["ConditionExpression"],
                 ExpressionAttributeValues={**counts, **write["ExpressionAttributeValues"]},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
             )
-        except ddb.exceptions.ConditionalCheckFailedException:
-            continue
+        except ddb.exceptions.ConditionalCheckFailedException as exc:
+            item = exc.response["Item"]
+            if attempt < OCC_ATTEMPTS:
+                time.sleep(random.uniform(0, min(0.5, 0.02 * 2 ** (attempt - 1))))
     return {}  # out of attempts, like the layer's contention
 
 
