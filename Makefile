@@ -74,8 +74,8 @@ invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam l
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each
 	$(PY) -m proof
 
-bench: setup ## benchmarks: prints a table and writes bench/results/latest.md
-	$(PY) -m bench
+bench: setup ## benchmarks: prints the tables and writes docs/bench.md (ARGS=--quick: a smaller run)
+	$(PY) -m bench $(ARGS)
 
 clean: ## remove virtualenvs, node_modules and build output
 	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) node_modules .aws-sam .pytest_cache
