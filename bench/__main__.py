@@ -374,6 +374,26 @@ def _run(op: Callable[[int], Any], n: int, clients: int) -> Batch:
     return Batch(time.perf_counter() - start, time.process_time() - cpu, results, errors[0])
 
 
+def _pairs(base: Callable[[int], Any], layer: Callable[[int], Any], n: int, *, swap: bool) -> tuple[Batch, Batch]:
+    """One caller, ``n`` baseline and ``n`` layer calls alternating one by one (the layer first
+    when ``swap``): each side's batch is the sum of its own calls' times."""
+    sides: list[list[Any]] = [[0.0, 0.0, [], 0], [0.0, 0.0, [], 0]]  # seconds, cpu, results, errors
+    order = ((1, layer), (0, base)) if swap else ((0, base), (1, layer))
+    for i in range(n):
+        for side, op in order:
+            acc = sides[side]
+            cpu, start = time.process_time(), time.perf_counter()
+            try:
+                r = op(i)
+            except Exception:
+                r = None
+                acc[3] += 1
+            acc[0] += time.perf_counter() - start
+            acc[1] += time.process_time() - cpu
+            acc[2].append(r)
+    return Batch(*sides[0]), Batch(*sides[1])
+
+
 @dataclass
 class Cell:
     """One scenario at one concurrency: ``rounds`` alternating (baseline, layer) batches of
@@ -469,7 +489,16 @@ def throughput(endpoint: str, plan: Plan, levels: list[int], scenarios: list[Sce
             cell = Cell(scenario.name, clients, per_round, [], [])
             for r in range(plan.rounds):
                 first = r * per_round
-                if r % 2 == 0:
+                if clients == 1:  # one caller: alternate call by call, so both sides meet the same moments of noise
+                    b, lay = _pairs(
+                        lambda i: scenario.baseline_op(plain, table, offset + 5_000_000 + first + i),
+                        lambda i: scenario.layer_op(state, table, offset + first + i),
+                        per_round,
+                        swap=r % 2 == 1,
+                    )
+                    cell.base.append(b)
+                    cell.layer.append(lay)
+                elif r % 2 == 0:
                     cell.base.append(base(first, per_round))
                     cell.layer.append(layer(first, per_round))
                 else:
@@ -552,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
         "## Throughput on DynamoDB Local: layer vs a minimal hand-written boto3 call doing the same requests",
         "",
         f"Each cell: {plan.rounds} rounds, each one baseline batch and one layer batch of the same number of operations "
-        f"(sized for ~{plan.round_seconds:g} s, at least 20 and 2 per client), the order alternating from round to round. "
+        f"(sized for ~{plan.round_seconds:g} s, at least 20 and 2 per client), the order alternating from round to round "
+        "(with one client the two sides alternate call by call within a round). "
         "Overhead = layer time / baseline time within a round (= baseline ops/s / layer ops/s): the median over rounds, "
         "its interquartile range and its min-max. Target: <= 1.10x. Client CPU = this process's CPU per operation "
         "(DynamoDB Local runs in another process): the layer's own cost, free of the network and of the other processes' noise.",
@@ -592,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for label, clients, rate, amplification in contended:
             lines.append(f"| {label} | {clients} | {rate:.0f} | {amplification:.2f} |")
-    lines += ["", f"The run took {(time.perf_counter() - began) / 60:.1f} minutes."]
+    end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines += ["", f"The run took {(time.perf_counter() - began) / 60:.1f} minutes; load average {end_load:.1f} at the end."]
     text = "\n".join(lines)
     print(text)
     out = args.out or (None if args.only else DOC)
