@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!*.md") else ""
     lines = [
         "# Benchmarks (`make bench`)",
         "",
