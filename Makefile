@@ -79,8 +79,8 @@ invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam l
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
 	$(PY) -m proof
 
-bench: setup ## benchmarks: prints a table and writes bench/results/latest.md
-	$(PY) -m bench
+bench: setup ## benchmarks: prints the tables and writes docs/bench-results.md (ARGS=--quick: a smaller run)
+	$(PY) -m bench $(ARGS)
 
 clean: ## remove virtualenvs, node_modules and build output
 	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) node_modules .aws-sam .pytest_cache

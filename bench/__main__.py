@@ -1,14 +1,19 @@
 """``make bench``: cold-import, throughput and capacity per operation, measured in one run.
 
-Prints a Markdown table and writes it to bench/results/latest.md. Not part of the tests:
-numbers vary by machine; ratios against a baseline measured in the same run are what count.
+Prints Markdown tables and writes them to docs/bench-results.md (overwritten by every full run, with
+the commit, date and machine). Not part of the tests: numbers vary by machine; ratios against
+a baseline measured in the same run are what count. ``--quick`` runs a smaller version;
+``--only occ`` measures some throughput scenarios (printed, not written).
 
 * Cold start: median wall time of ``import <handler module>`` in a fresh interpreter (the
   layer and the function folder on ``sys.path``, the template's environment) vs
   ``import boto3`` measured the same way.
 * Throughput: operations/s on DynamoDB Local at 1, 8 and 32 concurrent clients, for the
-  layer's primitive and for a hand-written minimal boto3 call doing the same write
-  (overhead ratio = baseline ops/s / layer ops/s; target <= 1.10).
+  layer's primitive and for a hand-written minimal boto3 call making the same requests
+  (same client settings; OCC: same reads, same backoff). Each cell runs several rounds of
+  one baseline batch and one layer batch of the same size (~0.5 s), alternating which goes
+  first; overhead ratio = layer time / baseline time per round, reported as the median over
+  rounds with its IQR and min-max (target <= 1.10), beside the client CPU per operation.
 * Capacity: RCU/WCU per operation as DynamoDB reports it (``ReturnConsumedCapacity``) and,
   for multi-item transactions, from the cost model (DynamoDB Local reports a constant):
   a transactional write costs 2 WCU per item up to 1 KB (prepare + commit).
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -37,11 +43,11 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_REGION", "us-east-1")
 
+from bench import coldstart  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
-ROUNDS = 5
+DOC = ROOT / "docs" / "bench-results.md"  # written by every full run (docs/bench.md explains it)
 
 
 # ----------------------------------------------------------------------------- cold start
@@ -85,7 +91,6 @@ class Scenario:
     baseline_op: Callable[[Any, str, int], dict[str, Any]]  # (plain client, table, i) -> response
     model_wcu: float  # cost-model WCU per operation on real DynamoDB
     model_note: str
-    max_ops: int = 0  # cap per cell (0: --ops): OCC on one hot item at 32 clients is slow by design
 
 
 def _likes_setup(ddb: Any, table: str) -> Any:
@@ -188,10 +193,15 @@ OCC_ATTEMPTS = 8  # the layer's budget in this bench (RetryPolicy(max_attempts=8
 
 
 def _occ_write(ddb: Any, table: str, update: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-    """Minimal hand-written OCC (seed 03): read, write if unchanged since the read, retry.
+    """Minimal hand-written OCC (seed 03) doing what the layer's loop does, request for request:
+    read (consistent), write if unchanged since the read; on a lost race back off with full
+    jitter (the layer's RetryPolicy defaults: 20 ms doubling, capped at 500 ms), read again
+    and write again, within the same attempt budget. Both sides ask for ``ALL_OLD`` on a
+    failed condition (the layer checks it for its own write) and ``ReturnConsumedCapacity``
+    (the layer reports capacity on every call).
     ``update`` turns the item read into the conditional write's expressions."""
-    for _ in range(OCC_ATTEMPTS):
-        item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True)["Item"]
+    item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")["Item"]
+    for attempt in range(1, OCC_ATTEMPTS + 1):
         counts = {":r": {"N": str(int(item["reserved"]["N"]) + 1)}, ":a": {"N": str(int(item["available"]["N"]) - 1)}}
         write = update(item)
         try:
@@ -201,9 +211,13 @@ def _occ_write(ddb: Any, table: str, update: Callable[[dict[str, Any]], dict[str
                 UpdateExpression=write["UpdateExpression"],
                 ConditionExpression=write["ConditionExpression"],
                 ExpressionAttributeValues={**counts, **write["ExpressionAttributeValues"]},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
             )
         except ddb.exceptions.ConditionalCheckFailedException:
-            continue
+            if attempt < OCC_ATTEMPTS:
+                time.sleep(random.uniform(0, min(0.5, 0.02 * 2 ** (attempt - 1))))
+                item = ddb.get_item(TableName=table, Key=_BASE_KEY, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")["Item"]
     return {}  # out of attempts, like the layer's contention
 
 
@@ -271,7 +285,6 @@ SCENARIOS = [
         _occ_baseline,
         1.0,
         "1 GetItem + 1 UpdateItem per attempt",
-        100,
     ),
     Scenario(
         "reserve: occ_history (one hot item)",
@@ -280,7 +293,6 @@ SCENARIOS = [
         _occ_history_baseline,
         1.0,
         "1 GetItem + 1 UpdateItem per attempt (item ~1 KB with 32 tags)",
-        50,
     ),
     Scenario("ledger append", _ledger_setup, _ledger_layer, _ledger_baseline, 1.0, "1 PutItem (+1 dirty marker per ledger per 5 min)"),
 ]
@@ -310,20 +322,36 @@ def contention(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, in
             Reservations(table).create_resource("r", capacity=10**9, strategy=strategy, shards=shards)
             if full:
                 service = Reservations(table, retry=RetryPolicy(max_attempts=20))
-                rate, results = _run(lambda i, service=service: service.reserve("r", 1, f"c{i}").result, ops, clients)
+                batch = _run(lambda i, service=service: service.reserve("r", 1, f"c{i}").result, ops, clients)
             else:
                 approach = create(strategy, table, retry=RetryPolicy(max_attempts=20))
-                rate, results = _run(lambda i, approach=approach: approach.apply(resource_key("r"), 1, token=f"c{i}"), ops, clients)
+                batch = _run(lambda i, approach=approach: approach.apply(resource_key("r"), 1, token=f"c{i}"), ops, clients)
+            results = [r for r in batch.results if r is not None]
             successes = [r for r in results if r.outcome.succeeded]
-            rows.append((label, clients, rate, sum(r.attempts for r in results) / max(1, len(successes))))
+            rows.append((label, clients, batch.rate, sum(r.attempts for r in results) / max(1, len(successes))))
             ddb.delete_table(TableName=table)
     return rows
 
 
-def _run(op: Callable[[int], Any], n: int, clients: int) -> tuple[float, list[Any]]:
+@dataclass
+class Batch:
+    """One timed batch of ``n`` operations at some concurrency."""
+
+    seconds: float
+    cpu_seconds: float  # this process's CPU (client side; DynamoDB Local is another process)
+    results: list[Any]  # one per operation that returned (None for one that raised)
+    errors: int
+
+    @property
+    def rate(self) -> float:
+        return len(self.results) / self.seconds
+
+
+def _run(op: Callable[[int], Any], n: int, clients: int) -> Batch:
     counter = iter(range(n))
     lock = threading.Lock()
     results: list[Any] = []
+    errors = [0]
 
     def worker() -> None:
         while True:
@@ -331,100 +359,291 @@ def _run(op: Callable[[int], Any], n: int, clients: int) -> tuple[float, list[An
                 i = next(counter, None)
             if i is None:
                 return
-            r = op(i)
+            try:
+                r = op(i)
+            except Exception:  # counted, not hidden: a raising worker would otherwise stop silently
+                r = None
+                with lock:
+                    errors[0] += 1
             with lock:
                 results.append(r)
 
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     with ThreadPoolExecutor(max_workers=clients) as pool:
         for _ in range(clients):
             pool.submit(worker)
-    return n / (time.perf_counter() - start), results
+    return Batch(time.perf_counter() - start, time.process_time() - cpu, results, errors[0])
 
 
-def throughput(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, int, float, float, float, float, float]]:
+def _pairs(base: Callable[[int], Any], layer: Callable[[int], Any], n: int, *, swap: bool) -> tuple[Batch, Batch]:
+    """One caller, ``n`` baseline and ``n`` layer calls alternating one by one (the layer first
+    when ``swap``): each side's batch is the sum of its own calls' times."""
+    sides: list[list[Any]] = [[0.0, 0.0, [], 0], [0.0, 0.0, [], 0]]  # seconds, cpu, results, errors
+    order = ((1, layer), (0, base)) if swap else ((0, base), (1, layer))
+    for i in range(n):
+        for side, op in order:
+            acc = sides[side]
+            cpu, start = time.process_time(), time.perf_counter()
+            try:
+                r = op(i)
+            except Exception:
+                r = None
+                acc[3] += 1
+            acc[0] += time.perf_counter() - start
+            acc[1] += time.process_time() - cpu
+            acc[2].append(r)
+    return Batch(*sides[0]), Batch(*sides[1])
+
+
+@dataclass
+class Cell:
+    """One scenario at one concurrency: ``rounds`` alternating (baseline, layer) batches of
+    ``per_round`` operations each; a round's ratio is layer time / baseline time for the
+    same number of operations (= baseline ops/s / layer ops/s)."""
+
+    scenario: str
+    clients: int
+    per_round: int
+    base: list[Batch]
+    layer: list[Batch]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [lb.seconds / bb.seconds for bb, lb in zip(self.base, self.layer, strict=True)]
+
+    def spread(self) -> tuple[float, float, float, float, float]:
+        """median, quartiles and min/max of the per-round ratios."""
+        r = sorted(self.ratios)
+        q1, _, q3 = statistics.quantiles(r, n=4, method="inclusive") if len(r) > 1 else (r[0], r[0], r[0])
+        return statistics.median(r), q1, q3, r[0], r[-1]
+
+    @staticmethod
+    def _median_rate(batches: list[Batch]) -> float:
+        return statistics.median(b.rate for b in batches)
+
+    @staticmethod
+    def _cpu_ms(batches: list[Batch]) -> float:
+        return statistics.median(b.cpu_seconds / max(1, len(b.results)) for b in batches) * 1000
+
+    @staticmethod
+    def _succeeded(batches: list[Batch], ok: Callable[[Any], bool]) -> float:
+        results = [r for b in batches for r in b.results]
+        return sum(1 for r in results if r is not None and ok(r)) / max(1, len(results))
+
+    def row(self) -> dict[str, Any]:
+        layer_res = [r for b in self.layer for r in b.results if r is not None]
+        return {
+            "layer_ops": self._median_rate(self.layer),
+            "base_ops": self._median_rate(self.base),
+            "spread": self.spread(),
+            "cpu": (self._cpu_ms(self.layer), self._cpu_ms(self.base)),
+            "ok": (self._succeeded(self.layer, lambda r: r.succeeded), self._succeeded(self.base, bool)),
+            "errors": (sum(b.errors for b in self.layer), sum(b.errors for b in self.base)),
+            "wcu": statistics.mean(r.capacity.write_units for r in layer_res) if layer_res else 0.0,
+            "rcu": statistics.mean(r.capacity.read_units for r in layer_res) if layer_res else 0.0,
+        }
+
+
+@dataclass
+class Plan:
+    rounds: int = 9
+    round_seconds: float = 0.5  # target duration of one batch; sized from the warm-up's rate
+    min_ops: int = 20  # per batch, and at least 2 per client (a batch is then not one call per thread)
+    max_ops: int = 2000
+
+    def per_round(self, warm_rate: float, clients: int) -> int:
+        return max(self.min_ops, 2 * clients, min(self.max_ops, round(warm_rate * self.round_seconds)))
+
+
+def throughput(endpoint: str, plan: Plan, levels: list[int], scenarios: list[Scenario]) -> list[Cell]:
+    """Every scenario at every level: warm both paths, size the batches from the warm-up, then
+    ``plan.rounds`` rounds of one baseline batch and one layer batch on fresh keys, the order
+    alternating from round to round so that neither side always runs first."""
+    import boto3
+
     from counters.core import client as dynamo
+    from counters.core.client import CLIENT_CONFIG
 
-    ddb = dynamodb_client(endpoint)
-    rows = []
-    for scenario in SCENARIOS:
+    setup_client = dynamodb_client(endpoint)
+    # the baseline's client has the layer's settings (connection pool of 64, SDK retries off,
+    # same timeouts): otherwise 32 clients share botocore's default 10 connections
+    plain = boto3.session.Session().client("dynamodb", endpoint_url=endpoint, config=CLIENT_CONFIG)
+    cells = []
+    for scenario in scenarios:
         for clients in levels:
             table = f"bench-{uuid.uuid4().hex[:8]}"
-            create_table(ddb, read_stack(table))
+            create_table(setup_client, read_stack(table))
             dynamo.reset_client()
-            state = scenario.setup(ddb, table)
-            offset = clients * 1_000_000  # fresh keys per level
-            cell_ops = min(ops, scenario.max_ops) if scenario.max_ops else ops
-            # warm the JVM on both paths, then alternate rounds so both share the machine's noise
-            _run(lambda i: scenario.layer_op(state, table, offset + 900_000 + i), min(200, cell_ops), clients)
-            _run(lambda i: scenario.baseline_op(ddb, table, offset + 950_000 + i), min(200, cell_ops), clients)
-            per_round = max(1, cell_ops // ROUNDS)
-            base_rates, layer_rates, layer_res = [], [], []
-            for r in range(ROUNDS):
-                base_rates.append(_run(lambda i, r=r: scenario.baseline_op(ddb, table, offset + r * per_round + i), per_round, clients)[0])
-                rate, res = _run(lambda i, r=r: scenario.layer_op(state, table, offset + 500_000 + r * per_round + i), per_round, clients)
-                layer_rates.append(rate)
-                layer_res += res
-            base_ops, layer_ops = statistics.median(base_rates), statistics.median(layer_rates)
-            wcu = statistics.mean(r.capacity.write_units for r in layer_res)
-            rcu = statistics.mean(r.capacity.read_units for r in layer_res)
-            rows.append((scenario.name, clients, layer_ops, base_ops, base_ops / layer_ops, wcu, rcu))
-            ddb.delete_table(TableName=table)
-    return rows
+            state = scenario.setup(setup_client, table)
+            offset = clients * 10_000_000  # fresh keys per level
+
+            def layer(first: int, n: int) -> Batch:
+                return _run(lambda i: scenario.layer_op(state, table, offset + first + i), n, clients)
+
+            def base(first: int, n: int) -> Batch:
+                return _run(lambda i: scenario.baseline_op(plain, table, offset + 5_000_000 + first + i), n, clients)
+
+            warm = max(2 * clients, plan.min_ops)
+            layer(4_000_000, warm)
+            warm_rate = base(4_000_000, warm).rate
+            per_round = plan.per_round(warm_rate, clients)
+            cell = Cell(scenario.name, clients, per_round, [], [])
+            for r in range(plan.rounds):
+                first = r * per_round
+                if clients == 1:  # one caller: alternate call by call, so both sides meet the same moments of noise
+                    b, lay = _pairs(
+                        lambda i: scenario.baseline_op(plain, table, offset + 5_000_000 + first + i),
+                        lambda i: scenario.layer_op(state, table, offset + first + i),
+                        per_round,
+                        swap=r % 2 == 1,
+                    )
+                    cell.base.append(b)
+                    cell.layer.append(lay)
+                elif r % 2 == 0:
+                    cell.base.append(base(first, per_round))
+                    cell.layer.append(layer(first, per_round))
+                else:
+                    cell.layer.append(layer(first, per_round))
+                    cell.base.append(base(first, per_round))
+            cells.append(cell)
+            setup_client.delete_table(TableName=table)
+            print(f"  {scenario.name} x{clients}: {per_round} ops x {plan.rounds} rounds, ratio {cell.spread()[0]:.2f}", file=sys.stderr)
+    return cells
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), Python {sys.version.split()[0]}"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--ops", type=int, default=300, help="operations per scenario and concurrency level")
-    parser.add_argument("--import-runs", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="5 rounds of ~0.2 s batches, 3 import runs (a few minutes)")
+    parser.add_argument("--rounds", type=int, help="alternating baseline/layer rounds per cell (default 9)")
+    parser.add_argument("--round-seconds", type=float, help="target duration of one batch (default 0.5)")
+    parser.add_argument("--import-runs", type=int)
+    parser.add_argument("--contention-ops", type=int, help="calls per contention cell (default 100)")
     parser.add_argument("--levels", default="1,8,32")
+    parser.add_argument("--only", help="throughput scenarios whose name contains this (comma-separated); skips cold start and contention")
+    parser.add_argument("--out", type=Path, help=f"where the tables go (default {DOC.relative_to(ROOT)}; not written with --only)")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
+    plan = Plan(rounds=5, round_seconds=0.2) if args.quick else Plan()
+    plan.rounds = args.rounds or plan.rounds
+    plan.round_seconds = args.round_seconds or plan.round_seconds
+    import_runs = args.import_runs or (3 if args.quick else 7)
+    contention_ops = args.contention_ops or (50 if args.quick else 100)
+    scenarios = SCENARIOS
+    if args.only:
+        wanted = args.only.split(",")
+        scenarios = [s for s in SCENARIOS if any(w in s.name for w in wanted)]
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip() or "unknown"
-    lines = [f"Measured on commit `{commit}`, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, Python {sys.version.split()[0]}.", ""]
-
-    lines += [
-        "### Cold start: handler module import (median of fresh interpreters)",
+    began = time.perf_counter()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!*.md") else ""
+    lines = [
+        "# Benchmarks (`make bench`)",
         "",
-        "| module | import ms | vs `import boto3` |",
-        "|---|---:|---:|",
+        "Written by `make bench` (`python -m bench`, bench/__main__.py) on every run: do not edit by hand.",
+        "What is measured and how to read it: [bench.md](bench.md).",
+        "",
+        f"Measured on commit `{commit}`{dirty}, {time.strftime('%Y-%m-%d %H:%M %Z')}; {machine()}; "
+        f"load average {load:.1f} at the start; `python -m bench {' '.join(argv if argv is not None else sys.argv[1:])}`.",
+        "",
     ]
-    for name, ms, ratio in cold_imports(args.import_runs):
-        lines.append(f"| {name} | {ms:.0f} | {ratio:.2f}x |")
+    if not args.only:
+        lines += [
+            "## Cold start: handler module import (median of fresh interpreters)",
+            "",
+            "| module | import ms | vs `import boto3` |",
+            "|---|---:|---:|",
+        ]
+        for name, ms, ratio in cold_imports(import_runs):
+            lines.append(f"| {name} | {ms:.0f} | {ratio:.2f}x |")
+        lines += [
+            "",
+            "### Where each handler's import goes (`python -X importtime`, self time per group in ms, median; start-up excluded)",
+            "",
+            "The importtime totals run above the wall-clock times (tracing costs); the groups show who pays. "
+            "\"the standard library and the rest\" is almost all what botocore imports (boto3 imports the same).",
+            "",
+            coldstart.table(
+                {name: coldstart.decompose(fn.code_dir, fn.layers, fn.environment, import_runs) for name, fn in sorted(read_stack("bench-table").functions.items())},
+                coldstart.boto3_ms(import_runs),
+            ),
+            "",
+        ]
 
     with DynamoDBLocal() as ddb_local:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
-        rows = throughput(ddb_local.endpoint, args.ops, levels)
-        contended = contention(ddb_local.endpoint, max(100, args.ops // 3), levels)
+        cells = throughput(ddb_local.endpoint, plan, levels, scenarios)
+        contended = [] if args.only else contention(ddb_local.endpoint, contention_ops, levels)
     lines += [
+        "## Throughput on DynamoDB Local: layer vs a minimal hand-written boto3 call doing the same requests",
         "",
-        f"### Throughput on DynamoDB Local ({args.ops} ops per cell, 50 for OCC on one hot item, in {ROUNDS} alternating rounds, median; baseline = minimal hand-written boto3 call, same write)",
+        f"Each cell: {plan.rounds} rounds, each one baseline batch and one layer batch of the same number of operations "
+        f"(sized for ~{plan.round_seconds:g} s, at least 20 and 2 per client), the order alternating from round to round "
+        "(with one client the two sides alternate call by call within a round). "
+        "Overhead = layer time / baseline time within a round (= baseline ops/s / layer ops/s): the median over rounds, "
+        "its interquartile range and its min-max. Target: <= 1.10x. Client CPU = this process's CPU per operation "
+        "(DynamoDB Local runs in another process): the layer's own cost, free of the network and of the other processes' noise.",
         "",
-        "| operation | clients | layer ops/s | baseline ops/s | overhead (baseline/layer) | WCU/op reported | RCU/op reported | WCU/op on DynamoDB (cost model) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| operation | clients | ops x rounds | layer ops/s | baseline ops/s | overhead (median) | IQR | min-max "
+        "| client CPU ms/op layer / baseline | succeeded layer / baseline | WCU/op reported | RCU/op reported | WCU/op on DynamoDB (cost model) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     models = {s.name: s for s in SCENARIOS}
-    for name, clients, layer_ops, base_ops, ratio, wcu, rcu in rows:
-        s = models[name]
+    errors = []
+    for cell in cells:
+        s, row = models[cell.scenario], cell.row()
+        med, q1, q3, lo, hi = row["spread"]
         lines.append(
-            f"| {name} | {clients} | {layer_ops:.0f} | {base_ops:.0f} | {ratio:.2f}x | {wcu:.1f} | {rcu:.1f} | {s.model_wcu:.0f} ({s.model_note}) |"
+            f"| {cell.scenario} | {cell.clients} | {cell.per_round} x {plan.rounds} | {row['layer_ops']:.0f} | {row['base_ops']:.0f} "
+            f"| {med:.2f}x | {q1:.2f}-{q3:.2f} | {lo:.2f}-{hi:.2f} | {row['cpu'][0]:.2f} / {row['cpu'][1]:.2f} "
+            f"| {row['ok'][0]:.0%} / {row['ok'][1]:.0%} | {row['wcu']:.1f} | {row['rcu']:.1f} | {s.model_wcu:.0f} ({s.model_note}) |"
         )
-    lines += ["", "DynamoDB Local reports a constant for multi-item transactions, so the cost-model column is what real DynamoDB bills."]
+        if any(row["errors"]):
+            errors.append(f"{cell.scenario} x{cell.clients}: {row['errors'][0]} layer / {row['errors'][1]} baseline calls raised")
     lines += [
         "",
-        "### Contention: one hot counter (DynamoDB Local runs transactions one at a time, so crt never conflicts here)",
-        "",
-        "| approach | clients | calls/s | attempts per success |",
-        "|---|---:|---:|---:|",
+        "OCC rows count every call, also those that ran out of their 8 attempts (succeeded < 100%, WCU/op < 1); both sides "
+        "back off the same way (full jitter, 20 ms doubling, capped at 500 ms) and read the item again after the backoff. "
+        "DynamoDB Local reports a constant for multi-item transactions, so the cost-model column is what real DynamoDB bills.",
     ]
-    for label, clients, rate, amplification in contended:
-        lines.append(f"| {label} | {clients} | {rate:.0f} | {amplification:.2f} |")
-    table = "\n".join(lines)
-    print(table)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "latest.md").write_text(table + "\n")
-    print(f"\nwritten to {RESULTS.relative_to(ROOT) / 'latest.md'}")
+    if errors:
+        lines += ["", "Calls that raised (counted as not succeeded): " + "; ".join(errors) + "."]
+    if contended:
+        lines += [
+            "",
+            f"## Contention: one hot counter, {contention_ops} calls per cell, 20 attempts "
+            "(DynamoDB Local runs transactions one at a time, so crt never conflicts here)",
+            "",
+            "| approach | clients | calls/s | attempts per success |",
+            "|---|---:|---:|---:|",
+        ]
+        for label, clients, rate, amplification in contended:
+            lines.append(f"| {label} | {clients} | {rate:.0f} | {amplification:.2f} |")
+    end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines += ["", f"The run took {(time.perf_counter() - began) / 60:.1f} minutes; load average {end_load:.1f} at the end."]
+    text = "\n".join(lines)
+    print(text)
+    out = args.out or (None if args.only else DOC)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+        print(f"\nwritten to {out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out}")
     return 0
 
 

@@ -56,6 +56,23 @@ def test_a_condition_failure_is_final_unless_a_hook_says_otherwise() -> None:
     assert (report.stopped, report.value, len(op.calls)) == (True, "verdict", 1)
 
 
+def test_a_refresh_plans_the_next_attempt_after_the_backoff_and_only_if_there_is_one() -> None:
+    events: list[str] = []
+    policy = RetryPolicy(max_attempts=3, sleep=lambda _s: events.append("sleep"))
+
+    def refresh(v: int) -> Resend:
+        events.append(f"refresh {v}")
+        return Resend({"v": v})
+
+    op = Script(*[error("ConditionalCheckFailedException")] * 3)
+    report = run(op, {"v": 1}, policy=policy, on_condition=lambda r, f: Resend(refresh=lambda: refresh(r.attempts + 1)))
+    assert [c["v"] for c in op.calls] == [1, 2, 3] and report.outcome is Outcome.CONTENTION
+    assert events == ["sleep", "refresh 2", "sleep", "refresh 3"]  # after each backoff; none once the budget is spent
+    op = Script(error("ConditionalCheckFailedException"))
+    report = run(op, {}, policy=NO_SLEEP, on_condition=lambda r, f: Resend(refresh=lambda: Stop("seen after the backoff")))
+    assert (report.stopped, report.value, len(op.calls)) == (True, "seen after the backoff", 1)
+
+
 def test_the_token_rule_same_after_unknown_fresh_after_definite() -> None:
     op = Script(error("ThrottlingException"), error("InternalServerError", 500), error("ThrottlingException"))
     run(op, {}, policy=NO_SLEEP, token=True)

@@ -13,8 +13,8 @@ no retry at all. :func:`run` is the layer's only attempt loop. It owns:
   recognise its commit, so it is kept to the end);
 * **hooks** for what a caller does when a condition fails (``on_condition``) or an outcome
   is unknown (``on_unknown``): stop with a verdict (:class:`Stop`), re-send other
-  parameters (:class:`Resend`, e.g. OCC's next round), or let the engine decide (``None``:
-  a condition failure is final, an unknown outcome is re-sent);
+  parameters (:class:`Resend`, e.g. OCC's next round, planned after the backoff), or let the
+  engine decide (``None``: a condition failure is final, an unknown outcome is re-sent);
 * **one report type** (:class:`Report`).
 
 A test seam keeps it that way: with ``TALLY_ENGINE_GUARD=1`` in the environment, the
@@ -52,9 +52,15 @@ class Stop:
 
 @dataclass(frozen=True)
 class Resend:
-    """A hook's verdict: back off, then send again with these parameters (``None``: the same)."""
+    """A hook's verdict: back off, then send again with these parameters (``None``: the same).
+
+    ``refresh``, if given, is called after the backoff, just before the next attempt (never
+    when the budget has run out or ``before`` refuses it), and its verdict replaces this one:
+    a write conditioned on what was read is then planned from a state read after the backoff,
+    not from one as old as the backoff (OCC's next round)."""
 
     params: dict[str, Any] | None = None
+    refresh: Callable[[], Stop | Resend] | None = None
 
 
 Hook = Callable[["Report", Classified], "Stop | Resend | None"]
@@ -120,10 +126,18 @@ def run(
     pinned = isinstance(token, str)
     if token:
         report.token = token if pinned else new_token()  # type: ignore[assignment]
+    refresh: Callable[[], Stop | Resend] | None = None
     for attempt in range(1, policy.max_attempts + 1):
         if before is not None and not before():
             report.stopped = True
             return report
+        if refresh is not None:
+            fresh, refresh = refresh(), None
+            if isinstance(fresh, Stop):
+                report.stopped, report.value = True, fresh.value
+                return report
+            if fresh.params is not None:
+                report.params = {**fresh.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(fresh.params)
         report.attempts = attempt
         if report.token is not None:
             report.params["ClientRequestToken"] = report.token
@@ -152,8 +166,10 @@ def run(
             if isinstance(verdict, Stop):
                 report.stopped, report.value = True, verdict.value
                 return report
-            if isinstance(verdict, Resend) and verdict.params is not None:
-                report.params = {**verdict.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(verdict.params)
+            if isinstance(verdict, Resend):
+                if verdict.params is not None:
+                    report.params = {**verdict.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(verdict.params)
+                refresh = verdict.refresh
             if attempt < policy.max_attempts:
                 policy.backoff(attempt)
             continue

@@ -44,7 +44,7 @@ import time
 from typing import Any, ClassVar
 
 from counters.core.client import client, from_item, to_item
-from counters.core.engine import Stop, read, run
+from counters.core.engine import Resend, Stop, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 
@@ -170,8 +170,25 @@ class Approach:
         first = plan(self.read(key, capacity), 1)
         if isinstance(first, Stop):
             return first.value
+
+        def lost_then_reread(report: Any, failure: Any) -> Any:
+            # The winner's item (ALL_OLD) decides at once what it can (our own write, the
+            # threshold); the next write is planned from a read made after the backoff: one
+            # planned from ALL_OLD would be as old as the backoff and lose again to whoever
+            # wrote meanwhile (occ_history, 32 clients: 70% of calls succeeded, 93% re-reading).
+            verdict = lost(report, failure)
+            if isinstance(verdict, Resend):
+                return Resend(refresh=lambda: plan(self.read(key, capacity), report.attempts))
+            return verdict
+
         report = run(
-            self.dynamodb.update_item, first.params or {}, policy=self.retry, capacity=capacity, write=True, on_condition=lost, on_unknown=unknown
+            self.dynamodb.update_item,
+            first.params or {},
+            policy=self.retry,
+            capacity=capacity,
+            write=True,
+            on_condition=lost_then_reread,
+            on_unknown=unknown,
         )
         if report.stopped:
             return report.value
