@@ -8,6 +8,7 @@ copy of the template: change the template and the local stack follows.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -26,9 +27,17 @@ def load(path: Path = TEMPLATE) -> dict[str, Any]:
     into the Lambda workers (an unquoted YAML date becomes its string, as CloudFormation reads it).
     cfn-lint is imported here, not at module level: it takes about a second to import, and every
     spawned Lambda worker imports this module."""
+    path = Path(path)
+    return json.loads(_as_json(str(path.resolve()), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _as_json(path: str, mtime_ns: int) -> str:
+    """Parsed once per file version (a test session reads the template hundreds of times);
+    every caller gets its own copy from the JSON text."""
     from cfnlint.decode import cfn_yaml
 
-    return json.loads(json.dumps(cfn_yaml.load(str(path)), default=str))
+    return json.dumps(cfn_yaml.load(path), default=str)
 
 
 @dataclass
