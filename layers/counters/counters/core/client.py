@@ -38,20 +38,31 @@ CLIENT_CONFIG = Config(
     max_pool_connections=64,
 )
 
-_client_lock = threading.Lock()
+CLIENT_LOCK = threading.RLock()
+"""Held while a client is created: botocore sessions are not thread-safe."""
 _client: Any = None
+_session: Any = None
+
+
+def botocore_session() -> Any:
+    """The process's botocore session (call with :data:`CLIENT_LOCK` held). One session loads
+    each service model once; endpoint, region and credentials still come from the environment
+    when a client is created."""
+    global _session
+    if _session is None:
+        _session = botocore.session.get_session()
+    return _session
 
 
 def client() -> Any:
     """The process-wide DynamoDB client (created on first use, honours endpoint env vars)."""
     global _client
     if _client is None:
-        with _client_lock:
+        with CLIENT_LOCK:
             if _client is None:
                 from counters.core.engine import guard
 
-                # a fresh botocore session: endpoint, region and credentials from the environment
-                _client = botocore.session.get_session().create_client("dynamodb", config=CLIENT_CONFIG)
+                _client = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)
                 guard(_client.meta.events, "dynamodb")
     return _client
 
@@ -59,7 +70,7 @@ def client() -> Any:
 def reset_client() -> None:
     """Forget the cached client (tests that change endpoint variables call this)."""
     global _client
-    with _client_lock:
+    with CLIENT_LOCK:
         _client = None
 
 

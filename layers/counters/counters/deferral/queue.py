@@ -33,13 +33,10 @@ write fails the caller gets the 503 and may retry the request itself.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-import botocore.session
-
-from counters.core.client import CLIENT_CONFIG
+from counters.core.client import CLIENT_CONFIG, CLIENT_LOCK, botocore_session
 from counters.core.commands import Command, PoisonMessage, Replayable
 from counters.core.engine import guard, run
 from counters.core.errors import ContentionError
@@ -50,7 +47,6 @@ from counters.deferral.operations import Operations
 logger = logging.getLogger(__name__)
 
 
-_sqs_lock = threading.Lock()
 _sqs: Any = None
 
 
@@ -59,16 +55,16 @@ def sqs_client() -> Any:
     DynamoDB client, SDK retries are off and every call runs in :func:`counters.core.engine.run`."""
     global _sqs
     if _sqs is None:
-        with _sqs_lock:
+        with CLIENT_LOCK:
             if _sqs is None:
-                _sqs = botocore.session.get_session().create_client("sqs", config=CLIENT_CONFIG)  # SDK retries off: the engine retries
+                _sqs = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # SDK retries off: the engine retries
                 guard(_sqs.meta.events, "sqs")
     return _sqs
 
 
 def reset_sqs_client() -> None:
     global _sqs
-    with _sqs_lock:
+    with CLIENT_LOCK:
         _sqs = None
 
 
