@@ -3,7 +3,7 @@
 SDK retries are off (:data:`counters.core.client.CLIENT_CONFIG`), so a call made anywhere else has
 no retry at all. :func:`run` is the layer's only attempt loop. It owns:
 
-* **classification** (:func:`counters.core.client.classify`): condition failed / conflict /
+* **classification** (:func:`counters.core.failures.classify`): condition failed / conflict /
   throttled / not sent / unknown outcome; anything else is re-raised untouched;
 * **backoff** with full jitter between attempts, within one :class:`RetryPolicy` budget;
 * **the token rule** for TransactWriteItems: after an *unknown* outcome the next attempt

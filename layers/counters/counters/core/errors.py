@@ -1,7 +1,9 @@
 """One exception root for the layer; handlers map these to HTTP statuses in one place.
 
-Botocore error codes are mapped to these once, in :mod:`counters.core.client`, chained with
-``raise ... from exc``. Anything unrecognised is re-raised untouched.
+Botocore errors never reach a handler as such: :func:`counters.core.failures.classify` turns
+each into a failure kind inside the engine, the primitives answer an outcome, and the services
+raise these (a contention that outlasted the budget is :class:`ContentionError`, carrying the
+command that replays the request). The HTTP glue maps them to statuses in one place.
 """
 
 from __future__ import annotations
