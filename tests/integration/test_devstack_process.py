@@ -29,11 +29,11 @@ class Devstack:
     out: Path
     err: Path
 
-    def wait_ready(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
+    def wait_ready(self) -> None:
+        """Until it prints its ready line, however slow the machine: an exit fails at once, a
+        start that never finishes is a hang for pytest-timeout (no clock decides the verdict)."""
         while READY not in self.out.read_text():
             assert self.process.poll() is None, f"devstack exited early:\n{self.err.read_text()}"
-            assert time.monotonic() < deadline, f"devstack not ready in {timeout}s:\n{self.out.read_text()}\n{self.err.read_text()}"
             time.sleep(0.2)
 
     def java_pids(self) -> list[int]:
@@ -76,9 +76,11 @@ def devstack(tmp_path: Path) -> Iterator[Devstack]:
             os.kill(pid, signal.SIGKILL)
 
 
-def _gone(stack: Devstack, timeout: float = 20) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := stack.leftovers()) and time.monotonic() < deadline:
+def _gone(stack: Devstack) -> list[str]:
+    """What it started, once all of it has stopped: the group is signalled and the parent reaped,
+    so what is left is either on its way out or leaked. A leak never goes, and the test hangs
+    until pytest-timeout fails it; no deadline passes a slow exit off as a leak."""
+    while left := stack.leftovers():
         time.sleep(0.2)
     return left
 

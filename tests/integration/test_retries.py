@@ -15,7 +15,7 @@ from counters.core.failures import RetryPolicy
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
-from tests.conftest import Queues, api_event, invoke, item_count
+from tests.conftest import Queues, api_event, invoke, item_count, settled
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
@@ -158,14 +158,9 @@ class FaultyStack:
         raise AssertionError(f"{method} {path} never acknowledged")
 
     def final(self, response: requests.Response) -> dict[str, Any]:
-        """The operation record of a 202, once it is no longer PENDING."""
+        """The operation record of a 202, once it is no longer PENDING (or the worker is done)."""
         operation = response.json()["operationId"]
-        for _ in range(600):
-            record = self.call("GET", f"/operations/{operation}").json()
-            if record["status"] != "PENDING":
-                return record
-            time.sleep(0.2)
-        raise AssertionError("operation still pending")
+        return settled(lambda: self.call("GET", f"/operations/{operation}").json(), lambda: self.stack.queue_depth("RetryQueue"), 0.2)
 
     def faults(self) -> tuple[int, int]:
         """(injected, calls) over every faulted process."""
@@ -177,11 +172,11 @@ class FaultyStack:
         return injected, calls
 
     def drained(self) -> bool:
-        for _ in range(100):  # the second delivery of the last batch may still be in flight
-            if self.stack.queue_depth("RetryQueue") == 0:
-                break
+        """Nothing left on the retry queue (the second delivery of the last batch may still be in
+        flight: wait for it, however long it takes) and nothing in the DLQ."""
+        while self.stack.queue_depth("RetryQueue"):
             time.sleep(0.1)
-        return self.stack.queue_depth("RetryQueue") == 0 and self.stack.queue_depth("RetryDLQ") == 0
+        return self.stack.queue_depth("RetryDLQ") == 0
 
 
 def test_two_thousand_operations_under_faults_are_applied_exactly_once(
@@ -263,12 +258,10 @@ def test_local_stack_resolves_a_202_through_its_own_worker(
         r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
         assert r.status_code == 202, r.text
         location = r.headers["Location"]
-        for _ in range(100):
-            status = requests.get(f"{url}{location}", timeout=10).json()["status"]
-            if status != "PENDING":
-                break
-            time.sleep(0.1)
-        assert status == "APPLIED"
+        assert (
+            settled(lambda: requests.get(f"{url}{location}", timeout=10).json(), lambda: stack.queue_depth("RetryQueue"))["status"]
+            == "APPLIED"
+        )
         assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
     finally:
         stack.stop()
