@@ -179,10 +179,10 @@ class FaultyStack:
         return self.stack.queue_depth("RetryDLQ") == 0
 
 
-def test_two_thousand_operations_under_faults_are_applied_exactly_once(
+def test_operations_under_faults_are_applied_exactly_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, dynamodb_endpoint: str, sqs_endpoint: str, ddb: Any
 ) -> None:
-    """>= 2,000 like/unlike requests over HTTP (every one sent twice) plus 100 invalid ones;
+    """>= 800 like/unlike requests over HTTP (every one sent twice; was 2,000) plus 50 invalid ones;
     ~15% of every DynamoDB call in the API and worker processes faulted; the client retries
     only unacknowledged answers (5xx). Every 200/202 ends applied exactly once, every 4xx
     leaves no trace, every queue batch is delivered twice, nothing reaches the DLQ."""
@@ -195,8 +195,8 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
             # a re-send after a 5xx whose create committed is answered from the stored post: 200
             assert call("POST", "/posts", json={"postId": post, "authorId": "a", "body": "b"}).status_code in (200, 201)
         # Each (post, user) pair gets one kind of request, so the final state is known.
-        likers = {(rng.choice(posts), f"u{i}") for i in range(760)}
-        unlikers = {(rng.choice(posts), f"x{i}") for i in range(200)}
+        likers = {(rng.choice(posts), f"u{i}") for i in range(300)}
+        unlikers = {(rng.choice(posts), f"x{i}") for i in range(80)}
         with ThreadPoolExecutor(max_workers=32) as pool:
             setup = list(pool.map(lambda pu: call("PUT", f"/posts/{pu[0]}/likes/{pu[1]}"), sorted(unlikers)))
         assert {r.status_code for r in setup} <= {200, 202}
@@ -205,17 +205,18 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
                 assert env.final(response)["status"] in ("APPLIED", "DUPLICATE")
         reqs = [("PUT", f"/posts/{p}/likes/{u}") for p, u in likers for _ in range(2)]
         reqs += [("DELETE", f"/posts/{p}/likes/{u}") for p, u in unlikers for _ in range(2)]
-        reqs += [("PUT", f"/posts/{rng.choice(posts)}/likes/bad%23id{i}") for i in range(50)]
-        reqs += [("PUT", f"/posts/missing{i}/likes/u1") for i in range(50)]
+        reqs += [("PUT", f"/posts/{rng.choice(posts)}/likes/bad%23id{i}") for i in range(25)]
+        reqs += [("PUT", f"/posts/missing{i}/likes/u1") for i in range(25)]
         rng.shuffle(reqs)
-        assert len(reqs) >= 2000
+        assert len(reqs) >= 800
         with ThreadPoolExecutor(max_workers=32) as pool:
             responses = list(pool.map(lambda r: call(*r), reqs))
         answers: dict[int, int] = {}
         for r in responses:
             answers[r.status_code] = answers.get(r.status_code, 0) + 1
         assert set(answers) <= {200, 202, 400, 404}, answers
-        assert answers.get(202), "the fault rate should push some requests past the in-line budget"
+        # what the run must have met (expected ~10-15 deferrals at these rates), or it proves nothing about the worker
+        assert answers.get(202, 0) >= 3, f"the fault rate should push some requests past the in-line budget: {answers}"
         for (method, path), response in zip(reqs, responses, strict=True):
             if "bad%23id" in path:
                 assert response.status_code == 400  # refused before any DynamoDB call
@@ -237,7 +238,7 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
             assert tally(ddb, table, post) == item_count(ddb, table, f"POST#{post}", "LIKE#") == expected
         for post, user in likers:
             assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": f"LIKE#USER#{user}"}})
-        assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(50)) == 0  # 4xx left no trace
+        assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(25)) == 0  # 4xx left no trace
         print(f"\nanswers {answers}; injected {injected} faults in {calls} DynamoDB calls")
     finally:
         env.stack.stop()
