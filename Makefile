@@ -31,14 +31,20 @@ java:
 dev: setup ## run DynamoDB Local + the API on http://127.0.0.1:3000 (Ctrl-C stops both)
 	$(PY) -m devstack $(ARGS)
 
-test: setup ## unit + integration tests (starts its own DynamoDB Local)
-	$(PY) -m pytest
+# pytest-xdist workers for `make test` / `make test-integration`: each worker starts its own
+# DynamoDB Local and local stack (tests sharing a module's stack carry an xdist_group mark, kept
+# on one worker by --dist loadgroup). PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
+PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup
+
+test: setup ## unit + integration tests (each worker starts its own DynamoDB Local)
+	$(PY) -m pytest $(PARALLEL)
 
 test-unit: setup ## unit tests only (no Java, no network)
 	$(PY) -m pytest tests/unit
 
 test-integration: setup ## integration tests only
-	$(PY) -m pytest tests/integration
+	$(PY) -m pytest $(PARALLEL) tests/integration
 
 lint: setup $(IAC_VENV)/.installed ## ruff; the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov
 	$(VENV)/bin/ruff check .

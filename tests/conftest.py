@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -240,6 +241,21 @@ def likes_count(ddb: Any, table: str, post_id: str) -> int:
         if "LastEvaluatedKey" not in page:
             return total
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def settled(read: Callable[[], dict[str, Any]], queue_depth: Callable[[], int], poll: float = 0.1) -> dict[str, Any]:
+    """A 202's operation record once it is no longer PENDING. The verdict is bounded by work, not
+    by a clock: once the retry queue is empty (every message received, handled and deleted, or
+    moved to the DLQ), the worker is done with it, and the record is read one last time: still
+    PENDING then is a failure however fast or slow the machine. A message that is never consumed
+    is a hang, for pytest-timeout to report."""
+    while True:
+        record = read()
+        if record["status"] != "PENDING":
+            return record
+        if queue_depth() == 0:
+            return read()
+        time.sleep(poll)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -29,11 +29,11 @@ class Devstack:
     out: Path
     err: Path
 
-    def wait_ready(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
+    def wait_ready(self) -> None:
+        """Until it prints its ready line, however slow the machine: an exit fails at once, a
+        start that never finishes is a hang for pytest-timeout (no clock decides the verdict)."""
         while READY not in self.out.read_text():
             assert self.process.poll() is None, f"devstack exited early:\n{self.err.read_text()}"
-            assert time.monotonic() < deadline, f"devstack not ready in {timeout}s:\n{self.out.read_text()}\n{self.err.read_text()}"
             time.sleep(0.2)
 
     def java_pids(self) -> list[int]:
@@ -63,8 +63,13 @@ def devstack(tmp_path: Path) -> Iterator[Devstack]:
     cmd = [sys.executable, "-m", "devstack", "--port", str(ports["api"]), "--dynamodb-port", str(ports["dynamodb"])]
     cmd += ["--sqs-port", str(ports["sqs"]), "--concurrency", "1", "--table", "tally-signals"]
     with open(out, "wb") as o, open(err, "wb") as e:
-        # its own process group, as a shell gives a foreground job: the signals below go to the group
-        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=o, stderr=e, start_new_session=True)
+        # its own process group, as a shell gives a foreground job: the signals below go to the group.
+        # And Ctrl-C's default disposition, as a terminal gives it: pytest started as a background
+        # job of a script (`make test &`, CI wrappers) inherits SIGINT ignored, and so would the
+        # devstack, which would then never see the Ctrl-C this test sends.
+        process = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=o, stderr=e, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+        )
     stack = Devstack(process, ports, out, err)
     try:
         yield stack
@@ -76,9 +81,11 @@ def devstack(tmp_path: Path) -> Iterator[Devstack]:
             os.kill(pid, signal.SIGKILL)
 
 
-def _gone(stack: Devstack, timeout: float = 20) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := stack.leftovers()) and time.monotonic() < deadline:
+def _gone(stack: Devstack) -> list[str]:
+    """What it started, once all of it has stopped: the group is signalled and the parent reaped,
+    so what is left is either on its way out or leaked. A leak never goes, and the test hangs
+    until pytest-timeout fails it; no deadline passes a slow exit off as a leak."""
+    while left := stack.leftovers():
         time.sleep(0.2)
     return left
 
@@ -91,7 +98,7 @@ def test_ctrl_c_and_sigterm_stop_everything_with_one_line(devstack: Devstack, si
     assert requests.get(f"{api}/posts/nothing-here", timeout=30).status_code == 404
     assert requests.post(f"{api}/posts", json={"authorId": "a", "body": "b"}, timeout=30).status_code == 201  # records metrics
     os.killpg(devstack.process.pid, sig)  # a terminal's Ctrl-C signals the whole foreground group
-    assert devstack.process.wait(timeout=60) == 0
+    assert devstack.process.wait() == 0  # however long stopping takes on a busy machine (a hang is pytest-timeout's)
     assert _gone(devstack) == []
     err = devstack.err.read_text()
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

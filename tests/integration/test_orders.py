@@ -153,43 +153,64 @@ def test_gapless_keeps_the_token_of_an_unknown_outcome_through_a_later_conflict(
 
 
 # ---------------------------------------------------------------------------- concurrency + faults
-@pytest.mark.timeout(1200)  # a load test: what it proves is counted, not timed (a busy 2-core machine needs > 300 s for gapless)
+# A load test is sized by what it proves, and asserts that it exercised it, so that a run too
+# small (or too lucky) to meet a duplicate race or a fault of every kind cannot pass vacuously.
+ORDER_FAULTS = {"after_commit": 0.05, "resend": 0.05, "conflict": 0.05, "throttle": 0.05, "unavailable": 0.05}
+MIN_FAULTS_PER_KIND = 3  # one environment: ~15-50 per kind at these rates; every failure path was taken, several times
+MIN_TWIN_RACES = 10  # a key's two requests both missed the other's key record and met at its condition
+MIN_REPLAYS = 10  # a key's later request found the key record and answered the stored order
+MIN_LOST_COUNTER_RACES = 20  # several environments: rounds lost on the counter's ``value = :old``
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_2000_orders_from_32_clients_with_duplicates_and_faults(
+def test_orders_from_32_clients_with_duplicates_and_faults(
     mode: str, orders_fn: Any, pointer_fn: Any, faults: Any, ddb: Any, table: str, dynamodb_endpoint: str
 ) -> None:
-    """32 client threads place 2,000 orders; a quarter of the requests are sent again (some
-    concurrently with the original); faults hit the sequence and the transactions. Every key
-    gets one order id, no id is shared, gapless ids are 1..N, and the pointer ends at the max.
+    """32 client threads place 300 orders; a quarter of the requests are sent again (half of
+    those right beside the original, so both are in flight at once); every kind of fault hits
+    the sequence and the transactions. Every key gets one order id, no id is shared, gapless
+    ids are 1..N, and the pointer ends at the max. (Was 2,000 orders: the same paths, taken
+    fewer times; the run now asserts each path was taken, see the MIN_ constants.)
 
     The threads share one layer object (in gapless mode they queue on its local lock, which
     keeps the run time low); the race between environments at DynamoDB is the next test's."""
-    place_orders(orders_fn, pointer_fn, faults, ddb, table, dynamodb_endpoint, mode=mode, n=2000, envs=1, seed=4)
+    place_orders(orders_fn, pointer_fn, faults, ddb, table, dynamodb_endpoint, mode=mode, n=300, envs=1, seed=4)
 
 
 def test_gapless_ids_when_4_environments_race_for_the_counter(
     orders_fn: Any, pointer_fn: Any, faults: Any, ddb: Any, table: str, dynamodb_endpoint: str
 ) -> None:
     """32 threads over 4 layer objects (4 Lambda environments): only the counter's
-    ``value = :old`` condition serialises them. Still exactly 1..N."""
+    ``value = :old`` condition serialises them (the lost rounds are counted). Still exactly 1..N."""
     place_orders(orders_fn, pointer_fn, faults, ddb, table, dynamodb_endpoint, mode="gapless", n=160, envs=4, seed=6)
 
 
 def place_orders(
     orders_fn: Any, pointer_fn: Any, faults: Any, ddb: Any, table: str, dynamodb_endpoint: str, *, mode: str, n: int, envs: int, seed: int
 ) -> None:
+    lock = threading.Lock()
+    lost_counter_races = [0]
+
+    def lost_a_counter_race(delay: float) -> None:  # the gapless OCC backs off only after losing the counter's condition
+        with lock:
+            lost_counter_races[0] += 1
+        time.sleep(delay)
+
     layers = [use_mode(orders_fn, table, mode) for _ in range(envs)]
+    for layer in layers:
+        layer.sequence.occ = RetryPolicy(OCC.max_attempts, OCC.base_delay, OCC.max_delay, sleep=lost_a_counter_race)
     clients = 32
     rng = random.Random(seed)
     keys = [f"key-{i}-{uuid.uuid4().hex[:6]}" for i in range(n)]
-    requests_ = keys + rng.sample(keys, n // 4)  # duplicates: the same Idempotency-Key re-sent
+    resent = rng.sample(keys, n // 4)  # duplicates: the same Idempotency-Key re-sent
+    beside, later = set(resent[: len(resent) // 2]), resent[len(resent) // 2 :]
+    requests_ = keys + later
     rng.shuffle(requests_)
-    for kind in ("after_commit", "resend"):
-        faults.add(kind, operations={"UpdateItem", "TransactWriteItems"}, rate=0.02)
-    for kind in ("conflict", "throttle", "unavailable"):
-        faults.add(kind, operations={"UpdateItem", "TransactWriteItems"}, rate=0.01)
-    answers: dict[str, list[tuple[int, bool]]] = defaultdict(list)
-    lock = threading.Lock()
+    requests_ = [r for key in requests_ for r in ([key, key] if key in beside else [key])]  # the twin goes out at once
+    assert len(requests_) == n + n // 4
+    for kind, rate in ORDER_FAULTS.items():
+        faults.add(kind, operations={"UpdateItem", "TransactWriteItems"}, rate=rate)
+    answers: dict[str, list[tuple[int, bool, str | None]]] = defaultdict(list)
     resends = 0
 
     attempts = 0
@@ -206,7 +227,7 @@ def place_orders(
                     resends += 1
                 continue
             with lock:
-                answers[key].append((placed.order["orderId"], placed.created))
+                answers[key].append((placed.order["orderId"], placed.created, placed.result.reason))
                 attempts += placed.result.attempts
             return
         raise AssertionError(f"{key}: no answer after 20 resends")
@@ -216,10 +237,23 @@ def place_orders(
         list(pool.map(client, enumerate(requests_)))
     elapsed = time.monotonic() - began
 
-    assert sum(faults.injected.values()) > n // 40, faults.injected
-    ids_by_key = {key: {order_id for order_id, _ in got} for key, got in answers.items()}
+    # -- what the run exercised (a run that met none of it would prove nothing)
+    if envs == 1:
+        assert all(faults.injected[kind] >= MIN_FAULTS_PER_KIND for kind in ORDER_FAULTS), dict(faults.injected)
+    else:  # most rounds lose the counter's condition, and a lost round commits nothing for after_commit/resend to hit
+        assert sum(faults.injected.values()) >= 20, dict(faults.injected)
+    replies = [(created, reason) for got in answers.values() for _, created, reason in got]
+    twin_races = sum(1 for created, reason in replies if not created and reason == "item_exists")
+    replays = sum(1 for created, reason in replies if not created and reason != "item_exists")
+    assert twin_races >= MIN_TWIN_RACES, (twin_races, replays)
+    assert replays >= MIN_REPLAYS, (twin_races, replays)
+    if envs > 1:
+        assert lost_counter_races[0] >= MIN_LOST_COUNTER_RACES, lost_counter_races
+
+    # -- what must hold
+    ids_by_key = {key: {order_id for order_id, _, _ in got} for key, got in answers.items()}
     assert all(len(ids) == 1 for ids in ids_by_key.values()), "a key answered two different order ids"
-    assert all(sum(created for _, created in got) <= 1 for got in answers.values()), "a key was created twice"
+    assert all(sum(created for _, created, _ in got) <= 1 for got in answers.values()), "a key was created twice"
     ids = [next(iter(v)) for v in ids_by_key.values()]
     assert len(ids_by_key) == n and len(set(ids)) == n  # 0 duplicate order ids
     stored = stored_orders(ddb, table)
@@ -233,7 +267,8 @@ def place_orders(
         assert taken >= max(ids) and len(set(ids)) == n  # unique; gaps allowed
     print(
         f"\n[{mode}, {envs} env] {n} orders + {len(requests_) - n} duplicates from {clients} threads in {elapsed:.1f}s "
-        f"({n / elapsed:.0f} orders/s with faults), {resends} 503 resends, sequence at {taken} "
+        f"({n / elapsed:.0f} orders/s with faults), {twin_races} twin races, {replays} replays, "
+        f"{lost_counter_races[0]} lost counter rounds, {resends} 503 resends, sequence at {taken} "
         f"({taken - n} ids burned), {attempts / len(requests_):.2f} write attempts per request, faults {dict(faults.injected)}"
     )
 

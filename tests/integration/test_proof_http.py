@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from proof import http
+from tests.conftest import settled
 
 
 # crt with shards is left to `make proof` here: it strands a split re-driven after an unknown
@@ -84,11 +84,7 @@ def test_sqs_faults_reach_the_functions_queue_client(
         assert requests.post(f"{url}/posts", json={"postId": "p1", "authorId": "a", "body": "b"}, timeout=30).status_code == 201
         r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
         assert r.status_code == 202, r.text
-        for _ in range(100):
-            record = requests.get(f"{url}{r.headers['Location']}", timeout=10).json()
-            if record["status"] != "PENDING":
-                break
-            time.sleep(0.2)
+        record = settled(lambda: requests.get(f"{url}{r.headers['Location']}", timeout=10).json(), lambda: stack.queue_depth("RetryQueue"))
         assert record["status"] == "APPLIED"
         assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
         reports = [json.loads(p.read_text()) for p in tmp_path.glob("LikesFunction-*.json")]

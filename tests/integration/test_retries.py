@@ -19,7 +19,7 @@ from counters.services.reservations import Reservations
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
-from tests.conftest import Queues, api_event, invoke, item_count, likes_count
+from tests.conftest import Queues, api_event, invoke, item_count, likes_count, settled
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
@@ -162,14 +162,9 @@ class FaultyStack:
         raise AssertionError(f"{method} {path} never acknowledged")
 
     def final(self, response: requests.Response) -> dict[str, Any]:
-        """The operation record of a 202, once it is no longer PENDING."""
+        """The operation record of a 202, once it is no longer PENDING (or the worker is done)."""
         operation = response.json()["operationId"]
-        for _ in range(600):
-            record = self.call("GET", f"/operations/{operation}").json()
-            if record["status"] != "PENDING":
-                return record
-            time.sleep(0.2)
-        raise AssertionError("operation still pending")
+        return settled(lambda: self.call("GET", f"/operations/{operation}").json(), lambda: self.stack.queue_depth("RetryQueue"), 0.2)
 
     def faults(self) -> tuple[int, int]:
         """(injected, calls) over every faulted process."""
@@ -181,17 +176,17 @@ class FaultyStack:
         return injected, calls
 
     def drained(self) -> bool:
-        for _ in range(100):  # the second delivery of the last batch may still be in flight
-            if self.stack.queue_depth("RetryQueue") == 0:
-                break
+        """Nothing left on the retry queue (the second delivery of the last batch may still be in
+        flight: wait for it, however long it takes) and nothing in the DLQ."""
+        while self.stack.queue_depth("RetryQueue"):
             time.sleep(0.1)
-        return self.stack.queue_depth("RetryQueue") == 0 and self.stack.queue_depth("RetryDLQ") == 0
+        return self.stack.queue_depth("RetryDLQ") == 0
 
 
-def test_two_thousand_operations_under_faults_are_applied_exactly_once(
+def test_operations_under_faults_are_applied_exactly_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, dynamodb_endpoint: str, sqs_endpoint: str, ddb: Any
 ) -> None:
-    """>= 2,000 like/unlike requests over HTTP (every one sent twice) plus 100 invalid ones;
+    """>= 800 like/unlike requests over HTTP (every one sent twice; was 2,000) plus 50 invalid ones;
     ~15% of every DynamoDB call in the API and worker processes faulted; the client retries
     only unacknowledged answers (5xx). Every 200/202 ends applied exactly once, every 4xx
     leaves no trace, every queue batch is delivered twice, nothing reaches the DLQ."""
@@ -204,8 +199,8 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
             # a re-send after a 5xx whose create committed is answered from the stored post: 200
             assert call("POST", "/posts", json={"postId": post, "authorId": "a", "body": "b"}).status_code in (200, 201)
         # Each (post, user) pair gets one kind of request, so the final state is known.
-        likers = {(rng.choice(posts), f"u{i}") for i in range(760)}
-        unlikers = {(rng.choice(posts), f"x{i}") for i in range(200)}
+        likers = {(rng.choice(posts), f"u{i}") for i in range(300)}
+        unlikers = {(rng.choice(posts), f"x{i}") for i in range(80)}
         with ThreadPoolExecutor(max_workers=32) as pool:
             setup = list(pool.map(lambda pu: call("PUT", f"/posts/{pu[0]}/likes/{pu[1]}"), sorted(unlikers)))
         assert {r.status_code for r in setup} <= {200, 202}
@@ -214,17 +209,18 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
                 assert env.final(response)["status"] in ("APPLIED", "DUPLICATE")
         reqs = [("PUT", f"/posts/{p}/likes/{u}") for p, u in likers for _ in range(2)]
         reqs += [("DELETE", f"/posts/{p}/likes/{u}") for p, u in unlikers for _ in range(2)]
-        reqs += [("PUT", f"/posts/{rng.choice(posts)}/likes/bad%23id{i}") for i in range(50)]
-        reqs += [("PUT", f"/posts/missing{i}/likes/u1") for i in range(50)]
+        reqs += [("PUT", f"/posts/{rng.choice(posts)}/likes/bad%23id{i}") for i in range(25)]
+        reqs += [("PUT", f"/posts/missing{i}/likes/u1") for i in range(25)]
         rng.shuffle(reqs)
-        assert len(reqs) >= 2000
+        assert len(reqs) >= 800
         with ThreadPoolExecutor(max_workers=32) as pool:
             responses = list(pool.map(lambda r: call(*r), reqs))
         answers: dict[int, int] = {}
         for r in responses:
             answers[r.status_code] = answers.get(r.status_code, 0) + 1
         assert set(answers) <= {200, 202, 400, 404}, answers
-        assert answers.get(202), "the fault rate should push some requests past the in-line budget"
+        # what the run must have met (expected ~10-15 deferrals at these rates), or it proves nothing about the worker
+        assert answers.get(202, 0) >= 3, f"the fault rate should push some requests past the in-line budget: {answers}"
         for (method, path), response in zip(reqs, responses, strict=True):
             if "bad%23id" in path:
                 assert response.status_code == 400  # refused before any DynamoDB call
@@ -246,7 +242,7 @@ def test_two_thousand_operations_under_faults_are_applied_exactly_once(
             assert tally(ddb, table, post) == likes_count(ddb, table, post) == expected
         for post, user in likers:
             assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": f"LIKE#USER#{user}"}})
-        assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(50)) == 0  # 4xx left no trace
+        assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(25)) == 0  # 4xx left no trace
         print(f"\nanswers {answers}; injected {injected} faults in {calls} DynamoDB calls")
     finally:
         env.stack.stop()
@@ -267,12 +263,10 @@ def test_local_stack_resolves_a_202_through_its_own_worker(
         r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
         assert r.status_code == 202, r.text
         location = r.headers["Location"]
-        for _ in range(100):
-            status = requests.get(f"{url}{location}", timeout=10).json()["status"]
-            if status != "PENDING":
-                break
-            time.sleep(0.1)
-        assert status == "APPLIED"
+        assert (
+            settled(lambda: requests.get(f"{url}{location}", timeout=10).json(), lambda: stack.queue_depth("RetryQueue"))["status"]
+            == "APPLIED"
+        )
         assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
     finally:
         stack.stop()
@@ -281,10 +275,13 @@ def test_local_stack_resolves_a_202_through_its_own_worker(
 def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, dynamodb_endpoint: str, sqs_endpoint: str, ddb: Any
 ) -> None:
-    """800 reservations over HTTP on the four exact strategies (every request sent twice, ~15% of
+    """400 reservations over HTTP on the four exact strategies (every request sent twice, ~15% of
     DynamoDB calls faulted in the API and the worker): reserved == the sum of distinct confirmed
     reservations, never above capacity; deferred ones end APPLIED/DUPLICATE/REJECTED; plus
-    releases, each deferred or applied once; and atomic never answers 202."""
+    releases, each deferred or applied once; and atomic never answers 202. (Was 800 against a
+    capacity of 150: now 400 against 75, the same demand ~1.3x capacity, so each resource still
+    sells out, which is asserted.)"""
+    capacity = 75
     env = FaultyStack(monkeypatch, tmp_path, dynamodb_endpoint, sqs_endpoint, ["ReservationsFunction", "RetryWorkerFunction"], "tally-rsv")
     call, final, session, url, stack = env.call, env.final, env.session, env.url, env.stack
 
@@ -292,12 +289,12 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
         strategies = ["crt", "marker", "set", "occ_history"]
         for strategy in [*strategies, "atomic"]:
             # a create is not idempotent: a 5xx after commit, re-sent, is a 409; the resource is what was asked
-            created = call("POST", "/resources", json={"resourceId": f"r-{strategy}", "capacity": 150, "strategy": strategy})
+            created = call("POST", "/resources", json={"resourceId": f"r-{strategy}", "capacity": capacity, "strategy": strategy})
             assert created.status_code in (201, 409), created.text
             resource = call("GET", f"/resources/r-{strategy}").json()
-            assert (resource["capacity"], resource["strategy"], resource["reserved"]) == (150, strategy, 0), resource
+            assert (resource["capacity"], resource["strategy"], resource["reserved"]) == (capacity, strategy, 0), resource
         rng = random.Random(7)
-        reqs = [(s, f"k-{s}-{i}", rng.randint(1, 3)) for s in strategies for i in range(100)]
+        reqs = [(s, f"k-{s}-{i}", rng.randint(1, 3)) for s in strategies for i in range(50)]
         reqs = [r for r in reqs for _ in range(2)]
         rng.shuffle(reqs)
 
@@ -309,6 +306,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
             results = list(pool.map(reserve, reqs))
         confirmed: dict[str, dict[str, int]] = {s: {} for s in strategies}
         deferred = 0
+        sold_out = {s: 0 for s in strategies}
         for (strategy, key, quantity), response in results:
             if response.status_code == 202:
                 deferred += 1
@@ -317,14 +315,17 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
                     confirmed[strategy][key] = quantity
                 else:
                     assert record["result"]["error"] in ("insufficient_capacity", "reservation_slots_full"), record
+                    sold_out[strategy] += 1
             elif response.status_code in (200, 201):
                 confirmed[strategy][key] = quantity
             else:
                 assert response.status_code == 409, response.text  # sold out / slots full: definite
+                sold_out[strategy] += 1
+        assert all(sold_out.values()), f"every resource must have been sold out (demand ~1.3x capacity): {sold_out}"
         for strategy in strategies:
             resource = call("GET", f"/resources/r-{strategy}").json()
-            assert resource["reserved"] == sum(confirmed[strategy].values()) <= 150, (strategy, resource)
-            assert resource["reserved"] + resource["available"] == 150
+            assert resource["reserved"] == sum(confirmed[strategy].values()) <= capacity, (strategy, resource)
+            assert resource["reserved"] + resource["available"] == capacity
         # every 409 and every REJECTED replay left nothing behind: one CONFIRMED record per confirmed key
         records = [
             item
