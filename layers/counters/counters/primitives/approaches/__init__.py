@@ -50,6 +50,11 @@ from counters.core.outcome import Capacity, Outcome, Result
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
 
+Key = dict[str, str]
+"""A counter item's key (``PK``, ``SK``)."""
+Fields = dict[str, Any]
+"""A reservation record's fields."""
+
 RESERVED = "reserved"
 AVAILABLE = "available"
 
@@ -113,15 +118,7 @@ class Approach:
         """The attributes a new counter item starts with (``reserved`` 0, ``available`` capacity)."""
         return {RESERVED: 0, AVAILABLE: capacity}
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         """Add ``delta`` to the counter item at ``key``.
 
         ``token`` is the request's token (how approaches that remember tokens see a duplicate);
@@ -130,9 +127,7 @@ class Approach:
         the record to the caller."""
         raise NotImplementedError
 
-    def apply_split(
-        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
-    ) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         """Apply several positive deltas to several counter items in ONE transaction. ``round_``
         is the planner's round (:func:`counters.primitives.sharding.take`): a new plan is a new
         request, so an approach keyed by request tokens (crt) derives a fresh one per round."""

@@ -36,6 +36,8 @@ from counters.core.outcome import Outcome, Result
 from counters.primitives.approaches import (
     ADD_DELTA,
     Approach,
+    Fields,
+    Key,
     delta_values,
     guard,
     names,
@@ -74,15 +76,7 @@ class Atomic(Approach):
         self.policy: Policy = policy
         assert_sdk_retries_off(self._dynamodb or client())
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         params = {
             "TableName": self.table_name,
             "Key": to_item(key),
@@ -113,9 +107,7 @@ class Atomic(Approach):
             return result(Outcome.AMBIGUOUS, capacity, attempts, "budget_exhausted")
         return result(Outcome.CONTENTION, capacity, attempts)
 
-    def apply_split(
-        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
-    ) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         items = [
             {
                 "Update": {

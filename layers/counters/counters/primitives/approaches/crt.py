@@ -50,6 +50,8 @@ from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import (
     ADD_DELTA,
     Approach,
+    Fields,
+    Key,
     delta_values,
     guard,
     names,
@@ -87,23 +89,13 @@ class Crt(Approach):
     needs_token = True
     shardable = True
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         token = self.require_token(token)
         items = [update_action(self.table_name, key, delta, bounded)]
         crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
         return self._run(items, crt, delta, mismatch=(Outcome.REJECTED, "token_mismatch"))
 
-    def apply_split(
-        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
-    ) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         """One transaction over the shards. With a ``record`` it also Puts the reservation record
         (as ``marker`` does): a split spans shards, so its ClientRequestToken is per round, and a
         re-drive whose answer was lost could not find its way back to it; the record, read

@@ -30,7 +30,7 @@ from typing import Any
 
 from counters.core.engine import transact
 from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches import Approach, record_key, record_put, rejection, result
+from counters.primitives.approaches import Approach, Fields, Key, record_key, record_put, rejection, result
 from counters.primitives.approaches.crt import update_action
 
 marker_key = record_key  # the marker is the reservation record
@@ -43,23 +43,13 @@ class Marker(Approach):
     shardable = True
     writes_record = True
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         token = self.require_token(token)
         if delta <= 0:
             raise ValueError("marker applies takes (delta > 0); give back with release_action under the marker's status guard")
         return self._run([(key, delta)], token, delta, record, bounded)
 
-    def apply_split(
-        self, parts: list[tuple[dict[str, str], int]], *, token: str, record: dict[str, Any] | None = None, round_: int = 1
-    ) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         return self._run(parts, token, sum(p for _, p in parts), record, True)
 
     def _run(

@@ -32,7 +32,7 @@ from counters.core.client import from_item, to_item
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, names, result
+from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, Fields, Key, names, result
 
 TAG = "tag"
 
@@ -58,15 +58,7 @@ class Occ(Approach):
     def initial_attributes(self, capacity: int) -> dict[str, Any]:
         return {**super().initial_attributes(capacity), TAG: new_tag()}
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         capacity = Capacity()
         mine = ""  # the tag our pending write sets
         old = ""  # the tag it is conditioned on

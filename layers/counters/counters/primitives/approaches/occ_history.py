@@ -34,7 +34,7 @@ from counters.core.client import from_item, to_item
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, names, result
+from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, Fields, Key, names, result
 from counters.primitives.approaches.occ import breaches
 
 VERSION = "version"
@@ -82,15 +82,7 @@ class OccHistory(Approach):
     def initial_attributes(self, capacity: int) -> dict[str, Any]:
         return {**super().initial_attributes(capacity), VERSION: 0, TAGS: []}
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         capacity = Capacity()
         mine = tag_for(token)
         sent = False  # a send of ours may have committed: our tag then means "applied", not "duplicate"

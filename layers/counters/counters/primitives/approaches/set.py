@@ -35,6 +35,8 @@ from counters.primitives.approaches import (
     AVAILABLE,
     RESERVED,
     Approach,
+    Fields,
+    Key,
     guard,
     names,
     rejection,
@@ -62,15 +64,7 @@ class TokenSet(Approach):
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.max_tokens = max_tokens
 
-    def apply(
-        self,
-        key: dict[str, str],
-        delta: int,
-        *,
-        token: str | None = None,
-        bounded: bool = True,
-        record: dict[str, Any] | None = None,
-    ) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         token = self.require_token(token)
         take = delta > 0
         values: dict[str, Any] = {":d": delta, ":nd": -delta, ":q": abs(delta), ":t": token, ":ts": {token}}
