@@ -14,6 +14,7 @@ Both files are overwritten by every run.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import shlex
@@ -75,11 +76,15 @@ def run_parallel(tasks: list[Callable[[], None]], clients: int) -> None:
 
 
 # ----------------------------------------------------------------------------- scenarios
-def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
-    """Distinct users like (and pre-liked users unlike) one hot post, every request sent twice."""
+def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool = False) -> list[Report]:
+    """Distinct users like (and pre-liked users unlike) one hot post, every request sent twice.
+    With ``limits``, DynamoDB's per-partition limits and transaction conflicts are modelled too
+    (testkit/limits.py, scale 20): most attempts on the hot post are throttled or cancelled."""
+    from counters.core import client as layer_client
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
     from counters.services.likes import Likes
+    from testkit.limits import LimitModel
 
     name = new_table(ddb)
     setup = Likes(name)
@@ -88,6 +93,7 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]
     for user in unlikers:
         setup.like("p", user)
     injector = with_faults(seed)
+    model = LimitModel(layer_client.client(), scale=20.0) if limits else None
     likes = Likes(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01))
     history = History(base=len(unlikers), floor=0)
     rng = random.Random(seed)
@@ -122,10 +128,12 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]
     stop.set()
     reading.join()
     injector.detach()
+    limited = sum(model.throttles.values()) + sum(model.conflicts.values()) if model else 0
+    if model:
+        model.detach()
     audit = Likes(name).audit("p")
-    report = history.check(
-        "likes (refcount, transaction + key guard)", audit.stored, documented="exact", faults=sum(injector.injected.values())
-    )
+    label = "likes (refcount, transaction + key guard)" + (", one post under the partition limit model" if limits else "")
+    report = history.check(label, audit.stored, documented="exact", faults=sum(injector.injected.values()) + limited)
     report.duplicates = max(0, audit.drift)  # a tally above its likes (LIKE# items, tombstones aside) counted something twice
     report.under += max(0, -audit.drift)
     ddb.delete_table(TableName=name)
@@ -401,6 +409,7 @@ def dynamo_plain() -> Any:
 
 SCENARIOS: dict[str, Callable[[Any, int, int, int], list[Report]]] = {
     "likes": likes_scenario,
+    "likes-limits": functools.partial(likes_scenario, limits=True),
     "reservations": reservations_scenario,
     "ledger": ledger_scenario,
     "orders": orders_scenario,
