@@ -107,25 +107,42 @@ def _likes_layer(likes: Any, table: str, i: int) -> Any:
 
 
 def _likes_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
+    """The like the layer sends (counters.primitives.toggle): the user's state item switched on
+    under the latest-request-wins condition, stamped, and the tally moved, in one transaction."""
+    at, by = time.time_ns() // 1_000_000, uuid.uuid4().hex
     return ddb.transact_write_items(
         TransactItems=[
             {
-                "Put": {
+                "Update": {
                     "TableName": table,
-                    "Item": {"PK": {"S": "POST#base"}, "SK": {"S": f"LIKE#USER#u{i}"}, "userId": {"S": f"u{i}"}, "likedAt": {"N": "1"}},
-                    "ConditionExpression": "attribute_not_exists(SK)",
+                    "Key": {"PK": {"S": "POST#base"}, "SK": {"S": f"LIKE#USER#u{i}"}},
+                    "UpdateExpression": "SET #state = :true, #at = :at, #by = :by, #rid = :by, #u = :u, #t = :t REMOVE #exp",
+                    "ConditionExpression": "attribute_not_exists(#sk) OR (#state = :false AND "
+                    "(attribute_not_exists(#at) OR #at < :at OR (#at = :at AND #by < :by)))",
+                    "ExpressionAttributeNames": {
+                        "#state": "liked", "#at": "changedAt", "#by": "changedBy", "#sk": "SK",
+                        "#rid": "requestId", "#exp": "expiresAt", "#u": "userId", "#t": "likedAt",
+                    },
+                    "ExpressionAttributeValues": {
+                        ":true": {"BOOL": True}, ":false": {"BOOL": False}, ":at": {"N": str(at)}, ":by": {"S": by},
+                        ":u": {"S": f"u{i}"}, ":t": {"N": str(at // 1000)},
+                    },
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
             {
                 "Update": {
                     "TableName": table,
                     "Key": {"PK": {"S": "POST#base"}, "SK": {"S": "META"}},
-                    "UpdateExpression": "ADD likeTally :one",
-                    "ConditionExpression": "attribute_exists(PK)",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    "UpdateExpression": "ADD #tally :delta",
+                    "ConditionExpression": "attribute_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": "PK", "#tally": "likeTally"},
+                    "ExpressionAttributeValues": {":delta": {"N": "1"}},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
         ],
+        ClientRequestToken=str(uuid.uuid4()),
         ReturnConsumedCapacity="TOTAL",
     )
 
