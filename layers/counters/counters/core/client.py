@@ -41,17 +41,21 @@ CLIENT_CONFIG = Config(
 CLIENT_LOCK = threading.RLock()
 """Held while a client is created: botocore sessions are not thread-safe."""
 _client: Any = None
-_session: Any = None
+_loader: Any = None
 
 
 def botocore_session() -> Any:
-    """The process's botocore session (call with :data:`CLIENT_LOCK` held). One session loads
-    each service model once; endpoint, region and credentials still come from the environment
-    when a client is created."""
-    global _session
-    if _session is None:
-        _session = botocore.session.get_session()
-    return _session
+    """A new botocore session (call with :data:`CLIENT_LOCK` held) sharing one data loader, so
+    each service model is parsed once per process while endpoint, region and credentials are
+    read from the environment afresh for every client (a shared session would keep the first
+    credentials it resolved)."""
+    global _loader
+    session = botocore.session.get_session()
+    if _loader is None:
+        _loader = session.get_component("data_loader")
+    else:
+        session.register_component("data_loader", _loader)
+    return session
 
 
 def client() -> Any:
