@@ -311,3 +311,40 @@ def test_the_local_stack_subscribes_the_aggregator_with_its_filter() -> None:
     assert sub.report_failures and sub.filters
     assert aggregator_module.SEQ_WIDTH == 40
     assert post_key("x") == {"PK": "POST#x", "SK": "META"}
+
+
+def test_the_filter_passes_hot_like_writes_that_counted_only() -> None:
+    from devstack.streams import matches
+
+    (pattern,) = next(s for s in subscriptions() if s.function == FN).filters
+
+    def record(name: str, pk: str, sk: str, delta: str | None) -> dict[str, Any]:
+        image = {} if delta is None else {"delta": {"N": delta}}
+        return {"eventName": name, "dynamodb": {"Keys": {"PK": {"S": pk}, "SK": {"S": sk}}, "NewImage": image}}
+
+    assert matches(pattern, record("INSERT", "POST#h1#S3", "LIKE#USER#u1", "1"))
+    assert matches(pattern, record("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "-1"))
+    assert not matches(pattern, record("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "0"))  # a restamp or a tombstone
+    assert not matches(pattern, record("INSERT", "POST#p1", "LIKE#USER#u1", None))  # a standard like
+    assert not matches(pattern, record("MODIFY", "POST#h1", "META", None))  # the aggregator's own write
+    assert not matches(pattern, record("REMOVE", "POST#h1#S3", "LIKE#USER#u1", None))  # a tombstone's TTL
+
+
+def test_hot_post_over_the_api(load_function: Any, table: str, layer_client: Any, agg_fn: Any, dynamodb_endpoint: str) -> None:
+    from tests.conftest import api_event, invoke
+
+    api = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST))
+    status, post = invoke(api, api_event("POST", "/posts", {"postId": "h1", "authorId": "a", "body": "b", "mode": "hot"}))
+    assert status == 201 and post["mode"] == "hot" and post["asOf"] is None
+    assert invoke(api, api_event("POST", "/posts", {"postId": "x", "authorId": "a", "body": "b", "mode": "warm"}))[0] == 400
+    for u in range(5):
+        assert invoke(api, api_event("PUT", f"/posts/h1/likes/u{u}"))[1]["changed"] is True
+    assert invoke(api, api_event("DELETE", "/posts/h1/likes/u0"))[1]["liked"] is False
+    assert invoke(api, api_event("GET", "/posts/h1/likes/u1"))[1] == {"postId": "h1", "userId": "u1", "liked": True}
+    assert invoke(api, api_event("GET", "/posts/h1/likes/u0"))[1]["liked"] is False
+    assert invoke(api, api_event("GET", "/posts/h1"))[1]["likeTally"] == 0  # not aggregated yet
+    StreamPoller(table, dynamodb_endpoint, {FN: lambda event: ("ok", deliver(agg_fn, event["Records"]))}).poll_once()
+    status, shown = invoke(api, api_event("GET", "/posts/h1"))
+    assert status == 200 and shown["likeTally"] == 4 and shown["asOf"] is not None and shown["lagMs"] >= 0
+    status, page = invoke(api, api_event("GET", "/posts/h1/likes?limit=2"))
+    assert status == 200 and len(page["likers"]) <= 2 and page["cursor"]
