@@ -1,6 +1,6 @@
 """Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
@@ -24,6 +24,11 @@ class CreatePost(BaseModel):
     postId: str | None = Field(default=None, pattern=ID_PATTERN)
     authorId: str = Field(pattern=ID_PATTERN)
     body: str = Field(min_length=1, max_length=4000)
+    mode: Literal["standard", "hot"] = Field(
+        default="standard",
+        description="hot: likes are single writes spread over several keys and the tally is kept from the table's stream "
+        "(exact as of asOf); standard: each like counts in its own transaction",
+    )
 
 
 class Post(Body):
@@ -32,6 +37,9 @@ class Post(Body):
     body: str | None
     likeTally: int
     createdAt: int | None
+    mode: str = "standard"
+    asOf: int | None = Field(default=None, description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation")
+    lagMs: int | None = Field(default=None, description="hot posts: how far asOf is behind now (ms)")
 
 
 class LikeState(Body):
@@ -72,7 +80,9 @@ IdempotencyKey = Annotated[
 @app.post("/posts")
 def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
-    created, new = function.service.create_post(author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key)
+    created, new = function.service.create_post(
+        author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key, mode=post.mode
+    )
     metrics.add_metric(name="CreatePost.applied" if new else "CreatePost.duplicate", unit=MetricUnit.Count, value=1)
     return json_response(201 if new else 200, created, headers={"Location": f"/posts/{created['postId']}"})
 
@@ -96,6 +106,19 @@ def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     change = function.service.unlike(postId, userId, at=app.request_time)
     record(metrics, "Unlike", change.result)
     return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
+
+
+class OwnLike(Body):
+    postId: str
+    userId: str
+    liked: bool
+
+
+@app.get("/posts/<postId>/likes/<userId>")
+def own_like(postId: IdPath, userId: IdPath) -> Response[OwnLike]:
+    """The caller's own like, read from its state item: exact at once, in either mode."""
+    app.caller.require_self(userId, "read the like state of")
+    return json_response(200, function.service.like_state(postId, userId))
 
 
 @app.get("/posts/<postId>/likes")

@@ -146,30 +146,8 @@ class Toggle:
     # ------------------------------------------------------------------------ the writes
     def _flip(self, parent: dict[str, Any], key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any]) -> list[dict[str, Any]]:
         """The state item flipped (stamped, ``requestId``) and the tally moved, as one transaction."""
-        extra, extra_names, extra_values = self._set_clause(attributes)
-        names = {**self._names(REQUEST_ID, EXPIRES_AT), **extra_names}
-        if on:
-            update = f"SET #state = :true, #at = :at, #by = :by, #{REQUEST_ID} = :by{extra} REMOVE #{EXPIRES_AT}"
-            condition = f"attribute_not_exists(#sk) OR ({IS_OFF} AND {STORED_IS_OLDER})"
-            values = {**self._values(stamp), **extra_values}
-        else:
-            update = f"SET #state = :false, #at = :at, #by = :by, #{REQUEST_ID} = :by, #{EXPIRES_AT} = :ttl{extra}"
-            condition = f"attribute_exists(#sk) AND {IS_ON} AND {STORED_IS_OLDER}"
-            values = {**self._values(stamp, ttl=self.expires_at(stamp)), **extra_values}
         return [
-            {
-                "Update": pruned(
-                    {
-                        "TableName": self.table_name,
-                        "Key": to_item(key),
-                        "UpdateExpression": update,
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": values,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",  # the state that stopped it
-                    }
-                )
-            },
+            {"Update": self._flip_state(key, on, stamp, attributes)},
             {
                 "Update": {
                     "TableName": self.table_name,
@@ -184,33 +162,50 @@ class Toggle:
             },
         ]
 
-    def _restamp(self, key: dict[str, Any], on: bool, stamp: Stamp) -> dict[str, Any]:
-        """UpdateItem: record a newer stamp on an item already in the requested state (no count)."""
+    def _flip_state(self, key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any]) -> dict[str, Any]:
+        """The state item's half of a flip: an Update, usable in a transaction or alone (UpdateItem)."""
+        extra, extra_names, extra_values = self._set_clause(attributes)
+        names = {**self._names(REQUEST_ID, EXPIRES_AT), **extra_names}
+        if on:
+            update = f"SET #state = :true, #at = :at, #by = :by, #{REQUEST_ID} = :by{extra} REMOVE #{EXPIRES_AT}"
+            condition = f"attribute_not_exists(#sk) OR ({IS_OFF} AND {STORED_IS_OLDER})"
+            values = {**self._values(stamp), **extra_values}
+        else:
+            update = f"SET #state = :false, #at = :at, #by = :by, #{REQUEST_ID} = :by, #{EXPIRES_AT} = :ttl{extra}"
+            condition = f"attribute_exists(#sk) AND {IS_ON} AND {STORED_IS_OLDER}"
+            values = {**self._values(stamp, ttl=self.expires_at(stamp)), **extra_values}
         return pruned(
             {
                 "TableName": self.table_name,
                 "Key": to_item(key),
-                "UpdateExpression": "SET #at = :at, #by = :by" + ("" if on else f", #{EXPIRES_AT} = :ttl"),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",  # the state that stopped it
+            }
+        )
+
+    def _restamp(self, key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """UpdateItem: record a newer stamp on an item already in the requested state (no count);
+        ``attributes`` are set with it (the hot mode's ``delta = 0``)."""
+        extra, extra_names, extra_values = self._set_clause(attributes or {})
+        return pruned(
+            {
+                "TableName": self.table_name,
+                "Key": to_item(key),
+                "UpdateExpression": "SET #at = :at, #by = :by" + ("" if on else f", #{EXPIRES_AT} = :ttl") + extra,
                 "ConditionExpression": f"attribute_exists(#sk) AND {IS_ON if on else IS_OFF} AND {STORED_IS_OLDER}",
-                "ExpressionAttributeNames": self._names(EXPIRES_AT),
-                "ExpressionAttributeValues": self._values(stamp, ttl=self.expires_at(stamp)),
+                "ExpressionAttributeNames": {**self._names(EXPIRES_AT), **extra_names},
+                "ExpressionAttributeValues": {**self._values(stamp, ttl=self.expires_at(stamp)), **extra_values},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         )
 
     def _tombstone(self, parent: dict[str, Any], key: dict[str, Any], stamp: Stamp, attributes: dict[str, Any]) -> list[dict[str, Any]]:
         """A tombstone where no item is (switching off what was never on), if the parent exists."""
-        item = {**key, **attributes, self.state: False, CHANGED_AT: stamp.at, CHANGED_BY: stamp.by, EXPIRES_AT: self.expires_at(stamp)}
         return [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(item),
-                    "ConditionExpression": "attribute_not_exists(#sk)",
-                    "ExpressionAttributeNames": {"#sk": self.sk},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
+            {"Put": self._tombstone_put(key, stamp, attributes)},
             {
                 "ConditionCheck": {
                     "TableName": self.table_name,
@@ -220,6 +215,16 @@ class Toggle:
                 }
             },
         ]
+
+    def _tombstone_put(self, key: dict[str, Any], stamp: Stamp, attributes: dict[str, Any]) -> dict[str, Any]:
+        item = {**key, **attributes, self.state: False, CHANGED_AT: stamp.at, CHANGED_BY: stamp.by, EXPIRES_AT: self.expires_at(stamp)}
+        return {
+            "TableName": self.table_name,
+            "Item": to_item(item),
+            "ConditionExpression": "attribute_not_exists(#sk)",
+            "ExpressionAttributeNames": {"#sk": self.sk},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
 
     # ------------------------------------------------------------------------ set
     def set(self, parent: dict[str, Any], key: dict[str, Any], on: bool, stamp: Stamp, *, attributes: dict[str, Any] | None = None) -> Result:
@@ -232,7 +237,22 @@ class Toggle:
         the request is older than the horizon; ``value`` is the stored item), ``parent_missing``,
         ``tally_would_go_negative`` (integrity: on, but the tally is 0); ``contention``.
         """
-        attributes = attributes or {}
+        return self._set(parent, key, on, stamp, attributes or {}, None)
+
+    def set_alone(self, key: dict[str, Any], on: bool, stamp: Stamp, *, attributes: dict[str, Any] | None = None, delta_attribute: str = "delta") -> Result:
+        """:meth:`set` without the tally: the state item is written alone, one conditional write
+        under the same rule (the latest request wins), and every write records on it
+        ``delta_attribute``, what it changed the count by: ``+1`` / ``-1`` for a flip, ``0`` for
+        a stamp-only write or a new tombstone. A reader of the table's stream (NEW_IMAGE) sums
+        the deltas to keep the tally elsewhere (:mod:`counters.primitives.aggregator`).
+
+        The parent is not checked (the caller does it: the hot mode reads the post first).
+        Outcomes as :meth:`set`, without ``parent_missing`` and ``tally_would_go_negative``.
+        """
+        return self._set(None, key, on, stamp, attributes or {}, delta_attribute)
+
+    def _set(self, parent: dict[str, Any] | None, key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any], delta: str | None) -> Result:
+        """``delta`` None: a transaction with the parent's tally; a name: the state item alone."""
         capacity, attempts = Capacity(), 0
 
         def done(outcome: Outcome, reason: str | None = None, value: Any = None) -> Result:
@@ -243,7 +263,17 @@ class Toggle:
         write: str | None = "flip"
         for _ in range(ROUNDS):
             stored: dict[str, Any] | None = None
-            if write == "flip":
+            if delta is not None:  # alone: one conditional write that says what it counted
+                if write == "flip":
+                    params = self._flip_state(key, on, stamp, {**attributes, delta: 1 if on else -1})
+                    report = run(self.dynamodb.update_item, params, policy=self.retry, capacity=capacity, write=True)
+                elif write == "tombstone":
+                    params = self._tombstone_put(key, stamp, {**attributes, delta: 0})
+                    report = run(self.dynamodb.put_item, params, policy=self.retry, capacity=capacity, write=True)
+                else:
+                    params = self._restamp(key, on, stamp, {delta: 0})
+                    report = run(self.dynamodb.update_item, params, policy=self.retry, capacity=capacity, write=True)
+            elif write == "flip":
                 report = transact(self._flip(parent, key, on, stamp, attributes), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
             elif write == "tombstone":
                 report = transact(self._tombstone(parent, key, stamp, attributes), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
@@ -255,9 +285,9 @@ class Toggle:
             if report.outcome is not Outcome.REJECTED or report.failure is None:
                 return done(report.outcome)  # contention: safe to re-drive with the same stamp
             failed = report.failure.failed_conditions()
-            if write != "restamp" and 1 in failed and not report.failure.old_item(1):
+            if delta is None and write != "restamp" and 1 in failed and not report.failure.old_item(1):
                 return done(Outcome.REJECTED, "parent_missing")
-            if write != "restamp" and 0 not in failed:
+            if delta is None and write != "restamp" and 0 not in failed:
                 return done(Outcome.REJECTED, "tally_would_go_negative")  # on, yet the tally is 0
             stored = from_item(report.failure.old_item(0))
             write = self._decide(stored, on, stamp)

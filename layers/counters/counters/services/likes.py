@@ -4,15 +4,20 @@
 |---|---|---|
 | post | ``POST#<postId>`` | ``META`` (``likeTally`` is the reference count) |
 | like | ``POST#<postId>`` | ``LIKE#USER#<userId>`` (``liked``; kept as a tombstone after an unlike) |
+| like, hot mode | ``POST#<postId>#S<n>`` | ``LIKE#USER#<userId>`` (``n`` = hash(user) % the post's ``spread``; ``delta``) |
 
 Like and unlike are a :class:`~counters.primitives.toggle.Toggle`: the latest request of a user on
-a post wins, whenever its replay runs.
+a post wins, whenever its replay runs. A post's ``mode`` (data on ``META``, chosen at creation):
+``standard`` counts in the like's transaction; ``hot`` writes the like's state item alone (one
+conditional write) under one of ``spread`` partition keys, and the tally is kept from the table's
+stream by :mod:`counters.primitives.aggregator` (exact as of a watermark).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import time
 import uuid
@@ -27,6 +32,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings
+from counters.primitives.aggregator import Aggregator, Change, as_of
 from counters.primitives.refcount import Audit, RefCount
 from counters.primitives.toggle import Stamp, Toggle, now_ms
 
@@ -35,6 +41,11 @@ TALLY = "likeTally"
 LIKE_PREFIX = "LIKE#USER#"
 LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
 LIKERS_ROUNDS = 4  # queries per likers page at most, when tombstones make pages short
+STANDARD, HOT = "standard", "hot"
+MODES = (STANDARD, HOT)
+SPREAD = 8  # a hot post's like partition keys; stored on the post (``spread``): fixed for its life
+DELTA = "delta"  # on a hot like item: what its last write changed the count by (+1, -1, 0)
+AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a hot post: the aggregator's checkpoint and watermark per lane
 
 
 def post_key(post_id: str) -> dict[str, str]:
@@ -48,6 +59,51 @@ def post_id_for(author_id: str, idempotency_key: str) -> str:
 
 def like_key(post_id: str, user_id: str) -> dict[str, str]:
     return {"PK": f"POST#{post_id}", "SK": f"{LIKE_PREFIX}{user_id}"}
+
+
+def lane_of(user_id: str, spread: int) -> int:
+    """The spread partition key a user's like of a hot post lives under (stable across processes)."""
+    return int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % spread
+
+
+def hot_pk(post_id: str, lane: int) -> str:
+    return f"POST#{post_id}#S{lane}"
+
+
+def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
+    return {"PK": hot_pk(post_id, lane_of(user_id, spread)), "SK": f"{LIKE_PREFIX}{user_id}"}
+
+
+def parse_hot_pk(pk: str) -> tuple[str, str] | None:
+    """(post id, lane name ``S<n>``) of a hot like's partition key; ``None`` for any other key."""
+    if not pk.startswith("POST#"):
+        return None
+    post_id, sep, lane = pk[len("POST#") :].rpartition("#")
+    if not sep or not valid_id(post_id) or not lane.startswith("S") or not lane[1:].isdigit():
+        return None
+    return post_id, lane
+
+
+def like_aggregator(table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> Aggregator:
+    """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META."""
+    return Aggregator(table_name, post_key, tally_attribute=TALLY, seq_attribute=AGG_SEQ, at_attribute=AGG_AT, dynamodb=dynamodb, retry=retry)
+
+
+def hot_change(record: dict[str, Any]) -> Change | None:
+    """A stream record (as Lambda delivers it, NEW_IMAGE) as a hot like's change of the tally;
+    ``None`` for anything else or a write that counted nothing (``delta`` 0, a TTL removal)."""
+    if record.get("eventName") not in ("INSERT", "MODIFY"):
+        return None
+    ddb = record.get("dynamodb") or {}
+    keys, image = ddb.get("Keys") or {}, ddb.get("NewImage") or {}
+    parsed = parse_hot_pk(str((keys.get("PK") or {}).get("S", "")))
+    if parsed is None or not str((keys.get("SK") or {}).get("S", "")).startswith(LIKE_PREFIX) or DELTA not in image:
+        return None
+    delta = int(image[DELTA]["N"])
+    if delta == 0:
+        return None
+    created = ddb.get("ApproximateCreationDateTime") or 0
+    return Change(parent=parsed[0], lane=parsed[1], seq=str(ddb["SequenceNumber"]), delta=delta, created_ms=int(float(created) * 1000))
 
 
 @dataclass
@@ -74,6 +130,7 @@ class Likes:
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
         self.toggle = Toggle(table_name, tally_attribute=TALLY, state_attribute=LIKED, dynamodb=dynamodb, retry=retry)
+        self._hot: dict[str, int | None] = {}  # posts seen by this process: post id -> spread (hot) or None (standard)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
@@ -84,7 +141,7 @@ class Likes:
         return self._dynamodb or client()
 
     def create_post(
-        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None
+        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str = STANDARD
     ) -> tuple[dict[str, Any], bool]:
         """Create a post with ``likeTally = 0``; returns (the post, created now?).
 
@@ -96,7 +153,12 @@ class Likes:
         this request's id). A different post under that id is
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
         Without either, the id is random and a re-send creates another post.
+
+        ``mode`` (``standard`` or ``hot``) is stored on the post with ``modeEpoch`` 0 (a later
+        switch between modes is fenced by it); a hot post also stores its ``spread`` and the
+        aggregator's empty checkpoint and watermark maps.
         """
+        require_mode(mode)
         if post_id is None:
             post_id = post_id_for(author_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
         item = {
@@ -107,7 +169,11 @@ class Likes:
             TALLY: 0,
             "createdAt": int(time.time()),
             "requestId": new_request_id(),  # which request wrote it: a lost answer's re-send inside the engine is still "created"
+            "mode": mode,
+            "modeEpoch": 0,
         }
+        if mode == HOT:
+            item.update({"spread": SPREAD, AGG_SEQ: {}, AGG_AT: {}})
         params = {
             "TableName": self.table_name,
             "Item": to_item(item),
@@ -121,7 +187,7 @@ class Likes:
         if report.outcome is not Outcome.REJECTED or report.failure is None:
             raise ContentionError(f"could not store post {post_id!r}; resend the same request")
         stored = from_item(report.failure.old_item(0)) or {}
-        if stored.get("authorId") == author_id and stored.get("body") == body:
+        if stored.get("authorId") == author_id and stored.get("body") == body and stored.get("mode", STANDARD) == mode:
             return public_post(stored), stored.get("requestId") == item["requestId"]
         if idempotency_key and post_id == post_id_for(author_id, idempotency_key):
             raise IdempotencyKeyReused("this Idempotency-Key was already used for a different post")
@@ -132,6 +198,41 @@ class Likes:
         if item is None:
             raise NotFound(f"post {post_id!r} not found")
         return public_post(item)
+
+    def _hot_spread(self, post_id: str) -> int | None:
+        """The post's spread if it is hot, ``None`` if standard; :class:`NotFound` if missing.
+
+        The mode is read once per process and post (0.5 RCU) and cached: modes do not change yet.
+        The later switch between modes must fence writes made on a stale cached mode by
+        ``modeEpoch`` (the standard transaction touches META already; the hot write can carry the
+        epoch to the aggregator), not by expiring this cache. A post is never deleted, so a cached
+        post exists: the hot like checks existence through this read.
+        """
+        if post_id in self._hot:
+            return self._hot[post_id]
+        response = read(
+            self.dynamodb.get_item,
+            self.refcount.retry,
+            None,
+            TableName=self.table_name,
+            Key=to_item(post_key(post_id)),
+            ProjectionExpression="#m, #s",
+            ExpressionAttributeNames={"#m": "mode", "#s": "spread"},
+        )
+        item = from_item(response.get("Item"))
+        if item is None:
+            raise NotFound(f"post {post_id!r} not found")
+        self._hot[post_id] = int(item.get("spread", SPREAD)) if item.get("mode", STANDARD) == HOT else None
+        return self._hot[post_id]
+
+    def like_state(self, post_id: str, user_id: str) -> dict[str, Any]:
+        """The caller's own like of a post, read from its state item (strongly consistent: exact at
+        once in either mode, whatever the aggregator's lag)."""
+        spread = self._hot_spread(post_id)
+        key = like_key(post_id, user_id) if spread is None else hot_like_key(post_id, user_id, spread)
+        response = read(self.dynamodb.get_item, self.refcount.retry, None, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
+        item = from_item(response.get("Item"))
+        return {"postId": post_id, "userId": user_id, "liked": bool(item) and item.get(LIKED, True) is not False}
 
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
         """Like, unless a newer request of this user on this post already decided (the latest wins).
@@ -150,7 +251,12 @@ class Likes:
         attributes: dict[str, Any] = {"userId": user_id}
         if liked:
             attributes["likedAt"] = at // 1000
-        result = self.toggle.set(post_key(post_id), like_key(post_id, user_id), liked, Stamp(at, request_id), attributes=attributes)
+        spread = self._hot_spread(post_id)
+        if spread is None:
+            result = self.toggle.set(post_key(post_id), like_key(post_id, user_id), liked, Stamp(at, request_id), attributes=attributes)
+        else:  # hot: the state item alone; the stream's aggregator counts its delta
+            key = hot_like_key(post_id, user_id, spread)
+            result = self.toggle.set_alone(key, liked, Stamp(at, request_id), attributes={**attributes, "postId": post_id}, delta_attribute=DELTA)
         command = Command("like" if liked else "unlike", {"postId": post_id, "userId": user_id, "at": at}, request_id)
         return self._change(result, command)
 
@@ -190,38 +296,65 @@ class Likes:
         return Verdict("APPLIED" if change.changed else "DUPLICATE", body)
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
-        """One page of likers, oldest key first; ``cursor`` is opaque (from the previous page)."""
-        self.get_post(post_id)  # 404 for a missing post rather than an empty list
-        pk = post_key(post_id)["PK"]
+        """One page of likers; ``cursor`` is opaque (from the previous page). A standard post's
+        likers come oldest key first; a hot post's lane by lane (``S0`` first), each lane in
+        key order: the cursor holds the lane and the position in it."""
+        post = self.get_post(post_id)  # 404 for a missing post rather than an empty list
+        spread = (self._hot_spread(post_id) or 0) if post["mode"] == HOT else 0
+        lanes = [hot_pk(post_id, n) for n in range(spread)] if spread else [post_key(post_id)["PK"]]
+        lane, start = decode_cursor(cursor, lanes) if cursor else (0, None)
+        capacity = Capacity()
+        likers: list[dict[str, Any]] = []
+        rounds = 0
+        while lane < len(lanes) and len(likers) < limit and rounds < LIKERS_ROUNDS + len(lanes) - 1:
+            rounds += 1
+            last = self._likers_query(lanes[lane], limit - len(likers), start, likers, capacity)
+            if last is None:
+                lane, start = lane + 1, None  # this lane is done: the next one from its start
+            else:
+                start = last
+        if lane >= len(lanes):
+            return LikersPage(likers, None, capacity)
+        return LikersPage(likers, encode_cursor(start, lane if spread else None), capacity)
+
+    def _likers_query(self, pk: str, limit: int, start: dict[str, Any] | None, likers: list[dict[str, Any]], capacity: Capacity) -> dict[str, Any] | None:
+        """One Query of one partition key's likes into ``likers``; the LastEvaluatedKey (``None``: done)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
             "ExpressionAttributeNames": {"#pk": "PK", "#sk": "SK"},
             "ExpressionAttributeValues": to_item({":pk": pk, ":prefix": LIKE_PREFIX}),
-            "Limit": limit,
+            "Limit": limit,  # Limit counts before the filter: a short page is followed by the caller
             "ReturnConsumedCapacity": "TOTAL",
         }
         expression, names, values = self.toggle.counted()  # tombstones are stored, not listed
         kwargs["FilterExpression"] = expression
         kwargs["ExpressionAttributeNames"].update(names)
         kwargs["ExpressionAttributeValues"].update(values)
-        if cursor:
-            kwargs["ExclusiveStartKey"] = to_item(decode_cursor(cursor, pk))
-        capacity = Capacity()
-        likers: list[dict[str, Any]] = []
-        for _ in range(LIKERS_ROUNDS):  # Limit counts before the filter: read on while tombstones shorten the page
-            kwargs["Limit"] = limit - len(likers)
-            response = read(self.dynamodb.query, self.refcount.retry, capacity, **kwargs)
-            for raw in response.get("Items", []):
-                item = from_item(raw) or {}
-                likers.append({"userId": item["SK"][len(LIKE_PREFIX) :], "likedAt": item.get("likedAt")})
-            last = response.get("LastEvaluatedKey")
-            if not last or len(likers) >= limit:
-                break
-            kwargs["ExclusiveStartKey"] = last
-        return LikersPage(likers, encode_cursor(from_item(last)) if last else None, capacity)
+        if start:
+            kwargs["ExclusiveStartKey"] = to_item(start)
+        response = read(self.dynamodb.query, self.refcount.retry, capacity, **kwargs)
+        for raw in response.get("Items", []):
+            item = from_item(raw) or {}
+            likers.append({"userId": item["SK"][len(LIKE_PREFIX) :], "likedAt": item.get("likedAt")})
+        last = response.get("LastEvaluatedKey")
+        return from_item(last) if last else None
 
     def audit(self, post_id: str) -> Audit:
+        """The stored tally against a count of the likes. A hot post's tally trails its likes by
+        the aggregator's lag, so its drift is only meaningful once the stream is drained."""
+        spread = self._hot_spread(post_id)
+        if spread is not None:
+            stored, capacity, counted = self.get_post(post_id)["likeTally"], Capacity(), 0
+            for lane in range(spread):
+                start: dict[str, Any] | None = None
+                while True:
+                    found: list[dict[str, Any]] = []
+                    start = self._likers_query(hot_pk(post_id, lane), 1000, start, found, capacity)
+                    counted += len(found)
+                    if start is None:
+                        break
+            return Audit(stored=stored, counted=counted, capacity=capacity)
         audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.toggle.counted())  # likes, not tombstones
         if audit is None:
             raise NotFound(f"post {post_id!r} not found")
@@ -242,34 +375,59 @@ class LikePayload:
         require(self.at is None or (type(self.at) is int and self.at > 0), "invalid at")
 
 
-def public_post(item: dict[str, Any]) -> dict[str, Any]:
-    return {
+def require_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
+
+
+def public_post(item: dict[str, Any], now: int | None = None) -> dict[str, Any]:
+    """The post as the API shows it; a hot post's tally is exact as of ``asOf`` (ms: the oldest
+    lane watermark of the aggregator, ``None`` before its first batch), ``lagMs`` behind now."""
+    post = {
         "postId": item["postId"],
         "authorId": item.get("authorId"),
         "body": item.get("body"),
         "likeTally": int(item.get(TALLY, 0)),
         "createdAt": item.get("createdAt"),
+        "mode": item.get("mode", STANDARD),
     }
+    if post["mode"] == HOT:
+        watermark = as_of(item, AGG_AT)
+        post["asOf"] = watermark
+        post["lagMs"] = None if watermark is None else max(0, (now_ms() if now is None else now) - watermark)
+    return post
 
 
-def encode_cursor(key: dict[str, Any] | None) -> str:
-    raw = json.dumps(key, separators=(",", ":"), sort_keys=True).encode()
+def encode_cursor(key: dict[str, Any] | None, lane: int | None = None) -> str:
+    """A standard post's cursor is the last key; a hot post's is ``{"lane": n, "key": key or null}``."""
+    payload: Any = key if lane is None else {"lane": lane, "key": key}
+    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, pk: str) -> dict[str, Any]:
-    """Decode a cursor, refusing one that was not issued for this post's likers."""
+def decode_cursor(cursor: str, lanes: list[str]) -> tuple[int, dict[str, Any] | None]:
+    """(lane index, start key) of a cursor, refusing one that was not issued for this post's likers
+    (``lanes``: its partition keys, one for a standard post)."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
+        payload = json.loads(raw)
     except (binascii.Error, ValueError) as exc:
         raise InvalidRequest("cursor is not valid") from exc
+    lane, key = 0, payload
+    if len(lanes) > 1:
+        if not isinstance(payload, dict) or set(payload) != {"lane", "key"}:
+            raise InvalidRequest("cursor is not valid for this post")
+        lane, key = payload["lane"], payload["key"]
+        if type(lane) is not int or not 0 <= lane < len(lanes):
+            raise InvalidRequest("cursor is not valid for this post")
+        if key is None:
+            return lane, None
     if (
         not isinstance(key, dict)
         or set(key) != {"PK", "SK"}
-        or key.get("PK") != pk
+        or key.get("PK") != lanes[lane]
         or not isinstance(key.get("SK"), str)
         or not key["SK"].startswith(LIKE_PREFIX)
     ):
         raise InvalidRequest("cursor is not valid for this post")
-    return key
+    return lane, key

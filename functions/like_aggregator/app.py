@@ -1,0 +1,49 @@
+"""Hot posts' like tallies: the table's stream, aggregated per post, applied exactly once.
+
+A hot post's like or unlike writes only the like's state item (under one of the post's spread
+partition keys), recording ``delta``: +1, -1, or 0 for a write that counted nothing. This function
+gets those records (the template's filter: ``LIKE#`` items whose ``delta`` is not 0) and applies
+each batch's net change per post in **one conditional UpdateItem on the post's META** that also
+moves the post's checkpoint for each spread key it covers
+(:mod:`counters.primitives.aggregator`): a redelivered, retried, bisected or half-processed batch
+adds only what was not applied yet, never twice.
+
+Partial failures: a post whose write met contention is reported by its first record's sequence
+number in ``batchItemFailures``; Lambda restarts the shard from the lowest one, and the posts
+already applied from that point on are skipped by their checkpoints. The handler checks every
+record again, so an unfiltered stream (the local stack, a misconfiguration) is safe.
+"""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from counters.core.function import Function
+from counters.core.metrics import record as record_metrics
+from counters.core.outcome import Outcome
+from counters.core.settings import Settings
+from counters.primitives.aggregator import Aggregator, padded
+from counters.services.likes import hot_change, like_aggregator
+
+
+def aggregator(settings: Settings) -> Aggregator:
+    return like_aggregator(settings.table_name, retry=settings.retry)
+
+
+function = Function(Settings, aggregator)
+metrics, logger = function.metrics, function.logger
+
+
+@function.handler()
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    changes = [c for c in (hot_change(r) for r in event.get("Records", [])) if c is not None]
+    failed: list[str] = []
+    for applied in function.service.apply(changes):
+        record_metrics(metrics, "AggregateLikes", applied.result)
+        if applied.result.outcome is Outcome.CONTENTION:
+            failed.append(min((c.seq for c in applied.changes), key=padded))
+        elif applied.result.outcome is Outcome.REJECTED:
+            logger.warning("hot likes of a post without its META", extra={"postId": applied.parent, "reason": applied.result.reason})
+    if failed:  # the shard restarts from the lowest; what was applied after it is checkpointed
+        return {"batchItemFailures": [{"itemIdentifier": min(failed, key=padded)}]}
+    return {"batchItemFailures": []}

@@ -1,0 +1,350 @@
+"""Hot posts (issue "Hot posts", step 2), against DynamoDB Local and its stream.
+
+A hot post's like/unlike writes the like's state item alone, under one of the post's spread keys;
+the LikeAggregatorFunction applies the stream's deltas per post in one conditional write that
+moves a per-spread-key sequence checkpoint. Batches are read from DynamoDB Local's stream with the
+local stack's poller (the template's subscription and filter), captured, and fed to the handler
+as Lambda would: once, twice, restarted from a record, half-processed, windows out of order.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from counters.core.errors import InvalidRequest
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Outcome
+from counters.primitives import aggregator as aggregator_module
+from counters.primitives.aggregator import Aggregator, Change, padded
+from counters.primitives.toggle import now_ms
+from counters.services.likes import SPREAD, Likes, hot_like_key, like_aggregator, post_key
+from devstack.runtime import LambdaContext
+from devstack.streams import StreamPoller, subscriptions
+
+FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
+FN = "LikeAggregatorFunction"
+
+
+@pytest.fixture
+def likes(table: str, layer_client: Any) -> Likes:
+    return Likes(table, retry=FAST)
+
+
+@pytest.fixture
+def agg_fn(load_function: Any, table: str, layer_client: Any) -> Any:
+    return load_function(FN, table, build=lambda s: like_aggregator(table, retry=FAST))
+
+
+def context() -> Any:
+    return LambdaContext.for_function(FN, 512, 30)
+
+
+def captured_batches(table: str, endpoint: str, batch_size: int | None = None) -> list[list[dict[str, Any]]]:
+    """Every batch the template's subscription would deliver now (filter applied), not yet processed."""
+    batches: list[list[dict[str, Any]]] = []
+
+    def capture(event: dict[str, Any]) -> tuple[str, Any]:
+        batches.append(list(event["Records"]))
+        return "ok", {"batchItemFailures": []}
+
+    subs = [s for s in subscriptions() if s.function == FN]
+    if batch_size:
+        subs[0].batch_size = batch_size
+    StreamPoller(table, endpoint, {FN: capture}, subs).poll_once()
+    return batches
+
+
+def deliver(agg_fn: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+    return agg_fn.lambda_handler({"Records": records}, context())
+
+
+def tally(ddb: Any, table: str, post: str) -> int:
+    item = ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": "META"}}, ConsistentRead=True)["Item"]
+    return int(item["likeTally"]["N"])
+
+
+def liked_items(ddb: Any, table: str, post: str) -> set[str]:
+    """The users whose state item under the post's spread keys says liked (the truth)."""
+    users = set()
+    for lane in range(SPREAD):
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"POST#{post}#S{lane}"}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = ddb.query(**kwargs)
+            users |= {i["userId"]["S"] for i in page["Items"] if i.get("liked", {}).get("BOOL", True)}
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return users
+
+
+def traffic(likes: Likes, posts: list[str], users: int, seed: int) -> None:
+    """Likes, unlikes, re-likes and repeated requests of many users on ``posts``."""
+    rng = random.Random(seed)
+    for post in posts:
+        for u in range(users):
+            likes.like(post, f"u{u}")
+        for u in rng.sample(range(users), users // 3):
+            likes.unlike(post, f"u{u}")
+        for u in rng.sample(range(users), users // 4):
+            (likes.like if rng.random() < 0.5 else likes.unlike)(post, f"u{u}")
+        for u in rng.sample(range(users), 5):
+            likes.unlike(post, f"never{u}")  # a tombstone: counts nothing
+
+
+# ---------------------------------------------------------------------------- the write path
+def test_hot_like_is_one_write_under_a_spread_key_and_the_own_state_is_exact_at_once(likes: Likes, ddb: Any, table: str) -> None:
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    assert likes.like("h1", "u1").changed is True
+    change = likes.like("h1", "u1")
+    assert (change.changed, change.liked) == (False, True)
+    assert likes.like("h1", "u2").result.capacity.write_units <= 1  # one item, no transaction
+    key = hot_like_key("h1", "u1", SPREAD)
+    item = ddb.get_item(TableName=table, Key={k: {"S": v} for k, v in key.items()})["Item"]
+    assert key["PK"].startswith("POST#h1#S") and item["delta"] == {"N": "0"}  # the second like only restamped
+    assert likes.like_state("h1", "u1")["liked"] is True  # before any aggregation
+    assert likes.get_post("h1")["likeTally"] == 0 and likes.get_post("h1")["asOf"] is None
+    likes.unlike("h1", "u1")
+    assert likes.like_state("h1", "u1")["liked"] is False and likes.like_state("h1", "nobody")["liked"] is False
+    assert likes.get_post("h1")["mode"] == "hot"
+
+
+def test_hot_latest_request_wins(likes: Likes) -> None:
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    t = now_ms()
+    assert likes.unlike("h1", "u1", request_id="r2", at=t).liked is False  # a tombstone (never liked: nothing changed)
+    stale = likes.like("h1", "u1", request_id="r1", at=t - 1000)  # older: replayed after the unlike
+    assert stale.result.reason == "stale" and stale.liked is False
+    assert likes.like_state("h1", "u1")["liked"] is False
+
+
+def test_hot_like_of_a_missing_post_is_404(likes: Likes) -> None:
+    from counters.core.errors import NotFound
+
+    with pytest.raises(NotFound):
+        likes.like("nope", "u1")
+
+
+# ---------------------------------------------------------------------------- the aggregator
+def test_stream_tally_equals_liked_items(likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str) -> None:
+    """Many users on two hot posts; the local stack's poller runs the aggregator from the stream."""
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.create_post(author_id="a", body="b", post_id="h2", mode="hot")
+    traffic(likes, ["h1", "h2"], users=60, seed=1)
+    poller = StreamPoller(table, dynamodb_endpoint, {FN: lambda event: ("ok", deliver(agg_fn, event["Records"]))})
+    assert poller.poll_once() > 0
+    for post in ("h1", "h2"):
+        assert tally(ddb, table, post) == len(liked_items(ddb, table, post)) > 0
+        audit = likes.audit(post)
+        assert audit.drift == 0
+        shown = likes.get_post(post)
+        assert shown["asOf"] is not None and shown["lagMs"] >= 0
+
+
+def test_the_same_batches_delivered_twice_count_once(likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str) -> None:
+    """The guard of the checkpoint: without its condition this test fails (see the mutant below)."""
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    traffic(likes, ["h1"], users=40, seed=2)
+    batches = captured_batches(table, dynamodb_endpoint, batch_size=25)
+    assert len(batches) > 1
+    for batch in batches:
+        assert deliver(agg_fn, batch) == {"batchItemFailures": []}
+        assert deliver(agg_fn, batch) == {"batchItemFailures": []}  # redelivered whole
+    for batch in batches:
+        deliver(agg_fn, batch)  # and all of it again, late
+    assert tally(ddb, table, "h1") == len(liked_items(ddb, table, "h1"))
+
+
+def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
+    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutant: the same delivery as above with the checkpoint's condition removed over-counts,
+    so the test above is what guards it."""
+    original = Aggregator._update
+
+    def unguarded(self: Aggregator, parent: str, pending: list[Change]) -> tuple[dict[str, Any], int]:
+        params, net = original(self, parent, pending)
+        params["ConditionExpression"] = "attribute_exists(#pk) AND attribute_exists(#seq)"
+        params["ExpressionAttributeValues"] = {k: v for k, v in params["ExpressionAttributeValues"].items() if not k.startswith(":first")}
+        return params, net
+
+    monkeypatch.setattr(Aggregator, "_update", unguarded)
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    traffic(likes, ["h1"], users=40, seed=2)
+    for batch in captured_batches(table, dynamodb_endpoint, batch_size=25):
+        deliver(agg_fn, batch)
+        deliver(agg_fn, batch)
+    assert tally(ddb, table, "h1") != len(liked_items(ddb, table, "h1"))
+
+
+def test_a_batch_that_crashed_after_the_first_posts_write_is_exact_when_redelivered(
+    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for post in ("h1", "h2", "h3"):
+        likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+    traffic(likes, ["h1", "h2", "h3"], users=20, seed=3)
+    batches = captured_batches(table, dynamodb_endpoint)
+    assert len(batches) == 1
+    calls = {"n": 0}
+    original = Aggregator.apply_parent
+
+    def crash_after_first(self: Aggregator, parent: str, changes: list[Change]) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("the function died mid-batch")
+        return original(self, parent, changes)
+
+    monkeypatch.setattr(Aggregator, "apply_parent", crash_after_first)
+    with pytest.raises(RuntimeError):
+        deliver(agg_fn, batches[0])
+    monkeypatch.setattr(Aggregator, "apply_parent", original)
+    assert tally(ddb, table, "h1") == len(liked_items(ddb, table, "h1"))  # the first post's write committed
+    assert deliver(agg_fn, batches[0]) == {"batchItemFailures": []}  # the whole batch again
+    for post in ("h1", "h2", "h3"):
+        assert tally(ddb, table, post) == len(liked_items(ddb, table, post))
+
+
+def test_restarts_from_any_record_and_duplicate_windows_stay_exact(
+    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str
+) -> None:
+    """Lambda restarts a shard from a failed record (ReportBatchItemFailures), bisects batches and
+    redelivers them: seen as windows of the record sequence that start at or before the first
+    record not yet delivered, in any mix, with late copies of earlier windows in between."""
+    for post in ("h1", "h2"):
+        likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+    traffic(likes, ["h1", "h2"], users=50, seed=4)
+    records = [r for batch in captured_batches(table, dynamodb_endpoint) for r in batch]
+    assert len(records) > 50
+    rng = random.Random(4)
+    delivered, windows = 0, []
+    while delivered < len(records):
+        start = rng.randint(max(0, delivered - 30), delivered)
+        end = min(len(records), start + rng.randint(1, 40))
+        windows.append((start, end))
+        if rng.random() < 0.3 and windows:
+            windows.append(rng.choice(windows))  # a late duplicate of an earlier window
+        delivered = max(delivered, end)
+    for start, end in windows:
+        assert deliver(agg_fn, records[start:end]) == {"batchItemFailures": []}
+        for post in ("h1", "h2"):
+            assert tally(ddb, table, post) >= 0
+    for post in ("h1", "h2"):
+        assert tally(ddb, table, post) == len(liked_items(ddb, table, post))
+
+
+def test_a_contended_post_is_reported_by_its_first_record_and_the_restart_is_exact(
+    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, faults: Any
+) -> None:
+    for post in ("h1", "h2"):
+        likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+    traffic(likes, ["h1", "h2"], users=20, seed=5)
+    records = captured_batches(table, dynamodb_endpoint)[0]
+    faults.add("throttle", operations={"UpdateItem"}, limit=FAST.max_attempts)  # the first post's write gives up, the second applies
+    response = deliver(agg_fn, records)
+    faults.clear()
+    failed = response["batchItemFailures"]
+    assert len(failed) == 1
+    restart = next(i for i, r in enumerate(records) if r["dynamodb"]["SequenceNumber"] == failed[0]["itemIdentifier"])
+    assert deliver(agg_fn, records[restart:]) == {"batchItemFailures": []}
+    for post in ("h1", "h2"):
+        assert tally(ddb, table, post) == len(liked_items(ddb, table, post))
+
+
+def test_sequence_numbers_beyond_38_digits(likes: Likes, table: str, ddb: Any) -> None:
+    """Stored as 40-wide strings: a 40-digit number orders after a 21-digit one, and is never a Number."""
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    agg = like_aggregator(table, retry=FAST)
+    short, long_ = "1" * 21, "9" * 40
+    assert padded(short) < padded(long_)
+    assert agg.apply([Change("h1", "S0", short, 1, 1000)])[0].result.outcome is Outcome.APPLIED
+    assert agg.apply([Change("h1", "S0", long_, 1, 2000)])[0].result.outcome is Outcome.APPLIED
+    assert agg.apply([Change("h1", "S0", long_, 1, 2000)])[0].result.outcome is Outcome.DUPLICATE
+    item = ddb.get_item(TableName=table, Key={"PK": {"S": "POST#h1"}, "SK": {"S": "META"}})["Item"]
+    assert item["aggSeq"]["M"]["S0"] == {"S": long_} and item["likeTally"] == {"N": "2"}
+    with pytest.raises(ValueError):
+        padded("1" * 41)
+
+
+def test_changes_for_a_standard_or_missing_post_are_not_counted(likes: Likes, table: str) -> None:
+    likes.create_post(author_id="a", body="b", post_id="p1")  # standard: no checkpoint map
+    agg = like_aggregator(table, retry=FAST)
+    for post in ("p1", "missing"):
+        assert agg.apply([Change(post, "S0", "100000000000000000001", 1)])[0].result.reason == "parent_missing"
+    assert likes.get_post("p1")["likeTally"] == 0 and "asOf" not in likes.get_post("p1")
+
+
+# ---------------------------------------------------------------------------- listing likers
+@pytest.mark.parametrize("mode", ["hot", "standard"])
+def test_likers_paginate_across_spread_keys(likes: Likes, mode: str) -> None:
+    likes.create_post(author_id="a", body="b", post_id="h1", mode=mode)
+    for u in range(30):
+        likes.like("h1", f"u{u}")
+    for u in range(0, 30, 4):
+        likes.unlike("h1", f"u{u}")
+    expected = {f"u{u}" for u in range(30) if u % 4}
+    seen: list[str] = []
+    cursor, pages = None, 0
+    while True:
+        page = likes.likers("h1", limit=4, cursor=cursor)
+        assert len(page.user_ids) <= 4
+        seen += [liker["userId"] for liker in page.user_ids]
+        pages += 1
+        cursor = page.cursor
+        if cursor is None:
+            break
+        assert pages < 100
+    assert sorted(seen) == sorted(expected) and len(seen) == len(set(seen))
+    if mode == "hot":
+        with pytest.raises(InvalidRequest):
+            likes.likers("h1", limit=4, cursor=likes.likers("h1", limit=1).cursor[:-2] + "xx")
+
+
+def test_the_local_stack_subscribes_the_aggregator_with_its_filter() -> None:
+    sub = next(s for s in subscriptions() if s.function == FN)
+    assert sub.report_failures and sub.filters
+    assert aggregator_module.SEQ_WIDTH == 40
+    assert post_key("x") == {"PK": "POST#x", "SK": "META"}
+
+
+def test_the_filter_passes_hot_like_writes_that_counted_only() -> None:
+    from devstack.streams import matches
+
+    (pattern,) = next(s for s in subscriptions() if s.function == FN).filters
+
+    def record(name: str, pk: str, sk: str, delta: str | None) -> dict[str, Any]:
+        image = {} if delta is None else {"delta": {"N": delta}}
+        return {"eventName": name, "dynamodb": {"Keys": {"PK": {"S": pk}, "SK": {"S": sk}}, "NewImage": image}}
+
+    assert matches(pattern, record("INSERT", "POST#h1#S3", "LIKE#USER#u1", "1"))
+    assert matches(pattern, record("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "-1"))
+    assert not matches(pattern, record("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "0"))  # a restamp or a tombstone
+    assert not matches(pattern, record("INSERT", "POST#p1", "LIKE#USER#u1", None))  # a standard like
+    assert not matches(pattern, record("MODIFY", "POST#h1", "META", None))  # the aggregator's own write
+    assert not matches(pattern, record("REMOVE", "POST#h1#S3", "LIKE#USER#u1", None))  # a tombstone's TTL
+
+
+def test_hot_post_over_the_api(load_function: Any, table: str, layer_client: Any, agg_fn: Any, dynamodb_endpoint: str) -> None:
+    from tests.conftest import api_event, invoke
+
+    api = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST))
+    status, post = invoke(api, api_event("POST", "/posts", {"postId": "h1", "authorId": "a", "body": "b", "mode": "hot"}))
+    assert status == 201 and post["mode"] == "hot" and post["asOf"] is None
+    assert invoke(api, api_event("POST", "/posts", {"postId": "x", "authorId": "a", "body": "b", "mode": "warm"}))[0] == 400
+    for u in range(5):
+        assert invoke(api, api_event("PUT", f"/posts/h1/likes/u{u}"))[1]["changed"] is True
+    assert invoke(api, api_event("DELETE", "/posts/h1/likes/u0"))[1]["liked"] is False
+    assert invoke(api, api_event("GET", "/posts/h1/likes/u1"))[1] == {"postId": "h1", "userId": "u1", "liked": True}
+    assert invoke(api, api_event("GET", "/posts/h1/likes/u0"))[1]["liked"] is False
+    assert invoke(api, api_event("GET", "/posts/h1"))[1]["likeTally"] == 0  # not aggregated yet
+    StreamPoller(table, dynamodb_endpoint, {FN: lambda event: ("ok", deliver(agg_fn, event["Records"]))}).poll_once()
+    status, shown = invoke(api, api_event("GET", "/posts/h1"))
+    assert status == 200 and shown["likeTally"] == 4 and shown["asOf"] is not None and shown["lagMs"] >= 0
+    status, page = invoke(api, api_event("GET", "/posts/h1/likes?limit=2"))
+    assert status == 200 and len(page["likers"]) <= 2 and page["cursor"]
