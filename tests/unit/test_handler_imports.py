@@ -25,7 +25,7 @@ PROBE = (
 
 
 def test_the_consumers_are_the_stream_and_queue_functions() -> None:
-    assert CONSUMERS == {"OrderPointerFunction", "RetryWorkerFunction"}
+    assert CONSUMERS == {"LikeAggregatorFunction", "OrderPointerFunction", "RetryWorkerFunction"}
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
