@@ -51,35 +51,40 @@ DOC = ROOT / "docs" / "bench-results.md"  # written by every full run (docs/benc
 
 
 # ----------------------------------------------------------------------------- cold start
-def _import_ms(code: str, env: dict[str, str], runs: int) -> float:
-    samples = []
+def _import_once(code: str, env: dict[str, str]) -> float:
     probe = f"import time,sys; t=time.perf_counter(); {code}; print((time.perf_counter()-t)*1000)"
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-        samples.append(float(out.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def cold_imports(runs: int) -> list[tuple[str, float, float]]:
+    """Each run imports ``boto3`` and then every handler, each in a fresh interpreter, so the
+    baseline and the handlers meet the same moments of the machine's load; medians over runs."""
     stack = read_stack("bench-table")
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONPATH")}
-    boto3_ms = _import_ms("import boto3", base_env, runs)
-    rows = [("import boto3 (baseline)", boto3_ms, 1.0)]
+    probes: list[tuple[str, str, dict[str, str]]] = [("import boto3 (baseline)", "import boto3", base_env)]
     for name, fn in sorted(stack.functions.items()):
         module = fn.handler.rsplit(".", 1)[0]
         env = {**base_env, **fn.environment, "PYTHONPATH": os.pathsep.join([str(fn.code_dir), *map(str, fn.layers)])}
-        ms = _import_ms(f"import {module}", env, runs)
-        rows.append((f"{name} ({fn.code_dir.relative_to(ROOT)}/{module}.py)", ms, ms / boto3_ms))
+        probes.append((f"{name} ({fn.code_dir.relative_to(ROOT)}/{module}.py)", f"import {module}", env))
         if name == "LikesFunction":
             # Tracing=Active as shipped adds no import (Lambda writes the segments); with
             # Powertools Tracer the function would also import aws-xray-sdk and patch botocore.
             traced = f"import {module}; from aws_lambda_powertools import Tracer; Tracer(service='bench', auto_patch=True)"
+            traced_env = {**env, "AWS_LAMBDA_FUNCTION_NAME": "bench", "POWERTOOLS_TRACE_DISABLED": "false"}
             try:
-                ms = _import_ms(traced, {**env, "AWS_LAMBDA_FUNCTION_NAME": "bench", "POWERTOOLS_TRACE_DISABLED": "false"}, runs)
+                _import_once(traced, traced_env)
             except subprocess.CalledProcessError:
                 continue  # aws-xray-sdk not installed
-            rows.append((f"{name} + Powertools Tracer (Tracing on in code; not shipped)", ms, ms / boto3_ms))
-    return rows
+            probes.append((f"{name} + Powertools Tracer (Tracing on in code; not shipped)", traced, traced_env))
+    for _, code, env in probes:  # warm the bytecode caches: the first import of a module compiles it
+        _import_once(code, env)
+    samples: dict[str, list[float]] = {label: [] for label, _, _ in probes}
+    for _ in range(runs):
+        for label, code, env in probes:
+            samples[label].append(_import_once(code, env))
+    boto3_ms = statistics.median(samples[probes[0][0]])
+    return [(label, statistics.median(samples[label]), statistics.median(samples[label]) / boto3_ms) for label, _, _ in probes]
 
 
 # ----------------------------------------------------------------------------- throughput
