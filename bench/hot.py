@@ -24,6 +24,7 @@ Not part of the tests.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import threading
@@ -43,12 +44,30 @@ os.environ.setdefault("AWS_REGION", "us-east-1")
 
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
-from testkit.limits import LimitModel  # noqa: E402
+from testkit.limits import WCU_PER_PARTITION, LimitModel, item_size, write_units  # noqa: E402
 
 SCALE = 20.0
 """DynamoDB's 1,000 WCU/s per partition / 20 = 50 WCU/s: 12.5 likes/s and 50 PutItem/s on one
 key, far below what DynamoDB Local does on 2 cores (~150-200 likes/s, ~200 PutItem/s in
 docs/bench-results.md), so the model's limit binds, not the machine."""
+
+
+POSTS_SCALE = 50.0
+"""The standard vs hot table's scale: 20 WCU/s per partition key. A hot post spreads its likes
+over 8 keys (160 likes/s at 1 WCU), which must stay below what DynamoDB Local does on 2 cores
+(~240-300 hot likes/s without the model) for the model, not the machine, to bind; at 20 the
+hot ceiling (400/s) is above it. Standard stays model-bound at any of these scales."""
+
+
+def describe(scale: float, transaction_ms: float) -> str:
+    from counters.services.likes import SPREAD
+
+    w, r = WCU_PER_PARTITION / scale, 3000 / scale
+    return (
+        f"the model at scale {scale:g}: {w:g} WCU/s and {r:g} RCU/s per partition key, 1 s of burst, a transaction holds "
+        f"its items {transaction_ms * scale:g} ms ({transaction_ms:g} ms x {scale:g}); a standard like's WCU ceiling is "
+        f"{w / 4:g}/s (2 items x 2 WCU on one key), a hot like's {SPREAD * w:g}/s (1 WCU on {SPREAD} spread keys)."
+    )
 
 
 @dataclass
@@ -67,8 +86,19 @@ class Row:
     audit: str
 
 
-def _drive(op: Callable[[int], Any], clients: int, seconds: float, warm: float) -> tuple[float, list[Any], int]:
-    """Run ``op(i)`` from ``clients`` threads for ``seconds``; (sustained ops/s, results, gave up)."""
+@dataclass
+class Drive:
+    """What ``clients`` threads calling one operation for a fixed time did."""
+
+    rate: float  # sustained ops/s after the warm-up
+    results: list[Any]
+    gave_up: int
+    stamps: list[float]  # perf_counter time of every acknowledgement (a completed call), in order
+    start: float
+
+
+def _drive(op: Callable[[int], Any], clients: int, seconds: float, warm: float) -> Drive:
+    """Run ``op(i)`` from ``clients`` threads for ``seconds``: the sustained rate, the results, how many gave up."""
     lock = threading.Lock()
     counter = iter(range(10**9))
     stamps: list[float] = []
@@ -90,9 +120,8 @@ def _drive(op: Callable[[int], Any], clients: int, seconds: float, warm: float) 
                 with lock:
                     gave_up += 1
                 continue
-            now = time.perf_counter()
             with lock:
-                stamps.append(now)
+                stamps.append(time.perf_counter())
                 results.append(r)
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
@@ -100,9 +129,9 @@ def _drive(op: Callable[[int], Any], clients: int, seconds: float, warm: float) 
         t.start()
     for t in threads:
         t.join()
-    after = sorted(s for s in stamps if s >= start + warm)
+    after = [s for s in stamps if s >= start + warm]
     rate = len(after) / (after[-1] - (start + warm)) if len(after) > 1 else 0.0
-    return rate, results, gave_up
+    return Drive(rate, results, gave_up, stamps, start)
 
 
 def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | None, clients: int, seconds: float, warm: float) -> Row:
@@ -140,7 +169,8 @@ def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | Non
                 return report
 
             cost = 1.0
-        rate, results, gave_up = _drive(op, clients, seconds, warm)
+        drive = _drive(op, clients, seconds, warm)
+        rate, results, gave_up = drive.rate, drive.results, drive.gave_up
         if model is not None:
             model.detach()
         done = len(results)
@@ -182,6 +212,377 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- standard vs hot, one post
+AGGREGATOR = "LikeAggregatorFunction"
+READ_EVERY = 0.05
+"""The tally reader's period, s: a consistent GetItem of the post's META every ~50 ms."""
+DRAIN_TIMEOUT = 30.0
+"""How long to wait, after the writers stop, for the tally to reach the acknowledged likes."""
+
+
+def lag_samples(acks: list[float], reads: list[tuple[float, int]], since: float = float("-inf")) -> tuple[list[float], int]:
+    """lag(n) = the time of the first read whose tally is >= n minus the time the acknowledged
+    count reached n (the n-th acknowledgement), for every n acknowledged at or after ``since``.
+
+    ``acks``: acknowledgement times (each +1; any order); ``reads``: (time, tally) (any order).
+    Returns (lags in seconds, in n order; how many of those n no read ever reached). A lag may be
+    negative: a read can see a write committed before its caller got the answer.
+    """
+    acked = sorted(acks)
+    seen = sorted(reads)
+    lags: list[float] = []
+    missing = 0
+    j, best, when = 0, -1, 0.0  # reads consumed; the highest tally seen so far and the time it was first seen
+    for n, at in enumerate(acked, start=1):
+        while best < n and j < len(seen):
+            if seen[j][1] > best:
+                best, when = seen[j][1], seen[j][0]
+            j += 1
+        if at < since:
+            continue
+        if best >= n:
+            lags.append(when - at)
+        else:
+            missing += 1
+    return lags, missing
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (``q`` in 0..100); ``None`` for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def cost_model(mode: str, like_bytes: int, meta_bytes: int, likes: int, aggregator_writes: int) -> tuple[float, float]:
+    """What DynamoDB bills per like, from the items' sizes: (the like's own write, the aggregator's share).
+
+    ``standard``: one TransactWriteItems, the like item and META, each 2x its WCU (prepare +
+    commit). ``hot``: the like item's one write, plus the aggregator's conditional UpdateItems
+    on META (each sized by META) spread over the likes they counted.
+    """
+    if mode == "standard":
+        return 2.0 * (write_units(like_bytes) + write_units(meta_bytes)), 0.0
+    return float(write_units(like_bytes)), aggregator_writes * write_units(meta_bytes) / max(1, likes)
+
+
+@dataclass
+class PostRow:
+    """One post liked by distinct users from ``clients`` threads, in one mode, under one limit setting."""
+
+    mode: str
+    model: str
+    clients: int
+    rate: float
+    likes: int  # acknowledged
+    gave_up: int
+    throttles: int
+    conflicts: int
+    like_wcu_reported: float  # per like
+    agg_wcu_reported: float
+    like_wcu_model: float | None  # per like, counted by the limit model (None: no model)
+    agg_wcu_model: float | None
+    like_wcu_cost: float
+    agg_wcu_cost: float
+    agg_writes: int  # the aggregator's applied META writes
+    reads: int
+    rcu_reported: float  # per tally read
+    rcu_model: float | None
+    lags: list[float]
+    lag_missing: int
+    drained: float | None  # s from the last acknowledgement until a read showed every acknowledged like
+    audit: str
+    lanes: int = 1  # partition keys the likes were written under
+
+    @property
+    def wcu_reported(self) -> float:
+        return self.like_wcu_reported + self.agg_wcu_reported
+
+    @property
+    def wcu_model(self) -> float | None:
+        return None if self.like_wcu_model is None or self.agg_wcu_model is None else self.like_wcu_model + self.agg_wcu_model
+
+    @property
+    def wcu_cost(self) -> float:
+        return self.like_wcu_cost + self.agg_wcu_cost
+
+
+def _aggregator_module(table: str) -> tuple[Any, dict[str, str | None]]:
+    """functions/like_aggregator/app.py, imported once, with the template's environment for ``table``;
+    returns (module, the environment variables it replaced, to restore)."""
+    import importlib.util
+
+    fn = read_stack(table).functions[AGGREGATOR]
+    # POWERTOOLS_METRICS_DISABLED: the EMF lines are not printed (the invoker clears them per call)
+    env = {**fn.environment, "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # before the import (Metrics reads its namespace then); Powertools reads the rest per call
+    name = "tally_bench_like_aggregator"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, fn.code_dir / f"{fn.handler.rsplit('.', 1)[0]}.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module, saved
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _like_bytes(ddb: Any, table: str) -> int:
+    """The largest like item's size (DynamoDB's rules), from a scan of the bench's own table."""
+    largest, kwargs = 0, {"TableName": table}
+    while True:
+        page = ddb.scan(**kwargs)
+        largest = max([largest, *(item_size(i) for i in page["Items"] if i["SK"]["S"].startswith("LIKE#"))])
+        if "LastEvaluatedKey" not in page:
+            return largest
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def measure_post(
+    ddb: Any, endpoint: str, mode: str, label: str, limits_kwargs: dict[str, Any] | None, clients: int, seconds: float, warm: float
+) -> PostRow:
+    """Distinct users like one post of ``mode`` for ``seconds``; a reader polls its tally; for a
+    hot post the LikeAggregatorFunction's handler runs from DynamoDB Local's stream (the local
+    stack's poller, the template's subscription), its writes through the same limited client."""
+    from counters.core import client as dynamo
+    from counters.core.client import to_item
+    from counters.core.engine import read
+    from counters.core.errors import ContentionError
+    from counters.core.failures import RetryPolicy
+    from counters.core.outcome import Capacity, Outcome
+    from counters.services.likes import Likes, like_aggregator, post_key
+    from devstack.runtime import LambdaContext
+    from devstack.streams import StreamPoller, subscriptions
+
+    table = f"post-{uuid.uuid4().hex[:8]}"
+    create_table(ddb, read_stack(table))
+    dynamo.reset_client()
+    layer = dynamo.client()
+    likes = Likes(table)
+    post = "p"
+    likes.create_post(author_id="bench", body="one post, many likers", post_id=post, mode=mode)
+    likes.like_state(post, "nobody")  # the post's mode, read and cached before the model: its reads are the reader's
+    applied: list[Any] = []
+    poller: Any = None
+    saved: dict[str, str | None] = {}
+    if mode == "hot":
+        module, saved = _aggregator_module(table)
+        settings = module.function.settings_type.from_env()
+        service = like_aggregator(settings.table_name, retry=settings.retry)
+        apply = service.apply
+
+        def recorded(changes: Any) -> Any:
+            out = apply(changes)
+            applied.extend(out)
+            return out
+
+        service.apply = recorded  # the handler's own code calls it; this only keeps what it returns
+        module.function.configure(settings, service)
+
+        def invoke(event: dict[str, Any]) -> tuple[str, Any]:
+            try:
+                return "ok", module.lambda_handler(event, LambdaContext.for_function(AGGREGATOR, 512, 30))
+            except Exception as exc:  # a raised error restarts the batch, as Lambda does
+                return "error", repr(exc)
+            finally:
+                module.metrics.clear_metrics()  # disabled metrics are kept, not flushed: they would pile up
+
+        subs = [s for s in subscriptions() if s.function == AGGREGATOR]
+        poller = StreamPoller(table, endpoint, {AGGREGATOR: invoke}, subs)
+    model = LimitModel(layer, **limits_kwargs) if limits_kwargs is not None else None
+    reads: list[tuple[float, int]] = []
+    read_capacity = Capacity()
+    stop = threading.Event()
+    policy = RetryPolicy()
+    key = to_item(post_key(post))
+
+    def reader() -> None:
+        while not stop.is_set():
+            began = time.perf_counter()
+            try:
+                got = read(layer.get_item, policy, read_capacity, TableName=table, Key=key, ConsistentRead=True)
+            except ContentionError:
+                continue
+            now = time.perf_counter()
+            reads.append((now, int(got["Item"].get("likeTally", {"N": "0"})["N"])))
+            stop.wait(max(0.0, READ_EVERY - (now - began)))
+
+    reading = threading.Thread(target=reader, name="tally-reader", daemon=True)
+    try:
+        reading.start()
+        if poller is not None:
+            poller.start()  # the local stack's polling interval (0.2 s)
+        drive = _drive(lambda i: likes.like(post, f"u{i}").result, clients, seconds, warm)
+        stopped = time.perf_counter()
+        done = len(drive.results)
+        while time.perf_counter() < stopped + DRAIN_TIMEOUT and not (reads and reads[-1][1] >= done):
+            time.sleep(READ_EVERY)
+        stop.set()
+        reading.join()
+        if poller is not None:
+            poller.stop()
+    finally:
+        stop.set()
+        if model is not None:
+            model.detach()
+        _restore(saved)
+    try:
+        lags, missing = lag_samples(drive.stamps, reads, drive.start + warm)
+        caught = [t for t, tally in reads if tally >= done]
+        drained = caught[0] - max(drive.stamps) if caught and drive.stamps else None
+        a = likes.audit(post)
+        audit = f"{a.stored} = {a.counted}" if a.drift == 0 else f"DRIFT {a.stored} vs {a.counted}"
+        if a.counted != done:
+            audit += f" ({done} acknowledged)"
+        like_bytes = _like_bytes(ddb, table)
+        meta = ddb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    finally:
+        dynamo.reset_client()
+        ddb.delete_table(TableName=table)
+    agg_writes = sum(1 for x in applied if x.result.outcome is Outcome.APPLIED)
+    like_cost, agg_cost = cost_model(mode, like_bytes, item_size(meta), done, agg_writes)
+    per = max(1, done)
+    like_model = agg_model = rcu_model = None
+    lanes = 1
+    if model is not None:
+        consumed = model.consumed()
+        at_meta = consumed.get(model.partition(table, key["PK"]), {"wcu": 0.0, "rcu": 0.0})
+        total = model.total("wcu")
+        if mode == "hot":
+            like_model, agg_model = (total - at_meta["wcu"]) / per, at_meta["wcu"] / per
+        else:
+            like_model, agg_model = total / per, 0.0
+        rcu_model = at_meta["rcu"] / max(1, len(reads))
+        lanes = sum(1 for (t, _, pk), used in consumed.items() if t == table and used["wcu"] and pk != model.partition(table, key["PK"])[2])
+        lanes = lanes if mode == "hot" else 1
+    return PostRow(
+        mode=mode,
+        model=label,
+        clients=clients,
+        rate=drive.rate,
+        likes=done,
+        gave_up=drive.gave_up,
+        throttles=sum(model.throttles.values()) if model else 0,
+        conflicts=sum(model.conflicts.values()) if model else 0,
+        like_wcu_reported=sum(r.capacity.write_units for r in drive.results) / per,
+        agg_wcu_reported=sum(x.result.capacity.write_units for x in applied) / per,
+        like_wcu_model=like_model,
+        agg_wcu_model=agg_model,
+        like_wcu_cost=like_cost,
+        agg_wcu_cost=agg_cost,
+        agg_writes=agg_writes,
+        reads=len(reads),
+        rcu_reported=read_capacity.read_units / max(1, len(reads)),
+        rcu_model=rcu_model,
+        lags=lags,
+        lag_missing=missing,
+        drained=drained,
+        audit=audit,
+        lanes=lanes,
+    )
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+def post_table(rows: list[PostRow]) -> str:
+    """standard and hot side by side: one row per (mode, limits)."""
+    standard = {r.model: r.rate for r in rows if r.mode == "standard"}
+    lines = [
+        "| post mode | limits | clients | sustained likes/s | vs standard, same limits | likes (gave up) | throttles / conflicts per like "
+        "| WCU/like reported: likes + aggregator | WCU/like model-counted | WCU/like cost model | aggregator writes (likes per write) "
+        "| RCU per tally read: reported / model | tally reads | lag p50 / p99 ms (n) | tally = likes, ms after the last like | tally = likes (audit) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        per = max(1, r.likes)
+        base = standard.get(r.model)
+        ratio = f"{r.rate / base:.1f}x" if r.mode != "standard" and base else "-"
+        model = "-" if r.wcu_model is None else f"{r.like_wcu_model:.2f} + {r.agg_wcu_model:.2f} = {r.wcu_model:.2f}"
+        writes = f"{r.agg_writes} ({r.likes / r.agg_writes:.0f})" if r.agg_writes else "-"
+        rcu = f"{r.rcu_reported:.1f} / " + ("-" if r.rcu_model is None else f"{r.rcu_model:.1f}")
+        lag = f"{_ms(percentile(r.lags, 50))} / {_ms(percentile(r.lags, 99))} ({len(r.lags)})"
+        if r.lag_missing:
+            lag += f", {r.lag_missing} never seen"
+        lines.append(
+            f"| {r.mode} | {r.model} | {r.clients} | {r.rate:.1f} | {ratio} | {r.likes} ({r.gave_up}) "
+            f"| {r.throttles / per:.2f} / {r.conflicts / per:.2f} "
+            f"| {r.like_wcu_reported:.2f} + {r.agg_wcu_reported:.2f} = {r.wcu_reported:.2f} | {model} "
+            f"| {r.like_wcu_cost:.2f} + {r.agg_wcu_cost:.2f} = {r.wcu_cost:.2f} | {writes} | {rcu} | {r.reads} | {lag} "
+            f"| {_ms(r.drained)} | {r.audit} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(rows: list[PostRow], scale: float) -> list[str]:
+    """What the table says against the issue's targets, and what binds each row."""
+    by = {(r.mode, r.model == "no model"): r for r in rows}
+    std, hot = by.get(("standard", False)), by.get(("hot", False))
+    std_free, hot_free = by.get(("standard", True)), by.get(("hot", True))
+    if std is None or hot is None:
+        return []
+    wcu = WCU_PER_PARTITION / scale
+    ratio = hot.rate / std.rate if std.rate else float("inf")
+    ceiling = hot.lanes * wcu / max(1.0, hot.like_wcu_cost)
+    p99 = percentile(hot.lags, 99)
+    out = [
+        f"- Sustained likes/s on one post under the same model: hot {hot.rate:.1f}, standard {std.rate:.1f}: "
+        f"**{ratio:.1f}x** (target >= 10x: {'met' if ratio >= 10 else 'missed'}).",
+        f"- WCU per hot like: {hot.wcu_reported:.2f} reported by DynamoDB Local, {hot.wcu_model:.2f} counted by the model, "
+        f"{hot.wcu_cost:.2f} by the cost model (target <= 1.5: {'met' if (hot.wcu_model or 0) <= 1.5 and hot.wcu_cost <= 1.5 else 'missed'}); "
+        f"standard: {std.wcu_model:.2f} counted, {std.wcu_cost:.2f} by the cost model.",
+        f"- Tally lag of the hot post: p50 {_ms(percentile(hot.lags, 50))} ms, p99 {_ms(p99)} ms "
+        f"(target <= 2000 ms on the local stack: {'met' if p99 is not None and p99 <= 2.0 and not hot.lag_missing else 'missed'}).",
+    ]
+    if std_free is not None:
+        binds = "the model binds" if std.rate < 0.5 * std_free.rate else "the machine may bind: the model's limit is not clearly below it"
+        out.append(f"- What binds standard: {std.rate:.1f} likes/s under the model against {std_free.rate:.1f} without it: {binds}.")
+    if hot_free is not None:
+        throttled = hot.throttles / max(1, hot.likes)
+        if throttled >= 0.05 and hot_free.rate >= 1.2 * hot.rate:
+            binds = (
+                f"the model binds ({throttled:.2f} throttles per like; the machine does {hot_free.rate / hot.rate:.1f}x more without it)"
+            )
+        else:
+            binds = (
+                f"**the machine binds**, not the model ({throttled:.2f} throttles per like; without the model it does "
+                f"{hot_free.rate / max(0.1, hot.rate):.2f}x the rate under it): the ratio above is then a lower bound"
+            )
+        out.append(
+            f"- What binds hot: the model's ceiling is {hot.lanes} spread keys x {wcu:g} WCU/s / "
+            f"{hot.like_wcu_cost:g} WCU = {ceiling:.0f} likes/s (less when the users fall unevenly on the keys); measured "
+            f"{hot.rate:.1f} under the model and {hot_free.rate:.1f} without it: {binds}."
+        )
+    return out
+
+
+def run_posts(ddb: Any, endpoint: str, *, scale: float, transaction_ms: float, clients: int, seconds: float, warm: float) -> list[PostRow]:
+    """standard and hot, each without the model and under the default model (conflicts held)."""
+    model = {"scale": scale, "transaction_ms": transaction_ms}
+    label = f"model (scale {scale:g}, hold {transaction_ms * scale:g} ms)"
+    rows = []
+    for mode, name, kwargs in (
+        ("standard", "no model", None),
+        ("standard", label, model),
+        ("hot", label, model),
+        ("hot", "no model", None),
+    ):
+        rows.append(measure_post(ddb, endpoint, mode, name, kwargs, clients, seconds, warm))
+        print(post_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hot")
     parser.add_argument("--scale", type=float, default=SCALE, help="divides DynamoDB's per-partition rates (default 20)")
@@ -191,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=float, default=3.0, help="seconds left out of the sustained rate (the burst)")
     parser.add_argument("--jvm-warm", type=float, default=6.0, help="seconds of unmeasured likes first (DynamoDB Local's JIT)")
     parser.add_argument("--endpoint", help="a running DynamoDB Local (default: start one)")
+    parser.add_argument("--posts-only", action="store_true", help="only the standard vs hot table (not the like/PutItem rows)")
+    parser.add_argument("--posts-scale", type=float, default=POSTS_SCALE, help="the scale of the standard vs hot table (default 50)")
     args = parser.parse_args(argv)
 
     model = {"scale": args.scale, "transaction_ms": args.transaction_ms}
@@ -203,30 +606,46 @@ def main(argv: list[str] | None = None) -> int:
         ("put", f"model (scale {args.scale:g})", model),
     ]
 
-    def run_all(endpoint: str) -> list[Row]:
+    def run_all(endpoint: str) -> tuple[list[Row], list[PostRow]]:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
         ddb = dynamodb_client(endpoint)
         if args.jvm_warm > 0:  # DynamoDB Local's JIT: the first seconds are slow
             measure(ddb, "like", "warm-up", None, args.clients, args.jvm_warm, 0.0)
             measure(ddb, "put", "warm-up", None, args.clients, args.jvm_warm / 2, 0.0)
+            measure_post(ddb, endpoint, "hot", "warm-up", None, args.clients, args.jvm_warm / 2, 0.0)
         rows = []
-        for case, label, kwargs in cases:
+        for case, label, kwargs in [] if args.posts_only else cases:
             rows.append(measure(ddb, case, label, kwargs, args.clients, args.seconds, args.warm))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
-        return rows
+        posts = run_posts(
+            ddb,
+            endpoint,
+            scale=args.posts_scale,
+            transaction_ms=args.transaction_ms,
+            clients=args.clients,
+            seconds=args.seconds,
+            warm=args.warm,
+        )
+        return rows, posts
 
+    load = os.getloadavg()[0]
     if args.endpoint:
-        rows = run_all(args.endpoint)
+        rows, posts = run_all(args.endpoint)
     else:
         with DynamoDBLocal() as ddb_local:
-            rows = run_all(ddb_local.endpoint)
+            rows, posts = run_all(ddb_local.endpoint)
     w, r = 1000 / args.scale, 3000 / args.scale
     print(
         f"\nModel: {w:g} WCU/s and {r:g} RCU/s per partition key (DynamoDB's 1,000 / 3,000 divided by {args.scale:g}), "
         f"1 s of burst; a like = 2 items x 2 WCU, so its WCU ceiling is {w / 4:g} likes/s; a PutItem's is {w:g}/s. "
-        f"{os.cpu_count()} cores, {args.clients} clients, {args.seconds:g} s per row, first {args.warm:g} s left out.\n"
+        f"{os.cpu_count()} cores, {args.clients} clients, {args.seconds:g} s per row, first {args.warm:g} s left out; "
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.\n"
     )
-    print(table(rows))
+    if rows:
+        print(table(rows) + "\n")
+    print(f"Standard vs hot on one post: {describe(args.posts_scale, args.transaction_ms)}\n")
+    print(post_table(posts) + "\n")
+    print("\n".join(verdict(posts, args.posts_scale)))
     return 0
 
 
