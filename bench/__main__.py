@@ -43,7 +43,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_REGION", "us-east-1")
 
-from bench import coldstart  # noqa: E402
+from bench import coldstart, hot  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
 
@@ -533,6 +533,31 @@ def throughput(endpoint: str, plan: Plan, levels: list[int], scenarios: list[Sce
     return cells
 
 
+# ----------------------------------------------------------------------------- one hot post
+def hot_posts(endpoint: str, *, quick: bool) -> list[str]:
+    """bench/hot.py's standard vs hot table (one post, the limit model), as Markdown lines."""
+    seconds, warm = (8.0, 2.0) if quick else (15.0, 3.0)
+    scale, transaction_ms, clients = hot.POSTS_SCALE, 5.0, 8
+    ddb = dynamodb_client(endpoint)
+    hot.measure_post(ddb, endpoint, "hot", "warm-up", None, clients, 2.0, 0.0)  # the stream path's first calls, unmeasured
+    load = os.getloadavg()[0]
+    rows = hot.run_posts(ddb, endpoint, scale=scale, transaction_ms=transaction_ms, clients=clients, seconds=seconds, warm=warm)
+    return [
+        "",
+        f"## One hot post: `standard` vs `hot` likes under the limit model (bench/hot.py, {clients} clients, {seconds:g} s per row)",
+        "",
+        f"Distinct users like one post; {hot.describe(scale, transaction_ms)} The hot row's tally is kept by the "
+        "LikeAggregatorFunction's handler run from DynamoDB Local's stream by the local stack's poller (every 0.2 s; "
+        "Lambda's batching window is not modelled), its META writes on the same limited client. A reader reads META "
+        "(consistent GetItem) every 50 ms; lag(n) = the first read showing tally >= n minus the n-th acknowledgement, "
+        f"after the first {warm:g} s. Load average {load:.1f} before the rows, {os.getloadavg()[0]:.1f} after.",
+        "",
+        hot.post_table(rows),
+        "",
+        *hot.verdict(rows, scale),
+    ]
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     try:
@@ -557,7 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--import-runs", type=int)
     parser.add_argument("--contention-ops", type=int, help="calls per contention cell (default 100)")
     parser.add_argument("--levels", default="1,8,32")
-    parser.add_argument("--only", help="throughput scenarios whose name contains this (comma-separated); skips cold start and contention")
+    parser.add_argument(
+        "--only",
+        help="throughput scenarios whose name contains this (comma-separated; 'hot': the hot-post table); skips cold start and contention",
+    )
     parser.add_argument("--out", type=Path, help=f"where the tables go (default {DOC.relative_to(ROOT)}; not written with --only)")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
@@ -612,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
         cells = throughput(ddb_local.endpoint, plan, levels, scenarios)
         contended = [] if args.only else contention(ddb_local.endpoint, contention_ops, levels)
+        posts = hot_posts(ddb_local.endpoint, quick=args.quick) if not args.only or "hot" in args.only.split(",") else []
     lines += [
         "## Throughput on DynamoDB Local: layer vs a minimal hand-written boto3 call doing the same requests",
         "",
@@ -657,6 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for label, clients, rate, amplification in contended:
             lines.append(f"| {label} | {clients} | {rate:.0f} | {amplification:.2f} |")
+    lines += posts
     end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines += ["", f"The run took {(time.perf_counter() - began) / 60:.1f} minutes; load average {end_load:.1f} at the end."]
     text = "\n".join(lines)
