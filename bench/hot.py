@@ -294,6 +294,7 @@ class PostRow:
     drained: float | None  # s from the last acknowledgement until a read showed every acknowledged like
     audit: str
     lanes: int = 1  # partition keys the likes were written under
+    load: float = 0.0  # the 1-minute load average when the row started
 
     @property
     def wcu_reported(self) -> float:
@@ -364,6 +365,7 @@ def measure_post(
     from devstack.runtime import LambdaContext
     from devstack.streams import StreamPoller, subscriptions
 
+    load = os.getloadavg()[0]
     table = f"post-{uuid.uuid4().hex[:8]}"
     create_table(ddb, read_stack(table))
     dynamo.reset_client()
@@ -489,6 +491,7 @@ def measure_post(
         drained=drained,
         audit=audit,
         lanes=lanes,
+        load=load,
     )
 
 
@@ -500,10 +503,10 @@ def post_table(rows: list[PostRow]) -> str:
     """standard and hot side by side: one row per (mode, limits)."""
     standard = {r.model: r.rate for r in rows if r.mode == "standard"}
     lines = [
-        "| post mode | limits | clients | sustained likes/s | vs standard, same limits | likes (gave up) | throttles / conflicts per like "
+        "| post mode | limits | load | clients | sustained likes/s | vs standard, same limits | likes (gave up) | throttles / conflicts per like "
         "| WCU/like reported: likes + aggregator | WCU/like model-counted | WCU/like cost model | aggregator writes (likes per write) "
         "| RCU per tally read: reported / model | tally reads | lag p50 / p99 ms (n) | tally = likes, ms after the last like | tally = likes (audit) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         per = max(1, r.likes)
@@ -516,7 +519,7 @@ def post_table(rows: list[PostRow]) -> str:
         if r.lag_missing:
             lag += f", {r.lag_missing} never seen"
         lines.append(
-            f"| {r.mode} | {r.model} | {r.clients} | {r.rate:.1f} | {ratio} | {r.likes} ({r.gave_up}) "
+            f"| {r.mode} | {r.model} | {r.load:.1f} | {r.clients} | {r.rate:.1f} | {ratio} | {r.likes} ({r.gave_up}) "
             f"| {r.throttles / per:.2f} / {r.conflicts / per:.2f} "
             f"| {r.like_wcu_reported:.2f} + {r.agg_wcu_reported:.2f} = {r.wcu_reported:.2f} | {model} "
             f"| {r.like_wcu_cost:.2f} + {r.agg_wcu_cost:.2f} = {r.wcu_cost:.2f} | {writes} | {rcu} | {r.reads} | {lag} "
@@ -546,18 +549,27 @@ def verdict(rows: list[PostRow], scale: float) -> list[str]:
         f"(target <= 2000 ms on the local stack: {'met' if p99 is not None and p99 <= 2.0 and not hot.lag_missing else 'missed'}).",
     ]
     if std_free is not None:
+        per = max(1, std.likes)
         binds = "the model binds" if std.rate < 0.5 * std_free.rate else "the machine may bind: the model's limit is not clearly below it"
-        out.append(f"- What binds standard: {std.rate:.1f} likes/s under the model against {std_free.rate:.1f} without it: {binds}.")
+        out.append(
+            f"- What binds standard: {std.rate:.1f} likes/s under the model ({std.throttles / per:.1f} throttles and "
+            f"{std.conflicts / per:.2f} conflicts per like) against {std_free.rate:.1f} without it: {binds}."
+        )
     if hot_free is not None:
         throttled = hot.throttles / max(1, hot.likes)
-        if throttled >= 0.05 and hot_free.rate >= 1.2 * hot.rate:
-            binds = (
-                f"the model binds ({throttled:.2f} throttles per like; the machine does {hot_free.rate / hot.rate:.1f}x more without it)"
-            )
+        if throttled >= 0.05 and hot.rate >= 0.8 * ceiling:
+            binds = f"the model binds: the rate is at its ceiling and it throttled ({throttled:.2f} throttles per like)"
+            if hot_free.rate >= 1.2 * hot.rate:
+                binds += f"; the machine did {hot_free.rate / hot.rate:.1f}x more without it"
+            else:
+                binds += (
+                    f"; the no-model row did only {hot_free.rate / hot.rate:.2f}x that (load {hot_free.load:.1f} against "
+                    f"{hot.load:.1f}): the machine's own ceiling was not clearly above the model's at that moment"
+                )
         else:
             binds = (
-                f"**the machine binds**, not the model ({throttled:.2f} throttles per like; without the model it does "
-                f"{hot_free.rate / max(0.1, hot.rate):.2f}x the rate under it): the ratio above is then a lower bound"
+                f"**the machine binds**, not the model ({throttled:.2f} throttles per like, below the ceiling; without the "
+                f"model it did {hot_free.rate / max(0.1, hot.rate):.2f}x the rate under it): the ratio above is then a lower bound"
             )
         out.append(
             f"- What binds hot: the model's ceiling is {hot.lanes} spread keys x {wcu:g} WCU/s / "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.hot import cost_model, lag_samples, percentile
+from bench.hot import PostRow, cost_model, lag_samples, percentile, post_table, verdict
 
 
 def test_lag_is_the_first_read_at_or_above_n_minus_the_nth_acknowledgement() -> None:
@@ -64,3 +64,62 @@ def test_cost_model_hot_is_one_write_plus_the_aggregators_writes_spread_over_the
     assert cost_model("hot", 150, 700, likes=1000, aggregator_writes=100) == (1.0, pytest.approx(0.1))
     assert cost_model("hot", 150, 2100, likes=1000, aggregator_writes=100) == (1.0, pytest.approx(0.3))  # META of 3 KB
     assert cost_model("hot", 150, 700, likes=0, aggregator_writes=0) == (1.0, 0.0)
+
+
+def row(mode: str, model: str, rate: float, likes: int, throttles: int = 0, load: float = 1.0) -> PostRow:
+    modelled = model != "no model"
+    return PostRow(
+        mode=mode,
+        model=model,
+        clients=8,
+        rate=rate,
+        likes=likes,
+        gave_up=0,
+        throttles=throttles,
+        conflicts=0,
+        like_wcu_reported=1.0,
+        agg_wcu_reported=0.1,
+        like_wcu_model=1.0 if modelled else None,
+        agg_wcu_model=0.1 if modelled else None,
+        like_wcu_cost=1.0 if mode == "hot" else 4.0,
+        agg_wcu_cost=0.1 if mode == "hot" else 0.0,
+        agg_writes=10,
+        reads=100,
+        rcu_reported=1.0,
+        rcu_model=1.0 if modelled else None,
+        lags=[0.1] * 98 + [0.5, 3.0],
+        lag_missing=0,
+        drained=0.05,
+        audit=f"{likes} = {likes}",
+        lanes=8 if mode == "hot" else 1,
+        load=load,
+    )
+
+
+def test_verdict_model_binds_when_hot_reaches_the_ceiling_throttled_and_the_machine_does_more() -> None:
+    rows = [
+        row("standard", "no model", 200.0, 2000),
+        row("standard", "m", 2.5, 30, throttles=1500),
+        row("hot", "m", 155.0, 1800, throttles=400),
+        row("hot", "no model", 240.0, 2800),
+    ]
+    text = "\n".join(verdict(rows, scale=50))
+    assert "**62.0x** (target >= 10x: met)" in text
+    assert "p99 500 ms" in text  # nearest rank: the 99th of 100 lags
+    assert "160 likes/s" in text and "the model binds: the rate is at its ceiling" in text
+    assert "standard: 2.5 likes/s under the model (50.0 throttles" in text.replace("- What binds standard: ", "standard: ")
+    assert "machine binds" not in text
+
+
+def test_verdict_machine_binds_when_hot_stays_below_the_ceiling_unthrottled() -> None:
+    rows = [row("standard", "m", 6.0, 60, throttles=600), row("hot", "m", 150.0, 1500), row("hot", "no model", 155.0, 1550)]
+    text = "\n".join(verdict(rows, scale=20))
+    assert "400 likes/s" in text and "**the machine binds**" in text and "lower bound" in text
+    assert "25.0x" in text
+
+
+def test_post_table_has_one_line_per_row_and_the_ratio_against_standard_under_the_same_limits() -> None:
+    rows = [row("standard", "m", 2.0, 20), row("hot", "m", 100.0, 1000)]
+    lines = post_table(rows).splitlines()
+    assert len(lines) == 4
+    assert "| 50.0x |" in lines[3] and "1.00 + 0.10 = 1.10" in lines[3] and "100 / 500 (100)" in lines[3]
