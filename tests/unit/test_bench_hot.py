@@ -66,7 +66,7 @@ def test_cost_model_hot_is_one_write_plus_the_aggregators_writes_spread_over_the
     assert cost_model("hot", 150, 700, likes=0, aggregator_writes=0) == (1.0, 0.0)
 
 
-def row(mode: str, model: str, rate: float, likes: int, throttles: int = 0, load: float = 1.0) -> PostRow:
+def row(mode: str, model: str, rate: float, likes: int, throttles: int = 0, load: float = 1.0, window: float = 0.0) -> PostRow:
     modelled = model != "no model"
     return PostRow(
         mode=mode,
@@ -84,6 +84,8 @@ def row(mode: str, model: str, rate: float, likes: int, throttles: int = 0, load
         like_wcu_cost=1.0 if mode == "hot" else 4.0,
         agg_wcu_cost=0.1 if mode == "hot" else 0.0,
         agg_writes=10,
+        agg_retries=0,
+        like_retries=throttles,  # every throttle here is a like's
         reads=100,
         rcu_reported=1.0,
         rcu_model=1.0 if modelled else None,
@@ -93,6 +95,7 @@ def row(mode: str, model: str, rate: float, likes: int, throttles: int = 0, load
         audit=f"{likes} = {likes}",
         lanes=8 if mode == "hot" else 1,
         load=load,
+        window=window,
     )
 
 
@@ -109,6 +112,15 @@ def test_verdict_model_binds_when_hot_reaches_the_ceiling_throttled_and_the_mach
     assert "160 likes/s" in text and "the model binds: the rate is at its ceiling" in text
     assert "standard: 2.5 likes/s under the model (50.0 throttles" in text.replace("- What binds standard: ", "standard: ")
     assert "machine binds" not in text
+    assert "batching window" not in text  # no windowed row
+
+
+def test_verdict_reports_the_row_with_lambdas_batching_window_apart() -> None:
+    rows = [row("standard", "m", 2.5, 30), row("hot", "m", 155.0, 1800, throttles=400), row("hot", "m", 150.0, 1700, window=1.0)]
+    text = "\n".join(verdict(rows, scale=50))
+    assert "**62.0x**" in text  # from the local stack's row, not the windowed one
+    assert "1 s batching window emulated" in text and "170 likes per aggregator write" in text
+    assert "| hot, 1 s batching window |" in post_table(rows)
 
 
 def test_verdict_machine_binds_when_hot_stays_below_the_ceiling_unthrottled() -> None:
