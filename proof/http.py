@@ -415,7 +415,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
         env.drained()
-        likes_now = {(i["PK"][5:], i["userId"]): i for i in env.scan() if is_like(i)}
+        likes_now = {(post_of(i), i["userId"]): i for i in env.scan() if is_like(i)}
         for _, post, user, d in phase:
             item = likes_now.get((post, user))
             status = (d.final or {}).get("status")
@@ -443,7 +443,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     items = env.scan()
     expected = set(pairs) - set(undone)
-    stored_likes = {(i["PK"][5:], i["userId"]) for i in items if is_like(i)}
+    stored_likes = {(post_of(i), i["userId"]) for i in items if is_like(i)}
     report.lost += len(expected - stored_likes)
     report.duplicates += len(stored_likes - expected)  # an unlike that did not hold, or a like from nowhere
     stored_posts = [i for i in items if i["SK"] == "META" and i["PK"].startswith("POST#")]
@@ -455,6 +455,11 @@ def likes(env: Env) -> list[HttpReport]:
             report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} likes stored")
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     return [report]
+
+
+def post_of(item: dict[str, Any]) -> str:
+    """The post a like item belongs to: ``POST#<id>`` (seed 01's layout) or ``POST#<id>#S<n>``."""
+    return str(item.get("postId") or item["PK"][len("POST#") :].split("#")[0])
 
 
 def is_like(item: dict[str, Any]) -> bool:
