@@ -1,8 +1,9 @@
 """``python -m bench.hot``: one hot post under DynamoDB's limits, modelled (testkit.limits).
 
 The ``standard`` baseline of the "hot posts" work: many distinct users like ONE post
-(``Likes.like``: one TransactWriteItems, the LIKE# Put + the META ADD, 4 WCU on one partition
-key) from N threads, for a fixed time, against DynamoDB Local, with and without
+(``Likes.like``: one TransactWriteItems, the like item + the META ADD, 4 WCU: 2 on META's key
+and 2 on the like item's, a spread key ``POST#<id>#S<n>`` for posts created since ``spread``, META's
+own key before) from N threads, for a fixed time, against DynamoDB Local, with and without
 :class:`testkit.limits.LimitModel` on the layer's client. A single-item PutItem on one partition
 key (1 WCU) is the control: its ceiling with the model is the model's per-partition rate, which
 shows that the model, not DynamoDB Local or the machine, is what binds.
@@ -12,7 +13,15 @@ Rows
     * ``model``: the default model (``transaction_ms`` of the service x ``scale`` held per
       transaction, so overlapping likes on META conflict as they would on the service);
     * ``model, no hold``: capacity only (``transaction_ms=0, hold_during_call=False``: no
-      conflict can happen): where the WCU ceiling alone puts a like (1000/scale / 4 likes/s).
+      conflict can happen): where the WCU ceiling alone puts a like (1000/scale / 2 likes/s on
+      META's key; / 4 when the like item shares that key).
+
+Standard vs hot (:func:`run_posts`, also a section of ``make bench``): the same likes on one post
+created ``standard`` and one created ``hot``, under one model (``--posts-scale``, default 50), with
+a reader of the tally and, for ``hot``, the LikeAggregatorFunction's handler run from DynamoDB
+Local's stream (:func:`measure_post`): likes/s and their ratio, WCU per like (reported, counted by
+the model, cost model; the aggregator's share apart), RCU per tally read, tally lag p50/p99, the
+audit. docs/bench.md explains the columns.
 
 Sustained rate: completions after the first ``--warm`` seconds (the bucket starts full with
 ``burst_seconds`` of capacity) divided by the time they took. Every call goes through the
@@ -66,7 +75,8 @@ def describe(scale: float, transaction_ms: float) -> str:
     return (
         f"the model at scale {scale:g}: {w:g} WCU/s and {r:g} RCU/s per partition key, 1 s of burst, a transaction holds "
         f"its items {transaction_ms * scale:g} ms ({transaction_ms:g} ms x {scale:g}); a standard like's WCU ceiling is "
-        f"{w / 4:g}/s (2 items x 2 WCU on one key), a hot like's {SPREAD * w:g}/s (1 WCU on {SPREAD} spread keys)."
+        f"{w / 2:g}/s (2 WCU on META's key per like, in a transaction, before any conflict), a hot like's "
+        f"{SPREAD * w:g}/s (1 WCU on each of {SPREAD} spread keys)."
     )
 
 
@@ -696,7 +706,8 @@ def main(argv: list[str] | None = None) -> int:
     w, r = 1000 / args.scale, 3000 / args.scale
     print(
         f"\nModel: {w:g} WCU/s and {r:g} RCU/s per partition key (DynamoDB's 1,000 / 3,000 divided by {args.scale:g}), "
-        f"1 s of burst; a like = 2 items x 2 WCU, so its WCU ceiling is {w / 4:g} likes/s; a PutItem's is {w:g}/s. "
+        f"1 s of burst; a like = 2 items x 2 WCU, 2 of them on META's key, so its WCU ceiling is {w / 2:g} likes/s "
+        f"({w / 4:g} when the like item shares META's key, as for posts stored before spread keys); a PutItem's is {w:g}/s. "
         f"{os.cpu_count()} cores, {args.clients} clients, {args.seconds:g} s per row, first {args.warm:g} s left out; "
         f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.\n"
     )
