@@ -537,19 +537,14 @@ def throughput(endpoint: str, plan: Plan, levels: list[int], scenarios: list[Sce
 def hot_posts(*, quick: bool) -> list[str]:
     """bench/hot.py's standard vs hot table (one post, the limit model), as Markdown lines.
 
-    On a DynamoDB Local of its own: the one the throughput and contention sections filled answers
-    several times slower by then (one run: 15 standard and 26 hot likes/s at load 1.5, against
-    150-240 on a fresh one at load 3-11)."""
+    Each row on a DynamoDB Local of its own (:func:`bench.hot.run_posts`): the one the throughput and
+    contention sections filled answers several times slower by then (one run: 15 standard and 26 hot
+    likes/s at load 1.5, against 150-240 on a fresh one at load 3-11), and so does one instance
+    from row to row."""
     seconds, warm = (8.0, 2.0) if quick else (15.0, 3.0)
     scale, transaction_ms, clients = hot.POSTS_SCALE, 5.0, 8
-    with DynamoDBLocal() as ddb_local:
-        endpoint = ddb_local.endpoint
-        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
-        ddb = dynamodb_client(endpoint)
-        for mode in ("standard", "hot"):  # the JIT and the stream path's first calls, unmeasured
-            hot.measure_post(ddb, endpoint, mode, "warm-up", None, clients, 3.0, 0.0)
-        load = os.getloadavg()[0]
-        rows = hot.run_posts(ddb, endpoint, scale=scale, transaction_ms=transaction_ms, clients=clients, seconds=seconds, warm=warm)
+    load = os.getloadavg()[0]
+    rows = hot.run_posts(None, scale=scale, transaction_ms=transaction_ms, clients=clients, seconds=seconds, warm=warm)
     return [
         "",
         f"## One hot post: `standard` vs `hot` likes under the limit model (bench/hot.py, {clients} clients, {seconds:g} s per row)",
@@ -558,7 +553,7 @@ def hot_posts(*, quick: bool) -> list[str]:
         "LikeAggregatorFunction's handler run from DynamoDB Local's stream by the local stack's poller (the last row: "
         "with Lambda's 1 s batching window emulated), its META writes on the same limited client. A reader reads META "
         "(consistent GetItem) every 50 ms; lag(n) = the first read showing tally >= n minus the n-th acknowledgement, "
-        f"after the first {warm:g} s. A DynamoDB Local of its own. Load average {load:.1f} before the rows, "
+        f"after the first {warm:g} s. Each row on a DynamoDB Local of its own, warmed {hot.JVM_WARM:g} s first. Load average {load:.1f} before the rows, "
         f"{os.getloadavg()[0]:.1f} after; docs/bench.md explains the columns and what binds.",
         "",
         hot.post_table(rows),

@@ -226,6 +226,8 @@ def table(rows: list[Row]) -> str:
 AGGREGATOR = "LikeAggregatorFunction"
 READ_EVERY = 0.05
 """The tally reader's period, s: a consistent GetItem of the post's META every ~50 ms."""
+JVM_WARM = 3.0
+"""Seconds of unmeasured likes on a fresh DynamoDB Local before a standard-vs-hot row."""
 LOCAL_POLL = 0.2
 """How often the local stack's stream poller reads the stream (``StreamPoller.start``'s default)."""
 LAMBDA_WINDOW = 1.0
@@ -630,24 +632,41 @@ def verdict(rows: list[PostRow], scale: float) -> list[str]:
     return out
 
 
+def _post_row(endpoint: str | None, mode: str, label: str, kwargs: dict[str, Any] | None, run: dict[str, Any]) -> PostRow:
+    """One row on ``endpoint``, or (``None``) on a DynamoDB Local of its own, warmed with the row's mode first."""
+    if endpoint is not None:
+        return measure_post(dynamodb_client(endpoint), endpoint, mode, label, kwargs, **run)
+    with DynamoDBLocal() as ddb_local:
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
+        ddb = dynamodb_client(ddb_local.endpoint)
+        if JVM_WARM:  # DynamoDB Local's JIT (and the stream path's first calls): unmeasured
+            measure_post(ddb, ddb_local.endpoint, mode, "warm-up", None, run["clients"], JVM_WARM, 0.0)
+        return measure_post(ddb, ddb_local.endpoint, mode, label, kwargs, **run)
+
+
 def run_posts(
-    ddb: Any, endpoint: str, *, scale: float, transaction_ms: float, clients: int, seconds: float, warm: float, window: bool = True
+    endpoint: str | None, *, scale: float, transaction_ms: float, clients: int, seconds: float, warm: float, window: bool = True
 ) -> list[PostRow]:
     """standard and hot, each without the model and under the default model (conflicts held); ``window``: hot under
-    the model once more with Lambda's batching window emulated (:data:`LAMBDA_WINDOW`)."""
+    the model once more with Lambda's batching window emulated (:data:`LAMBDA_WINDOW`).
+
+    ``endpoint`` None: every row on a DynamoDB Local of its own. One instance gets slower after a
+    row of many likes (measured: 433 hot likes/s on a fresh one, then 158/s on the next row at the
+    same load), which would make each row's numbers depend on the rows before it."""
     model = {"scale": scale, "transaction_ms": transaction_ms}
     label = f"model (scale {scale:g}, hold {transaction_ms * scale:g} ms)"
-    rows = []
-    for mode, name, kwargs in (
-        ("standard", "no model", None),
-        ("standard", label, model),
-        ("hot", label, model),
-        ("hot", "no model", None),
-    ):
-        rows.append(measure_post(ddb, endpoint, mode, name, kwargs, clients, seconds, warm))
-        print(post_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    cases: list[tuple[str, str, dict[str, Any] | None, float]] = [
+        ("standard", "no model", None, 0.0),
+        ("standard", label, model, 0.0),
+        ("hot", label, model, 0.0),
+        ("hot", "no model", None, 0.0),
+    ]
     if window:
-        rows.append(measure_post(ddb, endpoint, "hot", label, model, clients, seconds, warm, window=LAMBDA_WINDOW))
+        cases.append(("hot", label, model, LAMBDA_WINDOW))
+    rows = []
+    for mode, name, kwargs, lambda_window in cases:
+        run = {"clients": clients, "seconds": seconds, "warm": warm, "window": lambda_window}
+        rows.append(_post_row(endpoint, mode, name, kwargs, run))
         print(post_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -675,40 +694,43 @@ def main(argv: list[str] | None = None) -> int:
         ("put", f"model (scale {args.scale:g})", model),
     ]
 
-    def run_all(endpoint: str) -> tuple[list[Row], list[PostRow]]:
+    def run_all(endpoint: str) -> list[Row]:
         os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
         ddb = dynamodb_client(endpoint)
         if args.jvm_warm > 0:  # DynamoDB Local's JIT: the first seconds are slow
             measure(ddb, "like", "warm-up", None, args.clients, args.jvm_warm, 0.0)
             measure(ddb, "put", "warm-up", None, args.clients, args.jvm_warm / 2, 0.0)
-            measure_post(ddb, endpoint, "hot", "warm-up", None, args.clients, args.jvm_warm / 2, 0.0)
         rows = []
-        for case, label, kwargs in [] if args.posts_only else cases:
+        for case, label, kwargs in cases:
             rows.append(measure(ddb, case, label, kwargs, args.clients, args.seconds, args.warm))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
-        posts = run_posts(
-            ddb,
-            endpoint,
-            scale=args.posts_scale,
-            transaction_ms=args.transaction_ms,
-            clients=args.clients,
-            seconds=args.seconds,
-            warm=args.warm,
-        )
-        return rows, posts
+        return rows
 
     load = os.getloadavg()[0]
-    if args.endpoint:
-        rows, posts = run_all(args.endpoint)
-    else:
+    rows: list[Row] = []
+    if args.endpoint and not args.posts_only:
+        rows = run_all(args.endpoint)
+    elif not args.posts_only:
         with DynamoDBLocal() as ddb_local:
-            rows, posts = run_all(ddb_local.endpoint)
+            rows = run_all(ddb_local.endpoint)
+    posts = run_posts(  # with --endpoint on that DynamoDB Local, else each row on one of its own
+        args.endpoint,
+        scale=args.posts_scale,
+        transaction_ms=args.transaction_ms,
+        clients=args.clients,
+        seconds=args.seconds,
+        warm=args.warm,
+    )
     w, r = 1000 / args.scale, 3000 / args.scale
-    print(
-        f"\nModel: {w:g} WCU/s and {r:g} RCU/s per partition key (DynamoDB's 1,000 / 3,000 divided by {args.scale:g}), "
+    model_line = (
+        ""
+        if args.posts_only
+        else f"Model: {w:g} WCU/s and {r:g} RCU/s per partition key (DynamoDB's 1,000 / 3,000 divided by {args.scale:g}), "
         f"1 s of burst; a like = 2 items x 2 WCU, 2 of them on META's key, so its WCU ceiling is {w / 2:g} likes/s "
         f"({w / 4:g} when the like item shares META's key, as for posts stored before spread keys); a PutItem's is {w:g}/s. "
-        f"{os.cpu_count()} cores, {args.clients} clients, {args.seconds:g} s per row, first {args.warm:g} s left out; "
+    )
+    print(
+        f"\n{model_line}{os.cpu_count()} cores, {args.clients} clients, {args.seconds:g} s per row, first {args.warm:g} s left out; "
         f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.\n"
     )
     if rows:
