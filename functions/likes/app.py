@@ -154,6 +154,42 @@ def switch_mode(postId: IdPath, body: SwitchMode) -> Response[Switched]:
     return json_response(200, {**post, "switched": switched})
 
 
+class AuditPosts(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    postIds: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(min_length=1, max_length=25)
+    repair: bool = Field(default=False, description="repair a drift found at a settled point (one conditional write per post)")
+
+
+class SettledAudit(Body):
+    postId: str
+    stored: int | None = Field(description="the tally at the settled point")
+    counted: int | None = Field(description="the likes at that point")
+    drift: int | None = Field(description="stored - counted; null when not settled")
+    settled: bool
+    repaired: bool
+    reason: str | None = Field(description="why not settled or not repaired: moving, aggregator_behind, not_found, busy")
+
+
+class Audits(Body):
+    audits: list[SettledAudit]
+
+
+@app.post("/audits")
+def audit_posts(body: AuditPosts) -> Response[Audits]:
+    """Audit posts at a settled point each (hot posts: at the aggregator's probe), and repair
+    surgically: a conditional write that a like counted since the count refuses."""
+    app.caller.require_admin("auditing tallies")  # it reads every like of every post
+    results = function.service.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair)
+    drift = sum(abs(r.drift or 0) for r in results)
+    metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=drift)
+    metrics.add_metric(name="AuditRepaired", unit=MetricUnit.Count, value=sum(r.repaired for r in results))
+    for r in results:
+        if r.drift:
+            logger.warning("likeTally drift", extra={"postId": r.post_id, "drift": r.drift, "repaired": r.repaired})
+    return json_response(200, {"audits": [r.public() for r in results]})
+
+
 @app.get("/posts/<postId>/audit")
 def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
