@@ -690,7 +690,10 @@ def likes_order_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: K
         rng = random.Random(seed + (7 if mode == "hot" else 0))
         harness = None
         if mode == "hot":
-            harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 2), posts, kit.plain_client())
+            # a smaller stream than likes-hot's (one write per request): smaller windows, as many deliveries
+            harness = StreamHarness(
+                name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 2), posts, kit.plain_client(), window=5
+            )
         injector = kit.with_faults(seed)
         intents = Intents(_writer(name))
         kinds: Counter[str] = Counter()
