@@ -764,21 +764,21 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
     # after every delivery only m2's tally is held to the log: m1 also counts in its standard phases
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 3), ["m2"], kit.plain_client())
     injector = kit.with_faults(seed)
-    writer = _writer(name)
-    intents = Intents(writer)
+    intents = Intents(_writer(name))  # the writers' process: its cached mode of m1 goes stale at each switch
+    switcher = _writer(name)  # another process switches
     switches: Counter[str] = Counter()
 
     def switch(n: int) -> None:
         mode = "hot" if n == 0 else "standard"
         for _ in range(12):
             try:
-                writer.switch_mode("m1", mode)
+                switcher.switch_mode("m1", mode)
             except Exception:  # noqa: BLE001 - unknown to the caller: re-sent
                 switches["unanswered attempts"] += 1
                 continue
             switches[f"to {mode}"] += 1
             with contextlib.suppress(Exception):
-                writer.switch_mode("m1", mode)  # once more: a re-sent switch changes nothing
+                switcher.switch_mode("m1", mode)  # once more: a re-sent switch changes nothing
             return
         raise RuntimeError(f"switch_mode(m1, {mode}) never answered")
 

@@ -223,24 +223,45 @@ def item_count(ddb: Any, table: str, pk: str | None = None, prefix: str | None =
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def like_partitions(post_id: str) -> list[str]:
+    """Every partition key a post's like items can live under: its spread keys, and the post's own
+    (seed 01's item collection, for posts stored before ``spread``)."""
+    from counters.services.likes import SPREAD
+
+    return [f"POST#{post_id}"] + [f"POST#{post_id}#S{n}" for n in range(SPREAD)]
+
+
 def likes_count(ddb: Any, table: str, post_id: str) -> int:
     """How many users like ``post_id``: its ``LIKE#`` items that are likes, not tombstones
-    (``liked = false``, kept after an unlike to order later replays)."""
+    (``liked = false``, kept after an unlike to order later replays), under any of its partition keys."""
     total = 0
-    kwargs: dict[str, Any] = {
-        "TableName": table,
-        "Select": "COUNT",
-        "ConsistentRead": True,
-        "KeyConditionExpression": "PK = :pk AND begins_with(SK, :p)",
-        "FilterExpression": "attribute_not_exists(liked) OR liked = :t",
-        "ExpressionAttributeValues": {":pk": {"S": f"POST#{post_id}"}, ":p": {"S": "LIKE#"}, ":t": {"BOOL": True}},
-    }
-    while True:
-        page = ddb.query(**kwargs)
-        total += page["Count"]
-        if "LastEvaluatedKey" not in page:
-            return total
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    for pk in like_partitions(post_id):
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "Select": "COUNT",
+            "ConsistentRead": True,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :p)",
+            "FilterExpression": "attribute_not_exists(liked) OR liked = :t",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":p": {"S": "LIKE#"}, ":t": {"BOOL": True}},
+        }
+        while True:
+            page = ddb.query(**kwargs)
+            total += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return total
+
+
+def like_item(ddb: Any, table: str, post_id: str, user_id: str) -> dict[str, Any] | None:
+    """A user's like state item of a post, wherever the post's layout keeps it (raw, or ``None``)."""
+    from counters.services.likes import SPREAD, hot_like_key
+
+    for key in (hot_like_key(post_id, user_id, SPREAD), {"PK": f"POST#{post_id}", "SK": f"LIKE#USER#{user_id}"}):
+        item = ddb.get_item(TableName=table, Key={k: {"S": v} for k, v in key.items()}, ConsistentRead=True).get("Item")
+        if item:
+            return item
+    return None
 
 
 def settled(read: Callable[[], dict[str, Any]], queue_depth: Callable[[], int], poll: float = 0.1) -> dict[str, Any]:

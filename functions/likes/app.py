@@ -38,7 +38,10 @@ class Post(Body):
     likeTally: int
     createdAt: int | None
     mode: str = "standard"
-    asOf: int | None = Field(default=None, description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation")
+    modeEpoch: int = Field(default=0, description="how many times the post switched modes")
+    asOf: int | None = Field(
+        default=None, description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation"
+    )
     lagMs: int | None = Field(default=None, description="hot posts: how far asOf is behind now (ms)")
 
 
@@ -129,6 +132,26 @@ def likers(
 ) -> Response[Likers]:
     page = function.service.likers(postId, limit=limit, cursor=cursor)
     return json_response(200, {"postId": postId, "likers": page.user_ids, "cursor": page.cursor})
+
+
+class SwitchMode(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    mode: Literal["standard", "hot"]
+
+
+class Switched(Post):
+    switched: bool = Field(description="false: the post already was in this mode (a re-send finds its own switch done)")
+
+
+@app.put("/posts/<postId>/mode")
+def switch_mode(postId: IdPath, body: SwitchMode) -> Response[Switched]:
+    """Switch a post between modes while likes flow: no like moves, each is counted once."""
+    app.caller.require_admin("switching a post's mode")
+    post, switched = function.service.switch_mode(postId, body.mode)
+    if switched:
+        logger.info("post mode switched", extra={"postId": postId, "mode": post["mode"], "modeEpoch": post["modeEpoch"]})
+    return json_response(200, {**post, "switched": switched})
 
 
 @app.get("/posts/<postId>/audit")

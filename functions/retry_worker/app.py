@@ -44,7 +44,9 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 def record_handler(record: SQSRecord) -> None:
-    status = function.service.replay(record.body, message_id=record.message_id, receive_count=int(record.attributes.approximate_receive_count))
+    status = function.service.replay(
+        record.body, message_id=record.message_id, receive_count=int(record.attributes.approximate_receive_count)
+    )
     metrics.add_metric(name=f"Replay.{status}", unit=MetricUnit.Count, value=1)
 
 

@@ -156,6 +156,7 @@ def test_bob_cannot_like_or_unlike_as_alice(users: dict[str, Client], unchanged:
     assert alice("GET", "/posts/p1").json()["likeTally"] == 2
     with unchanged():
         refused(alice("GET", "/posts/p1/audit"))  # reads every like: admins only
+        refused(alice("PUT", "/posts/p1/mode", json={"mode": "hot"}))  # changes how every like is counted
     assert admin("GET", "/posts/p1/audit").json()["drift"] == 0
     assert alice("DELETE", f"/posts/p1/likes/{ALICE}").json()["changed"] is True
     assert [liker["userId"] for liker in bob("GET", "/posts/p1/likes").json()["likers"]] == [BOB]

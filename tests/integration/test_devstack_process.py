@@ -68,7 +68,13 @@ def devstack(tmp_path: Path) -> Iterator[Devstack]:
         # job of a script (`make test &`, CI wrappers) inherits SIGINT ignored, and so would the
         # devstack, which would then never see the Ctrl-C this test sends.
         process = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=o, stderr=e, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=o,
+            stderr=e,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     stack = Devstack(process, ports, out, err)
     try:

@@ -272,12 +272,24 @@ def test_sequence_numbers_beyond_38_digits(likes: Likes, table: str, ddb: Any) -
         padded("1" * 41)
 
 
-def test_changes_for_a_standard_or_missing_post_are_not_counted(likes: Likes, table: str) -> None:
-    likes.create_post(author_id="a", body="b", post_id="p1")  # standard: no checkpoint map
+def test_changes_for_a_post_stored_before_spread_or_missing_are_not_counted(likes: Likes, ddb: Any, table: str) -> None:
+    likes.create_post(author_id="a", body="b", post_id="p1")
+    ddb.update_item(TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "META"}}, UpdateExpression="REMOVE spread, aggSeq, aggAt")
     agg = like_aggregator(table, retry=FAST)
-    for post in ("p1", "missing"):
+    for post in ("p1", "missing"):  # no checkpoint map: no hot like can exist for it
         assert agg.apply([Change(post, "S0", "100000000000000000001", 1)])[0].result.reason == "parent_missing"
     assert likes.get_post("p1")["likeTally"] == 0 and "asOf" not in likes.get_post("p1")
+
+
+def test_a_hot_write_on_a_post_now_standard_is_still_counted_once(likes: Likes, table: str) -> None:
+    """Every flip is counted by the write that made it: a hot one by the aggregator, whatever the
+    post's mode when its record arrives (a hot write in flight at a switch back to standard)."""
+    likes.create_post(author_id="a", body="b", post_id="p1")  # standard, with spread and checkpoints
+    agg = like_aggregator(table, retry=FAST)
+    change = Change("p1", "S0", "100000000000000000001", 1)
+    assert agg.apply([change])[0].result.outcome is Outcome.APPLIED
+    assert agg.apply([change])[0].result.outcome is Outcome.DUPLICATE
+    assert likes.get_post("p1")["likeTally"] == 1
 
 
 # ---------------------------------------------------------------------------- listing likers

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from counters.core.errors import NotSwitchable
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.toggle import HORIZON_MS, now_ms
 from counters.services.likes import Likes
-from tests.conftest import Queues, api_event, invoke, likes_count
+from tests.conftest import Queues, api_event, invoke, like_item, likes_count
 from tests.integration.test_retries import drain
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
@@ -41,7 +42,9 @@ def tally(ddb: Any, table: str, post: str = "p1") -> int:
 
 
 def state(ddb: Any, table: str, user: str, post: str = "p1") -> dict[str, Any]:
-    return ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": f"LIKE#USER#{user}"}}, ConsistentRead=True)["Item"]
+    item = like_item(ddb, table, post, user)
+    assert item is not None, (post, user)
+    return item
 
 
 def operation(operations: Any, operation_id: str) -> dict[str, Any]:
@@ -49,9 +52,7 @@ def operation(operations: Any, operation_id: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- (a) the issue's scenario
-def test_a_like_deferred_then_unliked_is_not_reapplied_by_its_replay(
-    apps: Any, faults: Any, queues: Queues, ddb: Any, table: str
-) -> None:
+def test_a_like_deferred_then_unliked_is_not_reapplied_by_its_replay(apps: Any, faults: Any, queues: Queues, ddb: Any, table: str) -> None:
     """The like meets contention (202), the same user unlikes (200), then the worker replays
     the like: REJECTED stale, the like is not re-applied, the tally counts the other user only."""
     likes, worker, operations = apps
@@ -168,14 +169,14 @@ def test_a_newer_like_after_an_unlike_counts_once_and_tombstones_are_not_listed_
             if not cursor:
                 return out
 
-    # tombstones u2, u3 sit between u1 and u4: the page reads on past them
-    assert pages(2) == [["u1", "u4"], ["u5"]]
+    # spread keys in order: u5 (S0), u1 (S2), tombstone u3 (S4), u4 (S5), tombstone u2 (S7): the page reads on past them
+    assert pages(2) == [["u5", "u1"], ["u4"]]
     # with one query per page, a page comes back short (even empty), and the cursor still walks every liker once
     import counters.services.likes as likes_module
 
-    monkeypatch.setattr(likes_module, "LIKERS_ROUNDS", 1)
+    monkeypatch.setattr(likes_module, "LIKERS_QUERIES", 1)
     walked = pages(2)
-    assert [u for page in walked for u in page] == ["u1", "u4", "u5"] and len(walked) > 2
+    assert [u for page in walked for u in page] == ["u5", "u1", "u4"] and len(walked) > 2
 
 
 @pytest.fixture
@@ -189,21 +190,33 @@ def test_a_request_older_than_the_horizon_is_stale_and_writes_nothing(ddb: Any, 
     likes.create_post(author_id="a", body="b", post_id="p1")
     change = likes.like("p1", "u1", at=now_ms() - HORIZON_MS - 1000)  # tombstones that could order it may be gone
     assert (change.changed, change.result.reason) == (False, "stale")
-    assert tally(ddb, table) == 0 and "Item" not in ddb.get_item(
-        TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "LIKE#USER#u1"}}, ConsistentRead=True
-    )
+    assert tally(ddb, table) == 0 and like_item(ddb, table, "p1", "u1") is None
 
 
 def test_a_like_stored_before_tombstones_is_a_like(ddb: Any, table: str, layer_client: Any) -> None:
-    """Items written before this change have no ``liked`` and no stamp: they count, and unlike them."""
+    """Items written before this change have no ``liked`` and no stamp: they count, and unlike them.
+    Their post was stored before ``spread`` too: its likes live in seed 01's item collection."""
     likes = Likes(table, retry=FAST)
     likes.create_post(author_id="a", body="b", post_id="p1")
-    ddb.put_item(TableName=table, Item={"PK": {"S": "POST#p1"}, "SK": {"S": "LIKE#USER#old"}, "userId": {"S": "old"}, "likedAt": {"N": "1"}})
     ddb.update_item(
-        TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "META"}}, UpdateExpression="SET likeTally = :one", ExpressionAttributeValues={":one": {"N": "1"}}
+        TableName=table,
+        Key={"PK": {"S": "POST#p1"}, "SK": {"S": "META"}},
+        UpdateExpression="REMOVE spread, aggSeq, aggAt, tallyRev, modeEpoch",
+    )
+    ddb.put_item(
+        TableName=table, Item={"PK": {"S": "POST#p1"}, "SK": {"S": "LIKE#USER#old"}, "userId": {"S": "old"}, "likedAt": {"N": "1"}}
+    )
+    ddb.update_item(
+        TableName=table,
+        Key={"PK": {"S": "POST#p1"}, "SK": {"S": "META"}},
+        UpdateExpression="SET likeTally = :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
     )
     assert likes.audit("p1").counted == 1
     assert likes.likers("p1", limit=10).user_ids == [{"userId": "old", "likedAt": 1}]
     assert likes.like("p1", "old").changed is False  # already liked
     assert likes.unlike("p1", "old").changed is True
     assert tally(ddb, table) == 0 and likes.audit("p1").drift == 0
+    assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "LIKE#USER#old"}}, ConsistentRead=True)
+    with pytest.raises(NotSwitchable):  # its likes are where only the standard mode counts them
+        likes.switch_mode("p1", "hot")

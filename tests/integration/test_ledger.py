@@ -494,7 +494,9 @@ def test_compaction_refuses_to_run_outside_its_region(table: str, layer_client: 
 # ---------------------------------------------------------------------------- handlers
 @pytest.fixture
 def ledger_app(load_function: Any, table: str, layer_client: Any, clock: Clock) -> Any:
-    return load_function("LedgerFunction", table, build=lambda s: Ledgers(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN))
+    return load_function(
+        "LedgerFunction", table, build=lambda s: Ledgers(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN)
+    )
 
 
 @pytest.fixture

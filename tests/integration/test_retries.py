@@ -19,7 +19,7 @@ from counters.services.reservations import Reservations
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
-from tests.conftest import Queues, api_event, invoke, item_count, likes_count, settled
+from tests.conftest import Queues, api_event, invoke, item_count, like_item, likes_count, settled
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
@@ -116,7 +116,10 @@ def test_poison_messages_go_to_the_dlq_at_once(apps: Any, queues: Queues) -> Non
 
 def test_unacknowledged_when_the_queue_is_unreachable(load_function: Any, table: str, faults: Any, ddb: Any, sqs_endpoint: str) -> None:
     likes = load_function(
-        "LikesFunction", table, {"RetryQueue": f"{sqs_endpoint}/123456789012/no-such-queue"}, build=lambda s: Likes(s.table_name, retry=FAST)
+        "LikesFunction",
+        table,
+        {"RetryQueue": f"{sqs_endpoint}/123456789012/no-such-queue"},
+        build=lambda s: Likes(s.table_name, retry=FAST),
     )
     invoke(likes, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))
     faults.add("conflict", operations={"TransactWriteItems"})
@@ -241,7 +244,7 @@ def test_operations_under_faults_are_applied_exactly_once(
             expected = sum(1 for p, _ in likers if p == post)
             assert tally(ddb, table, post) == likes_count(ddb, table, post) == expected
         for post, user in likers:
-            assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": f"LIKE#USER#{user}"}})
+            assert like_item(ddb, table, post, user) is not None
         assert sum(item_count(ddb, table, f"POST#missing{i}") for i in range(25)) == 0  # 4xx left no trace
         print(f"\nanswers {answers}; injected {injected} faults in {calls} DynamoDB calls")
     finally:

@@ -56,7 +56,9 @@ def test_items_are_serialised_as_boto3_does(values: dict) -> None:
     for key in values:
         if "SS" in theirs[key] or "NS" in theirs[key] or "BS" in theirs[key]:
             kind = next(iter(theirs[key]))
-            assert sorted(map(bytes if kind == "BS" else str, ours[key][kind])) == sorted(map(bytes if kind == "BS" else str, theirs[key][kind]))
+            assert sorted(map(bytes if kind == "BS" else str, ours[key][kind])) == sorted(
+                map(bytes if kind == "BS" else str, theirs[key][kind])
+            )
         elif "B" in theirs[key]:
             assert ours[key] == {"B": bytes(theirs[key]["B"])}
         else:

@@ -124,7 +124,7 @@ def _plain_number(text: str) -> int | float:
 
 def deserialize(value: dict[str, Any]) -> Any:
     """One DynamoDB attribute value -> one Python value."""
-    (kind, data), = value.items()
+    ((kind, data),) = value.items()
     if kind == "S":
         return data
     if kind == "N":

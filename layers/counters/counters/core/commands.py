@@ -119,5 +119,3 @@ def outcome_update(table_name: str, operation_id: str, status: str, result: dict
 
 def operation_key(operation_id: str) -> dict[str, str]:
     return {"PK": f"OP#{operation_id}", "SK": "OP"}
-
-

@@ -82,6 +82,14 @@ class IntegrityError(CounterError):
     status = 409
 
 
+class NotSwitchable(CounterError):
+    """The post's likes are stored in a layout that only one mode can count (stored before ``spread``)."""
+
+    code = "not_switchable"
+    default_message = "this post cannot switch modes"
+    status = 409
+
+
 class ContentionError(CounterError):
     """Conflicts, throttling or unknown outcomes outlasted the retry budget.
 

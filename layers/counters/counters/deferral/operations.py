@@ -101,5 +101,3 @@ class Operations:
         if caller is not None:
             caller.require_owner_or_hide(item.get("owner"), "read this operation", NotFound(f"operation {operation_id!r} not found"))
         return {k: item[k] for k in ("operationId", "op", "status", "createdAt", "completedAt", "result") if k in item}
-
-

@@ -159,4 +159,3 @@ class Aggregator:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",  # the stored checkpoints: what is already applied
         }
         return params, net
-

@@ -155,9 +155,17 @@ class RefCount:
         return from_item(response.get("Item")), capacity
 
     def audit(
-        self, parent: dict[str, Any], child_prefix: str, *, where: tuple[str, dict[str, str], dict[str, Any]] | None = None
+        self,
+        parent: dict[str, Any],
+        child_prefix: str,
+        *,
+        where: tuple[str, dict[str, str], dict[str, Any]] | None = None,
+        partitions: list[str] | None = None,
     ) -> Audit | None:
         """Compare the stored tally with a COUNT of children (paginated Query, Select=COUNT).
+
+        ``partitions``: the partition keys the children live under (default: the parent's own,
+        its item collection), counted one after the other.
 
         ``where``: (FilterExpression, names, values) for children that are stored but do not
         count (e.g. :meth:`counters.primitives.toggle.Toggle.counted`: tombstones); the count is
@@ -170,12 +178,17 @@ class RefCount:
         item, capacity = self.read(parent)
         if item is None:
             return None
+        counted = sum(self.count(pk, child_prefix, where, capacity) for pk in (partitions or [parent[self.pk]]))
+        return Audit(stored=int(item.get(self.tally, 0)), counted=counted, capacity=capacity)
+
+    def count(self, pk: str, child_prefix: str, where: tuple[str, dict[str, str], dict[str, Any]] | None, capacity: Capacity) -> int:
+        """The children under one partition key that pass ``where`` (strongly consistent COUNT)."""
         counted = 0
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
             "ExpressionAttributeNames": {"#pk": self.pk, "#sk": self.sk},
-            "ExpressionAttributeValues": to_item({":pk": parent[self.pk], ":prefix": child_prefix}),
+            "ExpressionAttributeValues": to_item({":pk": pk, ":prefix": child_prefix}),
             "Select": "COUNT",
             "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL",
@@ -189,6 +202,5 @@ class RefCount:
             page = read(self.dynamodb.query, self.retry, capacity, **kwargs)
             counted += page["Count"]
             if "LastEvaluatedKey" not in page:
-                break
+                return counted
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return Audit(stored=int(item.get(self.tally, 0)), counted=counted, capacity=capacity)

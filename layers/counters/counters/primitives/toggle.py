@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,17 @@ PARENT_EXISTS_AND_POSITIVE = "attribute_exists(#pk) AND #tally >= :one"
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A condition the caller adds to the parent's half of a flip (e.g. "the post is still in
+    standard mode"), with the same rule in Python to tell a refusal by it from the others."""
+
+    expression: str
+    names: dict[str, str]
+    values: dict[str, Any]  # plain values (converted when the request is built)
+    holds: Callable[[dict[str, Any]], bool]
 
 
 @dataclass(frozen=True, order=True)
@@ -108,11 +120,16 @@ class Toggle:
         pk: str = "PK",
         sk: str = "SK",
         horizon_ms: int = HORIZON_MS,
+        revision_attribute: str | None = None,
         dynamodb: Any = None,
         retry: RetryPolicy | None = None,
     ) -> None:
+        """``revision_attribute``: a number on the parent that every flip also moves by one, so a
+        repair can be conditioned on "nothing was counted since I read" (a tally's own value can
+        come back to what was read: a like and an unlike)."""
         self.table_name = table_name
         self.tally, self.state = tally_attribute, state_attribute
+        self.revision = revision_attribute
         self.pk, self.sk = pk, sk
         self.horizon_ms = horizon_ms
         self._dynamodb = dynamodb
@@ -144,19 +161,32 @@ class Toggle:
         return "".join(f", #a{i} = :a{i}" for i in range(len(attributes))), names, values
 
     # ------------------------------------------------------------------------ the writes
-    def _flip(self, parent: dict[str, Any], key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any]) -> list[dict[str, Any]]:
+    def _flip(
+        self, parent: dict[str, Any], key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any], guard: Guard | None = None
+    ) -> list[dict[str, Any]]:
         """The state item flipped (stamped, ``requestId``) and the tally moved, as one transaction."""
+        condition = PARENT_EXISTS if on else PARENT_EXISTS_AND_POSITIVE
+        names = {"#pk": self.pk, "#tally": self.tally}
+        values: dict[str, Any] = {":delta": 1 if on else -1, **({} if on else {":one": 1})}
+        update = "ADD #tally :delta"
+        if self.revision:
+            update += ", #rev :rev"
+            names["#rev"], values[":rev"] = self.revision, 1
+        if guard is not None:
+            condition = f"{condition} AND {guard.expression}"
+            names.update(guard.names)
+            values.update(guard.values)
         return [
             {"Update": self._flip_state(key, on, stamp, attributes)},
             {
                 "Update": {
                     "TableName": self.table_name,
                     "Key": to_item(parent),
-                    "UpdateExpression": "ADD #tally :delta",
-                    "ConditionExpression": PARENT_EXISTS if on else PARENT_EXISTS_AND_POSITIVE,
-                    "ExpressionAttributeNames": {"#pk": self.pk, "#tally": self.tally},
-                    "ExpressionAttributeValues": {":delta": {"N": "1" if on else "-1"}, **({} if on else {":one": {"N": "1"}})},
-                    # The loser learns why: no item = parent missing, item = tally at 0.
+                    "UpdateExpression": update,
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": to_item(values),
+                    # The loser learns why: no item = parent missing, item = tally at 0 or the guard.
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
@@ -227,19 +257,34 @@ class Toggle:
         }
 
     # ------------------------------------------------------------------------ set
-    def set(self, parent: dict[str, Any], key: dict[str, Any], on: bool, stamp: Stamp, *, attributes: dict[str, Any] | None = None) -> Result:
+    def set(
+        self,
+        parent: dict[str, Any],
+        key: dict[str, Any],
+        on: bool,
+        stamp: Stamp,
+        *,
+        attributes: dict[str, Any] | None = None,
+        every_write: dict[str, Any] | None = None,
+        guard: Guard | None = None,
+    ) -> Result:
         """Switch ``key`` on or off as the request ``stamp``; ``attributes`` are written with a
-        flip or a new tombstone (e.g. ``userId``, ``likedAt``).
+        flip or a new tombstone (e.g. ``userId``, ``likedAt``), ``every_write`` with every write,
+        a stamp-only one too (e.g. ``delta = 0``: this write is counted here, not from a stream);
+        ``guard`` is added to the parent's condition in a flip.
 
         Outcomes: ``applied`` (flipped, tally moved); ``duplicate`` / ``own_request`` (the state is
         this request's own flip); ``rejected`` with ``already_set`` (the state is already
         ``on``; a newer stamp was recorded), ``stale`` (a newer request set the other state, or
         the request is older than the horizon; ``value`` is the stored item), ``parent_missing``,
-        ``tally_would_go_negative`` (integrity: on, but the tally is 0); ``contention``.
+        ``guard`` (the parent fails ``guard``; ``value`` is the parent), ``tally_would_go_negative``
+        (integrity: on, but the tally is 0; ``value`` is the parent); ``contention``.
         """
-        return self._set(parent, key, on, stamp, attributes or {}, None)
+        return self._set(parent, key, on, stamp, attributes or {}, None, every_write or {}, guard)
 
-    def set_alone(self, key: dict[str, Any], on: bool, stamp: Stamp, *, attributes: dict[str, Any] | None = None, delta_attribute: str = "delta") -> Result:
+    def set_alone(
+        self, key: dict[str, Any], on: bool, stamp: Stamp, *, attributes: dict[str, Any] | None = None, delta_attribute: str = "delta"
+    ) -> Result:
         """:meth:`set` without the tally: the state item is written alone, one conditional write
         under the same rule (the latest request wins), and every write records on it
         ``delta_attribute``, what it changed the count by: ``+1`` / ``-1`` for a flip, ``0`` for
@@ -249,9 +294,19 @@ class Toggle:
         The parent is not checked (the caller does it: the hot mode reads the post first).
         Outcomes as :meth:`set`, without ``parent_missing`` and ``tally_would_go_negative``.
         """
-        return self._set(None, key, on, stamp, attributes or {}, delta_attribute)
+        return self._set(None, key, on, stamp, attributes or {}, delta_attribute, {}, None)
 
-    def _set(self, parent: dict[str, Any] | None, key: dict[str, Any], on: bool, stamp: Stamp, attributes: dict[str, Any], delta: str | None) -> Result:
+    def _set(
+        self,
+        parent: dict[str, Any] | None,
+        key: dict[str, Any],
+        on: bool,
+        stamp: Stamp,
+        attributes: dict[str, Any],
+        delta: str | None,
+        every: dict[str, Any],
+        guard: Guard | None,
+    ) -> Result:
         """``delta`` None: a transaction with the parent's tally; a name: the state item alone."""
         capacity, attempts = Capacity(), 0
 
@@ -274,11 +329,15 @@ class Toggle:
                     params = self._restamp(key, on, stamp, {delta: 0})
                     report = run(self.dynamodb.update_item, params, policy=self.retry, capacity=capacity, write=True)
             elif write == "flip":
-                report = transact(self._flip(parent, key, on, stamp, attributes), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
+                actions = self._flip(parent, key, on, stamp, {**attributes, **every}, guard)
+                report = transact(actions, policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
             elif write == "tombstone":
-                report = transact(self._tombstone(parent, key, stamp, attributes), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
+                actions = self._tombstone(parent, key, stamp, {**attributes, **every})
+                report = transact(actions, policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
             else:
-                report = run(self.dynamodb.update_item, self._restamp(key, on, stamp), policy=self.retry, capacity=capacity, write=True)
+                report = run(
+                    self.dynamodb.update_item, self._restamp(key, on, stamp, every), policy=self.retry, capacity=capacity, write=True
+                )
             attempts += report.attempts
             if report.outcome is Outcome.APPLIED:
                 return done(Outcome.APPLIED) if write == "flip" else done(Outcome.REJECTED, "already_set")
@@ -288,7 +347,10 @@ class Toggle:
             if delta is None and write != "restamp" and 1 in failed and not report.failure.old_item(1):
                 return done(Outcome.REJECTED, "parent_missing")
             if delta is None and write != "restamp" and 0 not in failed:
-                return done(Outcome.REJECTED, "tally_would_go_negative")  # on, yet the tally is 0
+                stored_parent = from_item(report.failure.old_item(1)) or {}
+                if guard is not None and not guard.holds(stored_parent):
+                    return done(Outcome.REJECTED, "guard", stored_parent)
+                return done(Outcome.REJECTED, "tally_would_go_negative", stored_parent)  # on, yet the tally is 0
             stored = from_item(report.failure.old_item(0))
             write = self._decide(stored, on, stamp)
             if write is None:

@@ -31,7 +31,6 @@ class AppendPayload:
         require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
 
 
-
 class Ledgers(Ledger):
     """A :class:`Ledger` whose appends answer API requests and defer under contention."""
 
@@ -61,4 +60,3 @@ class Ledgers(Ledger):
         except (IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest) as exc:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
         return Verdict("APPLIED" if created else "DUPLICATE", {"ledgerId": p.ledgerId, "entryId": entry_id})
-

@@ -2,15 +2,30 @@
 
 | item | PK | SK |
 |---|---|---|
-| post | ``POST#<postId>`` | ``META`` (``likeTally`` is the reference count) |
-| like | ``POST#<postId>`` | ``LIKE#USER#<userId>`` (``liked``; kept as a tombstone after an unlike) |
-| like, hot mode | ``POST#<postId>#S<n>`` | ``LIKE#USER#<userId>`` (``n`` = hash(user) % the post's ``spread``; ``delta``) |
+| post | ``POST#<postId>`` | ``META`` (``likeTally`` is the reference count; ``mode``, ``modeEpoch``, ``spread``) |
+| like | ``POST#<postId>#S<n>`` | ``LIKE#USER#<userId>`` (``n`` = hash(user) % the post's ``spread``; ``liked``, ``delta``; kept as a tombstone after an unlike) |
+| like, a post stored before ``spread`` | ``POST#<postId>`` | ``LIKE#USER#<userId>`` (seed 01's item collection) |
 
 Like and unlike are a :class:`~counters.primitives.toggle.Toggle`: the latest request of a user on
-a post wins, whenever its replay runs. A post's ``mode`` (data on ``META``, chosen at creation):
-``standard`` counts in the like's transaction; ``hot`` writes the like's state item alone (one
-conditional write) under one of ``spread`` partition keys, and the tally is kept from the table's
-stream by :mod:`counters.primitives.aggregator` (exact as of a watermark).
+a post wins, whenever its replay runs. A post's ``mode`` is data on ``META``:
+
+* ``standard`` counts in the like's transaction (the state item with ``delta = 0`` + ``ADD
+  likeTally`` on META, conditioned on the post still being ``standard``: the fence);
+* ``hot`` writes the like's state item alone (one conditional write, ``delta`` = +1/-1), and the
+  tally is kept from the table's stream by :mod:`counters.primitives.aggregator` (exact as of a
+  watermark).
+
+**Switching modes** (:meth:`Likes.switch_mode`) moves nothing: a user's state item is the same
+item in both modes (its key depends on ``spread``, fixed at creation, not on the mode), so the
+latest-request rule holds across a switch, and **every flip is counted exactly once by the write
+that made it**: a standard flip in its own transaction (its ``delta`` 0 keeps it out of the
+aggregator), a hot flip by the aggregator. So a write made on a stale idea of the mode is still
+counted once; the fence (the standard transaction's condition on META's ``mode``) only routes: a
+process that still believes a post is standard after it went hot is refused, re-reads the mode and
+writes hot, so likes stop transacting on the hot post's META. A hot write cannot be fenced (it
+touches no shared item, which is the point); after a switch back to standard, a process's cached
+``hot`` expires within ``MODE_TTL_MS`` and hot writes made until then are counted by the
+aggregator within its lag.
 """
 
 from __future__ import annotations
@@ -27,25 +42,35 @@ from typing import Any
 from counters.core.client import client, from_item, to_item
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.engine import read, run
-from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, IntegrityError, InvalidRequest, NotFound
+from counters.core.errors import (
+    AlreadyExists,
+    ContentionError,
+    IdempotencyKeyReused,
+    IntegrityError,
+    InvalidRequest,
+    NotFound,
+    NotSwitchable,
+)
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings
 from counters.primitives.aggregator import Aggregator, Change, as_of
 from counters.primitives.refcount import Audit, RefCount
-from counters.primitives.toggle import Stamp, Toggle, now_ms
+from counters.primitives.toggle import Guard, Stamp, Toggle, now_ms
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 TALLY = "likeTally"
 LIKE_PREFIX = "LIKE#USER#"
 LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
-LIKERS_ROUNDS = 4  # queries per likers page at most, when tombstones make pages short
+LIKERS_QUERIES = 12  # queries per likers page at most (tombstones and empty spread keys make pages short)
 STANDARD, HOT = "standard", "hot"
 MODES = (STANDARD, HOT)
 SPREAD = 8  # a hot post's like partition keys; stored on the post (``spread``): fixed for its life
 DELTA = "delta"  # on a hot like item: what its last write changed the count by (+1, -1, 0)
-AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a hot post: the aggregator's checkpoint and watermark per lane
+AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint and watermark per lane
+REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
+MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
 
 
 def post_key(post_id: str) -> dict[str, str]:
@@ -86,7 +111,9 @@ def parse_hot_pk(pk: str) -> tuple[str, str] | None:
 
 def like_aggregator(table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> Aggregator:
     """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META."""
-    return Aggregator(table_name, post_key, tally_attribute=TALLY, seq_attribute=AGG_SEQ, at_attribute=AGG_AT, dynamodb=dynamodb, retry=retry)
+    return Aggregator(
+        table_name, post_key, tally_attribute=TALLY, seq_attribute=AGG_SEQ, at_attribute=AGG_AT, dynamodb=dynamodb, retry=retry
+    )
 
 
 def hot_change(record: dict[str, Any]) -> Change | None:
@@ -104,6 +131,37 @@ def hot_change(record: dict[str, Any]) -> Change | None:
         return None
     created = ddb.get("ApproximateCreationDateTime") or 0
     return Change(parent=parsed[0], lane=parsed[1], seq=str(ddb["SequenceNumber"]), delta=delta, created_ms=int(float(created) * 1000))
+
+
+STANDARD_GUARD = Guard(
+    "(attribute_not_exists(#mode) OR #mode = :standard)",
+    {"#mode": "mode"},
+    {":standard": STANDARD},
+    lambda post: post.get("mode", STANDARD) == STANDARD,
+)
+"""The fence: a standard like's transaction counts on META only while the post is standard."""
+
+
+@dataclass(frozen=True)
+class PostInfo:
+    """What a process knows of a post: where its likes live and how they are counted."""
+
+    spread: int | None  # None: likes stored before ``spread`` (seed 01's item collection, standard only)
+    mode: str
+    epoch: int
+    read_at: int  # ms
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> PostInfo:
+        spread = item.get("spread")
+        return cls(None if spread is None else int(spread), str(item.get("mode", STANDARD)), int(item.get("modeEpoch", 0)), now_ms())
+
+    def lanes(self, post_id: str) -> list[str]:
+        """The partition keys the post's like items live under."""
+        return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
+
+    def like_key(self, post_id: str, user_id: str) -> dict[str, str]:
+        return like_key(post_id, user_id) if self.spread is None else hot_like_key(post_id, user_id, self.spread)
 
 
 @dataclass
@@ -125,12 +183,15 @@ class LikersPage:
 class Likes:
     """Create posts, like/unlike them exactly once, list likers, audit the tally."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None, mode_ttl_ms: int = MODE_TTL_MS) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
-        self.toggle = Toggle(table_name, tally_attribute=TALLY, state_attribute=LIKED, dynamodb=dynamodb, retry=retry)
-        self._hot: dict[str, int | None] = {}  # posts seen by this process: post id -> spread (hot) or None (standard)
+        self.toggle = Toggle(
+            table_name, tally_attribute=TALLY, state_attribute=LIKED, revision_attribute=REVISION, dynamodb=dynamodb, retry=retry
+        )
+        self.mode_ttl_ms = mode_ttl_ms
+        self._posts: dict[str, PostInfo] = {}  # posts seen by this process (a post is never deleted)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
@@ -154,9 +215,9 @@ class Likes:
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
         Without either, the id is random and a re-send creates another post.
 
-        ``mode`` (``standard`` or ``hot``) is stored on the post with ``modeEpoch`` 0 (a later
-        switch between modes is fenced by it); a hot post also stores its ``spread`` and the
-        aggregator's empty checkpoint and watermark maps.
+        ``mode`` (``standard`` or ``hot``) is stored on the post with ``modeEpoch`` 0 (each
+        :meth:`switch_mode` adds one), its ``spread`` (where its likes live, fixed for its life)
+        and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         require_mode(mode)
         if post_id is None:
@@ -171,9 +232,11 @@ class Likes:
             "requestId": new_request_id(),  # which request wrote it: a lost answer's re-send inside the engine is still "created"
             "mode": mode,
             "modeEpoch": 0,
+            "spread": SPREAD,
+            AGG_SEQ: {},
+            AGG_AT: {},
+            REVISION: 0,
         }
-        if mode == HOT:
-            item.update({"spread": SPREAD, AGG_SEQ: {}, AGG_AT: {}})
         params = {
             "TableName": self.table_name,
             "Item": to_item(item),
@@ -197,42 +260,79 @@ class Likes:
         item, _ = self.refcount.read(post_key(post_id))
         if item is None:
             raise NotFound(f"post {post_id!r} not found")
+        self._posts[post_id] = PostInfo.of(item)
         return public_post(item)
 
-    def _hot_spread(self, post_id: str) -> int | None:
-        """The post's spread if it is hot, ``None`` if standard; :class:`NotFound` if missing.
+    def _post(self, post_id: str) -> PostInfo:
+        """The post's layout and mode; :class:`NotFound` if it is missing.
 
-        The mode is read once per process and post (0.5 RCU) and cached: modes do not change yet.
-        The later switch between modes must fence writes made on a stale cached mode by
-        ``modeEpoch`` (the standard transaction touches META already; the hot write can carry the
-        epoch to the aggregator), not by expiring this cache. A post is never deleted, so a cached
-        post exists: the hot like checks existence through this read.
+        Read (0.5 RCU) once per process and post, trusted for ``mode_ttl_ms``: the standard
+        transaction's fence refuses a stale ``standard`` at once, and a stale ``hot`` is still
+        counted once (see the module doc). A post is never deleted, so a remembered post exists:
+        the hot like checks existence through this read.
         """
-        if post_id in self._hot:
-            return self._hot[post_id]
+        info = self._posts.get(post_id)
+        if info is not None and now_ms() - info.read_at < self.mode_ttl_ms:
+            return info
         response = read(
             self.dynamodb.get_item,
             self.refcount.retry,
             None,
             TableName=self.table_name,
             Key=to_item(post_key(post_id)),
-            ProjectionExpression="#m, #s",
-            ExpressionAttributeNames={"#m": "mode", "#s": "spread"},
+            ProjectionExpression="#m, #s, #e",
+            ExpressionAttributeNames={"#m": "mode", "#s": "spread", "#e": "modeEpoch"},
         )
         item = from_item(response.get("Item"))
         if item is None:
             raise NotFound(f"post {post_id!r} not found")
-        self._hot[post_id] = int(item.get("spread", SPREAD)) if item.get("mode", STANDARD) == HOT else None
-        return self._hot[post_id]
+        self._posts[post_id] = PostInfo.of(item)
+        return self._posts[post_id]
 
     def like_state(self, post_id: str, user_id: str) -> dict[str, Any]:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
         once in either mode, whatever the aggregator's lag)."""
-        spread = self._hot_spread(post_id)
-        key = like_key(post_id, user_id) if spread is None else hot_like_key(post_id, user_id, spread)
+        key = self._post(post_id).like_key(post_id, user_id)
         response = read(self.dynamodb.get_item, self.refcount.retry, None, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
         item = from_item(response.get("Item"))
         return {"postId": post_id, "userId": user_id, "liked": bool(item) and item.get(LIKED, True) is not False}
+
+    def switch_mode(self, post_id: str, mode: str) -> tuple[dict[str, Any], bool]:
+        """Switch a post to ``mode``; (the post, switched by this call?).
+
+        One conditional UpdateItem on META: ``mode``, ``modeEpoch`` + 1, ``modeAt``, if the post
+        is in the other mode. No like item moves (their keys do not depend on the mode), so likes
+        may flow during the switch: each flip is counted once by the write that made it (module
+        doc). Sent again, it finds the post already in ``mode``: switched ``False`` (also when an
+        earlier attempt of this call switched it and its answer was lost). A post stored before
+        ``spread`` cannot switch (:class:`NotSwitchable`).
+        """
+        require_mode(mode)
+        params = {
+            "TableName": self.table_name,
+            "Key": to_item(post_key(post_id)),
+            "UpdateExpression": "SET #mode = :mode, #at = :now ADD #epoch :one",
+            "ConditionExpression": "attribute_exists(#pk) AND attribute_exists(#spread) AND #mode <> :mode",
+            "ExpressionAttributeNames": {"#pk": "PK", "#mode": "mode", "#at": "modeAt", "#epoch": "modeEpoch", "#spread": "spread"},
+            "ExpressionAttributeValues": to_item({":mode": mode, ":now": now_ms(), ":one": 1}),
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        report = run(self.dynamodb.update_item, params, policy=self.refcount.retry, write=True)
+        if report.outcome is Outcome.APPLIED:
+            item = from_item(report.attributes) or {}
+            switched = True
+        elif report.outcome is Outcome.REJECTED and report.failure is not None:
+            item = from_item(report.failure.old_item(0)) or {}
+            if not item:
+                raise NotFound(f"post {post_id!r} not found")
+            if "spread" not in item:
+                raise NotSwitchable(f"post {post_id!r} keeps its likes in seed 01's layout: it stays {item.get('mode', STANDARD)}")
+            switched = False
+        else:
+            raise ContentionError(f"could not switch post {post_id!r}; resend the same request")
+        self._posts[post_id] = PostInfo.of(item)
+        return public_post(item), switched
 
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
         """Like, unless a newer request of this user on this post already decided (the latest wins).
@@ -248,17 +348,27 @@ class Likes:
         return self._set(post_id, user_id, False, request_id or new_request_id(), now_ms() if at is None else at)
 
     def _set(self, post_id: str, user_id: str, liked: bool, request_id: str, at: int) -> LikeChange:
+        command = Command("like" if liked else "unlike", {"postId": post_id, "userId": user_id, "at": at}, request_id)
+        stamp = Stamp(at, request_id)
+        info = self._post(post_id)
+        result = self._write(post_id, user_id, liked, stamp, info)
+        if result.reason == "guard":  # the fence: the post went hot since this process read its mode
+            info = self._posts[post_id] = PostInfo.of(result.value)
+            result = self._write(post_id, user_id, liked, stamp, info)
+        return self._change(result, command)
+
+    def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
         attributes: dict[str, Any] = {"userId": user_id}
         if liked:
-            attributes["likedAt"] = at // 1000
-        spread = self._hot_spread(post_id)
-        if spread is None:
-            result = self.toggle.set(post_key(post_id), like_key(post_id, user_id), liked, Stamp(at, request_id), attributes=attributes)
-        else:  # hot: the state item alone; the stream's aggregator counts its delta
-            key = hot_like_key(post_id, user_id, spread)
-            result = self.toggle.set_alone(key, liked, Stamp(at, request_id), attributes={**attributes, "postId": post_id}, delta_attribute=DELTA)
-        command = Command("like" if liked else "unlike", {"postId": post_id, "userId": user_id, "at": at}, request_id)
-        return self._change(result, command)
+            attributes["likedAt"] = stamp.at // 1000
+        key = info.like_key(post_id, user_id)
+        if info.spread is None:  # seed 01's layout: standard for good
+            return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, guard=STANDARD_GUARD)
+        attributes["postId"] = post_id
+        if info.mode == HOT:  # the state item alone; the stream's aggregator counts its delta
+            return self.toggle.set_alone(key, liked, stamp, attributes=attributes, delta_attribute=DELTA)
+        # standard: counted in the transaction; every write says delta 0 so the aggregator skips it
+        return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, every_write={DELTA: 0}, guard=STANDARD_GUARD)
 
     @staticmethod
     def _change(result: Result, command: Command) -> LikeChange:
@@ -268,12 +378,19 @@ class Likes:
         if result.outcome is Outcome.REJECTED:
             if result.reason == "parent_missing":
                 raise NotFound(f"post {post_id!r} not found")
+            if result.reason == "tally_would_go_negative" and int((result.value or {}).get("modeEpoch", 0)) > 0:
+                # A post that was hot: this user's hot like may not be aggregated yet. Later, it is.
+                raise ContentionError(
+                    f"post {post_id!r}: its tally has not caught up with its stream yet; retry the request", command=command
+                )
             if result.reason == "tally_would_go_negative":
                 raise IntegrityError(f"post {post_id!r}: like exists but likeTally is 0")
             if result.reason == "stale":  # a newer request decided: the state is the other one
                 return LikeChange(liked=not liked, changed=False, result=result)
-            return LikeChange(liked=liked, changed=False, result=result)
-        # Safe to re-drive: the request's stamp makes a replay idempotent whatever happened in-line.
+            if result.reason == "already_set":
+                return LikeChange(liked=liked, changed=False, result=result)
+        # Contention, or the mode switched twice under this request: safe to re-drive (the stamp
+        # makes a replay idempotent whatever happened in-line).
         raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request", command=command)
 
     def replayables(self) -> dict[str, Replayable]:
@@ -299,14 +416,13 @@ class Likes:
         """One page of likers; ``cursor`` is opaque (from the previous page). A standard post's
         likers come oldest key first; a hot post's lane by lane (``S0`` first), each lane in
         key order: the cursor holds the lane and the position in it."""
-        post = self.get_post(post_id)  # 404 for a missing post rather than an empty list
-        spread = (self._hot_spread(post_id) or 0) if post["mode"] == HOT else 0
-        lanes = [hot_pk(post_id, n) for n in range(spread)] if spread else [post_key(post_id)["PK"]]
+        lanes = self._post(post_id).lanes(post_id)  # 404 for a missing post rather than an empty list
+        spread = len(lanes) > 1
         lane, start = decode_cursor(cursor, lanes) if cursor else (0, None)
         capacity = Capacity()
         likers: list[dict[str, Any]] = []
         rounds = 0
-        while lane < len(lanes) and len(likers) < limit and rounds < LIKERS_ROUNDS + len(lanes) - 1:
+        while lane < len(lanes) and len(likers) < limit and rounds < LIKERS_QUERIES:
             rounds += 1
             last = self._likers_query(lanes[lane], limit - len(likers), start, likers, capacity)
             if last is None:
@@ -317,7 +433,9 @@ class Likes:
             return LikersPage(likers, None, capacity)
         return LikersPage(likers, encode_cursor(start, lane if spread else None), capacity)
 
-    def _likers_query(self, pk: str, limit: int, start: dict[str, Any] | None, likers: list[dict[str, Any]], capacity: Capacity) -> dict[str, Any] | None:
+    def _likers_query(
+        self, pk: str, limit: int, start: dict[str, Any] | None, likers: list[dict[str, Any]], capacity: Capacity
+    ) -> dict[str, Any] | None:
         """One Query of one partition key's likes into ``likers``; the LastEvaluatedKey (``None``: done)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
@@ -341,21 +459,10 @@ class Likes:
         return from_item(last) if last else None
 
     def audit(self, post_id: str) -> Audit:
-        """The stored tally against a count of the likes. A hot post's tally trails its likes by
-        the aggregator's lag, so its drift is only meaningful once the stream is drained."""
-        spread = self._hot_spread(post_id)
-        if spread is not None:
-            stored, capacity, counted = self.get_post(post_id)["likeTally"], Capacity(), 0
-            for lane in range(spread):
-                start: dict[str, Any] | None = None
-                while True:
-                    found: list[dict[str, Any]] = []
-                    start = self._likers_query(hot_pk(post_id, lane), 1000, start, found, capacity)
-                    counted += len(found)
-                    if start is None:
-                        break
-            return Audit(stored=stored, counted=counted, capacity=capacity)
-        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.toggle.counted())  # likes, not tombstones
+        """The stored tally against a count of the likes (tombstones aside) under every partition
+        key of the post. Hot likes not aggregated yet make a drift that is only lag."""
+        lanes = self._post(post_id).lanes(post_id)
+        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.toggle.counted(), partitions=lanes)
         if audit is None:
             raise NotFound(f"post {post_id!r} not found")
         return audit
@@ -390,6 +497,7 @@ def public_post(item: dict[str, Any], now: int | None = None) -> dict[str, Any]:
         "likeTally": int(item.get(TALLY, 0)),
         "createdAt": item.get("createdAt"),
         "mode": item.get("mode", STANDARD),
+        "modeEpoch": int(item.get("modeEpoch", 0)),
     }
     if post["mode"] == HOT:
         watermark = as_of(item, AGG_AT)

@@ -322,7 +322,9 @@ class Reservations:
             if result.outcome is Outcome.APPLIED:
                 return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
             marker = value.get("marker", {})
-            return Reservation(marker.get("requestId") == request_id, public_reservation(rid, quantity, marker.get("status", CONFIRMED)), result)
+            return Reservation(
+                marker.get("requestId") == request_id, public_reservation(rid, quantity, marker.get("status", CONFIRMED)), result
+            )
         allocation = value.get("allocation")
         if claimed:
             self._settle_claim(rid, allocation)
@@ -391,7 +393,13 @@ class Reservations:
             values[":allocation"] = allocation
             update += ", #allocation = :allocation"
             condition["ExpressionAttributeNames"]["#allocation"] = "allocation"
-        params = {"TableName": self.table_name, "Key": key, "UpdateExpression": update, **condition, "ExpressionAttributeValues": to_item(values)}
+        params = {
+            "TableName": self.table_name,
+            "Key": key,
+            "UpdateExpression": update,
+            **condition,
+            "ExpressionAttributeValues": to_item(values),
+        }
         report = run(self.dynamodb.update_item, params, policy=self.retry, write=True)
         if report.outcome is Outcome.CONTENTION:
             raise ContentionError(f"reservation {rid} was taken but not yet confirmed; retry the same request (same Idempotency-Key)")
@@ -429,7 +437,9 @@ class Reservations:
         if record["status"] == RELEASED:  # this request's own release (a re-drive), or an earlier one
             return Reservation(record.get("releasedBy") == request_id, public_reservation(rid, quantity, RELEASED))
         if record["status"] == UNKNOWN:
-            raise IntegrityError(f"reservation {rid!r} may or may not hold {quantity} ({resource.strategy} cannot tell): it cannot be released")
+            raise IntegrityError(
+                f"reservation {rid!r} may or may not hold {quantity} ({resource.strategy} cannot tell): it cannot be released"
+            )
         if record["status"] != CONFIRMED:
             self._replay(record, quantity, request_id)  # PENDING: still completing (503), or left by a caller that died
         approach = self.approach(resource.strategy)
