@@ -50,7 +50,7 @@ LIKE_PREFIX = "LIKE#USER#"
 # than the writers' so that every kind fires a few times per scenario.
 AGGREGATOR_FAULTS = {"after_commit": 0.12, "resend": 0.1, "conflict": 0.06, "throttle": 0.1, "unavailable": 0.06}
 # Stream perturbations, per delivery.
-PERTURB = {"duplicate": 0.25, "late": 0.2, "restart": 0.25, "crash": 0.15, "contention": 0.12}
+PERTURB = {"duplicate": 0.25, "late": 0.2, "restart": 0.25, "crash": 0.18, "contention": 0.12, "bisect": 0.6}
 MIN_EACH = 3  # every fault kind and perturbation must have happened this often, or the run proved little
 WINDOW = 10  # records per delivery at most (the template says 500: small windows make more deliveries, more perturbed)
 
@@ -280,7 +280,7 @@ class StreamHarness:
         self.windows.append((start, end))
         if rng.random() < p["crash"]:
             self._invoke(start, end, crash=True)
-            if end - start > 1 and rng.random() < 0.5:  # BisectBatchOnFunctionError: halves, in order
+            if end - start > 1 and rng.random() < p["bisect"]:  # BisectBatchOnFunctionError: halves, in order
                 self.counts["bisect"] += 1
                 mid = (start + end) // 2
                 self.windows.append((start, mid))
@@ -382,10 +382,12 @@ class Intent:
 class Intents:
     """Every like/unlike with its stamp, and what its caller was told."""
 
-    def __init__(self, likes: Any) -> None:
-        self.likes = likes
+    def __init__(self, likes: Any, *others: Any) -> None:
+        """``likes``, and ``others``: more processes; each send goes through one of them at random."""
+        self.processes = [likes, *others]
         self.all: list[Intent] = []
         self._lock = threading.Lock()
+        self._rng = random.Random(len(self.processes))
 
     def new(self, post: str, user: str, liked: bool, at: int | None = None) -> Intent:
         from counters.primitives.toggle import now_ms
@@ -398,8 +400,10 @@ class Intents:
     def send(self, intent: Intent, *, attempts: int = 8) -> str:
         """Send until answered (re-sends are the same request: same id, same time); the answer."""
         for _ in range(attempts):
+            with self._lock:
+                likes = self._rng.choice(self.processes)
             try:
-                change = (self.likes.like if intent.liked else self.likes.unlike)(
+                change = (likes.like if intent.liked else likes.unlike)(
                     intent.post, intent.user, request_id=intent.request_id, at=intent.at
                 )
             except Exception:  # noqa: BLE001 - contention, a lost answer, a 500: unknown to the caller; re-sent
@@ -457,11 +461,11 @@ class Intents:
 
 
 # ----------------------------------------------------------------------------- scenarios
-def _writer(name: str) -> Any:
+def _writer(name: str, **options: Any) -> Any:
     from counters.core.failures import RetryPolicy
     from counters.services.likes import Likes
 
-    return Likes(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01))
+    return Likes(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), **options)
 
 
 WRITER_KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable")
@@ -764,8 +768,10 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
     # after every delivery only m2's tally is held to the log: m1 also counts in its standard phases
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 3), ["m2"], kit.plain_client())
     injector = kit.with_faults(seed)
-    intents = Intents(_writer(name))  # the writers' process: its cached mode of m1 goes stale at each switch
-    switcher = _writer(name)  # another process switches
+    # Two writers' processes: their cached mode of m1 goes stale at each switch, one for the layer's
+    # default (longer than the storm: it writes hot on m1 after the switch back), one for 200 ms.
+    intents = Intents(_writer(name), _writer(name, mode_ttl_ms=200))
+    switcher = _writer(name)  # a third process switches
     switches: Counter[str] = Counter()
 
     def switch(n: int) -> None:
@@ -797,7 +803,10 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
         intents,
         harness,
         injector.injected,
-        extra_power={"switches": switches["to hot"] + switches["to standard"]},
+        extra_power={
+            "switches": switches["to hot"] + switches["to standard"],
+            "m1 flips counted by the aggregator": sum(1 for c in harness.changes if c is not None and c.parent == "m1"),
+        },
         minimum={"switches": 2},
     )
     report.notes.append("switches: " + ", ".join(f"{k} {v}" for k, v in sorted(switches.items())))

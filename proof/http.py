@@ -458,7 +458,6 @@ def likes(env: Env) -> list[HttpReport]:
     return [report]
 
 
-
 def is_like(item: dict[str, Any]) -> bool:
     """A ``LIKE#`` item that is a like: not a tombstone (``liked`` false, kept after an unlike)."""
     return item["SK"].startswith("LIKE#") and item.get("liked", True) is not False
