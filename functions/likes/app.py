@@ -1,5 +1,6 @@
 """Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
@@ -12,9 +13,15 @@ from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.resolver import Body, IdPath, json_response
-from counters.services.likes import Likes
+from counters.services.likes import LikeChange, Likes, LikeSettings
 
-function = ApiFunction(ApiSettings, Likes.from_settings, deferrer=Deferrer.from_settings)
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(ApiSettings, LikeSettings):
+    """This function's environment."""
+
+
+function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
 app, logger, metrics = function.app, function.logger, function.metrics
 
 
@@ -99,7 +106,7 @@ def get_post(postId: IdPath) -> Response[Post]:
 def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "like")
     change = function.service.like(postId, userId, at=app.request_time)
-    record(metrics, "Like", change.result)
+    recorded(postId, "Like", change)
     return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
 
 
@@ -107,8 +114,15 @@ def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "unlike")
     change = function.service.unlike(postId, userId, at=app.request_time)
-    record(metrics, "Unlike", change.result)
+    recorded(postId, "Unlike", change)
     return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
+
+
+def recorded(post_id: str, operation: str, change: LikeChange) -> None:
+    record(metrics, operation, change.result)
+    if change.promoted:
+        metrics.add_metric(name="PostPromoted", unit=MetricUnit.Count, value=1)
+        logger.info("post promoted to hot: its likes kept retrying", extra={"postId": post_id})
 
 
 class OwnLike(Body):

@@ -54,7 +54,7 @@ from counters.core.errors import (
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.settings import Settings
+from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, Change, as_of
 from counters.primitives.refcount import Audit, RefCount
 from counters.primitives.toggle import Guard, Stamp, Toggle, now_ms
@@ -73,6 +73,7 @@ REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repa
 AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe token the aggregator applied
 PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
+PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 
 
 def post_key(post_id: str) -> dict[str, str]:
@@ -157,6 +158,14 @@ STANDARD_GUARD = Guard(
 """The fence: a standard like's transaction counts on META only while the post is standard."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class LikeSettings(Settings):
+    """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
+    hot after this many retried attempts of its likes in one process within 10 s; 0: never."""
+
+    hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
+
+
 @dataclass(frozen=True)
 class PostInfo:
     """What a process knows of a post: where its likes live and how they are counted."""
@@ -186,6 +195,7 @@ class LikeChange:
     liked: bool
     changed: bool
     result: Result
+    promoted: bool = False  # this request's retries switched the post to hot (``hot_after_retries``)
 
 
 @dataclass
@@ -229,7 +239,17 @@ class LikersPage:
 class Likes:
     """Create posts, like/unlike them exactly once, list likers, audit the tally."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None, mode_ttl_ms: int = MODE_TTL_MS) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: Any = None,
+        retry: RetryPolicy | None = None,
+        mode_ttl_ms: int = MODE_TTL_MS,
+        hot_after_retries: int = 0,
+    ) -> None:
+        """``hot_after_retries``: promote a standard post to hot once this process has retried that
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never."""
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
@@ -237,11 +257,14 @@ class Likes:
             table_name, tally_attribute=TALLY, state_attribute=LIKED, revision_attribute=REVISION, dynamodb=dynamodb, retry=retry
         )
         self.mode_ttl_ms = mode_ttl_ms
+        self.hot_after_retries = hot_after_retries
         self._posts: dict[str, PostInfo] = {}  # posts seen by this process (a post is never deleted)
+        self._pressure: dict[str, list[tuple[int, int]]] = {}  # post -> (ms, retried attempts) of recent standard likes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
-        return cls(settings.table_name, retry=settings.retry)
+        hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
+        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after)
 
     @property
     def dynamodb(self) -> Any:
@@ -402,7 +425,31 @@ class Likes:
         if result.reason == "guard":  # the fence: the post went hot since this process read its mode
             info = self._posts[post_id] = PostInfo.of(result.value)
             result = self._write(post_id, user_id, liked, stamp, info)
-        return self._change(result, command)
+        promoted = info.mode == STANDARD and self._under_pressure(post_id, info, result) and self._promote(post_id)
+        if promoted and result.outcome is Outcome.CONTENTION:  # one more try, as the hot post it now is
+            result = self._write(post_id, user_id, liked, stamp, self._posts[post_id])
+        change = self._change(result, command)
+        change.promoted = promoted
+        return change
+
+    def _under_pressure(self, post_id: str, info: PostInfo, result: Result) -> bool:
+        """Whether this process's standard likes of the post retried ``hot_after_retries`` attempts
+        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says."""
+        if not self.hot_after_retries or info.spread is None or result.attempts <= 1:
+            return False
+        now = now_ms()
+        recent = [(t, n) for t, n in self._pressure.get(post_id, []) if now - t < PRESSURE_WINDOW_MS]
+        recent.append((now, result.attempts - 1))
+        self._pressure[post_id] = recent
+        return sum(n for _, n in recent) >= self.hot_after_retries
+
+    def _promote(self, post_id: str) -> bool:
+        """Switch the post to hot (:meth:`switch_mode`); False if another request just did, or it failed."""
+        self._pressure.pop(post_id, None)
+        try:
+            return self.switch_mode(post_id, HOT)[1]
+        except ContentionError:
+            return False  # the next likes under pressure try again
 
     def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
         attributes: dict[str, Any] = {"userId": user_id}
