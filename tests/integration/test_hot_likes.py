@@ -162,11 +162,8 @@ def test_the_same_batches_delivered_twice_count_once(likes: Likes, agg_fn: Any, 
     assert tally(ddb, table, "h1") == len(liked_items(ddb, table, "h1"))
 
 
-def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
-    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The mutant: the same delivery as above with the checkpoint's condition removed over-counts,
-    so the test above is what guards it."""
+def without_the_checkpoint_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The aggregator's mutant: its write no longer refuses records at or below a lane's checkpoint."""
     original = Aggregator._update
 
     def unguarded(self: Aggregator, parent: str, pending: list[Change]) -> tuple[dict[str, Any], int]:
@@ -176,6 +173,14 @@ def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
         return params, net
 
     monkeypatch.setattr(Aggregator, "_update", unguarded)
+
+
+def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
+    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutant: the same delivery as above with the checkpoint's condition removed over-counts,
+    so the test above is what guards it."""
+    without_the_checkpoint_condition(monkeypatch)
     likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     traffic(likes, ["h1"], users=40, seed=2)
     for batch in captured_batches(table, dynamodb_endpoint, batch_size=25):

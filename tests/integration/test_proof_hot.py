@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from counters.primitives import toggle
-from counters.primitives.aggregator import Aggregator, Change
 from proof import hot
 from proof.__main__ import KIT
+from tests.integration.test_hot_likes import without_the_checkpoint_condition
 
 pytestmark = pytest.mark.xdist_group("proof-hot")
 
@@ -40,15 +40,7 @@ def test_latest_wins_scenario_predicts_every_answer(ddb: Any, kit: hot.Kit) -> N
 
 
 def test_an_aggregator_without_its_checkpoint_condition_is_caught(ddb: Any, kit: hot.Kit, monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Aggregator._update
-
-    def unguarded(self: Aggregator, parent: str, pending: list[Change]) -> tuple[dict[str, Any], int]:
-        params, net = original(self, parent, pending)
-        params["ConditionExpression"] = "attribute_exists(#pk) AND attribute_exists(#seq)"
-        params["ExpressionAttributeValues"] = {k: v for k, v in params["ExpressionAttributeValues"].items() if not k.startswith(":first")}
-        return params, net
-
-    monkeypatch.setattr(Aggregator, "_update", unguarded)
+    without_the_checkpoint_condition(monkeypatch)
     (report,) = hot.likes_hot_scenario(ddb, 3, 8, 60, kit=kit)
     assert report.verdict == "VIOLATED" and report.bad_reads > 0 and report.over > 0
 
