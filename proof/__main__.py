@@ -40,7 +40,8 @@ for key, value in {
 
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
-from proof.checker import History, Report, table  # noqa: E402
+from proof import hot  # noqa: E402
+from proof.checker import History, Report, details, table  # noqa: E402
 from testkit.faults import FaultInjector  # noqa: E402
 
 FAULT_RATES = {"after_commit": 0.04, "resend": 0.03, "conflict": 0.04, "throttle": 0.03, "unavailable": 0.02}
@@ -407,9 +408,14 @@ def dynamo_plain() -> Any:
     return boto3.session.Session().client("dynamodb", config=CLIENT_CONFIG)
 
 
+KIT = hot.Kit(new_table=new_table, with_faults=with_faults, run_parallel=run_parallel, plain_client=dynamo_plain)
+
 SCENARIOS: dict[str, Callable[[Any, int, int, int], list[Report]]] = {
     "likes": likes_scenario,
     "likes-limits": functools.partial(likes_scenario, limits=True),
+    "likes-hot": functools.partial(hot.likes_hot_scenario, kit=KIT),
+    "likes-order": functools.partial(hot.likes_order_scenario, kit=KIT),
+    "likes-switch": functools.partial(hot.likes_switch_scenario, kit=KIT),
     "reservations": reservations_scenario,
     "ledger": ledger_scenario,
     "orders": orders_scenario,
@@ -517,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     text = f"Measured on commit `{commit}`, seed {args.seed}{stress}; {time.monotonic() - started:.0f} s ({spent}).\n\n"
     if reports:
         text += f"In-process: {args.clients} clients, faults per DynamoDB call: {rates}.\n\n{table(reports)}\n\n"
+        found = details(reports)
+        if found:
+            text += f"{found}\n\n"
     if http_reports:
         text += f"{http.describe()} {args.http_clients} HTTP clients (functions' output: proof/results/http-functions.log).\n\n"
         text += f"{http.table(http_reports)}\n\n"

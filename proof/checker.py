@@ -62,6 +62,9 @@ class Report:
     unknown: int = 0
     """Intents whose outcome the caller was never told (ambiguous, contention)."""
     notes: list[str] = field(default_factory=list)
+    unexercised: list[str] = field(default_factory=list)
+    """Faults or perturbations the scenario was meant to inject that did not happen often enough:
+    the run proved less than it claims (verdict ``UNDERPOWERED`` unless something broke)."""
 
     @property
     def verdict(self) -> str:
@@ -71,6 +74,8 @@ class Report:
             ok = not (self.under or self.breaches)
         else:  # under: may under-count, never over-count or breach
             ok = not (self.over or self.duplicates or self.breaches)
+        if ok and self.unexercised:
+            return "UNDERPOWERED"
         return "holds" if ok else "VIOLATED"
 
 
@@ -160,3 +165,13 @@ def table(reports: list[Report]) -> str:
             f"| {r.name} | {r.documented} | {r.operations} | {r.faults} | {r.unknown} | {r.final} | {r.acknowledged} | {r.possible} | {r.over} | {r.under} | {r.duplicates} | {r.breaches} | {r.bad_reads} | {r.verdict} |"
         )
     return "\n".join(lines)
+
+
+def details(reports: list[Report]) -> str:
+    """Each report's notes (and what it did not exercise), under the table."""
+    out = []
+    for r in reports:
+        items = list(r.notes) + ([f"not exercised enough: {', '.join(r.unexercised)}"] if r.unexercised else [])
+        if items:
+            out.append(f"- **{r.name}**: " + "; ".join(items))
+    return "\n".join(out)

@@ -66,6 +66,7 @@ FUNCTIONS = [
     "OperationsFunction",
     "RetryWorkerFunction",
     "OrderPointerFunction",
+    "LikeAggregatorFunction",
 ]
 # A forced resend is an SDK retry. The atomic strategy's guarantee presumes SDK retries are off
 # (its client refuses otherwise; the double application under them has its own test), and the
@@ -415,7 +416,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
         env.drained()
-        likes_now = {(post_of(i), i["userId"]): i for i in env.scan() if is_like(i)}
+        likes_now = {like_owner(i): i for i in env.scan() if is_like(i)}
         for _, post, user, d in phase:
             item = likes_now.get((post, user))
             status = (d.final or {}).get("status")
@@ -443,7 +444,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     items = env.scan()
     expected = set(pairs) - set(undone)
-    stored_likes = {(post_of(i), i["userId"]) for i in items if is_like(i)}
+    stored_likes = {like_owner(i) for i in items if is_like(i)}
     report.lost += len(expected - stored_likes)
     report.duplicates += len(stored_likes - expected)  # an unlike that did not hold, or a like from nowhere
     stored_posts = [i for i in items if i["SK"] == "META" and i["PK"].startswith("POST#")]
@@ -457,14 +458,95 @@ def likes(env: Env) -> list[HttpReport]:
     return [report]
 
 
-def post_of(item: dict[str, Any]) -> str:
-    """The post a like item belongs to: ``POST#<id>`` (seed 01's layout) or ``POST#<id>#S<n>``."""
-    return str(item.get("postId") or item["PK"][len("POST#") :].split("#")[0])
-
-
 def is_like(item: dict[str, Any]) -> bool:
     """A ``LIKE#`` item that is a like: not a tombstone (``liked`` false, kept after an unlike)."""
     return item["SK"].startswith("LIKE#") and item.get("liked", True) is not False
+
+
+def like_owner(item: dict[str, Any]) -> tuple[str, str] | None:
+    """(post id, user id) of a like item under ``POST#<id>`` or a spread key ``POST#<id>#S<n>``."""
+    from proof.hot import like_owner as owner
+
+    return owner(item)
+
+
+def likes_hot(env: Env) -> list[HttpReport]:
+    """Two hot posts; each user runs a script of likes and unlikes (like; like, unlike; like,
+    unlike, like; a lone unlike) one request after the other (re-sent on a 5xx, every 202 polled
+    until final, every answered request sent once more), many users at once. The aggregator (its
+    DynamoDB calls faulted like every function's) keeps the tallies from the stream, whose batches
+    the local poller delivers twice at times. Then: each (post, user)'s state is its last
+    request's, each post's ``likeTally`` equals its liked items once the stream is drained, every
+    202 ended APPLIED or DUPLICATE with the state asked for (its request was the user's latest)."""
+    from proof.hot import is_liked, likes_by_post
+
+    report = HttpReport("likes: hot posts, like/unlike/re-like scripts, stream aggregator")
+    started = time.monotonic()
+    rng = random.Random(env.seed)
+    c = env.client
+    posts = ["hot-1", "hot-2"]
+    for post in posts:
+        body = {"postId": post, "authorId": "author", "body": f"body of {post}", "mode": "hot"}
+        for answer in _twice(lambda body=body: c.send(report, "POST", "/posts", json_body=body)):
+            if answer is None or answer.status_code not in (200, 201):
+                report.wrong.append(f"POST /posts {post}: {answer.status_code if answer is not None else 'no answer'}")
+    scripts = [["PUT"], ["PUT", "DELETE"], ["PUT", "DELETE", "PUT"], ["DELETE"], ["PUT", "PUT"]]
+    plan = [(rng.choice(posts), f"u{i}", rng.choices(scripts, [3, 3, 3, 1, 1])[0]) for i in range(env.n(90))]
+    last: dict[tuple[str, str], str] = {}
+    lock = threading.Lock()
+
+    def user(post: str, user_id: str, script: list[str]) -> Callable[[], None]:
+        def run() -> None:
+            for method in script:
+                told = None
+                for answer in _twice(lambda method=method: c.send(report, method, f"/posts/{post}/likes/{user_id}")):
+                    if answer is None:
+                        report.wrong.append(f"{method} {post}/{user_id}: never answered")
+                    elif answer.status_code == 200:
+                        told = answer.json()["liked"]
+                    elif answer.status_code == 202:
+                        d = c.resolve(report, answer)
+                        status = (d.final or {}).get("status")
+                        liked = ((d.final or {}).get("result") or {}).get("liked")
+                        if d.final is not None and (status not in ("APPLIED", "DUPLICATE") or liked != (method == "PUT")):
+                            report.wrong.append(f"{method} {post}/{user_id}: operation {d.operation_id} {status} {d.final.get('result')}")
+                        told = liked
+                    else:
+                        report.wrong.append(f"{method} {post}/{user_id}: {answer.status_code} {answer.text[:80]}")
+                if told is not None and told != (method == "PUT"):
+                    report.wrong.append(f"{method} {post}/{user_id}: answered liked={told}, yet it was the user's latest request")
+            with lock:
+                last[(post, user_id)] = script[-1]
+
+        return run
+
+    env.parallel([user(p, u, s) for p, u, s in plan])
+    env.drained()
+    deadline = time.monotonic() + 90
+    while True:  # the aggregator trails the writes: wait until every tally equals its liked items
+        grouped, doubled = likes_by_post(env.scan())
+        tallies = {i["postId"]: int(i["likeTally"]) for i in env.scan() if i.get("SK") == "META" and i.get("postId") in posts}
+        liked = {p: sum(1 for i in grouped.get(p, {}).values() if is_liked(i)) for p in posts}
+        if tallies == liked or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    report.duplicates += len(doubled) + sum(abs(tallies.get(p, 0) - liked[p]) for p in posts)
+    for post in posts:
+        report.notes.append(f"{post}: likeTally {tallies.get(post)}, liked items {liked[post]}")
+    for (post, user_id), method in last.items():
+        item = grouped.get(post, {}).get(user_id)
+        if (item is not None and is_liked(item)) != (method == "PUT"):
+            report.lost += 1
+            report.notes.append(f"{post}/{user_id}: last request {method}, stored {item and item.get('liked')}")
+    _finish(env, report, started)
+    report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
+    report.notes.append(f"{len(plan)} users, {sum(len(s) for _, _, s in plan)} requests in their scripts")
+    aggregator: Counter[str] = Counter()
+    for path in env.report_dir.glob("LikeAggregatorFunction-*.json"):
+        aggregator.update(json.loads(path.read_text()).get("injected", {}))
+    stream = env.stack.streams.duplicated if env.stack.streams else 0
+    report.notes.append(f"aggregator's DynamoDB faults: {dict(aggregator) or 'none'}; stream batches delivered twice: {stream}")
+    return [report]
 
 
 # (label, strategy, shards, documented)
@@ -817,6 +899,7 @@ def operations_row(reports: list[HttpReport]) -> HttpReport:
 
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[Env], list[HttpReport]]]] = {
     "likes": ({}, likes),
+    "likes-hot": ({}, likes_hot),
     "reservations": ({}, reservations),
     "ledgers": ({}, ledgers),
     "orders-fast": ({"SequenceMode": "fast"}, lambda env: orders(env, "fast")),

@@ -27,6 +27,7 @@ SAM = ROOT / ".venv-sam" / "bin" / "sam"
 sys.path.insert(0, str(ROOT / "layers" / "counters"))
 
 from counters.primitives.approaches.ledger import new_key  # noqa: E402
+from counters.services.likes import SPREAD, hot_pk, lane_of  # noqa: E402
 
 LEDGER_APPEND = "ledger/append.json"
 LEDGER_KEY = "<minted when generated>"  # replaced by a ULID for now (see the module docstring)
@@ -46,6 +47,18 @@ EVENTS: list[tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | N
         None,
         {},
     ),
+    # a hot post (its likes are counted by LikeAggregatorFunction: events/like_aggregator/hot_likes.json)
+    (
+        "likes/create_hot_post.json",
+        "POST",
+        "/posts",
+        "/posts",
+        None,
+        None,
+        {"postId": "h1", "authorId": "alice", "body": "Hot take", "mode": "hot"},
+        {},
+    ),
+    ("likes/get_hot_post.json", "GET", "/posts/h1", "/posts/{postId}", {"postId": "h1"}, None, None, {}),
     ("likes/list_likers.json", "GET", "/posts/p1/likes", "/posts/{postId}/likes", {"postId": "p1"}, {"limit": "10"}, None, {}),
     ("likes/audit.json", "GET", "/posts/p1/audit", "/posts/{postId}/audit", {"postId": "p1"}, None, None, {}),
     # Ledgers. The Idempotency-Key is minted at generation time (LEDGER_KEY);
@@ -225,6 +238,61 @@ def order_inserts_event() -> dict:
     return {"Records": records}
 
 
+HOT_POST = "h1"
+# (eventName, user, liked, delta): what hot likes write under the post's spread keys, in stream order
+HOT_LIKES: list[tuple[str, str, bool, int]] = [
+    ("INSERT", "u1", True, 1),  # u1 likes
+    ("INSERT", "u2", True, 1),  # u2 likes
+    ("MODIFY", "u1", False, -1),  # u1 unlikes: the item stays as a tombstone; the tally nets +1
+]
+HOT_LIKES_FIRST_SEQ = 4421584500000000017450440000
+HOT_LIKES_AT_MS = 1795370000000  # when the requests were received (ms); the records' creation time is this, in s
+
+
+def hot_likes_event() -> dict:
+    """`sam local generate-event dynamodb update`, reshaped into what LikeAggregatorFunction receives
+    from the table's stream (NEW_IMAGE, after the template's filter): the like items of hot post h1
+    under its spread keys, each carrying its ``delta``."""
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
+    out = subprocess.run([str(SAM), "local", "generate-event", "dynamodb", "update"], check=True, capture_output=True, text=True, env=env)
+    base = json.loads(out.stdout)["Records"]
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-dev-CountersTable/stream/2026-01-01T00:00:00.000"
+    records = []
+    liked_at: dict[str, int] = {}
+    for n, (name, user, liked, delta) in enumerate(HOT_LIKES):
+        record = json.loads(json.dumps(base[0] if name == "INSERT" else base[1]))
+        keys = {"PK": {"S": hot_pk(HOT_POST, lane_of(user, SPREAD))}, "SK": {"S": f"LIKE#USER#{user}"}}
+        at = HOT_LIKES_AT_MS + n * 1000
+        request = f"{n + 1:032x}"
+        image = {
+            **keys,
+            "postId": {"S": HOT_POST},
+            "userId": {"S": user},
+            "liked": {"BOOL": liked},
+            "delta": {"N": str(delta)},
+            "changedAt": {"N": str(at)},
+            "changedBy": {"S": request},
+            "requestId": {"S": request},
+        }
+        if liked:
+            liked_at[user] = at // 1000
+        else:  # a tombstone keeps the like's likedAt and expires 15 days after its stamp (toggle.expires_at)
+            image["expiresAt"] = {"N": str(at // 1000 + 15 * 24 * 3600)}
+        if user in liked_at:
+            image["likedAt"] = {"N": str(liked_at[user])}
+        record["dynamodb"].update(
+            {"Keys": keys, "NewImage": image, "StreamViewType": "NEW_IMAGE", "ApproximateCreationDateTime": at // 1000}
+        )
+        record["dynamodb"].pop("OldImage", None)
+        record["dynamodb"]["SequenceNumber"] = str(HOT_LIKES_FIRST_SEQ + n)
+        record["dynamodb"]["SizeBytes"] = 180
+        record["eventName"] = name
+        record["eventID"] = f"{n + 101:032x}"
+        record["eventSourceARN"] = arn
+        records.append(record)
+    return {"Records": records}
+
+
 def sqs_base() -> dict:
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
     out = subprocess.run(
@@ -244,6 +312,32 @@ def fresh_ledger_key() -> str:
     return key
 
 
+def write_api_event(entry: tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | None, object, dict[str, str]]) -> None:
+    """One API Gateway event of EVENTS, from `sam local generate-event apigateway aws-proxy`."""
+    name, method, path, resource, params, query, body, headers = entry
+    event = base_event(method, path, resource)
+    event["path"] = path
+    event["requestContext"]["path"] = f"/dev{path}"
+    event["requestContext"]["resourcePath"] = resource
+    event["pathParameters"] = params
+    event["queryStringParameters"] = query
+    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
+    event["stageVariables"] = None
+    event["isBase64Encoded"] = False
+    event["body"] = json.dumps(body) if body is not None else None
+    event["headers"] = {
+        **{k: v for k, v in event["headers"].items() if k not in ("Accept",)},
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+        **{k: (new_key() if v == LEDGER_KEY else v) for k, v in headers.items()},
+    }
+    event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+    target = ROOT / "events" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(event, indent=2) + "\n")
+    print(f"wrote {target.relative_to(ROOT)}")
+
+
 def main() -> int:
     if "--ledger-key-only" in sys.argv[1:]:
         key = fresh_ledger_key()
@@ -256,28 +350,12 @@ def main() -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(order_inserts_event(), indent=2) + "\n")
     print(f"wrote {target.relative_to(ROOT)}")
-    for name, method, path, resource, params, query, body, headers in EVENTS:
-        event = base_event(method, path, resource)
-        event["path"] = path
-        event["requestContext"]["path"] = f"/dev{path}"
-        event["requestContext"]["resourcePath"] = resource
-        event["pathParameters"] = params
-        event["queryStringParameters"] = query
-        event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
-        event["stageVariables"] = None
-        event["isBase64Encoded"] = False
-        event["body"] = json.dumps(body) if body is not None else None
-        event["headers"] = {
-            **{k: v for k, v in event["headers"].items() if k not in ("Accept",)},
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-            **{k: (new_key() if v == LEDGER_KEY else v) for k, v in headers.items()},
-        }
-        event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
-        target = ROOT / "events" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(event, indent=2) + "\n")
-        print(f"wrote {target.relative_to(ROOT)}")
+    target = ROOT / "events" / "like_aggregator" / "hot_likes.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(hot_likes_event(), indent=2) + "\n")
+    print(f"wrote {target.relative_to(ROOT)}")
+    for entry in EVENTS:
+        write_api_event(entry)
     for source, name, claims in COGNITO_EVENTS:
         event = json.loads((ROOT / "events" / source).read_text())
         event["requestContext"]["authorizer"] = {"claims": claims}

@@ -39,7 +39,8 @@ SAM = ROOT / ".venv-sam" / "bin" / "sam"
 WORK = ROOT / ".aws-sam" / "invoke"
 TABLE = "tally-invoke"
 
-# (function, event, expected: an HTTP status, or the exact answer of a non-API invocation, extra sam args)
+# (function, event, expected: an HTTP status, (status, fields the JSON body must hold), or the exact
+# answer of a non-API invocation, extra sam args)
 SEQUENCE: list[tuple[str, str, Any, list[str]]] = [
     ("LikesFunction", "likes/create_post.json", 201, []),
     ("LikesFunction", "likes/get_post.json", 200, []),
@@ -49,6 +50,10 @@ SEQUENCE: list[tuple[str, str, Any, list[str]]] = [
     ("LikesFunction", "likes/unlike.json", 200, []),
     ("LikesFunction", "likes/like_as_u1.json", 200, ["--parameter-overrides", "AuthMode=COGNITO"]),
     ("LikesFunction", "likes/like_as_u2.json", 403, ["--parameter-overrides", "AuthMode=COGNITO"]),
+    ("LikesFunction", "likes/create_hot_post.json", 201, []),
+    ("LikeAggregatorFunction", "like_aggregator/hot_likes.json", {"batchItemFailures": []}, []),
+    ("LikeAggregatorFunction", "like_aggregator/hot_likes.json", {"batchItemFailures": []}, []),  # redelivered: counted once
+    ("LikesFunction", "likes/get_hot_post.json", (200, {"mode": "hot", "likeTally": 1}), []),  # u1 and u2 liked, u1 unliked
     ("ReservationsFunction", "reservations/create_resource.json", 201, []),
     ("ReservationsFunction", "reservations/get_resource.json", 200, []),
     ("ReservationsFunction", "reservations/reserve.json", 201, []),
@@ -175,7 +180,14 @@ def main() -> int:
                     answer = json.loads(out.stdout.strip().splitlines()[-1])
                 except (IndexError, json.JSONDecodeError):
                     answer = None
-                got = answer.get("statusCode") if isinstance(expected, int) and isinstance(answer, dict) else answer
+                if isinstance(expected, tuple) and isinstance(answer, dict):  # a status and fields of the body
+                    try:
+                        body = json.loads(answer.get("body") or "{}")
+                    except json.JSONDecodeError:
+                        body = {}
+                    got = (answer.get("statusCode"), {k: body.get(k) for k in expected[1]})
+                else:
+                    got = answer.get("statusCode") if isinstance(expected, int) and isinstance(answer, dict) else answer
                 ok = got == expected
                 failures += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} {function:26} {event:36} {got!s:28} {took:5.1f}s")

@@ -1,5 +1,6 @@
 """Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
@@ -12,9 +13,15 @@ from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.resolver import Body, IdPath, json_response
-from counters.services.likes import Likes
+from counters.services.likes import LikeChange, Likes, LikeSettings
 
-function = ApiFunction(ApiSettings, Likes.from_settings, deferrer=Deferrer.from_settings)
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(ApiSettings, LikeSettings):
+    """This function's environment."""
+
+
+function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
 app, logger, metrics = function.app, function.logger, function.metrics
 
 
@@ -99,7 +106,7 @@ def get_post(postId: IdPath) -> Response[Post]:
 def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "like")
     change = function.service.like(postId, userId, at=app.request_time)
-    record(metrics, "Like", change.result)
+    recorded(postId, "Like", change)
     return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
 
 
@@ -107,8 +114,15 @@ def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     app.caller.require_self(userId, "unlike")
     change = function.service.unlike(postId, userId, at=app.request_time)
-    record(metrics, "Unlike", change.result)
+    recorded(postId, "Unlike", change)
     return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
+
+
+def recorded(post_id: str, operation: str, change: LikeChange) -> None:
+    record(metrics, operation, change.result)
+    if change.promoted:
+        metrics.add_metric(name="PostPromoted", unit=MetricUnit.Count, value=1)
+        logger.info("post promoted to hot: its likes kept retrying", extra={"postId": post_id})
 
 
 class OwnLike(Body):
@@ -152,6 +166,42 @@ def switch_mode(postId: IdPath, body: SwitchMode) -> Response[Switched]:
     if switched:
         logger.info("post mode switched", extra={"postId": postId, "mode": post["mode"], "modeEpoch": post["modeEpoch"]})
     return json_response(200, {**post, "switched": switched})
+
+
+class AuditPosts(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    postIds: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(min_length=1, max_length=25)
+    repair: bool = Field(default=False, description="repair a drift found at a settled point (one conditional write per post)")
+
+
+class SettledAudit(Body):
+    postId: str
+    stored: int | None = Field(description="the tally at the settled point")
+    counted: int | None = Field(description="the likes at that point")
+    drift: int | None = Field(description="stored - counted; null when not settled")
+    settled: bool
+    repaired: bool
+    reason: str | None = Field(description="why not settled or not repaired: moving, aggregator_behind, not_found, busy")
+
+
+class Audits(Body):
+    audits: list[SettledAudit]
+
+
+@app.post("/audits")
+def audit_posts(body: AuditPosts) -> Response[Audits]:
+    """Audit posts at a settled point each (hot posts: at the aggregator's probe), and repair
+    surgically: a conditional write that a like counted since the count refuses."""
+    app.caller.require_admin("auditing tallies")  # it reads every like of every post
+    results = function.service.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair)
+    drift = sum(abs(r.drift or 0) for r in results)
+    metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=drift)
+    metrics.add_metric(name="AuditRepaired", unit=MetricUnit.Count, value=sum(r.repaired for r in results))
+    for r in results:
+        if r.drift:
+            logger.warning("likeTally drift", extra={"postId": r.post_id, "drift": r.drift, "repaired": r.repaired})
+    return json_response(200, {"audits": [r.public() for r in results]})
 
 
 @app.get("/posts/<postId>/audit")

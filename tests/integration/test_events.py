@@ -68,3 +68,26 @@ def test_cognito_events_act_only_as_their_sub(load_function: Any, table: str, la
     assert invoke(app, load_event("likes/get_post.json"))[0] == 401  # no claims at all
     status, body = invoke(app, load_event("likes/like_as_u1.json"))
     assert (status, body["changed"]) == (200, True)
+
+
+def test_like_aggregator_event_counts_a_hot_post_once(load_function: Any, table: str, layer_client: Any, lambda_context: Any) -> None:
+    """events/like_aggregator/hot_likes.json: h1's likes as the stream delivers them (u1, u2 like,
+    u1 unlikes); the tally nets +1, a redelivery changes nothing, the watermark is the records' time."""
+    from counters.core.failures import RetryPolicy
+    from counters.services.likes import like_aggregator
+
+    likes = load_function("LikesFunction", table)
+    aggregator = load_function(
+        "LikeAggregatorFunction", table, build=lambda s: like_aggregator(table, retry=RetryPolicy(max_attempts=3, base_delay=0.001))
+    )
+    assert invoke(likes, load_event("likes/create_hot_post.json"))[0] == 201
+    event = load_event("like_aggregator/hot_likes.json")
+    assert aggregator.lambda_handler(event, lambda_context) == {"batchItemFailures": []}
+    status, post = invoke(likes, load_event("likes/get_hot_post.json"))
+    assert (status, post["mode"], post["likeTally"]) == (200, "hot", 1)
+    lanes: dict[str, int] = {}  # spread key -> the creation time (ms) of its last record: its watermark
+    for record in event["Records"]:
+        lanes[record["dynamodb"]["Keys"]["PK"]["S"]] = record["dynamodb"]["ApproximateCreationDateTime"] * 1000
+    assert len(lanes) == 2 and post["asOf"] == min(lanes.values())  # exact as of the least watermark
+    assert aggregator.lambda_handler(event, lambda_context) == {"batchItemFailures": []}
+    assert invoke(likes, load_event("likes/get_hot_post.json"))[1]["likeTally"] == 1

@@ -20,7 +20,7 @@ from counters.core.outcome import Outcome
 from counters.primitives import aggregator as aggregator_module
 from counters.primitives.aggregator import Aggregator, Change, padded
 from counters.primitives.toggle import now_ms
-from counters.services.likes import SPREAD, Likes, hot_like_key, like_aggregator, post_key
+from counters.services.likes import SPREAD, Likes, hot_change, hot_like_key, like_aggregator, post_key
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller, subscriptions
 
@@ -162,11 +162,8 @@ def test_the_same_batches_delivered_twice_count_once(likes: Likes, agg_fn: Any, 
     assert tally(ddb, table, "h1") == len(liked_items(ddb, table, "h1"))
 
 
-def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
-    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The mutant: the same delivery as above with the checkpoint's condition removed over-counts,
-    so the test above is what guards it."""
+def without_the_checkpoint_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The aggregator's mutant: its write no longer refuses records at or below a lane's checkpoint."""
     original = Aggregator._update
 
     def unguarded(self: Aggregator, parent: str, pending: list[Change]) -> tuple[dict[str, Any], int]:
@@ -176,6 +173,14 @@ def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
         return params, net
 
     monkeypatch.setattr(Aggregator, "_update", unguarded)
+
+
+def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
+    likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutant: the same delivery as above with the checkpoint's condition removed over-counts,
+    so the test above is what guards it."""
+    without_the_checkpoint_condition(monkeypatch)
     likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     traffic(likes, ["h1"], users=40, seed=2)
     for batch in captured_batches(table, dynamodb_endpoint, batch_size=25):
@@ -325,21 +330,33 @@ def test_the_local_stack_subscribes_the_aggregator_with_its_filter() -> None:
     assert post_key("x") == {"PK": "POST#x", "SK": "META"}
 
 
-def test_the_filter_passes_hot_like_writes_that_counted_only() -> None:
+def test_the_filter_passes_hot_like_writes_that_counted_and_audit_probes_only() -> None:
     from devstack.streams import matches
 
-    (pattern,) = next(s for s in subscriptions() if s.function == FN).filters
+    patterns = next(s for s in subscriptions() if s.function == FN).filters
 
-    def record(name: str, pk: str, sk: str, delta: str | None) -> dict[str, Any]:
+    def passes(name: str, pk: str, sk: str, delta: str | None) -> bool:
         image = {} if delta is None else {"delta": {"N": delta}}
-        return {"eventName": name, "dynamodb": {"Keys": {"PK": {"S": pk}, "SK": {"S": sk}}, "NewImage": image}}
+        event = {"eventName": name, "dynamodb": {"Keys": {"PK": {"S": pk}, "SK": {"S": sk}}, "NewImage": image}}
+        return any(matches(pattern, event) for pattern in patterns)  # Lambda ORs a mapping's filters
 
-    assert matches(pattern, record("INSERT", "POST#h1#S3", "LIKE#USER#u1", "1"))
-    assert matches(pattern, record("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "-1"))
-    assert not matches(pattern, record("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "0"))  # a restamp or a tombstone
-    assert not matches(pattern, record("INSERT", "POST#p1", "LIKE#USER#u1", None))  # a standard like
-    assert not matches(pattern, record("MODIFY", "POST#h1", "META", None))  # the aggregator's own write
-    assert not matches(pattern, record("REMOVE", "POST#h1#S3", "LIKE#USER#u1", None))  # a tombstone's TTL
+    assert passes("INSERT", "POST#h1#S3", "LIKE#USER#u1", "1")
+    assert passes("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "-1")
+    assert not passes("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "0")  # a restamp, a tombstone, a standard write
+    assert not passes("INSERT", "POST#p1", "LIKE#USER#u1", None)  # a like stored before spread
+    assert not passes("MODIFY", "POST#h1", "META", None)  # the aggregator's own write
+    assert not passes("REMOVE", "POST#h1#S3", "LIKE#USER#u1", None)  # a tombstone's TTL
+    assert passes("MODIFY", "POST#h1#S3", "PROBE", None)  # an audit's probe: a point in the lane's order
+    assert hot_change(
+        {
+            "eventName": "MODIFY",
+            "dynamodb": {
+                "Keys": {"PK": {"S": "POST#h1#S3"}, "SK": {"S": "PROBE"}},
+                "NewImage": {"probe": {"S": "t1"}},
+                "SequenceNumber": "7",
+            },
+        }
+    ) == Change("h1", "S3", "7", 0, 0, probe="t1")
 
 
 def test_hot_post_over_the_api(load_function: Any, table: str, layer_client: Any, agg_fn: Any, dynamodb_endpoint: str) -> None:

@@ -170,3 +170,45 @@ def test_the_mode_route_is_admin_only_and_idempotent(load_function: Any, table: 
     assert (status, body["switched"], body["modeEpoch"]) == (200, False, 1)
     assert invoke(app, api_event("PUT", "/posts/p1/mode", {"mode": "warm"}))[0] == 400
     assert invoke(app, api_event("PUT", "/posts/nope/mode", {"mode": "hot"}))[0] == 404
+
+
+def test_a_standard_post_under_pressure_promotes_itself_and_stays_exact(
+    table: str, layer_client: Any, ddb: Any, poller: StreamPoller
+) -> None:
+    """Eight clients like one standard post under the limit model (its META's partition: 50 WCU/s,
+    transactions conflicting); retries pass ``hot_after_retries`` and the post goes hot by itself,
+    mid-storm; every like is counted once (a 503 is re-sent, as a client would)."""
+    from testkit.limits import LimitModel
+
+    Likes(table, retry=FAST).create_post(author_id="a", body="b", post_id="p1")
+    processes = [Likes(table, retry=RetryPolicy(max_attempts=4, base_delay=0.005, max_delay=0.05), hot_after_retries=8) for _ in range(8)]
+    limits = LimitModel(layer_client, scale=20, transaction_ms=5)
+    promoted, errors = [], []
+
+    def client(n: int) -> None:
+        try:
+            for i in range(25):
+                for _ in range(100):
+                    try:
+                        change = processes[n].like("p1", f"c{n}-u{i}")
+                        promoted.append(change.promoted)
+                        break
+                    except ContentionError:
+                        threading.Event().wait(0.02)
+                else:
+                    raise AssertionError("never answered")
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    limits.detach()
+    assert not errors, errors
+    assert sum(promoted) == 1 and meta(ddb, table)["mode"]["S"] == "hot"  # one switch, by the first under pressure
+    while poller.poll_once():
+        pass
+    assert tally(ddb, table, "p1") == len(liked_items(ddb, table, "p1")) == 200
+    assert sum(limits.conflicts.values()) + sum(limits.throttles.values()) >= 8

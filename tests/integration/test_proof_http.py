@@ -22,6 +22,7 @@ from tests.conftest import settled
     ("scenario", "cases"),
     [
         ("likes", None),
+        ("likes-hot", None),
         (
             "reservations",
             [("marker x4 shards", "marker", 4, "exact"), ("marker", "marker", 1, "exact"), ("atomic (under)", "atomic", 1, "under")],

@@ -75,3 +75,19 @@ def test_ledger_key_only_mints_a_key_for_now(tmp_path: Path, monkeypatch: pytest
     event["multiValueHeaders"].pop("Idempotency-Key")
     original["multiValueHeaders"].pop("Idempotency-Key")
     assert event == original  # nothing else changed
+
+
+def test_committed_aggregator_event_carries_the_generated_hot_likes() -> None:
+    """events/like_aggregator/hot_likes.json: every record passes the template's stream filter and
+    reads as the hot like change gen_events describes (post, spread key, delta), in order."""
+    from counters.services.likes import SPREAD, hot_change, lane_of
+    from devstack.streams import matches, subscriptions
+
+    patterns = next(s for s in subscriptions() if s.function == "LikeAggregatorFunction").filters
+    records = _event("like_aggregator/hot_likes.json")["Records"]
+    assert all(any(matches(pattern, r) for pattern in patterns) for r in records)  # Lambda ORs the filters
+    changes = [hot_change(r) for r in records]
+    want = [(gen_events.HOT_POST, f"S{lane_of(user, SPREAD)}", delta) for _, user, _, delta in gen_events.HOT_LIKES]
+    assert [(c.parent, c.lane, c.delta) for c in changes if c is not None] == want
+    assert [r["eventName"] for r in records] == [name for name, *_ in gen_events.HOT_LIKES]
+    assert [int(r["dynamodb"]["SequenceNumber"]) for r in records] == sorted(int(r["dynamodb"]["SequenceNumber"]) for r in records)

@@ -26,6 +26,13 @@ retry after an unknown outcome whose first attempt committed). Nothing left: ``d
 
 **Watermark.** ``<at>.<lane>`` is the approximate creation time (ms) of the last record applied
 for the lane; the tally is exact as of the least of them (:func:`as_of`).
+
+**Probes.** A record may carry a ``probe`` token instead of a change (an item a reader wrote
+into the lane): its write also sets ``<probe>.<lane>`` to the token. Since a lane's records
+arrive in write order, "the parent shows the token" means "every change written to this lane
+before the probe is in the tally": a point in the stream a reader can wait for and compare at
+(the audit). ``<revision>`` counts the changes applied, so a reader can tell "nothing was
+counted between two points" even when a like and an unlike cancel out in the tally.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ class Change:
     seq: str  # the record's sequence number (any width up to 40 digits)
     delta: int
     created_ms: int = 0
+    probe: str | None = None  # a probe's token (``delta`` 0): see the module doc
 
 
 @dataclass
@@ -89,14 +97,18 @@ class Aggregator:
         tally_attribute: str,
         seq_attribute: str = "aggSeq",
         at_attribute: str = "aggAt",
+        probe_attribute: str = "aggProbe",
+        revision_attribute: str | None = None,
         dynamodb: Any = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         """``key_of(parent)`` is the parent item's key; the parent must hold an (empty) map
-        ``seq_attribute`` and ``at_attribute`` (written when it is created)."""
+        ``seq_attribute`` and ``at_attribute`` (written when it is created), and
+        ``probe_attribute`` if probes are written (:meth:`probe_ready`)."""
         self.table_name = table_name
         self.key_of = key_of
         self.tally, self.seq, self.at = tally_attribute, seq_attribute, at_attribute
+        self.probe, self.revision = probe_attribute, revision_attribute
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
 
@@ -146,13 +158,23 @@ class Aggregator:
             values[f":last{i}"] = padded(run_[-1].seq)
             values[f":at{i}"] = max(c.created_ms for c in run_)
             sets += [f"#seq.#l{i} = :last{i}", f"#at.#l{i} = :at{i}"]
+            probes = [c.probe for c in run_ if c.probe is not None]
+            if probes:
+                names["#probe"] = self.probe
+                values[f":probe{i}"] = probes[-1]
+                sets.append(f"#probe.#l{i} = :probe{i}")
             conditions.append(f"(attribute_not_exists(#seq.#l{i}) OR #seq.#l{i} < :first{i})")
         net = sum(c.delta for c in pending)
         values[":net"] = net
+        adds = "#tally :net"
+        if self.revision:
+            names["#rev"] = self.revision
+            values[":changes"] = sum(1 for c in pending if c.delta)
+            adds += ", #rev :changes"
         params = {
             "TableName": self.table_name,
             "Key": to_item(self.key_of(parent)),
-            "UpdateExpression": f"SET {', '.join(sets)} ADD #tally :net",
+            "UpdateExpression": f"SET {', '.join(sets)} ADD {adds}",
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(values),

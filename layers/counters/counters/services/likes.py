@@ -36,7 +36,7 @@ import hashlib
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from counters.core.client import client, from_item, to_item
@@ -54,7 +54,7 @@ from counters.core.errors import (
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.settings import Settings
+from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, Change, as_of
 from counters.primitives.refcount import Audit, RefCount
 from counters.primitives.toggle import Guard, Stamp, Toggle, now_ms
@@ -70,7 +70,10 @@ SPREAD = 8  # a hot post's like partition keys; stored on the post (``spread``):
 DELTA = "delta"  # on a hot like item: what its last write changed the count by (+1, -1, 0)
 AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint and watermark per lane
 REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
+AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe token the aggregator applied
+PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
+PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 
 
 def post_key(post_id: str) -> dict[str, str]:
@@ -112,25 +115,38 @@ def parse_hot_pk(pk: str) -> tuple[str, str] | None:
 def like_aggregator(table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> Aggregator:
     """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META."""
     return Aggregator(
-        table_name, post_key, tally_attribute=TALLY, seq_attribute=AGG_SEQ, at_attribute=AGG_AT, dynamodb=dynamodb, retry=retry
+        table_name,
+        post_key,
+        tally_attribute=TALLY,
+        seq_attribute=AGG_SEQ,
+        at_attribute=AGG_AT,
+        probe_attribute=AGG_PROBE,
+        revision_attribute=REVISION,
+        dynamodb=dynamodb,
+        retry=retry,
     )
 
 
 def hot_change(record: dict[str, Any]) -> Change | None:
-    """A stream record (as Lambda delivers it, NEW_IMAGE) as a hot like's change of the tally;
-    ``None`` for anything else or a write that counted nothing (``delta`` 0, a TTL removal)."""
+    """A stream record (as Lambda delivers it, NEW_IMAGE) as a hot like's change of the tally, or
+    an audit's probe; ``None`` for anything else or a write that counted nothing (``delta`` 0, a
+    TTL removal)."""
     if record.get("eventName") not in ("INSERT", "MODIFY"):
         return None
     ddb = record.get("dynamodb") or {}
     keys, image = ddb.get("Keys") or {}, ddb.get("NewImage") or {}
     parsed = parse_hot_pk(str((keys.get("PK") or {}).get("S", "")))
-    if parsed is None or not str((keys.get("SK") or {}).get("S", "")).startswith(LIKE_PREFIX) or DELTA not in image:
-        return None
-    delta = int(image[DELTA]["N"])
-    if delta == 0:
+    sk = str((keys.get("SK") or {}).get("S", ""))
+    if parsed is None:
         return None
     created = ddb.get("ApproximateCreationDateTime") or 0
-    return Change(parent=parsed[0], lane=parsed[1], seq=str(ddb["SequenceNumber"]), delta=delta, created_ms=int(float(created) * 1000))
+    at = {"parent": parsed[0], "lane": parsed[1], "seq": str(ddb["SequenceNumber"]), "created_ms": int(float(created) * 1000)}
+    if sk == PROBE_SK and "probe" in image:
+        return Change(delta=0, probe=str(image["probe"]["S"]), **at)
+    if not sk.startswith(LIKE_PREFIX) or DELTA not in image:
+        return None
+    delta = int(image[DELTA]["N"])
+    return Change(delta=delta, **at) if delta else None
 
 
 STANDARD_GUARD = Guard(
@@ -140,6 +156,14 @@ STANDARD_GUARD = Guard(
     lambda post: post.get("mode", STANDARD) == STANDARD,
 )
 """The fence: a standard like's transaction counts on META only while the post is standard."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LikeSettings(Settings):
+    """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
+    hot after this many retried attempts of its likes in one process within 10 s; 0: never."""
+
+    hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
 
 
 @dataclass(frozen=True)
@@ -171,6 +195,38 @@ class LikeChange:
     liked: bool
     changed: bool
     result: Result
+    promoted: bool = False  # this request's retries switched the post to hot (``hot_after_retries``)
+
+
+@dataclass
+class Settled:
+    """One post's audit at a settled point (:meth:`Likes.audit_posts`): ``stored`` is the tally
+    at that point and ``counted`` the likes then; ``settled`` False says why there is no verdict
+    (``reason``): ``moving`` (something was counted during the count), ``aggregator_behind`` (the
+    stream's aggregator did not reach the audit's probe in time), ``not_found``."""
+
+    post_id: str
+    stored: int | None = None
+    counted: int | None = None
+    settled: bool = False
+    repaired: bool = False
+    reason: str | None = None
+    capacity: Capacity = field(default_factory=Capacity)
+
+    @property
+    def drift(self) -> int | None:
+        return None if self.stored is None or self.counted is None or not self.settled else self.stored - self.counted
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "postId": self.post_id,
+            "stored": self.stored,
+            "counted": self.counted,
+            "drift": self.drift,
+            "settled": self.settled,
+            "repaired": self.repaired,
+            "reason": self.reason,
+        }
 
 
 @dataclass
@@ -183,7 +239,17 @@ class LikersPage:
 class Likes:
     """Create posts, like/unlike them exactly once, list likers, audit the tally."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None, mode_ttl_ms: int = MODE_TTL_MS) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: Any = None,
+        retry: RetryPolicy | None = None,
+        mode_ttl_ms: int = MODE_TTL_MS,
+        hot_after_retries: int = 0,
+    ) -> None:
+        """``hot_after_retries``: promote a standard post to hot once this process has retried that
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never."""
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
@@ -191,11 +257,14 @@ class Likes:
             table_name, tally_attribute=TALLY, state_attribute=LIKED, revision_attribute=REVISION, dynamodb=dynamodb, retry=retry
         )
         self.mode_ttl_ms = mode_ttl_ms
+        self.hot_after_retries = hot_after_retries
         self._posts: dict[str, PostInfo] = {}  # posts seen by this process (a post is never deleted)
+        self._pressure: dict[str, list[tuple[int, int]]] = {}  # post -> (ms, retried attempts) of recent standard likes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
-        return cls(settings.table_name, retry=settings.retry)
+        hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
+        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after)
 
     @property
     def dynamodb(self) -> Any:
@@ -235,6 +304,7 @@ class Likes:
             "spread": SPREAD,
             AGG_SEQ: {},
             AGG_AT: {},
+            AGG_PROBE: {},
             REVISION: 0,
         }
         params = {
@@ -355,7 +425,31 @@ class Likes:
         if result.reason == "guard":  # the fence: the post went hot since this process read its mode
             info = self._posts[post_id] = PostInfo.of(result.value)
             result = self._write(post_id, user_id, liked, stamp, info)
-        return self._change(result, command)
+        promoted = info.mode == STANDARD and self._under_pressure(post_id, info, result) and self._promote(post_id)
+        if promoted and result.outcome is Outcome.CONTENTION:  # one more try, as the hot post it now is
+            result = self._write(post_id, user_id, liked, stamp, self._posts[post_id])
+        change = self._change(result, command)
+        change.promoted = promoted
+        return change
+
+    def _under_pressure(self, post_id: str, info: PostInfo, result: Result) -> bool:
+        """Whether this process's standard likes of the post retried ``hot_after_retries`` attempts
+        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says."""
+        if not self.hot_after_retries or info.spread is None or result.attempts <= 1:
+            return False
+        now = now_ms()
+        recent = [(t, n) for t, n in self._pressure.get(post_id, []) if now - t < PRESSURE_WINDOW_MS]
+        recent.append((now, result.attempts - 1))
+        self._pressure[post_id] = recent
+        return sum(n for _, n in recent) >= self.hot_after_retries
+
+    def _promote(self, post_id: str) -> bool:
+        """Switch the post to hot (:meth:`switch_mode`); False if another request just did, or it failed."""
+        self._pressure.pop(post_id, None)
+        try:
+            return self.switch_mode(post_id, HOT)[1]
+        except ContentionError:
+            return False  # the next likes under pressure try again
 
     def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
         attributes: dict[str, Any] = {"userId": user_id}
@@ -466,6 +560,125 @@ class Likes:
         if audit is None:
             raise NotFound(f"post {post_id!r} not found")
         return audit
+
+    # ------------------------------------------------------------------ audit at a settled point, repair
+    def audit_posts(self, post_ids: list[str], *, repair: bool = False, wait_s: float = 8.0, poll_s: float = 0.1) -> list[Settled]:
+        """Audit posts each at a settled point, and repair a drifted tally surgically.
+
+        Seed 01: "reconcile rarely, repair surgically". A count takes time while likes flow, and
+        a hot post's tally trails its likes by the aggregator's lag, so a count is compared with
+        the tally only at a point where both describe the same likes:
+
+        1. **first point**: a post that counts only in transactions (standard, never hot, or
+           stored before ``spread``) is read as it is (``likeTally``, ``tallyRev``, ``modeEpoch``).
+           A post that is or was hot gets a **probe** in each spread key, and is read once the
+           aggregator shows every probe: every like written before them is then in the tally
+           (a lane's records arrive in write order);
+        2. the likes are counted (strongly consistent, every spread key);
+        3. **second point**, the same way (new probes).
+
+        The count is exact for the tally when ``tallyRev`` (moved by every counted change: a
+        standard flip, an aggregated hot one, a repair) and ``modeEpoch`` did not move from the
+        first point to the second: no counted change was written during the count. Otherwise the
+        post is ``moving``, and nothing is concluded. A drift found at a settled point is repaired
+        (``repair``) by one conditional write, ``likeTally = counted`` if ``tallyRev`` and
+        ``modeEpoch`` are still those of the second point: a like counted since then refuses it
+        (``moving``), and concurrent likes are never overwritten. A like written after the second
+        point and aggregated after the repair is added to the repaired tally, as it should be.
+        """
+        results = {p: Settled(p) for p in post_ids}
+        first = self._settle_point(results, wait_s, poll_s)
+        counted = {}
+        for post_id, meta in first.items():
+            lanes = PostInfo.of(meta).lanes(post_id)
+            counted[post_id] = sum(self.refcount.count(pk, LIKE_PREFIX, self.toggle.counted(), results[post_id].capacity) for pk in lanes)
+        second = self._settle_point({p: results[p] for p in first}, wait_s, poll_s)
+        for post_id, meta in second.items():
+            result, before = results[post_id], first[post_id]
+            if (before.get(REVISION), before.get("modeEpoch")) != (meta.get(REVISION), meta.get("modeEpoch")):
+                result.reason = "moving"
+                continue
+            result.stored, result.counted, result.settled = int(meta.get(TALLY, 0)), counted[post_id], True
+            if repair and result.drift:
+                result.repaired = self._repair(post_id, meta, counted[post_id], result)
+        return [results[p] for p in post_ids]
+
+    def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float) -> dict[str, dict[str, Any]]:
+        """Each post's META at a point where its tally includes every like written before it
+        (see :meth:`audit_posts`); posts missing or whose aggregator is behind are left out."""
+        points: dict[str, dict[str, Any]] = {}
+        probing: dict[str, tuple[str, int]] = {}  # post id -> (token, spread)
+        for post_id, result in results.items():
+            meta, _ = self.refcount.read(post_key(post_id))
+            if meta is None:
+                result.reason = "not_found"
+                continue
+            info = PostInfo.of(meta)
+            if info.spread is None or (info.mode == STANDARD and info.epoch == 0):
+                points[post_id] = meta  # counted in transactions only: as it is now
+                continue
+            if AGG_PROBE not in meta:  # stored before probes: the aggregator needs the map to record them
+                self._add_probe_map(post_id)
+            token = uuid.uuid4().hex
+            for lane in range(info.spread):
+                item = {"PK": hot_pk(post_id, lane), "SK": PROBE_SK, "postId": post_id, "probe": token, "probedAt": now_ms()}
+                report = run(
+                    self.dynamodb.put_item, {"TableName": self.table_name, "Item": to_item(item)}, policy=self.refcount.retry, write=True
+                )
+                if report.outcome is not Outcome.APPLIED:
+                    raise ContentionError(f"could not probe post {post_id!r}; audit it again")
+            probing[post_id] = (token, info.spread)
+        deadline = time.monotonic() + wait_s
+        while probing:
+            for post_id, (token, spread) in list(probing.items()):
+                meta, _ = self.refcount.read(post_key(post_id))
+                seen = (meta or {}).get(AGG_PROBE) or {}
+                if all(seen.get(f"S{n}") == token for n in range(spread)):
+                    points[post_id] = meta or {}
+                    del probing[post_id]
+            if probing and time.monotonic() >= deadline:
+                for post_id in probing:
+                    results[post_id].reason = "aggregator_behind"
+                break
+            if probing:
+                time.sleep(poll_s)
+        return points
+
+    def _repair(self, post_id: str, meta: dict[str, Any], counted: int, result: Settled) -> bool:
+        """``likeTally = counted`` if nothing was counted since ``meta`` was read (module doc)."""
+        names = {"#tally": TALLY, "#rev": REVISION, "#epoch": "modeEpoch"}
+        values: dict[str, Any] = {":counted": counted, ":one": 1}
+        conditions = []
+        for name, attribute in (("#rev", REVISION), ("#epoch", "modeEpoch")):
+            if attribute in meta:
+                values[f":{name[1:]}"] = meta[attribute]
+                conditions.append(f"{name} = :{name[1:]}")
+            else:
+                conditions.append(f"attribute_not_exists({name})")
+        params = {
+            "TableName": self.table_name,
+            "Key": to_item(post_key(post_id)),
+            "UpdateExpression": "SET #tally = :counted ADD #rev :one",
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": to_item(values),
+        }
+        report = run(self.dynamodb.update_item, params, policy=self.refcount.retry, capacity=result.capacity, write=True)
+        if report.outcome is Outcome.APPLIED:
+            return True
+        result.reason = "moving" if report.outcome is Outcome.REJECTED else "busy"
+        return False
+
+    def _add_probe_map(self, post_id: str) -> None:
+        params = {
+            "TableName": self.table_name,
+            "Key": to_item(post_key(post_id)),
+            "UpdateExpression": "SET #p = if_not_exists(#p, :empty)",
+            "ExpressionAttributeNames": {"#p": AGG_PROBE},
+            "ExpressionAttributeValues": {":empty": {"M": {}}},
+        }
+        if run(self.dynamodb.update_item, params, policy=self.refcount.retry, write=True).outcome is not Outcome.APPLIED:
+            raise ContentionError(f"post {post_id!r} is busy; audit it again")
 
 
 @dataclass(frozen=True)
