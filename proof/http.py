@@ -477,16 +477,21 @@ def likes_hot(env: Env) -> list[HttpReport]:
     DynamoDB calls faulted like every function's) keeps the tallies from the stream, whose batches
     the local poller delivers twice at times. Then: each (post, user)'s state is its last
     request's, each post's ``likeTally`` equals its liked items once the stream is drained, every
-    202 ended APPLIED or DUPLICATE with the state asked for (its request was the user's latest)."""
+    202 ended APPLIED or DUPLICATE with the state asked for (its request was the user's latest).
+
+    A third post starts standard and an admin switches it to hot, then back, while its users'
+    scripts run (``PUT /posts/{id}/mode``, re-sent on a 5xx). At the end ``POST /audits`` must find
+    every post settled without drift; then one tally is corrupted in the table and the audit's
+    repair must bring it back to its liked items."""
     from proof.hot import is_liked, likes_by_post
 
-    report = HttpReport("likes: hot posts, like/unlike/re-like scripts, stream aggregator")
+    report = HttpReport("likes: hot posts, like/unlike/re-like scripts, stream aggregator, a mode switch, audits")
     started = time.monotonic()
     rng = random.Random(env.seed)
     c = env.client
-    posts = ["hot-1", "hot-2"]
+    posts = ["hot-1", "hot-2", "switched"]
     for post in posts:
-        body = {"postId": post, "authorId": "author", "body": f"body of {post}", "mode": "hot"}
+        body = {"postId": post, "authorId": "author", "body": f"body of {post}", "mode": "standard" if post == "switched" else "hot"}
         for answer in _twice(lambda body=body: c.send(report, "POST", "/posts", json_body=body)):
             if answer is None or answer.status_code not in (200, 201):
                 report.wrong.append(f"POST /posts {post}: {answer.status_code if answer is not None else 'no answer'}")
@@ -520,7 +525,18 @@ def likes_hot(env: Env) -> list[HttpReport]:
 
         return run
 
-    env.parallel([user(p, u, s) for p, u, s in plan])
+    def switcher() -> None:
+        for k, mode in enumerate(("hot", "standard"), start=1):
+            while len(last) < k * len(plan) // 3:  # mid-traffic, by progress
+                time.sleep(0.01)
+            answer = c.send(report, "PUT", "/posts/switched/mode", json_body={"mode": mode})
+            if answer is None or answer.status_code != 200 or answer.json().get("mode") != mode:
+                report.wrong.append(f"PUT /posts/switched/mode {mode}: {answer.status_code if answer is not None else 'no answer'}")
+            else:
+                switches[mode] += 1
+
+    switches: Counter[str] = Counter()
+    env.parallel([switcher] + [user(p, u, s) for p, u, s in plan])
     env.drained()
     deadline = time.monotonic() + 90
     while True:  # the aggregator trails the writes: wait until every tally equals its liked items
@@ -538,6 +554,8 @@ def likes_hot(env: Env) -> list[HttpReport]:
         if (item is not None and is_liked(item)) != (method == "PUT"):
             report.lost += 1
             report.notes.append(f"{post}/{user_id}: last request {method}, stored {item and item.get('liked')}")
+    report.notes.append(f"switched to hot {switches['hot']}, back to standard {switches['standard']}")
+    _audit_and_repair(env, report, posts, liked)
     _finish(env, report, started)
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     report.notes.append(f"{len(plan)} users, {sum(len(s) for _, _, s in plan)} requests in their scripts")
@@ -547,6 +565,40 @@ def likes_hot(env: Env) -> list[HttpReport]:
     stream = env.stack.streams.duplicated if env.stack.streams else 0
     report.notes.append(f"aggregator's DynamoDB faults: {dict(aggregator) or 'none'}; stream batches delivered twice: {stream}")
     return [report]
+
+
+def _audits(env: Env, report: HttpReport, posts: list[str], repair: bool) -> dict[str, dict[str, Any]]:
+    """``POST /audits`` until every post is settled (a faulted aggregator may be behind at first)."""
+    audits: dict[str, dict[str, Any]] = {}
+    for _ in range(10):
+        answer = env.client.send(report, "POST", "/audits", json_body={"postIds": posts, "repair": repair})
+        if answer is None or answer.status_code != 200:
+            report.wrong.append(f"POST /audits: {answer.status_code if answer is not None else 'no answer'}")
+            return audits
+        audits = {a["postId"]: a for a in answer.json()["audits"]}
+        if all(a["settled"] for a in audits.values()):
+            break
+    return audits
+
+
+def _audit_and_repair(env: Env, report: HttpReport, posts: list[str], liked: dict[str, int]) -> None:
+    """The stream drained: every post settles without drift; a tally corrupted in the table is
+    found and repaired to its liked items (checked in the table)."""
+    for post, audit in _audits(env, report, posts, repair=True).items():
+        if not audit["settled"] or audit["drift"] != 0 or audit["repaired"]:
+            report.wrong.append(f"audit of {post} after the storm: {audit}")
+    victim = posts[0]
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": f"POST#{victim}"}, "SK": {"S": "META"}},
+        UpdateExpression="SET likeTally = :n",
+        ExpressionAttributeValues={":n": {"N": str(liked[victim] + 7)}},
+    )
+    audit = _audits(env, report, [victim], repair=True).get(victim) or {}
+    stored = int(next(i for i in env.scan() if i.get("postId") == victim and i.get("SK") == "META")["likeTally"])
+    if audit.get("drift") != 7 or not audit.get("repaired") or stored != liked[victim]:
+        report.wrong.append(f"repair of {victim}: audit {audit}, likeTally {stored}, liked items {liked[victim]}")
+    report.notes.append(f"audits: every post settled, drift 0; a tally corrupted by +7 found and repaired to {stored}")
 
 
 # (label, strategy, shards, documented)
