@@ -36,16 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
-os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-os.environ.setdefault("AWS_REGION", "us-east-1")
-
-from bench import coldstart, hot  # noqa: E402
-from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
-from devstack.template import read_stack  # noqa: E402
+from bench import ROOT, coldstart, hot
+from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
+from devstack.template import read_stack
 
 DOC = ROOT / "docs" / "bench-results.md"  # written by every full run (docs/bench.md explains it)
 

@@ -41,19 +41,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
-os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-os.environ.setdefault("AWS_REGION", "us-east-1")
-
-from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
-from devstack.template import read_stack  # noqa: E402
-from testkit.limits import WCU_PER_PARTITION, LimitModel, item_size, write_units  # noqa: E402
+from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
+from devstack.template import read_stack
+from testkit.limits import WCU_PER_PARTITION, LimitModel, item_size, write_units
 
 SCALE = 20.0
 """DynamoDB's 1,000 WCU/s per partition / 20 = 50 WCU/s: 12.5 likes/s and 50 PutItem/s on one
