@@ -104,6 +104,20 @@ def lambda_context() -> LambdaContext:
     return LambdaContext.for_function("test-function", 512, 10)
 
 
+@pytest.fixture
+def deferring_likes(load_function: Callable[..., Any], table: str, queues: Queues, layer_client: Any) -> tuple[Any, Any, Any]:
+    """LikesFunction (a short in-line budget, so faults defer), RetryWorkerFunction and
+    OperationsFunction, on one table and the retry queues: a like's whole deferred path."""
+    from counters.core.failures import RetryPolicy
+    from counters.services.likes import Likes
+
+    fast = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
+    likes = load_function("LikesFunction", table, queues.urls, build=lambda s: Likes(s.table_name, retry=fast))
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    operations = load_function("OperationsFunction", table, queues.urls)
+    return likes, worker, operations
+
+
 _HANDLERS: dict[Path, Any] = {}
 
 

@@ -92,12 +92,6 @@ def test_post_creation_resent_after_an_error_after_commit_is_the_same_post(
 
 
 # ------------------------------------------------------------------ defect 3: operation records
-@pytest.fixture
-def deferring(load_function: Any, table: str, queues: Queues, layer_client: Any) -> tuple[Any, Any, Any]:
-    likes = load_function("LikesFunction", table, queues.urls, build=lambda s: Likes(s.table_name, retry=FAST))
-    worker = load_function("RetryWorkerFunction", table, queues.urls)
-    operations = load_function("OperationsFunction", table, queues.urls)
-    return likes, worker, operations
 
 
 def deliver(worker: Any, queues: Queues) -> dict[str, Any]:
@@ -111,9 +105,9 @@ def deliver(worker: Any, queues: Queues) -> dict[str, Any]:
 
 @pytest.mark.parametrize("op", ["like", "unlike"])
 def test_a_deferred_request_ends_applied_when_recording_its_outcome_failed_once(
-    deferring: Any, faults: Any, queues: Queues, ddb: Any, table: str, op: str
+    deferring_likes: Any, faults: Any, queues: Queues, ddb: Any, table: str, op: str
 ) -> None:
-    likes, worker, operations = deferring
+    likes, worker, operations = deferring_likes
     assert invoke(likes, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))[0] == 201
     if op == "unlike":
         assert invoke(likes, api_event("PUT", "/posts/p1/likes/u1"))[0] == 200

@@ -22,14 +22,6 @@ from tests.integration.test_retries import drain
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
 
-@pytest.fixture
-def apps(load_function: Any, table: str, queues: Queues, layer_client: Any) -> tuple[Any, Any, Any]:
-    likes = load_function("LikesFunction", table, queues.urls, build=lambda s: Likes(s.table_name, retry=FAST))
-    worker = load_function("RetryWorkerFunction", table, queues.urls)
-    operations = load_function("OperationsFunction", table, queues.urls)
-    return likes, worker, operations
-
-
 def at(event: dict[str, Any], ms: int) -> dict[str, Any]:
     """The event as API Gateway would stamp a request received at ``ms``."""
     event["requestContext"]["requestTimeEpoch"] = ms
@@ -52,10 +44,12 @@ def operation(operations: Any, operation_id: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- (a) the issue's scenario
-def test_a_like_deferred_then_unliked_is_not_reapplied_by_its_replay(apps: Any, faults: Any, queues: Queues, ddb: Any, table: str) -> None:
+def test_a_like_deferred_then_unliked_is_not_reapplied_by_its_replay(
+    deferring_likes: Any, faults: Any, queues: Queues, ddb: Any, table: str
+) -> None:
     """The like meets contention (202), the same user unlikes (200), then the worker replays
     the like: REJECTED stale, the like is not re-applied, the tally counts the other user only."""
-    likes, worker, operations = apps
+    likes, worker, operations = deferring_likes
     assert invoke(likes, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))[0] == 201
     t0 = now_ms()
     assert invoke(likes, at(api_event("PUT", "/posts/p1/likes/u0"), t0))[1]["changed"] is True  # someone else's like
@@ -83,10 +77,10 @@ def test_a_like_deferred_then_unliked_is_not_reapplied_by_its_replay(apps: Any, 
 
 
 # ---------------------------------------------------------------------- (b) an unlike replayed late
-def test_an_unlike_replayed_after_a_later_like_is_stale(apps: Any, faults: Any, queues: Queues, ddb: Any, table: str) -> None:
+def test_an_unlike_replayed_after_a_later_like_is_stale(deferring_likes: Any, faults: Any, queues: Queues, ddb: Any, table: str) -> None:
     """like (t0), unlike deferred (t1), like again (t2: already liked, but its stamp is kept),
     then the unlike replays: stale, the like stands."""
-    likes, worker, operations = apps
+    likes, worker, operations = deferring_likes
     invoke(likes, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))
     t0 = now_ms()
     assert invoke(likes, at(api_event("PUT", "/posts/p1/likes/u1"), t0))[1]["changed"] is True
@@ -109,8 +103,10 @@ def test_an_unlike_replayed_after_a_later_like_is_stale(apps: Any, faults: Any, 
     assert state(ddb, table, "u1")["liked"] == {"BOOL": True}
 
 
-def test_a_deferred_unlike_replayed_with_no_later_request_applies(apps: Any, faults: Any, queues: Queues, ddb: Any, table: str) -> None:
-    likes, worker, operations = apps
+def test_a_deferred_unlike_replayed_with_no_later_request_applies(
+    deferring_likes: Any, faults: Any, queues: Queues, ddb: Any, table: str
+) -> None:
+    likes, worker, operations = deferring_likes
     invoke(likes, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))
     assert invoke(likes, api_event("PUT", "/posts/p1/likes/u1"))[1]["changed"] is True
     faults.add("conflict", operations={"TransactWriteItems"}, limit=FAST.max_attempts)
