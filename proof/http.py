@@ -52,6 +52,7 @@ import requests
 from devstack.dynamodb_local import dynamodb_client
 from devstack.sqs import DeliveryFaults
 from devstack.stack import LocalStack
+from proof.hot import is_liked, like_owner, likes_by_post
 
 DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
 INLINE_RETRY_ATTEMPTS = "2"  # a small in-line budget: contention (202, deferred through SQS) is common
@@ -416,7 +417,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
         env.drained()
-        likes_now = {like_owner(i): i for i in env.scan() if is_like(i)}
+        likes_now = {like_owner(i): i for i in env.scan() if like_owner(i) and is_liked(i)}
         for _, post, user, d in phase:
             item = likes_now.get((post, user))
             status = (d.final or {}).get("status")
@@ -444,7 +445,7 @@ def likes(env: Env) -> list[HttpReport]:
 
     items = env.scan()
     expected = set(pairs) - set(undone)
-    stored_likes = {like_owner(i) for i in items if is_like(i)}
+    stored_likes = {like_owner(i) for i in items if like_owner(i) and is_liked(i)}
     report.lost += len(expected - stored_likes)
     report.duplicates += len(stored_likes - expected)  # an unlike that did not hold, or a like from nowhere
     stored_posts = [i for i in items if i["SK"] == "META" and i["PK"].startswith("POST#")]
@@ -456,18 +457,6 @@ def likes(env: Env) -> list[HttpReport]:
             report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} likes stored")
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     return [report]
-
-
-def is_like(item: dict[str, Any]) -> bool:
-    """A ``LIKE#`` item that is a like: not a tombstone (``liked`` false, kept after an unlike)."""
-    return item["SK"].startswith("LIKE#") and item.get("liked", True) is not False
-
-
-def like_owner(item: dict[str, Any]) -> tuple[str, str] | None:
-    """(post id, user id) of a like item under ``POST#<id>`` or a spread key ``POST#<id>#S<n>``."""
-    from proof.hot import like_owner as owner
-
-    return owner(item)
 
 
 def likes_hot(env: Env) -> list[HttpReport]:
@@ -483,8 +472,6 @@ def likes_hot(env: Env) -> list[HttpReport]:
     scripts run (``PUT /posts/{id}/mode``, re-sent on a 5xx). At the end ``POST /audits`` must find
     every post settled without drift; then one tally is corrupted in the table and the audit's
     repair must bring it back to its liked items."""
-    from proof.hot import is_liked, likes_by_post
-
     report = HttpReport("likes: hot posts, like/unlike/re-like scripts, stream aggregator, a mode switch, audits")
     started = time.monotonic()
     rng = random.Random(env.seed)
