@@ -383,10 +383,10 @@ def measure_post(
     hot post the LikeAggregatorFunction's handler runs from DynamoDB Local's stream (the local
     stack's poller, the template's subscription), its writes through the same limited client."""
     from counters.core import client as dynamo
-    from counters.core.client import to_item
     from counters.core.engine import read
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
+    from counters.core.items import to_item
     from counters.core.outcome import Capacity, Outcome
     from counters.services.likes import Likes, like_aggregator, post_key
     from devstack.runtime import LambdaContext

@@ -131,20 +131,19 @@ def _worker_main(fn: Function, conn: Any) -> None:
 def _inject_faults(function: str) -> Callable[[], None]:
     """Test hook: ``DEVSTACK_FAULTS`` = JSON {function: [[kind, {operations, rate, limit, services}], ...]}
     attaches the test kit's FaultInjector (testkit.faults) to the layer's clients in this worker (never set outside tests):
-    ``services`` lists ``dynamodb`` (the default) and/or ``sqs`` (``counters.deferral.queue.sqs_client()``).
+    ``services`` lists ``dynamodb`` (the default) and/or ``sqs`` (``counters.core.client.sqs_client()``).
     With ``DEVSTACK_FAULTS_REPORT`` (a folder), the returned callable writes what it counted."""
     spec = json.loads(os.environ.get("DEVSTACK_FAULTS") or "{}").get(function)
     if not spec:
         return lambda: None
     from counters.core import client as dynamo
-    from counters.deferral import queue as commands
     from testkit.faults import FaultInjector
 
     injectors: dict[str, FaultInjector] = {}
     for kind, options in spec:
         for service in options.get("services") or ["dynamodb"]:
             if service not in injectors:
-                client = dynamo.client() if service == "dynamodb" else commands.sqs_client()
+                client = dynamo.client() if service == "dynamodb" else dynamo.sqs_client()
                 injectors[service] = FaultInjector(client, seed=os.getpid() + len(injectors))
             injectors[service].add(
                 kind, operations=set(options.get("operations") or []) or None, rate=options.get("rate", 1.0), limit=options.get("limit")

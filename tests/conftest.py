@@ -329,7 +329,7 @@ class Queues:
 @pytest.fixture
 def queues(sqs_endpoint: str, table: str) -> Iterator[Queues]:
     """The template's queues (redrive included), visibility 1 s so redelivery is quick."""
-    from counters.deferral import queue as commands
+    from counters.core import client as commands
     from devstack.sqs import create_queues, sqs_client
 
     sqs = sqs_client(sqs_endpoint)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import from_item
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item
 from counters.services.likes import Likes
 from devstack.runtime import LambdaContext
 from tests.conftest import Queues, api_event, invoke, likes_count

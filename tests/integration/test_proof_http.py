@@ -55,7 +55,7 @@ def test_http_scenario_under_faults_holds(
 def test_sqs_faults_reach_the_functions_queue_client(
     monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str, sqs_endpoint: str, tmp_path: Path
 ) -> None:
-    """DEVSTACK_FAULTS with ``services: ["sqs"]`` faults counters.deferral.queue.sqs_client() in the
+    """DEVSTACK_FAULTS with ``services: ["sqs"]`` faults counters.core.client.sqs_client() in the
     worker: a send whose answer is lost (the engine re-sends: the command is queued twice) still
     resolves once, APPLIED, and the like counts once."""
     from devstack.stack import LocalStack

@@ -16,8 +16,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from counters.core.client import from_item, to_item
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Outcome
 from counters.primitives.approaches import create
 from counters.primitives.approaches.atomic import Atomic

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from counters.core.client import from_item, to_item
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Outcome, Result
 from counters.primitives import sharding
 from counters.primitives.approaches import create

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from counters.core import client as dynamo
+from counters.core import items
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +53,7 @@ def test_items_are_serialised_as_boto3_does(values: dict) -> None:
     """The layer has its own converter (no boto3 import at cold start): same wire format as boto3's."""
     from boto3.dynamodb.types import TypeSerializer
 
-    ours, theirs = dynamo.to_item(values), {k: TypeSerializer().serialize(v) for k, v in values.items()}
+    ours, theirs = items.to_item(values), {k: TypeSerializer().serialize(v) for k, v in values.items()}
     for key in values:
         if "SS" in theirs[key] or "NS" in theirs[key] or "BS" in theirs[key]:
             kind = next(iter(theirs[key]))
@@ -66,13 +67,13 @@ def test_items_are_serialised_as_boto3_does(values: dict) -> None:
 
 
 def test_items_round_trip_with_plain_numbers() -> None:
-    back = dynamo.from_item(dynamo.to_item({**VALUES[0], **VALUES[1]}))
+    back = items.from_item(items.to_item({**VALUES[0], **VALUES[1]}))
     assert back["n"] == 7 and type(back["n"]) is int and back["big"] == 10**37
-    assert back["d"] == 1.25 and type(back["d"]) is float
+    assert back["d"] == Decimal("1.25") and type(back["d"]) is Decimal  # exact, never a float
     assert back["m"] == {"a": [1, "b", {"c": None}], "e": {}} and back["ns"] == {1, 2} and back["b"] == b"\x00\x01"
 
 
 @pytest.mark.parametrize("bad", [1.5, set(), {1, "a"}, object(), 10**40])
 def test_values_dynamodb_cannot_hold_exactly_are_refused(bad: object) -> None:
     with pytest.raises((TypeError, ArithmeticError)):
-        dynamo.to_item({"v": bad})
+        items.to_item({"v": bad})

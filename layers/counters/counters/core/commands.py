@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from counters.core.client import to_item
+from counters.core.items import to_item
 
 MAX_MESSAGE_BYTES = 200_000  # SQS allows 256 KiB; stay well below
 

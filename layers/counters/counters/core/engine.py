@@ -24,23 +24,19 @@ on for every process it starts).
 
 from __future__ import annotations
 
-import contextvars
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from counters.core.client import client, new_token
+from counters.core.client import GUARD_ENV, OutsideEngine, client, engine_call, guard, new_token
 from counters.core.errors import ContentionError
 from counters.core.failures import Classified, Failure, RetryPolicy, classify
 from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)
-GUARD_ENV = "TALLY_ENGINE_GUARD"
-
-_inside = contextvars.ContextVar("tally_engine_call", default=False)
+__all__ = ["GUARD_ENV", "OutsideEngine", "guard", "read", "run", "transact"]
 
 
 @dataclass(frozen=True)
@@ -186,11 +182,8 @@ def _service(operation: Callable[..., Any]) -> str:
 
 def _send(operation: Callable[..., dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
     """One attempt, marked as the engine's (hooks run outside the mark: their calls go through ``run`` too)."""
-    marker = _inside.set(True)
-    try:
+    with engine_call():
         return operation(**params)
-    finally:
-        _inside.reset(marker)
 
 
 # -- the shapes every caller needs ---------------------------------------------------------------
@@ -210,21 +203,3 @@ def transact(
     """``items`` as one TransactWriteItems under the token rule (``token`` pins it)."""
     ddb = dynamodb or client()
     return run(ddb.transact_write_items, {"TransactItems": items}, policy=policy, capacity=capacity, write=True, token=token or True)
-
-
-# -- the guard (a test seam) --------------------------------------------------------------------
-class OutsideEngine(RuntimeError):
-    """A DynamoDB/SQS call was issued outside :func:`run` (only raised with the guard on)."""
-
-
-def _refuse_outside(model: Any = None, **_: Any) -> None:
-    if not _inside.get():
-        name = getattr(model, "name", "?")
-        raise OutsideEngine(f"{name} was called outside the retry engine (counters.core.engine.run): it would have no retry")
-
-
-def guard(events: Any, service: str) -> None:
-    """Make a client (its ``meta.events``) refuse calls issued outside :func:`run` when
-    ``TALLY_ENGINE_GUARD=1`` (the layer's client factories call this)."""
-    if os.environ.get(GUARD_ENV) == "1":
-        events.register_first(f"before-call.{service}", _refuse_outside, unique_id="tally-engine-guard")

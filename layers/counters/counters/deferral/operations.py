@@ -6,11 +6,12 @@ import logging
 from typing import Any
 
 from counters.core.caller import Caller
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.commands import Command, operation_key, outcome_update
 from counters.core.engine import Report, Stop, read, run
 from counters.core.errors import ContentionError, NotFound
 from counters.core.failures import Classified, RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Outcome
 from counters.core.settings import Settings
 

@@ -36,36 +36,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import CLIENT_CONFIG, CLIENT_LOCK, botocore_session
+from counters.core.client import sqs_client
 from counters.core.commands import Command, PoisonMessage, Replayable
-from counters.core.engine import guard, run
+from counters.core.engine import run
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.core.settings import Settings, env
 from counters.deferral.operations import Operations
 
 logger = logging.getLogger(__name__)
-
-
-_sqs: Any = None
-
-
-def sqs_client() -> Any:
-    """The process-wide SQS client (honours AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL); like the
-    DynamoDB client, SDK retries are off and every call runs in :func:`counters.core.engine.run`."""
-    global _sqs
-    if _sqs is None:
-        with CLIENT_LOCK:
-            if _sqs is None:
-                _sqs = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # SDK retries off: the engine retries
-                guard(_sqs.meta.events, "sqs")
-    return _sqs
-
-
-def reset_sqs_client() -> None:
-    global _sqs
-    with CLIENT_LOCK:
-        _sqs = None
 
 
 def send(sqs: Any, policy: RetryPolicy, **params: Any) -> dict[str, Any]:

@@ -41,9 +41,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.engine import run
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 
 SEQ_WIDTH = 40  # DynamoDB Streams sequence numbers are 21 to 40 digits

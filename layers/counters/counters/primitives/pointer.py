@@ -26,9 +26,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.engine import read, run
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 
 # The guard: the first value, or a greater one. Stale, replayed and reordered updates fail here.

@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.engine import read, transact
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 
 # Condition fragments, named for what they guard.

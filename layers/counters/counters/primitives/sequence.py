@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.engine import read, run, transact
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 
 VALUE = "value"

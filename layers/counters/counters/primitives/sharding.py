@@ -21,9 +21,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from counters.core.client import from_item, to_item
 from counters.core.engine import read
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, result
 

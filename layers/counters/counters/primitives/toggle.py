@@ -39,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.engine import run, transact
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 
 HORIZON_MS = 14 * 24 * 3600 * 1000  # RetryDLQ's retention: the longest a message waits without a redrive

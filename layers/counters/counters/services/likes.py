@@ -39,7 +39,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.engine import read, run
 from counters.core.errors import (
@@ -53,6 +53,7 @@ from counters.core.errors import (
 )
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, Change, as_of

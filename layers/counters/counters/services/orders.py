@@ -36,12 +36,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.engine import read
 from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.pointer import Pointer

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from counters.core.caller import Caller
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.engine import Report, Stop, read, run, transact
 from counters.core.errors import (
@@ -67,6 +67,7 @@ from counters.core.errors import (
 )
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.ids import valid_id
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, SettingsError, env
 from counters.primitives import sharding

@@ -43,9 +43,10 @@ import importlib
 import time
 from typing import Any, ClassVar
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.engine import Resend, Stop, read, run
 from counters.core.failures import RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")

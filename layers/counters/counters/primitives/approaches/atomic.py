@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from counters.core.client import client, to_item
+from counters.core.client import client
 from counters.core.engine import Report, Stop, run, transact
+from counters.core.items import to_item
 from counters.core.outcome import Outcome, Result
 from counters.primitives.approaches import (
     ADD_DELTA,

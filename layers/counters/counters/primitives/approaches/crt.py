@@ -44,8 +44,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from counters.core.client import to_item
 from counters.core.engine import transact
+from counters.core.items import to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import (
     ADD_DELTA,

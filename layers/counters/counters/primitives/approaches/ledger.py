@@ -100,12 +100,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from counters.core.client import client, from_item, to_item
+from counters.core.client import client
 from counters.core.commands import new_request_id
 from counters.core.engine import Report, run, transact
 from counters.core.engine import read as read_item
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, InvalidRequest, WrongRegion
 from counters.core.failures import Failure, RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from counters.core.client import from_item, to_item
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, Fields, Key, names, result
 

@@ -30,9 +30,9 @@ import hashlib
 import uuid
 from typing import Any
 
-from counters.core.client import from_item, to_item
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, Fields, Key, names, result
 from counters.primitives.approaches.occ import breaches

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from counters.core.client import from_item, to_item
 from counters.core.engine import Report, Stop, run
 from counters.core.failures import Classified, RetryPolicy
+from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import (
     AVAILABLE,
