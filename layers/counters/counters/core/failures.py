@@ -85,8 +85,8 @@ def classify(exc: BaseException) -> Classified | None:
         error = exc.response.get("Error", {})
         code = error.get("Code", "")
         if code == "TransactionCanceledException":
-            reasons = tuple(exc.response.get("CancellationReasons") or ())
-            codes = {r.get("Code") for r in reasons}
+            reasons: tuple[dict[str, Any], ...] = tuple(dict(r) for r in exc.response.get("CancellationReasons") or ())
+            codes: set[str] = {str(r.get("Code")) for r in reasons}
             # Transient reasons first: a condition evaluated while another action conflicted
             # is re-evaluated on retry, so the transient cause decides.
             if "TransactionConflict" in codes:

@@ -1,0 +1,568 @@
+"""A small typed builder for DynamoDB requests: placeholders are made for you.
+
+Every attribute name goes through ``ExpressionAttributeNames`` and every value through
+``ExpressionAttributeValues`` (STYLE 4): a request is built from :class:`Path` s and Python values,
+never from expression strings. ::
+
+    post = Path("mode")
+    update = (
+        Update(table, {"PK": "POST#p1", "SK": "META"})
+        .set("mode", "hot")
+        .add("modeEpoch", 1)
+        .when(Path("PK").exists() & (post.missing() | (post != "hot")))
+        .returning("ALL_NEW")
+    )
+    run(dynamodb.update_item, update.params(), ...)          # UpdateItem
+    tx.update(Action.POST, update)                           # or one action of a transaction
+
+A condition is a tree of :class:`Cond` (``&``, ``|``, ``~``); an update is SET/ADD/REMOVE/DELETE
+clauses; an operand of SET is a value, a :class:`Path`, or :func:`if_not_exists` / :func:`plus` /
+:func:`minus`. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>`` values,
+and only the ones the request uses, so DynamoDB never refuses an unused placeholder.
+
+A :class:`Transaction` names its actions (an enum per store module), so a cancellation is read by
+name (:class:`Cancellation`), never by position. The transaction's action kinds are written by
+distinct methods (``put``/``update``/``delete``/``check``) so tools/iam derives each function's
+``TransactWriteItems`` kinds from the methods it reaches.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Generic, Literal, TypeVar
+
+from counters.core.failures import Classified
+from counters.core.items import AttributeValue, Item, from_item, serialize, to_item
+
+Params = dict[str, Any]
+"""The keyword arguments of one botocore call (or the body of one transaction action)."""
+Key = Mapping[str, object]
+"""A primary key as Python values, e.g. ``{"PK": "POST#p1", "SK": "META"}``."""
+ReturnValues = Literal["NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"]
+
+_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class Placeholders:
+    """The names and values one request uses, each allocated once."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, AttributeValue] = {}
+        self._by_name: dict[str, str] = {}
+
+    def name(self, part: str) -> str:
+        found = self._by_name.get(part)
+        if found is None:
+            base = f"#{part}" if _PLAIN.match(part) else f"#n{len(self._by_name)}"
+            found = base if base not in self.names else f"#n{len(self._by_name)}_"
+            self._by_name[part] = found
+            self.names[found] = part
+        return found
+
+    def value(self, value: object) -> str:
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = serialize(value)
+        return placeholder
+
+    def apply(self, params: Params) -> Params:
+        if self.names:
+            params["ExpressionAttributeNames"] = dict(self.names)
+        if self.values:
+            params["ExpressionAttributeValues"] = dict(self.values)
+        return params
+
+
+# -- operands --------------------------------------------------------------------------------------
+class Operand:
+    """Something an expression can compare or assign: a path, a value, a function of them."""
+
+    def render(self, ph: Placeholders) -> str:
+        raise NotImplementedError
+
+    # comparisons make conditions
+    def __eq__(self, other: object) -> Cond:  # type: ignore[override]  # builds a condition, as SQLAlchemy/PynamoDB do
+        return _Compare(self, "=", operand(other))
+
+    def __ne__(self, other: object) -> Cond:  # type: ignore[override]  # builds a condition, as above
+        return _Compare(self, "<>", operand(other))
+
+    def __lt__(self, other: object) -> Cond:
+        return _Compare(self, "<", operand(other))
+
+    def __le__(self, other: object) -> Cond:
+        return _Compare(self, "<=", operand(other))
+
+    def __gt__(self, other: object) -> Cond:
+        return _Compare(self, ">", operand(other))
+
+    def __ge__(self, other: object) -> Cond:
+        return _Compare(self, ">=", operand(other))
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Value(Operand):
+    value: object
+
+    def render(self, ph: Placeholders) -> str:
+        return ph.value(self.value)
+
+
+class Path(Operand):
+    """An attribute path: ``Path("aggSeq", "S3")`` is ``#aggSeq.#S3``; an int part is a list index."""
+
+    def __init__(self, *parts: str | int) -> None:
+        if not parts or not isinstance(parts[0], str):
+            raise ValueError("a path starts with an attribute name")
+        self.parts = parts
+
+    def render(self, ph: Placeholders) -> str:
+        out = ""
+        for part in self.parts:
+            out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + ph.name(part))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Path{self.parts!r}"
+
+    def exists(self) -> Cond:
+        return _Function("attribute_exists", (self,))
+
+    def missing(self) -> Cond:
+        return _Function("attribute_not_exists", (self,))
+
+    def begins_with(self, prefix: str) -> Cond:
+        return _Function("begins_with", (self, Value(prefix)))
+
+    def contains(self, member: object) -> Cond:
+        return _Function("contains", (self, operand(member)))
+
+    def between(self, low: object, high: object) -> Cond:
+        return _Between(self, operand(low), operand(high))
+
+    def size(self) -> Operand:
+        return _Call("size", (self,))
+
+
+def operand(value: object) -> Operand:
+    """``value`` as an operand: a :class:`Path` or :class:`Operand` as it is, anything else a value."""
+    return value if isinstance(value, Operand) else Value(value)
+
+
+def path(name: str | Path) -> Path:
+    return name if isinstance(name, Path) else Path(name)
+
+
+@dataclass(frozen=True, eq=False)
+class _Call(Operand):
+    function: str
+    args: tuple[Operand, ...]
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
+
+
+@dataclass(frozen=True, eq=False)
+class _Arithmetic(Operand):
+    left: Operand
+    op: str
+    right: Operand
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
+
+
+def if_not_exists(name: str | Path, default: object) -> Operand:
+    """``if_not_exists(path, default)``, for SET."""
+    return _Call("if_not_exists", (path(name), operand(default)))
+
+
+def plus(left: object, right: object) -> Operand:
+    """``left + right``, for SET (e.g. ``plus(if_not_exists("n", 0), 1)``)."""
+    return _Arithmetic(operand(left), "+", operand(right))
+
+
+def minus(left: object, right: object) -> Operand:
+    return _Arithmetic(operand(left), "-", operand(right))
+
+
+def list_append(left: object, right: object) -> Operand:
+    return _Call("list_append", (operand(left), operand(right)))
+
+
+# -- conditions ------------------------------------------------------------------------------------
+class Cond:
+    """A condition (or key condition, or filter) expression."""
+
+    def render(self, ph: Placeholders) -> str:
+        raise NotImplementedError
+
+    def __and__(self, other: Cond) -> Cond:
+        return _Join("AND", (self, other))
+
+    def __or__(self, other: Cond) -> Cond:
+        return _Join("OR", (self, other))
+
+    def __invert__(self) -> Cond:
+        return _Not(self)
+
+
+@dataclass(frozen=True)
+class _Compare(Cond):
+    left: Operand
+    op: str
+    right: Operand
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
+
+
+@dataclass(frozen=True)
+class _Between(Cond):
+    subject: Operand
+    low: Operand
+    high: Operand
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.subject.render(ph)} BETWEEN {self.low.render(ph)} AND {self.high.render(ph)}"
+
+
+@dataclass(frozen=True)
+class _Function(Cond):
+    function: str
+    args: tuple[Operand, ...]
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class _Join(Cond):
+    op: str
+    parts: tuple[Cond, ...]
+
+    def render(self, ph: Placeholders) -> str:
+        return "(" + f" {self.op} ".join(p.render(ph) for p in self.parts) + ")"
+
+
+@dataclass(frozen=True)
+class _Not(Cond):
+    inner: Cond
+
+    def render(self, ph: Placeholders) -> str:
+        return f"(NOT {self.inner.render(ph)})"
+
+
+def all_of(*conds: Cond | None) -> Cond | None:
+    """The conjunction of the conditions given (``None`` s skipped); ``None`` if there are none."""
+    kept = [c for c in conds if c is not None]
+    if not kept:
+        return None
+    out = kept[0]
+    for c in kept[1:]:
+        out = out & c
+    return out
+
+
+def any_of(*conds: Cond) -> Cond:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out | c
+    return out
+
+
+# -- requests --------------------------------------------------------------------------------------
+@dataclass
+class _Write:
+    table: str
+    condition: Cond | None = field(default=None, init=False)
+    on_failure: bool = field(default=True, init=False)
+    """``ReturnValuesOnConditionCheckFailure=ALL_OLD`` with a condition: the loser learns why."""
+
+    def _conditioned(self, params: Params, ph: Placeholders) -> Params:
+        if self.condition is not None:
+            params["ConditionExpression"] = self.condition.render(ph)
+            if self.on_failure:
+                params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return ph.apply(params)
+
+
+@dataclass
+class Put(_Write):
+    """PutItem (or a transaction's Put)."""
+
+    item: Mapping[str, object] = field(default_factory=dict)
+    returns: ReturnValues | None = None
+
+    def when(self, condition: Cond) -> Put:
+        self.condition = all_of(self.condition, condition)
+        return self
+
+    def returning(self, values: ReturnValues) -> Put:
+        self.returns = values
+        return self
+
+    def body(self) -> Params:
+        return self._conditioned({"TableName": self.table, "Item": to_item(self.item)}, Placeholders())
+
+    def params(self) -> Params:
+        params = self.body()
+        if self.returns:
+            params["ReturnValues"] = self.returns
+        return params
+
+
+@dataclass
+class Update(_Write):
+    """UpdateItem (or a transaction's Update): SET/ADD/REMOVE/DELETE clauses on one key."""
+
+    key: Key = field(default_factory=dict)
+    returns: ReturnValues | None = None
+    _set: list[tuple[Path, Operand]] = field(default_factory=list, init=False)
+    _add: list[tuple[Path, object]] = field(default_factory=list, init=False)
+    _remove: list[Path] = field(default_factory=list, init=False)
+    _delete: list[tuple[Path, object]] = field(default_factory=list, init=False)
+
+    def set(self, name: str | Path, value: object) -> Update:
+        self._set.append((path(name), operand(value)))
+        return self
+
+    def set_all(self, values: Mapping[str, object]) -> Update:
+        for name, value in values.items():
+            self.set(name, value)
+        return self
+
+    def add(self, name: str | Path, value: object) -> Update:
+        self._add.append((path(name), value))
+        return self
+
+    def remove(self, *names: str | Path) -> Update:
+        self._remove.extend(path(n) for n in names)
+        return self
+
+    def delete(self, name: str | Path, members: object) -> Update:
+        self._delete.append((path(name), members))
+        return self
+
+    def when(self, condition: Cond) -> Update:
+        self.condition = all_of(self.condition, condition)
+        return self
+
+    def returning(self, values: ReturnValues) -> Update:
+        self.returns = values
+        return self
+
+    def expression(self, ph: Placeholders) -> str:
+        clauses = []
+        if self._set:
+            clauses.append("SET " + ", ".join(f"{p.render(ph)} = {v.render(ph)}" for p, v in self._set))
+        if self._add:
+            clauses.append("ADD " + ", ".join(f"{p.render(ph)} {ph.value(v)}" for p, v in self._add))
+        if self._remove:
+            clauses.append("REMOVE " + ", ".join(p.render(ph) for p in self._remove))
+        if self._delete:
+            clauses.append("DELETE " + ", ".join(f"{p.render(ph)} {ph.value(v)}" for p, v in self._delete))
+        if not clauses:
+            raise ValueError("an update with nothing to update")
+        return " ".join(clauses)
+
+    def body(self) -> Params:
+        ph = Placeholders()
+        params: Params = {"TableName": self.table, "Key": to_item(self.key), "UpdateExpression": self.expression(ph)}
+        return self._conditioned(params, ph)
+
+    def params(self) -> Params:
+        params = self.body()
+        if self.returns:
+            params["ReturnValues"] = self.returns
+        return params
+
+
+@dataclass
+class Delete(_Write):
+    """DeleteItem (or a transaction's Delete)."""
+
+    key: Key = field(default_factory=dict)
+    returns: ReturnValues | None = None
+
+    def when(self, condition: Cond) -> Delete:
+        self.condition = all_of(self.condition, condition)
+        return self
+
+    def returning(self, values: ReturnValues) -> Delete:
+        self.returns = values
+        return self
+
+    def body(self) -> Params:
+        return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
+
+    def params(self) -> Params:
+        params = self.body()
+        if self.returns:
+            params["ReturnValues"] = self.returns
+        return params
+
+
+@dataclass
+class Check(_Write):
+    """A transaction's ConditionCheck on one key."""
+
+    key: Key = field(default_factory=dict)
+
+    def when(self, condition: Cond) -> Check:
+        self.condition = all_of(self.condition, condition)
+        return self
+
+    def body(self) -> Params:
+        if self.condition is None:
+            raise ValueError("a ConditionCheck needs a condition")
+        return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
+
+
+@dataclass
+class Get:
+    """GetItem: one key, optionally projected, optionally strongly consistent."""
+
+    table: str
+    key: Key
+    projection: tuple[Path, ...] = ()
+    consistent: bool = False
+
+    def project(self, *names: str | Path) -> Get:
+        self.projection = tuple(path(n) for n in names)
+        return self
+
+    def strongly(self) -> Get:
+        self.consistent = True
+        return self
+
+    def params(self) -> Params:
+        ph = Placeholders()
+        params: Params = {"TableName": self.table, "Key": to_item(self.key)}
+        if self.projection:
+            params["ProjectionExpression"] = ", ".join(p.render(ph) for p in self.projection)
+        if self.consistent:
+            params["ConsistentRead"] = True
+        return ph.apply(params)
+
+
+@dataclass
+class Query:
+    """Query one partition: ``key`` is the key condition (``Path("PK") == pk``, optionally ``&`` a
+    sort-key condition)."""
+
+    table: str
+    key: Cond
+    filter: Cond | None = None
+    projection: tuple[Path, ...] = ()
+    limit: int | None = None
+    start: Key | None = None
+    forward: bool = True
+    consistent: bool = False
+    index: str | None = None
+
+    def where(self, condition: Cond) -> Query:
+        self.filter = all_of(self.filter, condition)
+        return self
+
+    def project(self, *names: str | Path) -> Query:
+        self.projection = tuple(path(n) for n in names)
+        return self
+
+    def params(self) -> Params:
+        ph = Placeholders()
+        params: Params = {"TableName": self.table, "KeyConditionExpression": self.key.render(ph)}
+        if self.filter is not None:
+            params["FilterExpression"] = self.filter.render(ph)
+        if self.projection:
+            params["ProjectionExpression"] = ", ".join(p.render(ph) for p in self.projection)
+        if self.limit is not None:
+            params["Limit"] = self.limit
+        if self.start is not None:
+            params["ExclusiveStartKey"] = to_item(self.start)
+        if not self.forward:
+            params["ScanIndexForward"] = False
+        if self.consistent:
+            params["ConsistentRead"] = True
+        if self.index:
+            params["IndexName"] = self.index
+        return ph.apply(params)
+
+
+# -- transactions ----------------------------------------------------------------------------------
+N = TypeVar("N", bound=Enum)
+
+
+class Transaction(Generic[N]):
+    """A TransactWriteItems whose actions have names (an enum), read back by name."""
+
+    def __init__(self) -> None:
+        self._names: list[N] = []
+        self._items: list[Params] = []
+
+    def _add(self, name: N, item: Params) -> Transaction[N]:
+        if name in self._names:
+            raise ValueError(f"two actions named {name!r}")
+        self._names.append(name)
+        self._items.append(item)
+        return self
+
+    def put(self, name: N, request: Put) -> Transaction[N]:
+        return self._add(name, {"Put": request.body()})
+
+    def update(self, name: N, request: Update) -> Transaction[N]:
+        return self._add(name, {"Update": request.body()})
+
+    def delete(self, name: N, request: Delete) -> Transaction[N]:
+        return self._add(name, {"Delete": request.body()})
+
+    def check(self, name: N, request: Check) -> Transaction[N]:
+        return self._add(name, {"ConditionCheck": request.body()})
+
+    def items(self) -> list[Params]:
+        """The ``TransactItems``."""
+        return list(self._items)
+
+    def __iter__(self) -> Iterator[N]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def cancellation(self, failure: Classified | None) -> Cancellation[N]:
+        """What each named action's cancellation reason says (empty when there was none)."""
+        reasons = failure.reasons if failure is not None else ()
+        return Cancellation({name: reasons[i] for i, name in enumerate(self._names) if i < len(reasons)})
+
+
+@dataclass(frozen=True)
+class Cancellation(Generic[N]):
+    """A cancelled transaction's reasons, by action name."""
+
+    reasons: Mapping[N, Mapping[str, Any]]
+
+    def failed(self, name: N) -> bool:
+        """``name``'s condition failed."""
+        return (self.reasons.get(name) or {}).get("Code") == "ConditionalCheckFailed"
+
+    def old(self, name: N) -> dict[str, Any] | None:
+        """The item ``name`` found (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), as Python values;
+        ``None`` when there was none (no item, or the action's condition did not fail)."""
+        item: Item | None = (self.reasons.get(name) or {}).get("Item")
+        return from_item(item) if item else None
+
+    def any_failed(self) -> bool:
+        return any(self.failed(n) for n in self.reasons)
+
+
+def old_item(failure: Classified | None) -> dict[str, Any] | None:
+    """The item a single-item write's failed condition found (``ALL_OLD``), as Python values."""
+    if failure is None or not failure.reasons:
+        return None
+    item: Item | None = failure.reasons[0].get("Item")
+    return from_item(item) if item else None
