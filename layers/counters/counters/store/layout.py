@@ -1,0 +1,49 @@
+"""The table's layout, declared by the store modules that own it.
+
+Each family module (:mod:`counters.store.posts`, ``resources``, ``ledger``, ``sequences``,
+``operations``) declares its item shapes as :class:`Shape` s in a module-level ``SHAPES`` tuple, next
+to the key functions and attribute names it uses. :func:`table` renders every family's shapes as the
+Markdown item table of docs/DESIGN.md, and a unit test (tests/unit/test_store_layout.py) keeps that
+table equal to it: the layout lives in code, the doc is its image.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+FAMILIES = ("posts", "resources", "ledger", "sequences", "operations")
+"""The store modules that own items, in the order the table lists them."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One kind of item: what its keys look like and what it holds."""
+
+    item: str
+    pk: str
+    sk: str
+    notes: str = ""
+
+    def row(self) -> str:
+        return f"| {self.item} | `{self.pk}` | `{self.sk}` | {self.notes} |"
+
+
+def shapes() -> list[Shape]:
+    """Every family's shapes, in :data:`FAMILIES` order (families not written yet are skipped)."""
+    out: list[Shape] = []
+    for family in FAMILIES:
+        try:
+            module = importlib.import_module(f"counters.store.{family}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"counters.store.{family}":
+                raise
+            continue
+        out.extend(getattr(module, "SHAPES", ()))
+    return out
+
+
+def table() -> str:
+    """The item table, as docs/DESIGN.md holds it between its ``store-layout`` markers."""
+    head = ["| item | PK | SK | notes (details in) |", "|---|---|---|---|"]
+    return "\n".join(head + [s.row() for s in shapes()])
