@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "layers" / "counters"
 QUICKSTART = PACKAGE / "examples" / "quickstart.py"
 
+pytestmark = pytest.mark.xdist_group("wheel")  # one worker builds the session's venv, not each
+
 # The Lambda glue: the modules that need the [lambda] extra (Powertools, pydantic) at import.
 # Every other module of the package imports with botocore alone.
 NEEDS_LAMBDA_EXTRA = {"counters.core.function", "counters.http.function", "counters.http.resolver"}
