@@ -7,8 +7,9 @@ SAM_VENV := .venv-sam
 SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 IAC_VENV := .venv-iac
+DOCS_VENV := .venv-docs
 
-.PHONY: help java setup dev test test-unit test-integration lint iam validate build events ledger-key invoke-events proof bench clean
+.PHONY: help java setup dev test test-unit test-integration lint iam validate build docs events ledger-key invoke-events proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -73,6 +74,14 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode bran
 build: $(SAM_VENV)/.installed ## sam build (needs python3.12 on PATH)
 	$(SAM) build
 
+docs: $(DOCS_VENV)/.installed ## the counters API reference from the docstrings (mkdocs + mkdocstrings, --strict) into site/
+	$(DOCS_VENV)/bin/mkdocs build --strict
+
+$(DOCS_VENV)/.installed: requirements-docs.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-docs.txt
+	touch $@
+
 events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-event + scripts/gen_events.py; a fresh ledger key)
 	$(PY) scripts/gen_events.py
 
@@ -89,4 +98,4 @@ bench: setup ## benchmarks: prints the tables and writes docs/bench-results.md (
 	$(PY) -m bench $(ARGS)
 
 clean: ## remove virtualenvs, node_modules and build output
-	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) node_modules .aws-sam .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(IAC_VENV) $(DOCS_VENV) node_modules .aws-sam .pytest_cache site

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from counters.core.outcome import Result
 
 if TYPE_CHECKING:
@@ -14,6 +12,8 @@ if TYPE_CHECKING:
 
 def record(metrics: Metrics, operation: str, result: Result) -> None:
     """EMF metrics for one primitive call: its outcome, what it cost, how often it retried."""
+    from aws_lambda_powertools.metrics import MetricUnit  # the [lambda] extra: importing this module needs only the core
+
     metrics.add_metric(name=f"{operation}.{result.outcome.value}", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="ConsumedWCU", unit=MetricUnit.Count, value=result.capacity.write_units)
     metrics.add_metric(name="ConsumedRCU", unit=MetricUnit.Count, value=result.capacity.read_units)

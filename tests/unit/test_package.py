@@ -1,0 +1,84 @@
+"""layers/counters as a package: its version, its public names, a cheap `import counters`, and the
+layer's pins inside the [lambda] extra's ranges (tests/integration/test_wheel.py installs it)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+import counters
+
+PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "counters"
+PYPROJECT = tomllib.loads((PACKAGE / "pyproject.toml").read_text())
+
+
+def test_the_version_has_one_source_read_by_the_build_backend() -> None:
+    assert "version" in PYPROJECT["project"]["dynamic"] and "version" not in PYPROJECT["project"]
+    assert PYPROJECT["tool"]["hatch"]["version"]["path"] == "counters/__init__.py"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", counters.__version__)
+
+
+def test_every_public_name_resolves_to_what_its_module_defines() -> None:
+    import importlib
+
+    for name, module_name in counters._PUBLIC.items():
+        module = importlib.import_module(module_name)
+        expected = module if module_name.endswith(f".{name}") else getattr(module, name)
+        assert getattr(counters, name) is expected, name
+    assert set(counters.__all__) == {"__version__", *counters._PUBLIC}
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        counters.NoSuchThing  # noqa: B018
+    except AttributeError as error:
+        assert "NoSuchThing" in str(error)
+    else:
+        raise AssertionError("counters.NoSuchThing resolved")
+
+
+def test_import_counters_imports_no_submodule_and_no_botocore() -> None:
+    """The package root is lazy: `import counters` pays for nothing; the first use of a public
+    name imports its module."""
+    probe = (
+        "import json, sys; before = set(sys.modules); import counters; "
+        "new = sorted(set(sys.modules) - before); likes = counters.Likes; "
+        "print(json.dumps({'new': new, 'likes': likes.__module__, 'after': 'counters.services.likes' in sys.modules}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=PACKAGE, capture_output=True, text=True, check=True).stdout
+    answer = json.loads(out)
+    new = answer["new"]
+    assert "counters" in new and not [m for m in new if m.startswith("counters.")], new  # no submodule
+    third_party = [m for m in new if m != "counters" and m.partition(".")[0] not in sys.stdlib_module_names]
+    assert third_party == [] and "typing" not in new, new  # not botocore; not even typing
+    assert answer["likes"] == "counters.services.likes" and answer["after"]
+
+
+def test_core_depends_on_botocore_only_and_the_lambda_glue_is_an_extra() -> None:
+    assert [Requirement(r).name for r in PYPROJECT["project"]["dependencies"]] == ["botocore"]
+    extra = {Requirement(r).name for r in PYPROJECT["project"]["optional-dependencies"]["lambda"]}
+    assert extra == {"aws-lambda-powertools", "pydantic"}
+
+
+def test_the_layer_pins_fall_inside_the_extra_and_the_tests_pin_of_botocore_inside_the_core_range() -> None:
+    """requirements.txt (the layer, the dev install) pins exactly what pyproject.toml allows."""
+    ranges = {Requirement(r).name: Requirement(r).specifier for r in PYPROJECT["project"]["optional-dependencies"]["lambda"]}
+    pins = [Requirement(line) for line in (PACKAGE / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert {p.name for p in pins} == set(ranges)
+    for pin in pins:
+        (version,) = [s.version for s in pin.specifier if s.operator == "=="]
+        assert ranges[pin.name].contains(version), f"{pin} is outside the [lambda] extra's {ranges[pin.name]}"
+    core = Requirement(PYPROJECT["project"]["dependencies"][0]).specifier
+    dev = Path(__file__).resolve().parents[2] / "requirements-dev.txt"
+    (botocore_pin,) = [Requirement(line) for line in dev.read_text().splitlines() if line.startswith("botocore==")]
+    assert core.contains(next(iter(botocore_pin.specifier)).version)
+
+
+def test_the_package_is_typed() -> None:
+    assert (PACKAGE / "counters" / "py.typed").is_file()
