@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from counters.core.items import to_item
-
 MAX_MESSAGE_BYTES = 200_000  # SQS allows 256 KiB; stay well below
 
 
@@ -101,21 +99,3 @@ def require(ok: bool, message: str) -> None:
     """For payload ``__post_init__``: a bad field makes the message poison."""
     if not ok:
         raise ValueError(message)
-
-
-def outcome_update(table_name: str, operation_id: str, status: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The UpdateItem parameters that make a PENDING operation final (also a transaction action)."""
-    return {
-        "TableName": table_name,
-        "Key": to_item(operation_key(operation_id)),
-        "UpdateExpression": "SET #status = :status, #result = :result, #done = :now",
-        # Only a PENDING record changes: a redelivered command leaves the first outcome.
-        "ConditionExpression": "#status = :pending",
-        "ExpressionAttributeNames": {"#status": "status", "#result": "result", "#done": "completedAt"},
-        "ExpressionAttributeValues": to_item({":status": status, ":result": result, ":now": int(time.time()), ":pending": "PENDING"}),
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-
-
-def operation_key(operation_id: str) -> dict[str, str]:
-    return {"PK": f"OP#{operation_id}", "SK": "OP"}

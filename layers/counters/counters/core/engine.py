@@ -107,9 +107,15 @@ def run(
     before: Callable[[], bool] | None = None,
     on_condition: Hook | None = None,
     on_unknown: Hook | None = None,
+    rounds: RetryPolicy | None = None,
 ) -> Report:
     """Call ``operation(**params)`` until it answers, a condition rejects it, a hook stops it,
     or ``policy`` runs out.
+
+    ``rounds``: when ``on_condition`` re-sends (:class:`Resend`, e.g. a gapless sequence's next
+    value after a lost race), that starts a new round: it draws on ``rounds`` (budget and backoff)
+    and the new round has ``policy``'s whole budget for transient failures. Without ``rounds`` such
+    a re-send is one more attempt under ``policy``.
 
     ``token``: ``False`` sends no ClientRequestToken; ``True`` sends one under the token rule
     (fresh after a definite failure); a string pins that token for every attempt.
@@ -123,7 +129,9 @@ def run(
     if token:
         report.token = token if pinned else new_token()  # type: ignore[assignment]
     refresh: Callable[[], Stop | Resend] | None = None
-    for attempt in range(1, policy.max_attempts + 1):
+    attempt, round_ = 0, 1  # attempts in this round (``policy``'s budget), rounds (``rounds``')
+    while True:
+        attempt += 1
         if before is not None and not before():
             report.stopped = True
             return report
@@ -134,7 +142,7 @@ def run(
                 return report
             if fresh.params is not None:
                 report.params = {**fresh.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(fresh.params)
-        report.attempts = attempt
+        report.attempts += 1
         if report.token is not None:
             report.params["ClientRequestToken"] = report.token
         try:
@@ -151,6 +159,8 @@ def run(
                 if verdict is None:
                     report.outcome = Outcome.REJECTED
                     return report
+                if token is True and isinstance(verdict, Resend) and not report.unknown_seen:
+                    report.token = new_token()  # definitely not applied, and re-sent otherwise: a fresh token
             else:
                 if failure.kind is Failure.UNKNOWN:
                     report.unknown_seen = True
@@ -166,13 +176,19 @@ def run(
                 if verdict.params is not None:
                     report.params = {**verdict.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(verdict.params)
                 refresh = verdict.refresh
-            if attempt < policy.max_attempts:
-                policy.backoff(attempt)
+                if rounds is not None and failure.kind is Failure.CONDITION:
+                    if round_ >= rounds.max_attempts:
+                        return report
+                    rounds.backoff(round_)
+                    round_, attempt = round_ + 1, 0
+                    continue
+            if attempt >= policy.max_attempts:
+                return report
+            policy.backoff(attempt)
             continue
         report.capacity.add_response(response, write=write)
         report.outcome, report.response, report.failure = Outcome.APPLIED, response, None
         return report
-    return report
 
 
 def _service(operation: Callable[..., Any]) -> str:

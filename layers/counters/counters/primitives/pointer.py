@@ -1,17 +1,18 @@
 """Monotonic pointers (seed 04): an item holding the greatest value seen, e.g. LAST_ORDER.
 
-The pointer is one item, ``POINTER#<name>`` / ``META``. :meth:`Pointer.advance` is one
-conditional UpdateItem: ``SET #v = :new`` only if ``attribute_not_exists(#v) OR #v < :new``.
-Writers may run in parallel and deliveries may arrive late, twice, or out of order (stream
-shards processed in parallel, retried batches, queues): the condition makes every such
-update either move the pointer forward or do nothing. It **never moves backward**, and no
-read is needed first.
+The pointer is one item, ``POINTER#<name>`` / ``META`` (:mod:`counters.store.sequences`).
+:meth:`Pointer.advance` is one conditional UpdateItem: ``SET #v = :new`` only if
+``attribute_not_exists(#v) OR #v < :new``. Writers may run in parallel and deliveries may arrive
+late, twice, or out of order (stream shards processed in parallel, retried batches, queues): the
+condition makes every such update either move the pointer forward or do nothing. It **never moves
+backward**, and no read is needed first.
 
 Outcomes of :meth:`Pointer.advance` (``Result.value`` is the value stored afterwards):
 
 * ``applied``: the pointer moved to the new value.
-* ``duplicate``: the pointer already holds **exactly** this value: a redelivery (or a retry
-  after an unknown outcome) of an update that already applied. Success, nothing changed.
+* ``duplicate`` (reason ``already_at_value``): the pointer already holds **exactly** this value:
+  a redelivery (or a retry after an unknown outcome) of an update that already applied. Success,
+  nothing changed.
 * ``rejected`` (reason ``stale``): the pointer holds a **greater** value; this update is
   out of date. Expected under reordering, not an error.
 * ``contention``: throttling/unknown outcomes outlasted the retry budget; re-driving the
@@ -23,21 +24,19 @@ read nothing extra: ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells them a
 
 from __future__ import annotations
 
-import time
+from enum import StrEnum
 from typing import Any
 
-from counters.core.client import client
-from counters.core.engine import read, run
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
-
-# The guard: the first value, or a greater one. Stale, replayed and reordered updates fail here.
-POINTER_IS_BEHIND = "attribute_not_exists(#v) OR #v < :new"
+from counters.store.sequences import SequenceStore, pointer_key
 
 
-def pointer_key(name: str) -> dict[str, str]:
-    return {"PK": f"POINTER#{name}", "SK": "META"}
+class Reason(StrEnum):
+    ALREADY_AT_VALUE = "already_at_value"
+    STALE = "stale"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+    TRANSIENT = "transient"
 
 
 class Pointer:
@@ -56,42 +55,23 @@ class Pointer:
         self.name = name
         self.attribute = attribute
         self.key = pointer_key(name)
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client()
+        self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
+        self.retry = self.store.retry
 
     def advance(self, value: int) -> Result:
         """Move the pointer to ``value`` if that is forward (see the module doc for outcomes)."""
-        report = run(
-            self.dynamodb.update_item,
-            {
-                "TableName": self.table_name,
-                "Key": to_item(self.key),
-                "UpdateExpression": "SET #v = :new, #at = :now",
-                "ConditionExpression": POINTER_IS_BEHIND,
-                "ExpressionAttributeNames": {"#v": self.attribute, "#at": "updatedAt"},
-                "ExpressionAttributeValues": {":new": {"N": str(int(value))}, ":now": {"N": str(int(time.time()))}},
-                # The loser learns what is stored: equal (a redelivery) or greater (stale).
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            },
-            policy=self.retry,
-            write=True,
-        )
+        move = self.store.advance(self.name, self.attribute, value)
+        report = move.report
         result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts, value=value)
-        if report.outcome is Outcome.REJECTED and report.failure is not None:
-            stored = from_item(report.failure.old_item(0)) or {}
-            current = int(stored[self.attribute])
-            result.value = current
-            if current == value:
-                result.outcome, result.reason = Outcome.DUPLICATE, "already_at_value"
+        if report.outcome is Outcome.REJECTED and move.stored is not None:
+            result.value = move.stored
+            if move.stored == value:
+                result.outcome, result.reason = Outcome.DUPLICATE, Reason.ALREADY_AT_VALUE
             else:
-                result.reason = "stale"
+                result.reason = Reason.STALE
         elif report.outcome is Outcome.CONTENTION:
             result.value = None
-            result.reason = "unknown_outcome" if report.unknown_seen else "transient"
+            result.reason = Reason.UNKNOWN_OUTCOME if report.unknown_seen else Reason.TRANSIENT
         return result
 
     def read(self) -> tuple[int | None, Capacity]:
@@ -102,15 +82,4 @@ class Pointer:
         read could return an older value after a newer one). One GetItem, 1 RCU.
         """
         capacity = Capacity()
-        response = read(
-            self.dynamodb.get_item,
-            self.retry,
-            capacity,
-            TableName=self.table_name,
-            Key=to_item(self.key),
-            ProjectionExpression="#v",
-            ExpressionAttributeNames={"#v": self.attribute},
-            ConsistentRead=True,
-        )
-        item = from_item(response.get("Item"))
-        return (int(item[self.attribute]) if item and self.attribute in item else None), capacity
+        return self.store.read_number(self.key, self.attribute, capacity), capacity

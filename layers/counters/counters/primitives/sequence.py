@@ -1,6 +1,7 @@
 """Auto-increment sequences (seed 05): the next value of a named counter, ``fast`` or ``gapless``.
 
-The counter is one item, ``SEQ#<name>`` / ``META``, attribute ``value`` (the last value taken).
+The counter is one item, ``SEQ#<name>`` / ``META``, attribute ``value`` (the last value taken);
+its requests are :mod:`counters.store.sequences`.
 
 ``fast`` (atomic counter)
     ``UpdateItem ADD value 1`` with ``ReturnValues=UPDATED_NEW``: one write, never blocks,
@@ -15,14 +16,14 @@ The counter is one item, ``SEQ#<name>`` / ``META``, attribute ``value`` (the las
     ``attribute_not_exists`` guard). The value and the items commit together or not at all,
     so every taken value has its item: **1..N with no holes**. A lost race (the counter's
     condition failed) learns the current value from ``ReturnValuesOnConditionCheckFailure``
-    and tries again without a re-read, up to ``occ.max_attempts`` rounds with full-jitter
-    backoff. Transient failures inside a round (conflict, throttle, unknown outcome) are
-    :func:`counters.core.engine.transact`'s: an unknown outcome is re-sent with the same
-    ClientRequestToken, so a committed round replays as success instead of taking a second
-    value. Cost: one serialisation point: throughput is bounded by one round trip per value,
-    and every writer that loses a race pays a cancelled transaction. Threads sharing one
-    :class:`Sequence` queue on a local lock first, so only separate processes/environments
-    race at DynamoDB.
+    and the engine re-sends the next round (:class:`~counters.core.engine.Resend`, a fresh
+    ClientRequestToken, full-jitter backoff) without a re-read, up to ``occ.max_attempts``
+    attempts. An unknown outcome is re-sent with the same token, so a committed round replays
+    as success instead of taking a second value; a lost race *after* an unknown outcome stops
+    (the round may have committed: a re-drive's items tell). Cost: one serialisation point:
+    throughput is bounded by one round trip per value, and every writer that loses a race pays
+    a cancelled transaction. Threads sharing one :class:`Sequence` queue on a local lock
+    first, so only separate processes/environments race at DynamoDB.
 
 Outcomes of :meth:`Sequence.claim`: ``applied`` (``value`` is ours and the items are
 written); ``rejected`` (caller's items failed their conditions: ``conflicts`` says which and
@@ -36,20 +37,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any
 
-from counters.core.client import client
-from counters.core.engine import read, run, transact
-from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
+from counters.core.engine import Report, Resend, Stop
+from counters.core.failures import Classified, Failure, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
-
-VALUE = "value"
-
-# Condition fragments, named for what they guard.
-COUNTER_UNCHANGED = "#v = :old"  # optimistic lock: nobody took old + 1 since we read old
-COUNTER_UNSTARTED = "attribute_not_exists(#v)"  # the first value: nobody started the counter since we read
+from counters.store.expr import Transaction
+from counters.store.sequences import VALUE, SequenceAction, SequenceStore, counter_bump, sequence_key
 
 
 class SequenceMode(StrEnum):
@@ -57,8 +52,17 @@ class SequenceMode(StrEnum):
     GAPLESS = "gapless"
 
 
-def sequence_key(name: str) -> dict[str, str]:
-    return {"PK": f"SEQ#{name}", "SK": "META"}
+class Reason(StrEnum):
+    """Why a claim did not simply apply."""
+
+    MAY_HAVE_BURNED = "may_have_burned"
+    """``fast``, applied: an earlier attempt may have applied too (a gap)."""
+    ITEM_EXISTS = "item_exists"
+    """Rejected: one of the caller's items exists (``conflicts`` says which)."""
+    TRANSIENT = "transient"
+    """Contention: transient failures outlasted the budget."""
+    SEQUENCE_BUSY = "sequence_busy"
+    """Contention: ``gapless`` lost every round to other writers."""
 
 
 @dataclass
@@ -68,15 +72,20 @@ class Claim:
     result: Result
     value: int | None = None
     """The value taken (``applied``); in ``fast`` mode also the value burned by a rejection."""
-    conflicts: dict[int, dict[str, Any] | None] = field(default_factory=dict)
-    """``rejected``: index (in the caller's items) of each item whose condition failed -> that
-    item as stored (ALL_OLD, when the caller asked for it; else ``None``)."""
+    conflicts: dict[Enum, dict[str, Any] | None] = field(default_factory=dict)
+    """``rejected``: the name of each of the caller's actions whose condition failed -> that item
+    as stored (ALL_OLD, when the action asked for it; else ``None``)."""
     unknown_outcome: bool = False
     """``contention`` after an unknown outcome: a value may have been taken with the items."""
 
 
-ItemsFor = Callable[[int], list[dict[str, Any]]]
-"""Builds the TransactItems to write with a value (each with its own condition)."""
+ItemsFor = Callable[[int], Transaction[Enum]]
+"""Builds the named actions to write with a value (each with its own condition)."""
+
+
+def _conflicts(tx: Transaction[Enum], failure: Classified | None) -> dict[Enum, dict[str, Any] | None]:
+    reasons = tx.cancellation(failure)
+    return {name: reasons.old(name) for name in tx if name is not SequenceAction.COUNTER and reasons.failed(name)}
 
 
 class Sequence:
@@ -96,40 +105,25 @@ class Sequence:
         self.name = name
         self.mode = SequenceMode(mode)
         self.key = sequence_key(name)
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
+        self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
+        self.retry = self.store.retry
         """Transient failures of one call (conflict, throttle, unknown outcome)."""
         self.occ = occ or RetryPolicy(max_attempts=40, base_delay=0.002, max_delay=0.05)
-        """``gapless``: rounds of read-then-transact lost to other writers."""
+        """``gapless``: rounds lost to other writers (each round has ``retry`` for transient failures)."""
         self._local_queue = threading.Lock()
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client()
 
     # ------------------------------------------------------------------ reading
     def current(self) -> tuple[int | None, Capacity]:
         """The last value taken (strongly consistent), ``None`` before the first."""
         capacity = Capacity()
-        response = read(
-            self.dynamodb.get_item,
-            self.retry,
-            capacity,
-            TableName=self.table_name,
-            Key=to_item(self.key),
-            ProjectionExpression="#v",
-            ExpressionAttributeNames={"#v": VALUE},
-            ConsistentRead=True,
-        )
-        item = from_item(response.get("Item"))
-        return (int(item[VALUE]) if item and VALUE in item else None), capacity
+        return self.store.read_number(self.key, VALUE, capacity), capacity
 
     # ------------------------------------------------------------------ taking values
     def next(self) -> Result:
         """The next value with nothing written alongside it (``Result.value``)."""
         if self.mode is SequenceMode.FAST:
             return self._add()
-        claim = self.claim(lambda _value: [])
+        claim = self.claim(lambda _value: Transaction())
         claim.result.value = claim.value
         return claim.result
 
@@ -137,98 +131,74 @@ class Sequence:
         """Take the next value and write ``items_for(value)`` with it (see the module doc)."""
         if self.mode is SequenceMode.FAST:
             return self._claim_fast(items_for)
-        return self._claim_gapless(items_for)
-
-    def _add(self) -> Result:
-        report = run(
-            self.dynamodb.update_item,
-            {
-                "TableName": self.table_name,
-                "Key": to_item(self.key),
-                "UpdateExpression": "ADD #v :one",
-                "ExpressionAttributeNames": {"#v": VALUE},
-                "ExpressionAttributeValues": {":one": {"N": "1"}},
-                "ReturnValues": "UPDATED_NEW",
-            },
-            policy=self.retry,
-            write=True,
-        )
-        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
-        if report.outcome is Outcome.APPLIED:
-            result.value = int(from_item(report.attributes)[VALUE])  # type: ignore[index]
-            if report.unknown_seen:
-                result.reason = "may_have_burned"  # an earlier attempt may have applied: a gap
-        return result
-
-    def _claim_fast(self, items_for: ItemsFor) -> Claim:
-        taken = self._add()
-        if taken.outcome is not Outcome.APPLIED:
-            return Claim(taken)
-        items = items_for(taken.value)
-        if not items:
-            return Claim(taken, value=taken.value)
-        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
-        # attempts - 1 = retries over both calls (what the Retries metric reports)
-        result = Result(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
-        claim = Claim(result, value=taken.value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)
-        if report.outcome is Outcome.REJECTED and report.failure is not None:
-            claim.conflicts = {i: from_item(report.failure.old_item(i)) for i in report.failure.failed_conditions()}
-            result.reason = "item_exists"  # taken.value is burned: a gap
-        return claim
-
-    def _claim_gapless(self, items_for: ItemsFor) -> Claim:
         # Threads sharing this object queue here instead of racing each other's transactions
         # (in Lambda, one request per environment, it never waits). Other processes and
         # environments are still serialised by the counter's condition alone.
         with self._local_queue:
-            return self._claim_gapless_round_trips(items_for)
+            return self._claim_gapless(items_for)
 
-    def _claim_gapless_round_trips(self, items_for: ItemsFor) -> Claim:
+    def _add(self) -> Result:
+        report, value = self.store.add_one(self.name)
+        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
+        if report.outcome is Outcome.APPLIED:
+            result.value = value
+            if report.unknown_seen:
+                result.reason = Reason.MAY_HAVE_BURNED  # an earlier attempt may have applied: a gap
+        return result
+
+    def _claim_fast(self, items_for: ItemsFor) -> Claim:
+        taken = self._add()
+        if taken.outcome is not Outcome.APPLIED or taken.value is None:
+            return Claim(taken)
+        tx = items_for(taken.value)
+        if not len(tx):
+            return Claim(taken, value=taken.value)
+        report = self.store.write(tx)
+        # attempts - 1 = retries over both calls (what the Retries metric reports)
+        result = Result(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
+        claim = Claim(result, value=taken.value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)
+        if report.outcome is Outcome.REJECTED:
+            claim.conflicts = _conflicts(tx, report.failure)
+            result.reason = Reason.ITEM_EXISTS  # taken.value is burned: a gap
+        return claim
+
+    def _claim_gapless(self, items_for: ItemsFor) -> Claim:
         capacity = Capacity()
-        attempts = 0
-        unknown = False
-        observed: int | None
         observed, read_cost = self.current()
         capacity.merge(read_cost)
-        for round_ in range(1, self.occ.max_attempts + 1):
+        round_: dict[str, Any] = {}
+
+        def plan(observed: int | None) -> dict[str, Any]:
             new = (observed or 0) + 1
-            bump: dict[str, Any] = {
-                "TableName": self.table_name,
-                "Key": to_item(self.key),
-                "UpdateExpression": "SET #v = :new",
-                "ExpressionAttributeNames": {"#v": VALUE},
-                "ExpressionAttributeValues": {":new": {"N": str(new)}},
-                # The loser learns the value it lost to, and tries the next one without a read.
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-            if observed is None:
-                bump["ConditionExpression"] = COUNTER_UNSTARTED
-            else:
-                bump["ConditionExpression"] = COUNTER_UNCHANGED
-                bump["ExpressionAttributeValues"][":old"] = {"N": str(observed)}
-            items = items_for(new)
-            report = transact([{"Update": bump}, *items], policy=self.retry, dynamodb=self._dynamodb)
-            capacity.merge(report.capacity)
-            attempts += report.attempts
-            unknown = unknown or report.unknown_seen
-            if report.outcome is Outcome.APPLIED:
-                return Claim(Result(Outcome.APPLIED, capacity=capacity, attempts=attempts), value=new)
-            if report.outcome is Outcome.CONTENTION or report.failure is None:
-                # Transient failures outlasted the budget of this round. If one was an unknown
-                # outcome, the round may have committed: do not take another value now.
-                result = Result(Outcome.CONTENTION, reason="transient", capacity=capacity, attempts=attempts)
-                return Claim(result, unknown_outcome=unknown)
-            failed = report.failure.failed_conditions()
-            if 0 not in failed:
+            tx: Transaction[Enum] = Transaction()
+            tx.update(SequenceAction.COUNTER, counter_bump(self.table_name, self.name, observed)).extend(items_for(new))
+            round_.update(new=new, tx=tx)
+            return {"TransactItems": tx.items()}
+
+        def lost(report: Report, failure: Classified) -> Stop | Resend:
+            tx: Transaction[Enum] = round_["tx"]
+            reasons = tx.cancellation(failure)
+            if not reasons.failed(SequenceAction.COUNTER):
                 # The counter did not move, yet one of the caller's items exists (an idempotency
                 # record, say): nothing was taken, and retrying cannot make that item new.
-                result = Result(Outcome.REJECTED, reason="item_exists", capacity=capacity, attempts=attempts)
-                return Claim(result, conflicts={i - 1: from_item(report.failure.old_item(i)) for i in failed})
+                return Stop(Reason.ITEM_EXISTS)
+            if report.unknown_seen:
+                return Stop(Reason.TRANSIENT)  # an earlier attempt may have committed: take no other value
             # Lost the race for the counter (the winner's items for that value exist too, as
             # expected): learn the value it moved to, back off, try again with the next one.
-            stored = from_item(report.failure.old_item(0))
-            observed = int(stored[VALUE]) if stored and VALUE in stored else None
-            if round_ < self.occ.max_attempts:
-                self.occ.backoff(round_)
-        result = Result(Outcome.CONTENTION, reason="sequence_busy", capacity=capacity, attempts=attempts)
-        return Claim(result, unknown_outcome=unknown)
+            stored = reasons.old(SequenceAction.COUNTER)
+            return Resend(params=plan(int(stored[VALUE]) if stored and VALUE in stored else None))
+
+        plan(observed)
+        report = self.store.write(round_["tx"], capacity=capacity, on_condition=lost, rounds=self.occ)
+        result = Result(report.outcome, capacity=capacity, attempts=report.attempts)
+        if report.outcome is Outcome.APPLIED:
+            return Claim(result, value=round_["new"])
+        if report.stopped and report.value is Reason.ITEM_EXISTS:
+            result.outcome, result.reason = Outcome.REJECTED, Reason.ITEM_EXISTS
+            return Claim(result, conflicts=_conflicts(round_["tx"], report.failure))
+        # Contention: every round lost to other writers, or transient failures (or a lost race after
+        # an unknown outcome, which may be this request's own commit) outlasted the budget.
+        lost_races = not report.stopped and report.failure is not None and report.failure.kind is Failure.CONDITION
+        result.outcome, result.reason = Outcome.CONTENTION, Reason.SEQUENCE_BUSY if lost_races else Reason.TRANSIENT
+        return Claim(result, unknown_outcome=report.unknown_seen)

@@ -34,47 +34,26 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-from counters.core.client import client
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.core.engine import read
 from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence, SequenceMode
+from counters.store.expr import Transaction
+from counters.store.sequences import OrderAction, idempotency_key, order_id_from_pk, order_key, order_writes
+
+__all__ = ["Orders", "OrderSettings", "PlacePayload", "Placed", "idempotency_key", "order_id_from_pk", "order_key", "public_order"]
 
 SEQUENCE = "ORDER"
 POINTER = "LAST_ORDER"
-ORDER_PREFIX = "ORDER#"
 KEY_TTL_SECONDS = 24 * 3600
 """How long a key is remembered (DynamoDB TTL on ``expiresAt``); orders themselves stay."""
-
-ITEM_IS_NEW = "attribute_not_exists(#pk)"  # one order per id, one key record per key: never overwrite
-KEY_RECORD = 1  # index of the key record in the items written with an id (after the order)
-
-
-def order_key(order_id: int) -> dict[str, str]:
-    return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
-
-
-def idempotency_key(key: str, owner: str | None = None) -> dict[str, str]:
-    """The key record of ``key``, scoped to ``owner`` (the verified caller; None with
-    authorization off). Keys never contain ``#``, so the two forms never collide."""
-    scope = key if owner is None else f"{owner}#{key}"
-    return {"PK": f"ORDERKEY#{scope}", "SK": "META"}
-
-
-def order_id_from_pk(pk: str) -> int | None:
-    """``ORDER#<n>`` -> n; anything else -> None."""
-    if not pk.startswith(ORDER_PREFIX):
-        return None
-    tail = pk[len(ORDER_PREFIX) :]
-    return int(tail) if tail.isdigit() else None
 
 
 def request_hash(customer_id: str, items: list[dict[str, Any]]) -> str:
@@ -113,7 +92,6 @@ class Orders:
         key_ttl_seconds: int = KEY_TTL_SECONDS,
     ) -> None:
         self.table_name = table_name
-        self._dynamodb = dynamodb
         self.key_ttl_seconds = key_ttl_seconds
         self.retry = retry or RetryPolicy()
         self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ)
@@ -122,10 +100,6 @@ class Orders:
     @classmethod
     def from_settings(cls, settings: OrderSettings) -> Orders:
         return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry)
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client()
 
     @property
     def mode(self) -> SequenceMode:
@@ -144,7 +118,7 @@ class Orders:
             return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id)
         now = int(time.time())
 
-        def order_item(order_id: int) -> dict[str, Any]:
+        def order_item(order_id: int) -> dict[str, object]:
             return {
                 **order_key(order_id),
                 "orderId": order_id,
@@ -154,45 +128,27 @@ class Orders:
                 "createdAt": now,
             }
 
-        def items_for(order_id: int) -> list[dict[str, Any]]:
-            record = {
+        def items_for(order_id: int) -> Transaction[Enum]:
+            record: dict[str, object] = {
                 **idempotency_key(key, owner),
                 "orderId": order_id,
                 "requestHash": fingerprint,
                 "requestId": request_id,
                 "expiresAt": now + self.key_ttl_seconds,
             }
-            return [
-                {
-                    "Put": {
-                        "TableName": self.table_name,
-                        "Item": to_item(order_item(order_id)),
-                        "ConditionExpression": ITEM_IS_NEW,
-                        "ExpressionAttributeNames": {"#pk": "PK"},
-                    }
-                },
-                {
-                    "Put": {
-                        "TableName": self.table_name,
-                        "Item": to_item(record),
-                        "ConditionExpression": ITEM_IS_NEW,
-                        "ExpressionAttributeNames": {"#pk": "PK"},
-                        # The losing twin learns which order the key belongs to, without a read.
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-            ]
+            return order_writes(self.table_name, order_item(order_id), record)
 
         claim = self.sequence.claim(items_for)
         result = claim.result
         result.capacity.merge(capacity)
-        if result.outcome is Outcome.APPLIED:
+        if result.outcome is Outcome.APPLIED and claim.value is not None:
             result.value = claim.value
-            return Placed(public_order(order_item(claim.value)), created=True, result=result)  # type: ignore[arg-type]
-        if result.outcome is Outcome.REJECTED and claim.conflicts.get(KEY_RECORD):
+            return Placed(public_order(order_item(claim.value)), created=True, result=result)
+        taken_by = claim.conflicts.get(OrderAction.KEY_RECORD)
+        if result.outcome is Outcome.REJECTED and taken_by:
             # The key is taken (a concurrent twin, or an earlier attempt of this request): its order is the answer.
             result.outcome = Outcome.DUPLICATE
-            return self._replay(key, claim.conflicts[KEY_RECORD], fingerprint, result, request_id)  # type: ignore[arg-type]
+            return self._replay(key, taken_by, fingerprint, result, request_id)
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
@@ -234,8 +190,7 @@ class Orders:
 
     def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
         capacity = Capacity()
-        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
-        return from_item(response.get("Item")), capacity
+        return self.sequence.store.read_item(key, capacity), capacity
 
 
 @dataclass(frozen=True)

@@ -524,6 +524,12 @@ class Transaction(Generic[N]):
     def check(self, name: N, request: Check) -> Transaction[N]:
         return self._add(name, {"ConditionCheck": request.body()})
 
+    def extend(self, other: Transaction[N]) -> Transaction[N]:
+        """Append ``other``'s actions, names included (names stay unique)."""
+        for name, item in zip(other._names, other._items, strict=True):
+            self._add(name, item)
+        return self
+
     def items(self) -> list[Params]:
         """The ``TransactItems``."""
         return list(self._items)

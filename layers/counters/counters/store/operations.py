@@ -1,0 +1,129 @@
+"""Operation records: ``OP#<operationId>`` / ``OP``, a deferred request's status (PENDING, then final).
+
+The record is written PENDING when a request is deferred (:mod:`counters.deferral.queue`), made
+final once by the replay that settles it, and read by ``GET /operations/{id}``. Its owner (the
+verified caller, with authorization on) decides who may read it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from counters.core.client import client
+from counters.core.engine import Report, Stop, read, run
+from counters.core.failures import Classified, RetryPolicy
+from counters.core.items import from_item
+from counters.core.outcome import Outcome
+from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
+from counters.store.layout import Shape
+
+PENDING = "PENDING"
+TTL_SECONDS = 7 * 24 * 3600
+STATUS, RESULT, COMPLETED_AT, OWNER, OP, CREATED_AT, EXPIRES_AT = "status", "result", "completedAt", "owner", "op", "createdAt", "expiresAt"
+PUBLIC = ("operationId", "op", "status", "createdAt", "completedAt", "result")
+
+SHAPES = (
+    Shape("operation", "OP#<operationId>", "OP", "a deferred request: `PENDING`, then its outcome; 7-day TTL ([retries.md](retries.md))"),
+)
+
+
+def operation_key(operation_id: str) -> dict[str, str]:
+    return {"PK": f"OP#{operation_id}", "SK": "OP"}
+
+
+IS_PENDING = Path(STATUS) == PENDING
+"""Only a PENDING record changes: a redelivered command leaves the first outcome in place."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation record as stored."""
+
+    operation_id: str
+    op: str
+    status: str
+    owner: str | None
+    public: dict[str, Any]
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Operation:
+        return cls(
+            operation_id=str(item.get("operationId", "")),
+            op=str(item.get(OP, "")),
+            status=str(item.get(STATUS, "")),
+            owner=item.get(OWNER),
+            public={k: item[k] for k in PUBLIC if k in item},
+        )
+
+
+def outcome_update(table_name: str, operation_id: str, status: str, result: dict[str, Any]) -> Update:
+    """The write that makes a PENDING operation final (an UpdateItem, or a transaction's Update)."""
+    return (
+        Update(table_name, operation_key(operation_id))
+        .set(STATUS, status)
+        .set(RESULT, result)
+        .set(COMPLETED_AT, int(time.time()))
+        .when(IS_PENDING)
+    )
+
+
+class OperationRecords:
+    """The store of operation records: every call they need, with typed answers."""
+
+    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+        self.retry = retry or RetryPolicy()
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    def put_pending(self, operation_id: str, op: str, created_at: int, owner: str | None) -> bool:
+        """Store the PENDING record (an operation id is used once); True when stored, including by an
+        attempt whose answer was lost (the record found after an unknown outcome is this op's)."""
+        item: dict[str, object] = {
+            **operation_key(operation_id),
+            "operationId": operation_id,
+            OP: op,
+            STATUS: PENDING,
+            CREATED_AT: created_at,
+            EXPIRES_AT: created_at + TTL_SECONDS,
+        }
+        if owner is not None:
+            item[OWNER] = owner  # whose request it is: only they (or an admin) may read it
+        put = Put(self.table_name, item=item).when(Path("PK").missing())
+        report = run(self.dynamodb.put_item, put.params(), policy=self.retry, write=True)
+        if report.outcome is Outcome.APPLIED:
+            return True
+        stored = old_item(report.failure)
+        return report.outcome is Outcome.REJECTED and report.unknown_seen and stored is not None and stored.get(OP) == op
+
+    def set_outcome(self, operation_id: str, status: str, result: dict[str, Any]) -> bool | None:
+        """Make the record final: True (this call wrote it, or an attempt of it whose answer was
+        lost), False (it was already final: a redelivery), None (the budget ran out)."""
+
+        def final(report: Report, failure: Classified) -> Stop:
+            stored = old_item(failure) or {}
+            # after an unknown outcome, finding our own status means our write committed
+            return Stop(report.unknown_seen and stored.get(STATUS) == status and stored.get(RESULT) == result)
+
+        params = outcome_update(self.table_name, operation_id, status, result).params()
+        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True, on_condition=final)
+        if report.stopped:
+            return bool(report.value)
+        return True if report.outcome is Outcome.APPLIED else None
+
+    def delete_pending(self, operation_id: str) -> bool:
+        """Remove a PENDING record (never a recorded outcome); False when the budget ran out."""
+        delete = Delete(self.table_name, key=operation_key(operation_id)).when(IS_PENDING)
+        delete.on_failure = False
+        return run(self.dynamodb.delete_item, delete.params(), policy=self.retry, write=True).outcome is not Outcome.CONTENTION
+
+    def get(self, operation_id: str) -> Operation | None:
+        key: Key = operation_key(operation_id)
+        response = read(self.dynamodb.get_item, self.retry, **Get(self.table_name, key).strongly().params())
+        found = from_item(response.get("Item"))
+        return None if found is None else Operation.of(found)

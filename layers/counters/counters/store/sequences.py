@@ -1,0 +1,177 @@
+"""Sequences, orders, order keys and pointers: their keys, attributes and requests.
+
+| item | PK | SK |
+|---|---|---|
+| sequence | ``SEQ#<name>`` | ``META`` (``value``: the last value taken) |
+| order | ``ORDER#<n>`` | ``META`` |
+| order key | ``ORDERKEY#<key>`` (``ORDERKEY#<owner>#<key>`` with authorization on) | ``META`` |
+| pointer | ``POINTER#<name>`` | ``META`` (the greatest value seen) |
+
+The counting rules are the primitives' (:mod:`counters.primitives.sequence`,
+:mod:`counters.primitives.pointer`) and the service's (:mod:`counters.services.orders`); this module
+builds and sends their requests and answers typed facts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from counters.core.client import client
+from counters.core.engine import Hook, Report, read, run
+from counters.core.failures import RetryPolicy
+from counters.core.items import from_item
+from counters.core.outcome import Capacity
+from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
+from counters.store.layout import Shape
+
+VALUE = "value"
+ORDER_PREFIX = "ORDER#"
+UPDATED_AT = "updatedAt"
+
+SHAPES = (
+    Shape("sequence", "SEQ#ORDER", "META", "auto-increment ids, `value` ([orders.md](orders.md))"),
+    Shape("order", "ORDER#<n>", "META", ""),
+    Shape("order key", "ORDERKEY#<key>", "META", "`ORDERKEY#<sub>#<key>` with Cognito; `orderId`, `requestHash`, 24 h TTL"),
+    Shape("pointer", "POINTER#LAST_ORDER", "META", "monotonic: only ever moves forward"),
+)
+
+
+class SequenceAction(Enum):
+    """The sequence's own action in a transaction that takes a value."""
+
+    COUNTER = "counter"
+
+
+class OrderAction(Enum):
+    """The actions an order writes with its id."""
+
+    ORDER = "order"
+    KEY_RECORD = "key_record"
+
+
+def sequence_key(name: str) -> dict[str, str]:
+    return {"PK": f"SEQ#{name}", "SK": "META"}
+
+
+def pointer_key(name: str) -> dict[str, str]:
+    return {"PK": f"POINTER#{name}", "SK": "META"}
+
+
+def order_key(order_id: int) -> dict[str, str]:
+    return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
+
+
+def idempotency_key(key: str, owner: str | None = None) -> dict[str, str]:
+    """The key record of ``key``, scoped to ``owner`` (the verified caller; None with
+    authorization off). Keys never contain ``#``, so the two forms never collide."""
+    scope = key if owner is None else f"{owner}#{key}"
+    return {"PK": f"ORDERKEY#{scope}", "SK": "META"}
+
+
+def order_id_from_pk(pk: str) -> int | None:
+    """``ORDER#<n>`` -> n; anything else -> None."""
+    if not pk.startswith(ORDER_PREFIX):
+        return None
+    tail = pk[len(ORDER_PREFIX) :]
+    return int(tail) if tail.isdigit() else None
+
+
+ITEM_IS_NEW = Path("PK").missing()
+"""One order per id, one key record per key, one operation per id: never overwrite."""
+
+
+def counter_bump(table_name: str, name: str, observed: int | None) -> Update:
+    """``gapless``: ``value = observed + 1`` if nobody took it since ``observed`` was read."""
+    value = Path(VALUE)
+    # optimistic lock: nobody took observed + 1 since we read it (or nobody started the counter)
+    unchanged = value.missing() if observed is None else value == observed
+    # the loser learns the value it lost to (ALL_OLD), and tries the next one without a read
+    return Update(table_name, sequence_key(name)).set(VALUE, (observed or 0) + 1).when(unchanged)
+
+
+def order_writes(table_name: str, order: dict[str, object], record: dict[str, object]) -> Transaction[Enum]:
+    """The order and its key record, each only if new (the losing twin learns which order the key is)."""
+    tx: Transaction[Enum] = Transaction()
+    order_put = Put(table_name, item=order).when(ITEM_IS_NEW)
+    order_put.on_failure = False
+    tx.put(OrderAction.ORDER, order_put)
+    tx.put(OrderAction.KEY_RECORD, Put(table_name, item=record).when(ITEM_IS_NEW))
+    return tx
+
+
+@dataclass(frozen=True)
+class PointerMove:
+    """What a pointer's conditional write found: ``moved``, or the value that stopped it."""
+
+    moved: bool
+    stored: int | None
+    report: Report
+
+
+class SequenceStore:
+    """The calls the sequence, pointer and order code makes, with typed answers."""
+
+    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+        self.retry = retry or RetryPolicy()
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    def read_number(self, key: dict[str, str], attribute: str, capacity: Capacity) -> int | None:
+        """One number attribute of one item, strongly consistent; ``None`` when absent."""
+        response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).project(attribute).strongly().params())
+        item = from_item(response.get("Item"))
+        return int(item[attribute]) if item and attribute in item else None
+
+    def read_item(self, key: dict[str, str], capacity: Capacity) -> dict[str, Any] | None:
+        """A whole item (an order, a key record), strongly consistent."""
+        response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
+        return from_item(response.get("Item"))
+
+    def add_one(self, name: str) -> tuple[Report, int | None]:
+        """``fast``: ``ADD value 1``, answering the new value (UPDATED_NEW)."""
+        update = Update(self.table_name, sequence_key(name)).add(VALUE, 1).returning("UPDATED_NEW")
+        report = run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True)
+        new = from_item(report.attributes)
+        return report, (int(new[VALUE]) if new and VALUE in new else None)
+
+    def write(
+        self,
+        tx: Transaction[Enum],
+        *,
+        capacity: Capacity | None = None,
+        on_condition: Hook | None = None,
+        rounds: RetryPolicy | None = None,
+    ) -> Report:
+        """One TransactWriteItems under the token rule; ``on_condition`` may re-send another round
+        (drawing on ``rounds``: :func:`counters.core.engine.run`)."""
+        return run(
+            self.dynamodb.transact_write_items,
+            {"TransactItems": tx.items()},
+            policy=self.retry,
+            capacity=capacity,
+            write=True,
+            token=True,
+            on_condition=on_condition,
+            rounds=rounds,
+        )
+
+    def advance(self, name: str, attribute: str, value: int) -> PointerMove:
+        """Move a pointer to ``value`` only if that is forward (the first value, or a greater one:
+        stale, replayed and reordered updates fail here); the loser learns what is stored."""
+        stored = Path(attribute)
+        update = (
+            Update(self.table_name, pointer_key(name))
+            .set(attribute, int(value))
+            .set(UPDATED_AT, int(time.time()))
+            .when(stored.missing() | (stored < int(value)))
+        )
+        report = run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True)
+        found = old_item(report.failure)
+        return PointerMove(report.failure is None and report.response is not None, int(found[attribute]) if found else None, report)
