@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from bench import ROOT
 from devstack.template import read_stack
@@ -137,6 +138,7 @@ def cold_imports(runs: int) -> list[tuple[str, float, float]]:
             except subprocess.CalledProcessError:
                 continue  # aws-xray-sdk not installed
             probes.append((f"{name} + Powertools Tracer (Tracing on in code; not shipped)", traced, traced_env))
+    probes += references(stack.functions["LikesFunction"], base_env)
     for _, code, env in probes:  # warm the bytecode caches: the first import of a module compiles it
         import_once(code, env)
     samples: dict[str, list[float]] = {label: [] for label, _, _ in probes}
@@ -145,6 +147,25 @@ def cold_imports(runs: int) -> list[tuple[str, float, float]]:
             samples[label].append(import_once(code, env))
     boto3_ms = statistics.median(samples[probes[0][0]])
     return [(label, statistics.median(samples[label]), statistics.median(samples[label]) / boto3_ms) for label, _, _ in probes]
+
+
+_BELOW_HTTP = "import counters.core.function, counters.core.metrics, counters.deferral.queue, counters.services.likes"
+REFERENCES = (
+    ("the layer below its HTTP glue + Powertools Logger/Metrics (no resolver)", _BELOW_HTTP),
+    (
+        "the above + Powertools' REST resolver without validation (an API handler's floor without pydantic)",
+        f"{_BELOW_HTTP}; import aws_lambda_powertools.event_handler.api_gateway",
+    ),
+    ("the above + `import pydantic` (no model built)", f"{_BELOW_HTTP}; import aws_lambda_powertools.event_handler.api_gateway, pydantic"),
+)
+"""Reference rows (not handlers): what an API handler's import is made of, cumulatively, with the
+likes function's code and environment. The gap from the second row to a handler is pydantic and
+Powertools' OpenAPI validation (docs/bench.md, "Cold start")."""
+
+
+def references(fn: Any, base_env: dict[str, str]) -> list[tuple[str, str, dict[str, str]]]:
+    env = {**base_env, **fn.environment, "PYTHONPATH": os.pathsep.join([str(fn.code_dir), *map(str, fn.layers)])}
+    return [(f"reference: {label}", code, env) for label, code in REFERENCES]
 
 
 def section(runs: int) -> list[str]:
