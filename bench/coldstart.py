@@ -1,12 +1,18 @@
-"""Where a handler's cold import goes: ``python -X importtime`` grouped by who pays for what.
+"""Cold start: how long each handler's import takes against ``import boto3``, and where it goes.
 
-Each module's *self* time is charged to the first group whose prefix it matches, so the groups
-add up to the whole import (median over fresh interpreters). Used by ``make bench`` for every
-handler; ``python -m bench.coldstart`` prints it alone.
+* :func:`cold_imports`: median wall time of ``import <handler module>`` in a fresh interpreter (the
+  layer and the function folder on ``sys.path``, the template's environment) vs ``import boto3``
+  measured the same way, the probes interleaved run by run.
+* :func:`decompose`: ``python -X importtime`` grouped by who pays for what. Each module's *self*
+  time is charged to the first group whose prefix it matches, so the groups add up to the whole
+  import (median over fresh interpreters).
+
+``make bench`` writes both (:func:`section`); ``python -m bench.coldstart [--runs N]`` prints them alone.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import statistics
@@ -14,18 +20,26 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import ROOT
+from devstack.template import read_stack
 
 # (group, module prefixes). The first match wins; order from specific to general.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the layer (counters.*)", ("counters",)),
     ("the handler module", ("app",)),
     ("botocore (the clients; boto3 itself is not imported)", ("botocore", "urllib3", "jmespath", "dateutil", "six")),
-    ("pydantic (Powertools' OpenAPI validation)", ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions")),
+    (
+        "pydantic (Powertools' OpenAPI validation)",
+        ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions"),
+    ),
     ("Powertools OpenAPI validation", ("aws_lambda_powertools.event_handler.openapi", "aws_lambda_powertools.event_handler.middlewares")),
     ("asyncio (Powertools' AppSync resolver and batch base)", ("asyncio", "concurrent", "ssl", "selectors")),
-    ("Powertools event handler (resolvers, event data classes)", ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes")),
+    (
+        "Powertools event handler (resolvers, event data classes)",
+        ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"),
+    ),
     ("Powertools batch", ("aws_lambda_powertools.utilities.batch",)),
     ("Powertools Logger, Metrics, shared", ("aws_lambda_powertools",)),
     ("the standard library and the rest", ("",)),
@@ -85,7 +99,11 @@ def table(rows: dict[str, dict[str, float]], baseline_ms: float) -> str:
         out.append(f"| {g} | " + " | ".join(f"{rows[n].get(g, 0.0):.1f}" for n in names) + " |")
     totals = {n: sum(rows[n].values()) for n in names}
     out.append("| **total (ms)** | " + " | ".join(f"**{totals[n]:.1f}**" for n in names) + " |")
-    out.append(f"| ratio to `import boto3` ({baseline_ms:.1f} ms, same method) | " + " | ".join(f"{totals[n] / baseline_ms:.2f}x" for n in names) + " |")
+    out.append(
+        f"| ratio to `import boto3` ({baseline_ms:.1f} ms, same method) | "
+        + " | ".join(f"{totals[n] / baseline_ms:.2f}x" for n in names)
+        + " |"
+    )
     return "\n".join(out)
 
 
@@ -94,13 +112,95 @@ def boto3_ms(runs: int = 7) -> float:
     return statistics.median(sum(_trace("import boto3", _env({})).values()) for _ in range(runs))
 
 
-def main() -> int:
-    sys.path[:0] = [str(ROOT)]
-    from devstack.template import read_stack
+def import_once(code: str, env: dict[str, str]) -> float:
+    probe = f"import time,sys; t=time.perf_counter(); {code}; print((time.perf_counter()-t)*1000)"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
+
+def cold_imports(runs: int) -> list[tuple[str, float, float]]:
+    """Each run imports ``boto3`` and then every handler, each in a fresh interpreter, so the
+    baseline and the handlers meet the same moments of the machine's load; medians over runs."""
     stack = read_stack("bench-table")
-    rows = {name: decompose(fn.code_dir, fn.layers, fn.environment) for name, fn in sorted(stack.functions.items())}
-    print(table(rows, boto3_ms()))
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONPATH")}
+    probes: list[tuple[str, str, dict[str, str]]] = [("import boto3 (baseline)", "import boto3", base_env)]
+    for name, fn in sorted(stack.functions.items()):
+        module = fn.handler.rsplit(".", 1)[0]
+        env = {**base_env, **fn.environment, "PYTHONPATH": os.pathsep.join([str(fn.code_dir), *map(str, fn.layers)])}
+        probes.append((f"{name} ({fn.code_dir.relative_to(ROOT)}/{module}.py)", f"import {module}", env))
+        if name == "LikesFunction":
+            # Tracing=Active as shipped adds no import (Lambda writes the segments); with
+            # Powertools Tracer the function would also import aws-xray-sdk and patch botocore.
+            traced = f"import {module}; from aws_lambda_powertools import Tracer; Tracer(service='bench', auto_patch=True)"
+            traced_env = {**env, "AWS_LAMBDA_FUNCTION_NAME": "bench", "POWERTOOLS_TRACE_DISABLED": "false"}
+            try:
+                import_once(traced, traced_env)
+            except subprocess.CalledProcessError:
+                continue  # aws-xray-sdk not installed
+            probes.append((f"{name} + Powertools Tracer (Tracing on in code; not shipped)", traced, traced_env))
+    probes += references(stack.functions["LikesFunction"], base_env)
+    for _, code, env in probes:  # warm the bytecode caches: the first import of a module compiles it
+        import_once(code, env)
+    samples: dict[str, list[float]] = {label: [] for label, _, _ in probes}
+    for _ in range(runs):
+        for label, code, env in probes:
+            samples[label].append(import_once(code, env))
+    boto3_ms = statistics.median(samples[probes[0][0]])
+    return [(label, statistics.median(samples[label]), statistics.median(samples[label]) / boto3_ms) for label, _, _ in probes]
+
+
+_BELOW_HTTP = "import counters.core.function, counters.core.metrics, counters.deferral.queue, counters.services.likes"
+REFERENCES = (
+    ("the layer below its HTTP glue + Powertools Logger/Metrics (no resolver)", _BELOW_HTTP),
+    (
+        "the above + Powertools' REST resolver without validation (an API handler's floor without pydantic)",
+        f"{_BELOW_HTTP}; import aws_lambda_powertools.event_handler.api_gateway",
+    ),
+    ("the above + `import pydantic` (no model built)", f"{_BELOW_HTTP}; import aws_lambda_powertools.event_handler.api_gateway, pydantic"),
+)
+"""Reference rows (not handlers): what an API handler's import is made of, cumulatively, with the
+likes function's code and environment. The gap from the second row to a handler is pydantic and
+Powertools' OpenAPI validation (docs/bench.md, "Cold start")."""
+
+
+def references(fn: Any, base_env: dict[str, str]) -> list[tuple[str, str, dict[str, str]]]:
+    env = {**base_env, **fn.environment, "PYTHONPATH": os.pathsep.join([str(fn.code_dir), *map(str, fn.layers)])}
+    return [(f"reference: {label}", code, env) for label, code in REFERENCES]
+
+
+def section(runs: int) -> list[str]:
+    """The cold-start section of docs/bench-results.md, as Markdown lines."""
+    lines = [
+        "## Cold start: handler module import (median of fresh interpreters)",
+        "",
+        "| module | import ms | vs `import boto3` |",
+        "|---|---:|---:|",
+    ]
+    for name, ms, ratio in cold_imports(runs):
+        lines.append(f"| {name} | {ms:.0f} | {ratio:.2f}x |")
+    return [
+        *lines,
+        "",
+        "### Where each handler's import goes (`python -X importtime`, self time per group in ms, median; start-up excluded)",
+        "",
+        "The importtime totals run above the wall-clock times (tracing costs); the groups show who pays. "
+        '"the standard library and the rest" is almost all what botocore imports (boto3 imports the same).',
+        "",
+        table(
+            {
+                name: decompose(fn.code_dir, fn.layers, fn.environment, runs)
+                for name, fn in sorted(read_stack("bench-table").functions.items())
+            },
+            boto3_ms(runs),
+        ),
+        "",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.coldstart")
+    parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per probe (default 7)")
+    print("\n".join(section(parser.parse_args(argv).runs)))
     return 0
 
 

@@ -12,6 +12,8 @@ Every handler module starts the same way::
   once; :meth:`Function.configure` injects settings instead (tests, the local stack).
 * :attr:`Function.service` is built from the settings by ``build``, once per settings.
 * The layer's own loggers (``counters.*``) get the function's Logger configuration.
+* Under Lambda SnapStart, a service built before the snapshot is forgotten after each restore
+  and built again on first use (:mod:`counters.core.snapstart`).
 
 API functions use ``counters.http.function.ApiFunction``, which adds the resolver.
 """
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from counters.core import snapstart
 from counters.core.settings import Settings
 
 S = TypeVar("S", bound=Settings)
@@ -44,6 +48,7 @@ class Function(Generic[S, T]):
         self._lock = threading.Lock()
         self._settings: S | None = None
         self._service: T | None = None
+        snapstart.on_restore(_forget_service(weakref.ref(self)))
 
     @property
     def settings(self) -> S:
@@ -89,3 +94,16 @@ class Function(Generic[S, T]):
             return self.metrics.log_metrics(logged)
 
         return decorate
+
+
+def _forget_service(ref: weakref.ref[Function[Any, Any]]) -> Callable[[], None]:
+    """A restore hook dropping the function's service (not its settings): one built before the
+    snapshot holds state seeded then (its retry policy's ``random.Random``)."""
+
+    def forget() -> None:
+        function = ref()
+        if function is not None:
+            with function._lock:
+                function._service = None
+
+    return forget
