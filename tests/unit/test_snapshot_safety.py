@@ -125,14 +125,13 @@ def test_after_restore_reseeds_random_and_forgets_clients_and_services(monkeypat
     from counters.core import snapstart
     from counters.core.function import Function
     from counters.core.settings import Settings
-    from counters.deferral import queue
 
     built: list[object] = []
     function = Function(Settings, lambda settings: built.append(object()) or built[-1])
     function.configure(Settings(table_name="t"))
     before = function.service
-    monkeypatch.setattr(dynamo, "_client", object())
-    monkeypatch.setattr(queue, "_sqs", object())
+    monkeypatch.setattr(dynamo, "_dynamodb", object())
+    monkeypatch.setattr(dynamo, "_sqs", object())
     snapshot = random.getstate()
 
     draws = []
@@ -141,7 +140,7 @@ def test_after_restore_reseeds_random_and_forgets_clients_and_services(monkeypat
         snapstart.after_restore()
         draws.append(random.random())
     assert draws[0] != draws[1]
-    assert dynamo._client is None and queue._sqs is None
+    assert dynamo._dynamodb is None and dynamo._sqs is None
     assert function.service is not before and len(built) == 2
 
 

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-CLIENT_CACHES = (("counters.core.client", "reset_client"), ("counters.deferral.queue", "reset_sqs_client"))
+CLIENT_CACHES = (("counters.core.client", "reset_clients"),)
 """(module, function) forgetting a cached client; called only if the module is loaded (read from
 ``sys.modules``, so this module imports neither)."""
 
