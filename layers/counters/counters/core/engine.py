@@ -39,6 +39,7 @@ from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)
 GUARD_ENV = "TALLY_ENGINE_GUARD"
+CONTENDED = frozenset({Failure.CONFLICT, Failure.THROTTLED})
 
 _inside = contextvars.ContextVar("tally_engine_call", default=False)
 
@@ -77,6 +78,9 @@ class Report:
     failure: Classified | None = None
     """The last classified failure."""
     attempts: int = 0
+    contended_retries: int = 0
+    """Attempts made again because the one before was refused by a conflict or a throttle (the
+    pressure on an item; a condition failure or an unknown outcome is not counted)."""
     unknown_seen: bool = False
     """An attempt ended with an unknown outcome: it may have applied before the one reported."""
     stopped: bool = False
@@ -139,6 +143,8 @@ def run(
             if fresh.params is not None:
                 report.params = {**fresh.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(fresh.params)
         report.attempts = attempt
+        if report.failure is not None and report.failure.kind in CONTENDED:
+            report.contended_retries += 1  # this attempt retries one refused by a conflict or a throttle
         if report.token is not None:
             report.params["ClientRequestToken"] = report.token
         try:

@@ -434,12 +434,14 @@ class Likes:
 
     def _under_pressure(self, post_id: str, info: PostInfo, result: Result) -> bool:
         """Whether this process's standard likes of the post retried ``hot_after_retries`` attempts
-        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says."""
-        if not self.hot_after_retries or info.spread is None or result.attempts <= 1:
+        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says.
+        Only attempts retried because of a conflict or a throttle count: a user's own re-sends
+        (a refused flip, then a stamp-only write) are no pressure."""
+        if not self.hot_after_retries or info.spread is None or result.contended_retries < 1:
             return False
         now = now_ms()
         recent = [(t, n) for t, n in self._pressure.get(post_id, []) if now - t < PRESSURE_WINDOW_MS]
-        recent.append((now, result.attempts - 1))
+        recent.append((now, result.contended_retries))
         self._pressure[post_id] = recent
         return sum(n for _, n in recent) >= self.hot_after_retries
 
