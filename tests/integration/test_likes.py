@@ -126,6 +126,27 @@ def test_unlike_never_drives_the_tally_negative(likes_app: Any, ddb: Any, table:
     assert tally(ddb, table) == 0 and likes_stored(ddb, table) == 1  # nothing changed
 
 
+@pytest.mark.parametrize("named_by", ["key", "postId"])
+def test_a_create_resent_after_the_mode_changed_is_the_same_post(named_by: str, likes_app: Any, ddb: Any, table: str) -> None:
+    """The re-send is compared with what the request created (author, body, the mode it asked
+    for), not with what the post became: an admin switching it to hot changes nothing."""
+    request = {"authorId": "alice", "body": "hello"} | ({"postId": "p1"} if named_by == "postId" else {})
+    headers = {"Idempotency-Key": "k1"} if named_by == "key" else None
+    status, created = invoke(likes_app, api_event("POST", "/posts", request, headers))
+    assert (status, created["mode"]) == (201, "standard")
+    post = created["postId"]
+    assert invoke(likes_app, api_event("PUT", f"/posts/{post}/mode", {"mode": "hot"}))[1]["switched"] is True
+    status, again = invoke(likes_app, api_event("POST", "/posts", request, headers))
+    assert (status, again["postId"], again["mode"], again["modeEpoch"]) == (200, post, "hot", 1)
+    # A post stored before createdMode: its creation mode is told by modeEpoch's parity.
+    ddb.update_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": "META"}}, UpdateExpression="REMOVE createdMode")
+    assert invoke(likes_app, api_event("POST", "/posts", request, headers))[:1] == (200,)
+    assert invoke(likes_app, api_event("POST", "/posts", request | {"mode": "hot"}, headers))[0] in (409, 422)
+    status, body = invoke(likes_app, api_event("POST", "/posts", request | {"body": "other"}, headers))
+    assert (status, body["error"]) == ((422, "idempotency_key_reused") if named_by == "key" else (409, "already_exists"))
+    assert item_count(ddb, table) == 1
+
+
 # ---------------------------------------------------------------------------- concurrency
 def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table: str, layer_client: Any) -> None:
     """64 threads, 40 users, every request sent twice: likeTally == number of LIKE# items. (300

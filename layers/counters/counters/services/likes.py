@@ -72,6 +72,7 @@ AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint an
 REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
 AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe token the aggregator applied
 PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
+CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 
@@ -278,7 +279,7 @@ class Likes:
         Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
         derived from (author, key); with a client ``post_id`` the id is the client's. Either
         way the Put is conditioned on the id being new, and a post already stored with the
-        same author and body is this request's (``created`` False: an earlier attempt, or the
+        same author and body, created in the ``mode`` asked for (whatever its mode now), is this request's (``created`` False: an earlier attempt, or the
         one whose answer was lost, wrote it: ``created`` is True when the stored post carries
         this request's id). A different post under that id is
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
@@ -300,6 +301,7 @@ class Likes:
             "createdAt": int(time.time()),
             "requestId": new_request_id(),  # which request wrote it: a lost answer's re-send inside the engine is still "created"
             "mode": mode,
+            CREATED_MODE: mode,  # what the request asked for: ``mode`` changes with the post's life, this never
             "modeEpoch": 0,
             "spread": SPREAD,
             AGG_SEQ: {},
@@ -320,7 +322,7 @@ class Likes:
         if report.outcome is not Outcome.REJECTED or report.failure is None:
             raise ContentionError(f"could not store post {post_id!r}; resend the same request")
         stored = from_item(report.failure.old_item(0)) or {}
-        if stored.get("authorId") == author_id and stored.get("body") == body and stored.get("mode", STANDARD) == mode:
+        if stored.get("authorId") == author_id and stored.get("body") == body and created_mode(stored) == mode:
             return public_post(stored), stored.get("requestId") == item["requestId"]
         if idempotency_key and post_id == post_id_for(author_id, idempotency_key):
             raise IdempotencyKeyReused("this Idempotency-Key was already used for a different post")
@@ -695,6 +697,15 @@ class LikePayload:
     def __post_init__(self) -> None:
         require(valid_id(self.postId) and valid_id(self.userId), "invalid postId/userId")
         require(self.at is None or (type(self.at) is int and self.at > 0), "invalid at")
+
+
+def created_mode(item: dict[str, Any]) -> str:
+    """The mode a post was created in: ``createdMode``, or for a post stored before it, derived
+    from its mode now and ``modeEpoch`` (each switch flips between the two modes and adds one)."""
+    if CREATED_MODE in item:
+        return str(item[CREATED_MODE])
+    mode = str(item.get("mode", STANDARD))
+    return mode if int(item.get("modeEpoch", 0)) % 2 == 0 else next(m for m in MODES if m != mode)
 
 
 def require_mode(mode: str) -> None:
