@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
-from counters.services.likes import Likes
+from counters.services.likes import Likes, post_id_for
 from tests.conftest import api_event, invoke, item_count, likes_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
@@ -145,6 +146,21 @@ def test_a_create_resent_after_the_mode_changed_is_the_same_post(named_by: str, 
     status, body = invoke(likes_app, api_event("POST", "/posts", request | {"body": "other"}, headers))
     assert (status, body["error"]) == ((422, "idempotency_key_reused") if named_by == "key" else (409, "already_exists"))
     assert item_count(ddb, table) == 1
+
+
+def test_the_id_an_idempotency_key_stands_for_cannot_be_taken_first(likes_app: Any, ddb: Any, table: str) -> None:
+    """Bob sends as his own postId the id Alice's key will derive: refused (the derived form is
+    not a client's), so Alice's create with the key is hers. A client's other ids are fine."""
+    squatted = post_id_for("alice", "k1")
+    status, body = invoke(likes_app, api_event("POST", "/posts", {"postId": squatted, "authorId": "bob", "body": "mine"}))
+    assert (status, body["error"]) == (400, "invalid_request") and "Idempotency-Key" in body["message"]
+    assert item_count(ddb, table) == 0
+    status, body = invoke(likes_app, api_event("POST", "/posts", {"authorId": "alice", "body": "hello"}, {"Idempotency-Key": "k1"}))
+    assert (status, body["postId"], body["authorId"]) == (201, squatted, "alice")
+    # Alice may name her own derived id along with its key; a random (version-4) hex id is a client's to choose.
+    request = {"postId": squatted, "authorId": "alice", "body": "hello"}
+    assert invoke(likes_app, api_event("POST", "/posts", request, {"Idempotency-Key": "k1"}))[0] == 200
+    assert invoke(likes_app, api_event("POST", "/posts", {"postId": uuid.uuid4().hex, "authorId": "bob", "body": "b"}))[0] == 201
 
 
 # ---------------------------------------------------------------------------- concurrency

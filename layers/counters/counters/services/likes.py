@@ -86,6 +86,15 @@ def post_id_for(author_id: str, idempotency_key: str) -> str:
     return uuid.uuid5(NAMESPACE, f"{author_id}\n{idempotency_key}").hex
 
 
+def derived_form(post_id: str) -> bool:
+    """Whether ``post_id`` has the form :func:`post_id_for` gives (a version-5 UUID, 32 lowercase
+    hex digits): a form a client's own ``postId`` may not take, so no one can take the id
+    another author's Idempotency-Key stands for before that author's create."""
+    if len(post_id) != 32 or post_id.strip("0123456789abcdef"):
+        return False
+    return uuid.UUID(hex=post_id).version == 5
+
+
 def like_key(post_id: str, user_id: str) -> dict[str, str]:
     return {"PK": f"POST#{post_id}", "SK": f"{LIKE_PREFIX}{user_id}"}
 
@@ -277,7 +286,8 @@ class Likes:
         """Create a post with ``likeTally = 0``; returns (the post, created now?).
 
         Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
-        derived from (author, key); with a client ``post_id`` the id is the client's. Either
+        derived from (author, key); with a client ``post_id`` the id is the client's, and never
+        of the derived form (:func:`derived_form`: :class:`InvalidRequest`), so the two never meet. Either
         way the Put is conditioned on the id being new, and a post already stored with the
         same author and body, created in the ``mode`` asked for (whatever its mode now), is this request's (``created`` False: an earlier attempt, or the
         one whose answer was lost, wrote it: ``created`` is True when the stored post carries
@@ -290,6 +300,8 @@ class Likes:
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         require_mode(mode)
+        if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
+            raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
         if post_id is None:
             post_id = post_id_for(author_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
         item = {
