@@ -163,6 +163,26 @@ def test_the_id_an_idempotency_key_stands_for_cannot_be_taken_first(likes_app: A
     assert invoke(likes_app, api_event("POST", "/posts", {"postId": uuid.uuid4().hex, "authorId": "bob", "body": "b"}))[0] == 201
 
 
+def test_the_mode_cache_and_the_pressure_map_keep_only_the_posts_used_last(load_function: Any, table: str, faults: Any) -> None:
+    """Every post a process reads (a public GET too) enters its mode cache, every contended like
+    its pressure map: both are LRUs of ``cache_size`` posts, so a warm instance's memory is bounded."""
+    app = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST, hot_after_retries=100, cache_size=3))
+    posts = [f"p{i}" for i in range(5)]
+    for post in posts:
+        create(app, post)
+        assert invoke(app, api_event("GET", f"/posts/{post}"))[0] == 200
+    likes = app.function.service
+    assert len(likes._posts) == 3 and [p in likes._posts for p in posts] == [False, False, True, True, True]
+    for post in posts:
+        faults.add("conflict", operations={"TransactWriteItems"}, limit=1)  # one retried attempt: pressure on this post
+        assert invoke(app, api_event("PUT", f"/posts/{post}/likes/u1"))[1]["changed"] is True
+    assert faults.injected["conflict"] == 5
+    assert len(likes._pressure) == 3 and [p in likes._pressure for p in posts] == [False, False, True, True, True]
+    assert len(likes._posts) == 3
+    assert invoke(app, api_event("GET", "/posts/p0"))[0] == 200  # evicted: read again, and used last now
+    assert "p0" in likes._posts and "p2" not in likes._posts
+
+
 # ---------------------------------------------------------------------------- concurrency
 def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table: str, layer_client: Any) -> None:
     """64 threads, 40 users, every request sent twice: likeTally == number of LIKE# items. (300

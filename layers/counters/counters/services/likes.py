@@ -53,6 +53,7 @@ from counters.core.errors import (
 )
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
+from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, Change, as_of
@@ -257,9 +258,11 @@ class Likes:
         retry: RetryPolicy | None = None,
         mode_ttl_ms: int = MODE_TTL_MS,
         hot_after_retries: int = 0,
+        cache_size: int = CACHE_SIZE,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
-        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never."""
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
+        ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU)."""
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
@@ -268,8 +271,8 @@ class Likes:
         )
         self.mode_ttl_ms = mode_ttl_ms
         self.hot_after_retries = hot_after_retries
-        self._posts: dict[str, PostInfo] = {}  # posts seen by this process (a post is never deleted)
-        self._pressure: dict[str, list[tuple[int, int]]] = {}  # post -> (ms, retried attempts) of recent standard likes
+        self._posts: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
+        self._pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
@@ -350,7 +353,8 @@ class Likes:
     def _post(self, post_id: str) -> PostInfo:
         """The post's layout and mode; :class:`NotFound` if it is missing.
 
-        Read (0.5 RCU) once per process and post, trusted for ``mode_ttl_ms``: the standard
+        Read (0.5 RCU) once per process and post (while it is among the ``cache_size`` posts
+        used last: an LRU), trusted for ``mode_ttl_ms``: the standard
         transaction's fence refuses a stale ``standard`` at once, and a stale ``hot`` is still
         counted once (see the module doc). A post is never deleted, so a remembered post exists:
         the hot like checks existence through this read.
@@ -370,8 +374,8 @@ class Likes:
         item = from_item(response.get("Item"))
         if item is None:
             raise NotFound(f"post {post_id!r} not found")
-        self._posts[post_id] = PostInfo.of(item)
-        return self._posts[post_id]
+        info = self._posts[post_id] = PostInfo.of(item)
+        return info
 
     def like_state(self, post_id: str, user_id: str) -> dict[str, Any]:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
@@ -441,7 +445,7 @@ class Likes:
             result = self._write(post_id, user_id, liked, stamp, info)
         promoted = info.mode == STANDARD and self._under_pressure(post_id, info, result) and self._promote(post_id)
         if promoted and result.outcome is Outcome.CONTENTION:  # one more try, as the hot post it now is
-            result = self._write(post_id, user_id, liked, stamp, self._posts[post_id])
+            result = self._write(post_id, user_id, liked, stamp, self._post(post_id))
         change = self._change(result, command)
         change.promoted = promoted
         return change
