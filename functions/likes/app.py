@@ -28,7 +28,11 @@ app, logger, metrics = function.app, function.logger, function.metrics
 class CreatePost(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    postId: str | None = Field(default=None, pattern=ID_PATTERN)
+    postId: str | None = Field(
+        default=None,
+        pattern=ID_PATTERN,
+        description="your own id, making re-sends safe; never a version-5 UUID in hex (the form of the ids Idempotency-Key derives)",
+    )
     authorId: str = Field(pattern=ID_PATTERN)
     body: str = Field(min_length=1, max_length=4000)
     mode: Literal["standard", "hot"] = Field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
-from counters.services.likes import Likes
+from counters.services.likes import Likes, post_id_for
 from tests.conftest import api_event, invoke, item_count, likes_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
@@ -124,6 +125,62 @@ def test_unlike_never_drives_the_tally_negative(likes_app: Any, ddb: Any, table:
     status, body = invoke(likes_app, api_event("DELETE", "/posts/p1/likes/u1"))
     assert (status, body["error"]) == (409, "integrity_error")
     assert tally(ddb, table) == 0 and likes_stored(ddb, table) == 1  # nothing changed
+
+
+@pytest.mark.parametrize("named_by", ["key", "postId"])
+def test_a_create_resent_after_the_mode_changed_is_the_same_post(named_by: str, likes_app: Any, ddb: Any, table: str) -> None:
+    """The re-send is compared with what the request created (author, body, the mode it asked
+    for), not with what the post became: an admin switching it to hot changes nothing."""
+    request = {"authorId": "alice", "body": "hello"} | ({"postId": "p1"} if named_by == "postId" else {})
+    headers = {"Idempotency-Key": "k1"} if named_by == "key" else None
+    status, created = invoke(likes_app, api_event("POST", "/posts", request, headers))
+    assert (status, created["mode"]) == (201, "standard")
+    post = created["postId"]
+    assert invoke(likes_app, api_event("PUT", f"/posts/{post}/mode", {"mode": "hot"}))[1]["switched"] is True
+    status, again = invoke(likes_app, api_event("POST", "/posts", request, headers))
+    assert (status, again["postId"], again["mode"], again["modeEpoch"]) == (200, post, "hot", 1)
+    # A post stored before createdMode: its creation mode is told by modeEpoch's parity.
+    ddb.update_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": "META"}}, UpdateExpression="REMOVE createdMode")
+    assert invoke(likes_app, api_event("POST", "/posts", request, headers))[:1] == (200,)
+    assert invoke(likes_app, api_event("POST", "/posts", request | {"mode": "hot"}, headers))[0] in (409, 422)
+    status, body = invoke(likes_app, api_event("POST", "/posts", request | {"body": "other"}, headers))
+    assert (status, body["error"]) == ((422, "idempotency_key_reused") if named_by == "key" else (409, "already_exists"))
+    assert item_count(ddb, table) == 1
+
+
+def test_the_id_an_idempotency_key_stands_for_cannot_be_taken_first(likes_app: Any, ddb: Any, table: str) -> None:
+    """Bob sends as his own postId the id Alice's key will derive: refused (the derived form is
+    not a client's), so Alice's create with the key is hers. A client's other ids are fine."""
+    squatted = post_id_for("alice", "k1")
+    status, body = invoke(likes_app, api_event("POST", "/posts", {"postId": squatted, "authorId": "bob", "body": "mine"}))
+    assert (status, body["error"]) == (400, "invalid_request") and "Idempotency-Key" in body["message"]
+    assert item_count(ddb, table) == 0
+    status, body = invoke(likes_app, api_event("POST", "/posts", {"authorId": "alice", "body": "hello"}, {"Idempotency-Key": "k1"}))
+    assert (status, body["postId"], body["authorId"]) == (201, squatted, "alice")
+    # Alice may name her own derived id along with its key; a random (version-4) hex id is a client's to choose.
+    request = {"postId": squatted, "authorId": "alice", "body": "hello"}
+    assert invoke(likes_app, api_event("POST", "/posts", request, {"Idempotency-Key": "k1"}))[0] == 200
+    assert invoke(likes_app, api_event("POST", "/posts", {"postId": uuid.uuid4().hex, "authorId": "bob", "body": "b"}))[0] == 201
+
+
+def test_the_mode_cache_and_the_pressure_map_keep_only_the_posts_used_last(load_function: Any, table: str, faults: Any) -> None:
+    """Every post a process reads (a public GET too) enters its mode cache, every contended like
+    its pressure map: both are LRUs of ``cache_size`` posts, so a warm instance's memory is bounded."""
+    app = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST, hot_after_retries=100, cache_size=3))
+    posts = [f"p{i}" for i in range(5)]
+    for post in posts:
+        create(app, post)
+        assert invoke(app, api_event("GET", f"/posts/{post}"))[0] == 200
+    likes = app.function.service
+    assert len(likes._posts) == 3 and [p in likes._posts for p in posts] == [False, False, True, True, True]
+    for post in posts:
+        faults.add("conflict", operations={"TransactWriteItems"}, limit=1)  # one retried attempt: pressure on this post
+        assert invoke(app, api_event("PUT", f"/posts/{post}/likes/u1"))[1]["changed"] is True
+    assert faults.injected["conflict"] == 5
+    assert len(likes._pressure) == 3 and [p in likes._pressure for p in posts] == [False, False, True, True, True]
+    assert len(likes._posts) == 3
+    assert invoke(app, api_event("GET", "/posts/p0"))[0] == 200  # evicted: read again, and used last now
+    assert "p0" in likes._posts and "p2" not in likes._posts
 
 
 # ---------------------------------------------------------------------------- concurrency

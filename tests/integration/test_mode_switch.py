@@ -212,3 +212,38 @@ def test_a_standard_post_under_pressure_promotes_itself_and_stays_exact(
         pass
     assert tally(ddb, table, "p1") == len(liked_items(ddb, table, "p1")) == 200
     assert sum(limits.conflicts.values()) + sum(limits.throttles.values()) >= 8
+
+
+@pytest.mark.parametrize(
+    ("method", "user", "times"),
+    [("PUT", "u1", 3), ("DELETE", "u2", 2)],  # like, like, like; unlike, unlike of a like never made
+)
+def test_a_users_own_resends_are_no_pressure_and_never_promote(
+    method: str, user: str, times: int, load_function: Any, table: str, layer_client: Any, ddb: Any
+) -> None:
+    """A re-sent like is refused as a flip and then written as a stamp-only write: two writes,
+    no conflict, no throttle. With ``hot_after_retries`` 2 the post stays standard."""
+    app = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST, hot_after_retries=2))
+    assert invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))[0] == 201
+    answers = [invoke(app, api_event(method, f"/posts/p1/likes/{user}")) for _ in range(times)]
+    assert [status for status, _ in answers] == [200] * times
+    assert [body["changed"] for _, body in answers] == [method == "PUT"] + [False] * (times - 1)
+    stored = meta(ddb, table)
+    assert (stored["mode"]["S"], stored["modeEpoch"]["N"], stored["likeTally"]["N"]) == ("standard", "0", "1" if method == "PUT" else "0")
+
+
+def test_conflicts_and_throttles_on_a_standard_like_still_promote(load_function: Any, table: str, layer_client: Any, ddb: Any) -> None:
+    """The pressure that does count: a like's transaction refused by a conflict, then a throttle."""
+    from testkit.faults import FaultInjector
+
+    app = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST, hot_after_retries=2))
+    assert invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))[0] == 201
+    faults = FaultInjector(layer_client, seed=1)
+    try:
+        faults.add("conflict", operations={"TransactWriteItems"}, limit=1).add("throttle", operations={"TransactWriteItems"}, limit=1)
+        status, body = invoke(app, api_event("PUT", "/posts/p1/likes/u1"))
+    finally:
+        faults.detach()
+    assert (status, body["changed"], faults.injected["conflict"], faults.injected["throttle"]) == (200, True, 1, 1)
+    stored = meta(ddb, table)
+    assert (stored["mode"]["S"], stored["modeEpoch"]["N"], stored["likeTally"]["N"]) == ("hot", "1", "1")

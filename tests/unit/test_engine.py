@@ -45,6 +45,19 @@ def test_transient_failures_are_retried_within_the_budget() -> None:
     assert (report.outcome, report.attempts, report.response) == (Outcome.CONTENTION, 4, None)
 
 
+def test_only_retries_after_a_conflict_or_a_throttle_are_contended() -> None:
+    """``contended_retries``: the attempts that follow one refused by a conflict or a throttle
+    (what promotes a post to hot); a condition re-planned by a hook, an unknown outcome, a
+    failure with no attempt after it, are not."""
+    conflict = error("TransactionConflictException")
+    op = Script(conflict, error("ConditionalCheckFailedException"), error("InternalServerError", 500), error("ThrottlingException"))
+    report = run(op, {}, policy=RetryPolicy(max_attempts=5, sleep=lambda _s: None), on_condition=lambda r, f: Resend())
+    assert (report.outcome, report.attempts, report.contended_retries) == (Outcome.APPLIED, 5, 2)
+    op = Script(error("ConditionalCheckFailedException"), error("InternalServerError", 500), conflict)
+    report = run(op, {}, policy=RetryPolicy(max_attempts=3, sleep=lambda _s: None), on_condition=lambda r, f: Resend())
+    assert (report.outcome, report.attempts, report.contended_retries) == (Outcome.CONTENTION, 3, 0)
+
+
 def test_a_condition_failure_is_final_unless_a_hook_says_otherwise() -> None:
     op = Script(error("ConditionalCheckFailedException"))
     assert run(op, {}, policy=NO_SLEEP).outcome is Outcome.REJECTED

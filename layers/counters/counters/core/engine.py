@@ -37,6 +37,7 @@ from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)
 __all__ = ["GUARD_ENV", "OutsideEngine", "guard", "read", "run", "transact"]
+CONTENDED = frozenset({Failure.CONFLICT, Failure.THROTTLED})
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class Report:
     failure: Classified | None = None
     """The last classified failure."""
     attempts: int = 0
+    contended_retries: int = 0
+    """Attempts made again because the one before was refused by a conflict or a throttle (the
+    pressure on an item; a condition failure or an unknown outcome is not counted)."""
     unknown_seen: bool = False
     """An attempt ended with an unknown outcome: it may have applied before the one reported."""
     stopped: bool = False
@@ -143,6 +147,8 @@ def run(
             if fresh.params is not None:
                 report.params = {**fresh.params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(fresh.params)
         report.attempts += 1
+        if report.failure is not None and report.failure.kind in CONTENDED:
+            report.contended_retries += 1  # this attempt retries one refused by a conflict or a throttle
         if report.token is not None:
             report.params["ClientRequestToken"] = report.token
         try:

@@ -85,6 +85,8 @@ class Result:
     """Machine-readable detail: ``already_exists``, ``parent_missing``, ``threshold``..."""
     capacity: Capacity = field(default_factory=Capacity)
     attempts: int = 1
+    contended_retries: int = 0
+    """Attempts retried because of a conflict or a throttle (:attr:`counters.core.engine.Report.contended_retries`)."""
     value: Any = None
     """Primitive-specific payload (new counter value, the item read to resolve ambiguity...)."""
 

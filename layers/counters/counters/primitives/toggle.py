@@ -309,10 +309,10 @@ class Toggle:
         guard: Guard | None,
     ) -> Result:
         """``delta`` None: a transaction with the parent's tally; a name: the state item alone."""
-        capacity, attempts = Capacity(), 0
+        capacity, attempts, contended = Capacity(), 0, 0
 
         def done(outcome: Outcome, reason: str | None = None, value: Any = None) -> Result:
-            return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, value=value)
+            return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, contended_retries=contended, value=value)
 
         if stamp.at < now_ms() - self.horizon_ms:
             return done(Outcome.REJECTED, "stale")  # its tombstones may be gone: it cannot be ordered
@@ -340,6 +340,7 @@ class Toggle:
                     self.dynamodb.update_item, self._restamp(key, on, stamp, every), policy=self.retry, capacity=capacity, write=True
                 )
             attempts += report.attempts
+            contended += report.contended_retries  # a round re-decided after a refusal is no retry under pressure
             if report.outcome is Outcome.APPLIED:
                 return done(Outcome.APPLIED) if write == "flip" else done(Outcome.REJECTED, "already_set")
             if report.outcome is not Outcome.REJECTED or report.failure is None:

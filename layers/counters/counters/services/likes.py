@@ -54,6 +54,7 @@ from counters.core.errors import (
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.items import from_item, to_item
+from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, Change, as_of
@@ -73,6 +74,7 @@ AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint an
 REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
 AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe token the aggregator applied
 PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
+CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 
@@ -84,6 +86,15 @@ def post_key(post_id: str) -> dict[str, str]:
 def post_id_for(author_id: str, idempotency_key: str) -> str:
     """The post id a key stands for: per author, so one author's key never names another's post."""
     return uuid.uuid5(NAMESPACE, f"{author_id}\n{idempotency_key}").hex
+
+
+def derived_form(post_id: str) -> bool:
+    """Whether ``post_id`` has the form :func:`post_id_for` gives (a version-5 UUID, 32 lowercase
+    hex digits): a form a client's own ``postId`` may not take, so no one can take the id
+    another author's Idempotency-Key stands for before that author's create."""
+    if len(post_id) != 32 or post_id.strip("0123456789abcdef"):
+        return False
+    return uuid.UUID(hex=post_id).version == 5
 
 
 def like_key(post_id: str, user_id: str) -> dict[str, str]:
@@ -248,9 +259,11 @@ class Likes:
         retry: RetryPolicy | None = None,
         mode_ttl_ms: int = MODE_TTL_MS,
         hot_after_retries: int = 0,
+        cache_size: int = CACHE_SIZE,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
-        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never."""
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
+        ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU)."""
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
@@ -259,8 +272,8 @@ class Likes:
         )
         self.mode_ttl_ms = mode_ttl_ms
         self.hot_after_retries = hot_after_retries
-        self._posts: dict[str, PostInfo] = {}  # posts seen by this process (a post is never deleted)
-        self._pressure: dict[str, list[tuple[int, int]]] = {}  # post -> (ms, retried attempts) of recent standard likes
+        self._posts: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
+        self._pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
@@ -277,9 +290,10 @@ class Likes:
         """Create a post with ``likeTally = 0``; returns (the post, created now?).
 
         Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
-        derived from (author, key); with a client ``post_id`` the id is the client's. Either
+        derived from (author, key); with a client ``post_id`` the id is the client's, and never
+        of the derived form (:func:`derived_form`: :class:`InvalidRequest`), so the two never meet. Either
         way the Put is conditioned on the id being new, and a post already stored with the
-        same author and body is this request's (``created`` False: an earlier attempt, or the
+        same author and body, created in the ``mode`` asked for (whatever its mode now), is this request's (``created`` False: an earlier attempt, or the
         one whose answer was lost, wrote it: ``created`` is True when the stored post carries
         this request's id). A different post under that id is
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
@@ -290,6 +304,8 @@ class Likes:
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         require_mode(mode)
+        if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
+            raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
         if post_id is None:
             post_id = post_id_for(author_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
         item = {
@@ -301,6 +317,7 @@ class Likes:
             "createdAt": int(time.time()),
             "requestId": new_request_id(),  # which request wrote it: a lost answer's re-send inside the engine is still "created"
             "mode": mode,
+            CREATED_MODE: mode,  # what the request asked for: ``mode`` changes with the post's life, this never
             "modeEpoch": 0,
             "spread": SPREAD,
             AGG_SEQ: {},
@@ -321,7 +338,7 @@ class Likes:
         if report.outcome is not Outcome.REJECTED or report.failure is None:
             raise ContentionError(f"could not store post {post_id!r}; resend the same request")
         stored = from_item(report.failure.old_item(0)) or {}
-        if stored.get("authorId") == author_id and stored.get("body") == body and stored.get("mode", STANDARD) == mode:
+        if stored.get("authorId") == author_id and stored.get("body") == body and created_mode(stored) == mode:
             return public_post(stored), stored.get("requestId") == item["requestId"]
         if idempotency_key and post_id == post_id_for(author_id, idempotency_key):
             raise IdempotencyKeyReused("this Idempotency-Key was already used for a different post")
@@ -337,7 +354,8 @@ class Likes:
     def _post(self, post_id: str) -> PostInfo:
         """The post's layout and mode; :class:`NotFound` if it is missing.
 
-        Read (0.5 RCU) once per process and post, trusted for ``mode_ttl_ms``: the standard
+        Read (0.5 RCU) once per process and post (while it is among the ``cache_size`` posts
+        used last: an LRU), trusted for ``mode_ttl_ms``: the standard
         transaction's fence refuses a stale ``standard`` at once, and a stale ``hot`` is still
         counted once (see the module doc). A post is never deleted, so a remembered post exists:
         the hot like checks existence through this read.
@@ -357,8 +375,8 @@ class Likes:
         item = from_item(response.get("Item"))
         if item is None:
             raise NotFound(f"post {post_id!r} not found")
-        self._posts[post_id] = PostInfo.of(item)
-        return self._posts[post_id]
+        info = self._posts[post_id] = PostInfo.of(item)
+        return info
 
     def like_state(self, post_id: str, user_id: str) -> dict[str, Any]:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
@@ -428,19 +446,21 @@ class Likes:
             result = self._write(post_id, user_id, liked, stamp, info)
         promoted = info.mode == STANDARD and self._under_pressure(post_id, info, result) and self._promote(post_id)
         if promoted and result.outcome is Outcome.CONTENTION:  # one more try, as the hot post it now is
-            result = self._write(post_id, user_id, liked, stamp, self._posts[post_id])
+            result = self._write(post_id, user_id, liked, stamp, self._post(post_id))
         change = self._change(result, command)
         change.promoted = promoted
         return change
 
     def _under_pressure(self, post_id: str, info: PostInfo, result: Result) -> bool:
         """Whether this process's standard likes of the post retried ``hot_after_retries`` attempts
-        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says."""
-        if not self.hot_after_retries or info.spread is None or result.attempts <= 1:
+        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says.
+        Only attempts retried because of a conflict or a throttle count: a user's own re-sends
+        (a refused flip, then a stamp-only write) are no pressure."""
+        if not self.hot_after_retries or info.spread is None or result.contended_retries < 1:
             return False
         now = now_ms()
         recent = [(t, n) for t, n in self._pressure.get(post_id, []) if now - t < PRESSURE_WINDOW_MS]
-        recent.append((now, result.attempts - 1))
+        recent.append((now, result.contended_retries))
         self._pressure[post_id] = recent
         return sum(n for _, n in recent) >= self.hot_after_retries
 
@@ -694,6 +714,15 @@ class LikePayload:
     def __post_init__(self) -> None:
         require(valid_id(self.postId) and valid_id(self.userId), "invalid postId/userId")
         require(self.at is None or (type(self.at) is int and self.at > 0), "invalid at")
+
+
+def created_mode(item: dict[str, Any]) -> str:
+    """The mode a post was created in: ``createdMode``, or for a post stored before it, derived
+    from its mode now and ``modeEpoch`` (each switch flips between the two modes and adds one)."""
+    if CREATED_MODE in item:
+        return str(item[CREATED_MODE])
+    mode = str(item.get("mode", STANDARD))
+    return mode if int(item.get("modeEpoch", 0)) % 2 == 0 else next(m for m in MODES if m != mode)
 
 
 def require_mode(mode: str) -> None:
