@@ -2,7 +2,7 @@
 
 This module owns the ledger family's keys, attribute names and requests, makes its DynamoDB calls
 (through :mod:`counters.core.engine`) and turns what comes back into typed facts. Why each
-condition makes the ledger exact is in docs/ledgers.md ("How every case stays exact"); the rules
+condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they are kept"); the rules
 that use these requests are in :mod:`counters.primitives.ledger`.
 """
 

@@ -1,7 +1,7 @@
 """The balance read: the checkpoint plus the entries after it, in one consistent Query.
 
 Why reading the checkpoint last (and ignoring entries at or below ``mergedThrough``) is exact
-while a compaction commits: docs/ledgers.md, "The balance read".
+while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
 """
 
 from __future__ import annotations

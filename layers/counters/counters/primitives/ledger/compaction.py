@@ -3,7 +3,7 @@ chunk, per ledger (:meth:`Compaction.compact`) or every ledger with due entries
 (:meth:`Compaction.compact_due`), in the compaction region only.
 
 Why two compactors, a crash mid-way and a slow append cannot lose or double-count an entry:
-docs/ledgers.md, "Compaction" and "Global tables".
+docs/ledgers.md, "Guarantees and how they are kept" and "Global tables".
 """
 
 from __future__ import annotations
