@@ -209,13 +209,13 @@ def _occ_history_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:
 
 def _ledger_setup(ddb: Any, table: str) -> Any:
     from counters.core.failures import RetryPolicy
-    from counters.primitives.approaches.ledger import Ledger
+    from counters.primitives.ledger import Ledger
 
     return Ledger(table, retry=RetryPolicy(max_attempts=8))
 
 
 def _ledger_layer(ledger: Any, table: str, i: int) -> Any:
-    from counters.primitives.approaches.ledger import new_key
+    from counters.primitives.ledger import new_key
 
     return ledger.append("layer", 1, new_key())
 

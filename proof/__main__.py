@@ -232,7 +232,7 @@ def ledger_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report
     """Appends (every one sent twice) while two compactors and readers run; retry window 2 s."""
     from counters.core.errors import CounterError
     from counters.core.failures import RetryPolicy
-    from counters.primitives.approaches.ledger import new_key
+    from counters.primitives.ledger import new_key
     from counters.services.ledgers import Ledgers
 
     name = new_table(ddb)

@@ -763,7 +763,7 @@ def _brief(record: dict[str, Any] | None) -> str:
 
 def ledgers(env: Env) -> list[HttpReport]:
     """Appends with ULID keys to two ledgers (each sent twice), balances read meanwhile."""
-    from counters.primitives.approaches.ledger import new_key
+    from counters.primitives.ledger import new_key
     from proof.checker import History
 
     report = HttpReport("ledgers: append with ULID keys, balance reads")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 sys.path.insert(0, str(ROOT / "layers" / "counters"))
 
-from counters.primitives.approaches.ledger import new_key  # noqa: E402
+from counters.primitives.ledger import new_key  # noqa: E402
 from counters.services.likes import SPREAD, hot_pk, lane_of  # noqa: E402
 
 LEDGER_APPEND = "ledger/append.json"

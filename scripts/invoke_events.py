@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 
-from counters.primitives.approaches.ledger import new_key  # noqa: E402
+from counters.primitives.ledger import new_key  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402

@@ -11,7 +11,7 @@ from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.resolver import Body, IdPath, json_response
-from counters.primitives.approaches.ledger import AMOUNT_LIMIT, LedgerSettings
+from counters.primitives.ledger import AMOUNT_LIMIT, LedgerSettings
 from counters.services.ledgers import Ledgers
 
 

@@ -11,7 +11,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from counters.core.errors import WrongRegion
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.resolver import Body, IdPath, json_response
-from counters.primitives.approaches.ledger import Ledger, LedgerSettings
+from counters.primitives.ledger import LedgerSettings
+from counters.services.ledgers import Ledgers
 
 STOP_BEFORE_TIMEOUT_MS = 3000
 ROUTE_MAX_CHUNKS = 100  # ~9,900 entries per request; "complete": false says call again
@@ -22,7 +23,7 @@ class Settings(ApiSettings, LedgerSettings):
     """This function's environment (COMPACTION_REGION: the one region that compacts)."""
 
 
-function = ApiFunction(Settings, Ledger.from_settings)  # nothing to defer: a compaction is re-run, not queued
+function = ApiFunction(Settings, Ledgers.from_settings)  # nothing to defer: a compaction is re-run, not queued
 app, logger, metrics = function.app, function.logger, function.metrics
 
 

@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.function import Function
 from counters.deferral.queue import Replayer, ReplaySettings
-from counters.primitives.approaches.ledger import LedgerSettings
+from counters.primitives.ledger import LedgerSettings
 from counters.services.ledgers import Ledgers
 from counters.services.likes import Likes
 from counters.services.orders import Orders, OrderSettings

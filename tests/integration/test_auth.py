@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from counters.primitives.approaches.ledger import new_key
+from counters.primitives.ledger import new_key
 from devstack.auth import LocalUserPool
 from devstack.stack import LocalStack
 from tests.conftest import settled

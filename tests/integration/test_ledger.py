@@ -12,7 +12,7 @@ import pytest
 from counters.core.errors import WrongRegion
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
-from counters.primitives.approaches.ledger import Ledger, ledger_pk, new_key
+from counters.primitives.ledger import Ledger, ledger_pk, new_key
 from counters.services.ledgers import Ledgers
 from tests.conftest import api_event, invoke, item_count
 
@@ -41,7 +41,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def ledger(table: str, layer_client: Any, clock: Clock) -> Ledger:
-    return Ledgers(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    return Ledger(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
 
 
 def key_at(clock: Clock, offset: float = 0.0) -> str:
@@ -220,7 +220,7 @@ def test_a_put_landing_behind_a_compaction_is_refused_never_acknowledged(ledger_
             clock.advance(WINDOW + MARGIN + 5)  # the request stalls between its check and its Put
             fired.append(compactor.compact("l1"))
 
-    ledger_app.function.service.hook = delay_the_put_past_the_margin
+    ledger_app.function.service.ledger.hook = delay_the_put_past_the_margin
     status, body = post(ledger_app, 7, key_at(clock))
     assert fired and fired[0].merged == 1  # the later entry: mergedThrough is now past our key
     assert (status, body["error"]) == (422, "idempotency_key_expired")  # never a 201
@@ -240,8 +240,9 @@ def test_a_slow_append_whose_entry_was_merged_after_it_landed_is_acknowledged(le
             clock.advance(WINDOW + MARGIN + 5)
             fired.append(compactor.compact("l1"))
 
-    ledger.hook = compact_after_the_put
-    entry_id, created, result = ledger.post_entry("l1", 7, key_at(clock))
+    service = Ledgers(table, retry=FAST, retry_window=WINDOW, margin=MARGIN, clock=clock)
+    service.ledger.hook = compact_after_the_put
+    entry_id, created, result = service.post_entry("l1", 7, key_at(clock))
     assert fired and fired[0].merged == 1
     assert created and result.outcome is Outcome.APPLIED
     read = ledger.balance("l1")
@@ -502,7 +503,9 @@ def ledger_app(load_function: Any, table: str, layer_client: Any, clock: Clock) 
 @pytest.fixture
 def compaction_app(load_function: Any, table: str, layer_client: Any, clock: Clock) -> Any:
     return load_function(
-        "LedgerCompactionFunction", table, build=lambda s: Ledger(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN)
+        "LedgerCompactionFunction",
+        table,
+        build=lambda s: Ledgers(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN),
     )
 
 
@@ -530,7 +533,7 @@ def test_http_routes(ledger_app: Any, compaction_app: Any, clock: Clock, table: 
     assert status == 200 and body["merged"] == 2 and body["complete"] is True
     status, body = invoke(ledger_app, api_event("GET", "/ledgers/l1?verify=true"))
     assert body["balance"] == 3 and body["pendingEntries"] == 0 and body["checkpoint"]["version"] == 1
-    elsewhere = Ledger(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN, compaction_region="eu-west-1")
+    elsewhere = Ledgers(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN, compaction_region="eu-west-1")
     compaction_app.function.configure(compaction_app.function.settings, elsewhere)
     status, body = invoke(compaction_app, api_event("POST", "/ledgers/l1/compact"))
     assert (status, body["error"]) == (409, "wrong_region")

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from counters.core.failures import RetryPolicy
-from counters.primitives.approaches.ledger import Ledger, parse_key
+from counters.primitives.ledger import parse_key
 from counters.services.ledgers import Ledgers
 from tests.conftest import invoke, load_event
 
@@ -18,7 +18,7 @@ def test_ledger_events_run_in_order(load_function: Any, table: str, layer_client
     key_time = parse_key(append["headers"]["Idempotency-Key"]).at_ms / 1000
     now = {"t": key_time + 1}  # the events were minted at a fixed time: pin the clock to it
     api = load_function("LedgerFunction", table, build=lambda s: Ledgers(s.table_name, retry=FAST, clock=lambda: now["t"]))
-    compaction = load_function("LedgerCompactionFunction", table, build=lambda s: Ledger(s.table_name, retry=FAST, clock=lambda: now["t"]))
+    compaction = load_function("LedgerCompactionFunction", table, build=lambda s: Ledgers(s.table_name, retry=FAST, clock=lambda: now["t"]))
 
     status, created = invoke(api, append)
     assert status == 201 and created["entryId"].endswith(append["headers"]["Idempotency-Key"])
@@ -26,7 +26,7 @@ def test_ledger_events_run_in_order(load_function: Any, table: str, layer_client
     status, body = invoke(api, load_event("ledger/get.json"))
     assert (status, body["balance"], body["pendingEntries"], body["checkpoint"]) == (200, 5, 1, None)
 
-    ledger = api.function.service
+    ledger = api.function.service.ledger
     now["t"] += ledger.retry_window + ledger.margin + ledger.marker_bucket_ms / 1000 + 1
     summary = invoke_schedule(compaction)
     assert summary["ledgers"] == 1 and summary["merged"] == 1 and summary["markersCleared"] == 1

@@ -6,7 +6,7 @@ import uuid
 
 import requests
 
-from counters.primitives.approaches.ledger import new_key
+from counters.primitives.ledger import new_key
 from tests.conftest import RunningApi
 
 

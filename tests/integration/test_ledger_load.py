@@ -13,7 +13,7 @@ from typing import Any
 
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
-from counters.primitives.approaches.ledger import Ledger, ledger_pk, new_key
+from counters.primitives.ledger import Ledger, ledger_pk, new_key
 from tests.conftest import item_count
 
 WRITERS = 16

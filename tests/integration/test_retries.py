@@ -390,7 +390,7 @@ def test_only_exact_strategies_are_deferred(
 
 
 def test_ledger_append_under_contention_is_deferred_and_replayed_once(load_function: Any, table: str, queues: Queues, faults: Any) -> None:
-    from counters.primitives.approaches.ledger import new_key
+    from counters.primitives.ledger import new_key
 
     ledger_app = load_function("LedgerFunction", table, queues.urls, build=lambda s: Ledgers(s.table_name, retry=FAST))
     worker = load_function("RetryWorkerFunction", table, queues.urls)

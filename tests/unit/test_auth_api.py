@@ -13,7 +13,7 @@ from counters.core.commands import Command
 from counters.core.errors import ContentionError
 from counters.core.outcome import Outcome, Result
 from counters.deferral.operations import Operations
-from counters.primitives.approaches.ledger import new_key
+from counters.primitives.ledger import new_key
 from counters.services.orders import Orders
 from tests.conftest import api_event, invoke, item_count, moto_table
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from counters.primitives.approaches.ledger import parse_key
+from counters.primitives.ledger import parse_key
 from devstack.template import ROOT
 
 _spec = importlib.util.spec_from_file_location("gen_events", ROOT / "scripts" / "gen_events.py")

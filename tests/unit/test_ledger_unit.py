@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import pytest
 
 from counters.core.errors import IdempotencyKeyExpired, InvalidRequest, WrongRegion
-from counters.primitives.approaches.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
+from counters.primitives.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
+from counters.store.ledger import Checkpoint, Entry
 
 NOW = 1_800_000_000.0
 
@@ -68,25 +70,31 @@ def test_retry_window_and_future_skew() -> None:
     assert ledger.cutoff_ms() == int((NOW - 1500) * 1000)
 
 
+def resolved(request: dict[str, Any], part: str) -> str:
+    """A request's expression with its name and value placeholders put back (values as JSON)."""
+    text = request[part]
+    values = request.get("ExpressionAttributeValues", {})
+    for placeholder in sorted([*request.get("ExpressionAttributeNames", {}), *values], key=len, reverse=True):
+        real = request["ExpressionAttributeNames"].get(placeholder) if placeholder.startswith("#") else None
+        text = text.replace(placeholder, real if real is not None else json.dumps(values[placeholder], sort_keys=True))
+    return text
+
+
 def test_a_chunk_fits_one_transaction_with_guarded_actions() -> None:
     ledger = Ledger("t", dynamodb=FakeClient(), clock=lambda: NOW)
-    entries = [{"SK": f"{ENTRY_PREFIX}{i:013d}-K", "amount": i + 1} for i in range(99)]
-    first = ledger._chunk("LEDGER#l", "l", None, entries)
+    entries = [Entry(f"{ENTRY_PREFIX}{i:013d}-K", i + 1) for i in range(99)]
+    first = ledger.store.chunk("l", None, entries, int(NOW * 1000)).items()
     assert len(first) == MAX_TX_ACTIONS
     update = first[0]["Update"]
-    assert update["ConditionExpression"] == "attribute_not_exists(#pk)"
-    assert update["ExpressionAttributeValues"][":balance"] == {"N": str(sum(range(1, 100)))}
-    assert update["ExpressionAttributeValues"][":through"] == {"S": entries[-1]["SK"]}
-    assert all(a["Delete"]["ConditionExpression"] == "attribute_exists(#sk)" for a in first[1:])
-    later = ledger._chunk("LEDGER#l", "l", {"balance": 10, "version": 4, "mergedEntries": 7}, entries[:2])
-    values = later[0]["Update"]["ExpressionAttributeValues"]
-    assert later[0]["Update"]["ConditionExpression"] == "#version = :read_version"
-    assert (values[":read_version"], values[":next"], values[":balance"], values[":merged"]) == (
-        {"N": "4"},
-        {"N": "5"},
-        {"N": "13"},
-        {"N": "9"},
-    )
+    assert resolved(update, "ConditionExpression") == "attribute_not_exists(PK)"
+    assert f'balance = {{"N": "{sum(range(1, 100))}"}}' in resolved(update, "UpdateExpression")
+    assert f'mergedThrough = {{"S": "{entries[-1].sk}"}}' in resolved(update, "UpdateExpression")
+    assert all(resolved(a["Delete"], "ConditionExpression") == "attribute_exists(SK)" for a in first[1:])
+    later = ledger.store.chunk("l", Checkpoint(balance=10, version=4, merged_entries=7), entries[:2], int(NOW * 1000)).items()
+    condition, expression = resolved(later[0]["Update"], "ConditionExpression"), resolved(later[0]["Update"], "UpdateExpression")
+    assert condition == 'version = {"N": "4"}'
+    for assignment in ('version = {"N": "5"}', 'balance = {"N": "13"}', 'mergedEntries = {"N": "9"}'):
+        assert assignment in expression
     with pytest.raises(ValueError):
         ledger.compact("l", chunk_size=100)
 
@@ -98,7 +106,7 @@ def test_balance_ignores_entries_the_checkpoint_read_last_already_merged() -> No
     read = Ledger("t", dynamodb=fake).balance("l", page_size=2)
     assert (read.balance, read.pending_entries, read.ignored_entries) == (15, 1, 2)
     assert read.capacity.calls == 2 and fake.calls[0]["ConsistentRead"] is True
-    assert fake.calls[0]["ExpressionAttributeValues"][":snapshot"] == {"S": SNAPSHOT}
+    assert {"S": SNAPSHOT} in fake.calls[0]["ExpressionAttributeValues"].values()
 
 
 def test_compaction_runs_in_its_region_only() -> None:

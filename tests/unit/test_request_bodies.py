@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from counters.primitives.approaches.ledger import new_key
+from counters.primitives.ledger import new_key
 from tests.conftest import api_event, invoke, item_count, moto_table
 
 TABLE = "tally-bodies"

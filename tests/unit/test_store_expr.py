@@ -75,6 +75,20 @@ def test_a_transaction_reads_cancellation_reasons_by_name() -> None:
         tx.check(Act.PARENT, Check("T", key={"PK": "p"}).when(Path("PK").exists()))
 
 
+def test_deletes_under_one_name_fail_together() -> None:
+    tx: Transaction[Act] = Transaction()
+    tx.update(Act.STATE, Update("T", {"PK": "a"}).set("x", 1))
+    tx.delete_each(Act.PARENT, [Delete("T", key={"PK": f"e{i}"}).when(Path("PK").exists()) for i in range(3)])
+    assert [list(i) for i in tx.items()] == [["Update"], ["Delete"], ["Delete"], ["Delete"]] and len(tx) == 4
+    none = {"Code": "None"}
+    failure = Classified(Failure.CONDITION, "ConditionalCheckFailed", (none, none, {"Code": "ConditionalCheckFailed"}, none))
+    reasons = tx.cancellation(failure)
+    assert reasons.failed(Act.PARENT) and not reasons.failed(Act.STATE)
+    assert not tx.cancellation(Classified(Failure.CONDITION, "ConditionalCheckFailed", (none,) * 4)).any_failed()
+    with pytest.raises(ValueError):
+        tx.delete_each(Act.PARENT, [])
+
+
 def test_old_item_of_a_single_write() -> None:
     failure = Classified(
         Failure.CONDITION, "ConditionalCheckFailedException", ({"Code": "ConditionalCheckFailed", "Item": {"v": {"S": "x"}}},)

@@ -1,20 +1,23 @@
-"""The ledger service: appends as API requests (typed failures, deferral) over the ledger engine.
+"""The ledger service: appends as API requests (typed failures, deferral), balances and compaction.
 
-The engine, :class:`~counters.primitives.approaches.ledger.Ledger` (seed 02's approach 6: entries,
-checkpoint, compaction, exact balances), holds every guarantee and its documentation; this
-service adds what a request needs: one answer per outcome, and a :class:`Command` to re-drive a
-contended append from the retry queue with the same request id.
+It holds a :class:`~counters.primitives.ledger.Ledger` (seed 02's approach 6: entries, checkpoint,
+compaction, exact balances; why it is exact: docs/ledgers.md) and adds what a request needs: one
+answer per outcome, and a :class:`Command` to re-drive a contended append from the retry queue with
+the same request id. Both ledger functions (the API and compaction) go through it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Unpack
 
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest
 from counters.core.ids import valid_id
 from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches.ledger import Ledger
+from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, LedgerSettings, Reason, ScheduledReport
+from counters.primitives.ledger.base import options
 
 
 @dataclass(frozen=True)
@@ -31,24 +34,43 @@ class AppendPayload:
         require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
 
 
-class Ledgers(Ledger):
-    """A :class:`Ledger` whose appends answer API requests and defer under contention."""
+class Ledgers:
+    """Ledger requests over the :class:`Ledger` it holds (``self.ledger``, built from the same options)."""
+
+    def __init__(self, table_name: str, **options: Unpack[LedgerOptions]) -> None:
+        self.ledger = Ledger(table_name, **options)
+
+    @classmethod
+    def from_settings(cls, settings: LedgerSettings) -> Ledgers:
+        return cls(settings.table_name, **options(settings))
 
     def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:
         """``append`` for an API: (entry id, created now?, result); raises for the failures."""
         request_id = request_id or new_request_id()
-        result = self.append(ledger_id, amount, idempotency_key, request_id=request_id)
+        result = self.ledger.append(ledger_id, amount, idempotency_key, request_id=request_id)
         if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
-            return result.value, result.outcome is Outcome.APPLIED, result
-        if result.reason == "key_reused":
+            return str(result.value), result.outcome is Outcome.APPLIED, result
+        if result.reason is Reason.KEY_REUSED:
             raise IdempotencyKeyReused(f"Idempotency-Key already used on ledger {ledger_id!r} with a different amount")
-        if result.reason == "key_expired":
+        if result.reason is Reason.KEY_EXPIRED:
             if result.outcome is Outcome.AMBIGUOUS:
                 raise IdempotencyKeyExpired("the key expired while retrying an unknown outcome; the entry may exist")
             raise IdempotencyKeyExpired()
         # Safe to re-drive: the entry's key makes a replay a duplicate (while the key is fresh).
         command = Command("ledger_append", {"ledgerId": ledger_id, "amount": amount, "idempotencyKey": idempotency_key}, request_id)
         raise ContentionError(f"ledger {ledger_id!r} is busy after {result.attempts} attempts; retry with the same key", command=command)
+
+    def balance(self, ledger_id: str, *, verify: bool = False) -> Balance:
+        """The exact balance (``verify``: +1 RCU, no reliance on in-page read order)."""
+        return self.ledger.balance(ledger_id, verify=verify)
+
+    def compact(self, ledger_id: str, *, max_chunks: int | None = None) -> CompactionReport:
+        """Compact one ledger now (raises :class:`~counters.core.errors.WrongRegion` outside the compaction region)."""
+        return self.ledger.compact(ledger_id, max_chunks=max_chunks)
+
+    def compact_due(self, *, should_stop: Callable[[], bool] | None = None) -> ScheduledReport:
+        """The scheduled run: every ledger with due entries (raises ``WrongRegion`` likewise)."""
+        return self.ledger.compact_due(should_stop=should_stop)
 
     def replayables(self) -> dict[str, Replayable]:
         """The deferred appends the retry worker replays."""

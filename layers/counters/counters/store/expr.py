@@ -29,7 +29,7 @@ distinct methods (``put``/``update``/``delete``/``check``) so tools/iam derives 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
@@ -525,9 +525,21 @@ class Transaction(Generic[N]):
         return self._add(name, {"ConditionCheck": request.body()})
 
     def extend(self, other: Transaction[N]) -> Transaction[N]:
-        """Append ``other``'s actions, names included (names stay unique)."""
-        for name, item in zip(other._names, other._items, strict=True):
-            self._add(name, item)
+        """Append ``other``'s actions, names included (names stay unique across the two)."""
+        if set(other._names) & set(self._names):
+            raise ValueError("the two transactions share an action name")
+        self._names.extend(other._names)
+        self._items.extend(other._items)
+        return self
+
+    def delete_each(self, name: N, requests: Iterable[Delete]) -> Transaction[N]:
+        """One Delete per request, every one under ``name`` (e.g. a compaction chunk's entries):
+        the cancellation reports ``name`` failed when any of them failed."""
+        if name in self._names:
+            raise ValueError(f"two actions named {name!r}")
+        for request in requests:
+            self._names.append(name)
+            self._items.append({"Delete": request.body()})
         return self
 
     def items(self) -> list[Params]:
@@ -543,7 +555,11 @@ class Transaction(Generic[N]):
     def cancellation(self, failure: Classified | None) -> Cancellation[N]:
         """What each named action's cancellation reason says (empty when there was none)."""
         reasons = failure.reasons if failure is not None else ()
-        return Cancellation({name: reasons[i] for i, name in enumerate(self._names) if i < len(reasons)})
+        by_name: dict[N, Mapping[str, Any]] = {}
+        for name, reason in zip(self._names, reasons, strict=False):
+            if name not in by_name or reason.get("Code") == "ConditionalCheckFailed":  # a group: any failed one
+                by_name[name] = reason
+        return Cancellation(by_name)
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ Every approach returns a :class:`counters.core.outcome.Result`:
 | ``marker`` | :mod:`.marker` | marker item (TTL) | yes | yes |
 | ``set`` | :mod:`.set` | the token set | yes (bounded size) | no |
 
-Approach 6 of the seed (counting with an item collection, a ledger) is not here: it is its
-own issue (ledger counters with compaction).
+Approach 6 of the seed (counting with an item collection, a ledger) is not one of these: it has
+no counter item and its own interface (append, balance, compact), in the package
+:mod:`counters.primitives.ledger` (docs/ledgers.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,115 @@
+"""What every part of the ledger shares: its settings, its reasons, and the state one ledger holds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Self, TypedDict
+
+from counters.core.failures import RetryPolicy
+from counters.core.settings import Settings, env
+from counters.store.ledger import LedgerStore
+
+AMOUNT_LIMIT = 10**15  # |amount| bound: sums stay exact in DynamoDB's 38-digit numbers
+
+
+class Reason(StrEnum):
+    """Why an append was refused (``Result.reason``; the values are what logs and tests see)."""
+
+    KEY_REUSED = "key_reused"  # the key's entry holds another amount
+    KEY_EXPIRED = "key_expired"  # the key is older than the retry window, or its entry was stranded and withdrawn
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerSettings(Settings):
+    """The retry window and compaction margin (seconds), and the one region that compacts."""
+
+    retry_window: float = env("LEDGER_RETRY_WINDOW_SECONDS", 600.0)
+    margin: float = env("LEDGER_COMPACTION_MARGIN_SECONDS", 900.0)
+    compaction_region: str | None = env("COMPACTION_REGION", None)
+
+
+class LedgerOptions(TypedDict, total=False):
+    """:class:`LedgerBase`'s keyword options, for what builds a ledger for someone else (the service)."""
+
+    dynamodb: object
+    retry: RetryPolicy | None
+    retry_window: float
+    margin: float
+    max_future_skew: float
+    clock_skew: float
+    marker_bucket: float
+    compaction_region: str | None
+    region: str | None
+    clock: Callable[[], float]
+
+
+def options(settings: LedgerSettings) -> LedgerOptions:
+    """The options a deployed ledger takes from its settings."""
+    return LedgerOptions(
+        retry=settings.retry,
+        retry_window=settings.retry_window,
+        margin=settings.margin,
+        compaction_region=settings.compaction_region,
+    )
+
+
+class LedgerBase:
+    """A ledger's windows, clock and store (the parts in append/balance/compaction share these).
+
+    ``retry_window``/``margin``/``marker_bucket``/``clock_skew`` are seconds. ``clock_skew``
+    bounds how far a compactor's clock may be ahead of an appender's: it only decides when an
+    append may skip the checkpoint fence (the fast path), never what is counted. ``clock`` returns
+    seconds (tests pass a fake). ``hook(stage)`` is a test seam called at the points where a race
+    can interleave: ``balance_page``, ``balance_verify``, ``snapshot_read``, ``entries_read``,
+    ``chunk_committed``, ``put_sending`` (an append's freshness check passed, its Put not sent yet)
+    and ``entry_written`` (the Put answered or found the entry).
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: object = None,
+        retry: RetryPolicy | None = None,
+        retry_window: float = 600.0,
+        margin: float = 900.0,
+        max_future_skew: float = 60.0,
+        clock_skew: float = 60.0,
+        marker_bucket: float = 300.0,
+        compaction_region: str | None = None,
+        region: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if retry_window <= 0 or margin < 0 or marker_bucket <= 0 or clock_skew < 0:
+            raise ValueError("retry_window and marker_bucket must be > 0, margin and clock_skew >= 0")
+        self.table_name = table_name
+        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry)
+        self.retry_window = retry_window
+        self.margin = margin
+        self.max_future_skew = max_future_skew
+        self.clock_skew = clock_skew
+        self.marker_bucket_ms = int(marker_bucket * 1000)
+        self.compaction_region = compaction_region or None
+        self.region = region
+        self.clock = clock
+        self.hook: Callable[[str], None] | None = None
+        self._marked: set[tuple[str, int]] = set()  # (ledger, bucket) dirty markers this process wrote
+
+    @classmethod
+    def from_settings(cls, settings: LedgerSettings) -> Self:
+        return cls(settings.table_name, **options(settings))
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.store.retry
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _stage(self, name: str) -> bool:
+        if self.hook is not None:
+            self.hook(name)
+        return True

@@ -1,0 +1,405 @@
+"""Ledger items: entries, the checkpoint, withdrawals and dirty markers (seed 02, approach 6).
+
+This module owns the ledger family's keys, attribute names and requests, makes its DynamoDB calls
+(through :mod:`counters.core.engine`) and turns what comes back into typed facts. Why each
+condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they are kept"); the rules
+that use these requests are in :mod:`counters.primitives.ledger`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any
+
+from counters.core.client import client
+from counters.core.engine import read, run, transact
+from counters.core.errors import InvalidRequest
+from counters.core.failures import Failure, RetryPolicy
+from counters.core.items import from_item
+from counters.core.outcome import Capacity, Outcome
+from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
+from counters.store.layout import Shape
+
+LEDGER_PREFIX = "LEDGER#"
+ENTRY_PREFIX = "ENTRY#"
+SNAPSHOT = "SNAPSHOT"  # sorts after every ENTRY#: a balance Query reads the checkpoint last
+WITHDRAWN_PREFIX = "WITHDRAWN#"  # sorts after SNAPSHOT: outside every balance read
+DIRTY_PK = "LEDGERS#DIRTY"
+MAX_TX_ACTIONS = 100
+MAX_CHUNK = MAX_TX_ACTIONS - 1  # entries per transaction: the checkpoint update takes one action
+
+# attribute names
+PK, SK = "PK", "SK"
+AMOUNT = "amount"
+REQUEST_ID = "requestId"
+BALANCE = "balance"
+MERGED_THROUGH = "mergedThrough"
+VERSION = "version"
+MERGED_ENTRIES = "mergedEntries"
+UPDATED_AT = "updatedAt"
+LEDGER_ID = "ledgerId"
+WITHDRAWN_AT = "withdrawnAt"
+
+SHAPES: tuple[Shape, ...] = (
+    Shape("ledger entry", "LEDGER#<id>", "ENTRY#<ms:13>-<key>", "`amount`, `requestId`; approach 6 ([ledgers.md](ledgers.md))"),
+    Shape("ledger checkpoint", "LEDGER#<id>", "SNAPSHOT", "sorts after every `ENTRY#`: `balance`, `mergedThrough`, `version`"),
+    Shape(
+        "ledger withdrawal",
+        "LEDGER#<id>",
+        "WITHDRAWN#<entryId>#<requestId>",
+        "a stranded entry its own request deleted; after `SNAPSHOT`",
+    ),
+    Shape("dirty marker", "LEDGERS#DIRTY", "<bucket ms>#<ledgerId>", "which ledgers have entries to merge"),
+)
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+_UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+# -- keys ------------------------------------------------------------------------------------------
+def ledger_pk(ledger_id: str) -> str:
+    return f"{LEDGER_PREFIX}{ledger_id}"
+
+
+@dataclass(frozen=True)
+class EntryKey:
+    """An idempotency key and the time it carries: the entry's sort key is ``ENTRY#<ms:13>-<key>``."""
+
+    key: str
+    at_ms: int
+
+    @property
+    def entry_id(self) -> str:
+        return f"{self.at_ms:013d}-{self.key}"
+
+    @property
+    def sk(self) -> str:
+        return ENTRY_PREFIX + self.entry_id
+
+    def withdrawn_sk(self, request_id: str) -> str:
+        return f"{WITHDRAWN_PREFIX}{self.entry_id}#{request_id}"
+
+
+def parse_key(raw: str | None) -> EntryKey:
+    """Accept a ULID (26 Crockford base32 chars) or a UUIDv7; raise :class:`InvalidRequest`."""
+    if not raw:
+        raise InvalidRequest("the Idempotency-Key header is required (a ULID or a UUIDv7)")
+    text = raw.strip()
+    if _ULID.match(text.upper()):
+        text = text.upper()
+        at_ms = 0
+        for char in text[:10]:
+            at_ms = at_ms * 32 + _CROCKFORD.index(char)
+        return EntryKey(text, at_ms)
+    if _UUID7.match(text.lower()):
+        text = text.lower()
+        return EntryKey(text, int(text.replace("-", "")[:12], 16))
+    raise InvalidRequest("Idempotency-Key must be a ULID or a UUIDv7 (time-ordered, minted on the first attempt)")
+
+
+def new_key(at: float | None = None) -> str:
+    """A fresh ULID for ``at`` (seconds; default now): what a client sends as Idempotency-Key."""
+    at_ms = int((time.time() if at is None else at) * 1000)
+    value = (at_ms << 80) | secrets.randbits(80)
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def marker_sk(bucket_ms: int, ledger_id: str) -> str:
+    return f"{bucket_ms:013d}#{ledger_id}"
+
+
+# -- facts -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Checkpoint:
+    """The ``SNAPSHOT`` item: what every merged entry added up to, and the last one merged."""
+
+    balance: int = 0
+    version: int = 0
+    merged_through: str = ""
+    """The sort key of the last entry merged (``""``: none yet)."""
+    merged_entries: int = 0
+    updated_at: int | None = None
+
+    @property
+    def merged_through_id(self) -> str | None:
+        """The last merged entry's id (its sort key without ``ENTRY#``)."""
+        return self.merged_through[len(ENTRY_PREFIX) :] or None
+
+
+def _checkpoint(item: dict[str, Any] | None) -> Checkpoint | None:
+    if item is None:
+        return None
+    updated = item.get(UPDATED_AT)
+    return Checkpoint(
+        balance=int(item.get(BALANCE, 0)),
+        version=int(item.get(VERSION, 0)),
+        merged_through=str(item.get(MERGED_THROUGH) or ""),
+        merged_entries=int(item.get(MERGED_ENTRIES, 0)),
+        updated_at=int(updated) if updated is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An entry as compaction and the balance read see it: its sort key and amount."""
+
+    sk: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class Found:
+    """The entry a Put found under its key: what it holds and which request wrote it."""
+
+    amount: int | None
+    request_id: str | None
+
+
+class PutStatus(StrEnum):
+    """How an entry's conditional Put ended."""
+
+    CREATED = "created"
+    FOUND = "found"  # the key's entry exists (``EntryPut.found`` says what it holds)
+    STOPPED = "stopped"  # ``before`` refused an attempt (the key expired between attempts)
+    CONTENTION = "contention"
+
+
+@dataclass(frozen=True)
+class EntryPut:
+    status: PutStatus
+    attempts: int
+    unknown_seen: bool
+    """An attempt's outcome was unknown: an earlier attempt may have written the entry."""
+    found: Found | None = None
+
+
+class Fence(StrEnum):
+    """The checkpoint fence of a settling append."""
+
+    ABOVE = "above"  # nothing merged past the entry yet, and every compaction in flight must re-read
+    BEHIND = "behind"  # ``mergedThrough`` is at or past the entry: merged, or stranded
+    CONTENTION = "contention"
+
+
+@dataclass(frozen=True)
+class LedgerRead:
+    """One balance Query: every entry up to the checkpoint, and the checkpoint (read last)."""
+
+    entries: list[Entry]
+    checkpoint: Checkpoint | None
+
+
+class Withdrawal(Enum):
+    """The actions of the transaction that withdraws a stranded entry."""
+
+    ENTRY = "entry"  # delete the request's own entry (it exists and carries the request id)
+    RECORD = "record"  # the WITHDRAWN# record a re-delivery of the request finds
+
+
+class Chunk(Enum):
+    """The actions of one compaction chunk."""
+
+    CHECKPOINT = "checkpoint"  # move the checkpoint, conditioned on the version read
+    ENTRIES = "entries"  # delete each merged entry, conditioned on it still existing
+
+
+# -- conditions, named for what they guard -----------------------------------------------------------
+def entry_is_new() -> Cond:
+    return Path(SK).missing()  # one entry per idempotency key: the double-count guard
+
+
+def checkpoint_unchanged(version: int) -> Cond:
+    return Path(VERSION) == version  # the checkpoint is the one this compactor read
+
+
+def checkpoint_absent() -> Cond:
+    return Path(PK).missing()  # first compaction: nobody created it meanwhile
+
+
+def checkpoint_below(sk: str) -> Cond:
+    return Path(MERGED_THROUGH).missing() | (Path(MERGED_THROUGH) < sk)  # the fence: nothing merged past this entry
+
+
+def entry_still_exists() -> Cond:
+    return Path(SK).exists()  # merge only entries still there (not merged, not removed)
+
+
+def entry_is_mine(request_id: str) -> Cond:
+    return Path(SK).exists() & (Path(REQUEST_ID) == request_id)  # withdraw only this request's own entry
+
+
+# -- the calls -------------------------------------------------------------------------------------
+class LedgerStore:
+    """The ledger family's DynamoDB calls on one table, each retried by the engine under ``retry``."""
+
+    def __init__(self, table_name: str, *, dynamodb: object = None, retry: RetryPolicy | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb: Any = dynamodb  # a botocore DynamoDB client (no static type); None: the layer's
+        self.retry = retry or RetryPolicy()
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    @property
+    def region(self) -> str | None:
+        """The region of the DynamoDB client (where a compaction would write)."""
+        region: str | None = getattr(getattr(self.dynamodb, "meta", None), "region_name", None)
+        return region
+
+    # appends
+    def mark_dirty(self, ledger_id: str, bucket_ms: int, capacity: Capacity) -> bool:
+        """Record that ``ledger_id`` has entries in this time bucket (an idempotent Put)."""
+        put = Put(self.table_name, item={PK: DIRTY_PK, SK: marker_sk(bucket_ms, ledger_id), LEDGER_ID: ledger_id})
+        return run(self.dynamodb.put_item, put.params(), policy=self.retry, capacity=capacity, write=True).response is not None
+
+    def put_entry(
+        self, ledger_id: str, key: EntryKey, amount: int, request_id: str, capacity: Capacity, *, before: Callable[[], bool]
+    ) -> EntryPut:
+        """Put the key's entry unless it exists; ``before`` may veto each attempt."""
+        item = {PK: ledger_pk(ledger_id), SK: key.sk, AMOUNT: amount, REQUEST_ID: request_id}
+        put = Put(self.table_name, item=item).when(entry_is_new())
+        call = run(self.dynamodb.put_item, put.params(), policy=self.retry, capacity=capacity, write=True, before=before)
+        if call.stopped:
+            return EntryPut(PutStatus.STOPPED, call.attempts, call.unknown_seen)
+        if call.response is not None:
+            return EntryPut(PutStatus.CREATED, call.attempts, call.unknown_seen)
+        if call.failure is None or call.failure.kind is not Failure.CONDITION:
+            return EntryPut(PutStatus.CONTENTION, call.attempts, call.unknown_seen)
+        old = old_item(call.failure) or {}
+        amount_found = old.get(AMOUNT)
+        found = Found(int(amount_found) if amount_found is not None else None, old.get(REQUEST_ID))
+        return EntryPut(PutStatus.FOUND, call.attempts, call.unknown_seen, found)
+
+    def fence(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> Fence:
+        """Bump the checkpoint's version if nothing was merged past ``key``'s entry yet."""
+        update = (
+            Update(self.table_name, {PK: ledger_pk(ledger_id), SK: SNAPSHOT})
+            .set(VERSION, plus(if_not_exists(VERSION, 0), 1))
+            .when(checkpoint_below(key.sk))
+        )
+        update.on_failure = False
+        call = run(self.dynamodb.update_item, update.params(), policy=self.retry, capacity=capacity, write=True)
+        if call.response is not None:
+            return Fence.ABOVE
+        if call.failure is not None and call.failure.kind is Failure.CONDITION:
+            return Fence.BEHIND
+        return Fence.CONTENTION
+
+    def withdraw(self, ledger_id: str, key: EntryKey, request_id: str, now_ms: int, capacity: Capacity) -> Outcome:
+        """Delete this request's own entry and record that it did, in one transaction: APPLIED,
+        REJECTED (the entry is gone, or is another request's) or CONTENTION."""
+        pk = ledger_pk(ledger_id)
+        record = {PK: pk, SK: key.withdrawn_sk(request_id), REQUEST_ID: request_id, WITHDRAWN_AT: now_ms}
+        entry = Delete(self.table_name, key={PK: pk, SK: key.sk}).when(entry_is_mine(request_id))
+        entry.on_failure = False
+        tx: Transaction[Withdrawal] = Transaction()
+        tx.delete(Withdrawal.ENTRY, entry).put(Withdrawal.RECORD, Put(self.table_name, item=record))
+        report = transact(tx.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
+        return report.outcome
+
+    def withdrawn(self, ledger_id: str, key: EntryKey, request_id: str, capacity: Capacity) -> bool:
+        """Did ``request_id`` withdraw the key's entry (its WITHDRAWN# record exists)?"""
+        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: key.withdrawn_sk(request_id)}).project(PK).strongly()
+        return "Item" in read(self.dynamodb.get_item, self.retry, capacity, **get.params())
+
+    def entry_owner(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> Found | None:
+        """The key's entry as it is now (``None``: gone), projected to its request id."""
+        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: key.sk}).project(REQUEST_ID).strongly()
+        item = from_item(read(self.dynamodb.get_item, self.retry, capacity, **get.params()).get("Item"))
+        return None if item is None else Found(None, item.get(REQUEST_ID))
+
+    # reads
+    def checkpoint(self, ledger_id: str, capacity: Capacity, *, version_only: bool = False) -> Checkpoint | None:
+        """The checkpoint, strongly consistent (``version_only``: 1 small read for a version check)."""
+        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: SNAPSHOT}).strongly()
+        if version_only:
+            get.project(VERSION)
+        return _checkpoint(from_item(read(self.dynamodb.get_item, self.retry, capacity, **get.params()).get("Item")))
+
+    def read_ledger(self, ledger_id: str, page_size: int | None, capacity: Capacity, *, between_pages: Callable[[], object]) -> LedgerRead:
+        """One consistent Query from ``ENTRY#`` to ``SNAPSHOT``, every page, in key order."""
+        query = Query(
+            self.table_name, (Path(PK) == ledger_pk(ledger_id)) & Path(SK).between(ENTRY_PREFIX, SNAPSHOT), consistent=True, limit=page_size
+        ).project(SK, AMOUNT, BALANCE, MERGED_THROUGH, VERSION, MERGED_ENTRIES, UPDATED_AT)
+        params = query.params()
+        entries: list[Entry] = []
+        snapshot: Checkpoint | None = None
+        while True:
+            page = read(self.dynamodb.query, self.retry, capacity, **params)
+            for raw in page.get("Items", []):
+                sk = raw[SK]["S"]
+                if sk == SNAPSHOT:
+                    snapshot = _checkpoint(from_item(raw))
+                else:  # the hot loop of a long read: no generic deserialiser
+                    entries.append(Entry(sk, int(raw[AMOUNT]["N"])))
+            if "LastEvaluatedKey" not in page:
+                return LedgerRead(entries, snapshot)
+            between_pages()
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # compaction
+    def due_entries(self, ledger_id: str, after: str, cutoff_ms: int, limit: int, capacity: Capacity) -> list[Entry]:
+        """Up to ``limit`` entries after the sort key ``after`` with a key time before ``cutoff_ms``, in order."""
+        upper = f"{ENTRY_PREFIX}{cutoff_ms:013d}"
+        if after >= upper:
+            return []  # a compactor with a later clock (or a later start) already merged past our cutoff
+        # BETWEEN is inclusive: ``after`` itself is skipped below; the upper bound
+        # "ENTRY#<cutoff>" sorts before every entry of that millisecond ("...-<key>").
+        query = Query(
+            self.table_name,
+            (Path(PK) == ledger_pk(ledger_id)) & Path(SK).between(after or ENTRY_PREFIX, upper),
+            consistent=True,
+            limit=limit + 1,
+        ).project(SK, AMOUNT)
+        page = read(self.dynamodb.query, self.retry, capacity, **query.params())
+        entries = [Entry(raw[SK]["S"], int(raw[AMOUNT]["N"])) for raw in page.get("Items", [])]
+        return [entry for entry in entries if entry.sk != after][:limit]
+
+    def chunk(self, ledger_id: str, checkpoint: Checkpoint | None, entries: list[Entry], now_ms: int) -> Transaction[Chunk]:
+        """Merge ``entries`` (after ``checkpoint``, in order) into the checkpoint and delete them."""
+        pk = ledger_pk(ledger_id)
+        base = checkpoint or Checkpoint()
+        update = (
+            Update(self.table_name, {PK: pk, SK: SNAPSHOT})
+            .set(BALANCE, base.balance + sum(e.amount for e in entries))
+            .set(MERGED_THROUGH, entries[-1].sk)
+            .set(VERSION, base.version + 1)
+            .set(MERGED_ENTRIES, base.merged_entries + len(entries))
+            .set(UPDATED_AT, now_ms)
+            .set(LEDGER_ID, ledger_id)
+            .when(checkpoint_absent() if checkpoint is None else checkpoint_unchanged(base.version))
+        )
+        deletes = [Delete(self.table_name, key={PK: pk, SK: e.sk}).when(entry_still_exists()) for e in entries]
+        for delete in deletes:
+            delete.on_failure = False
+        tx: Transaction[Chunk] = Transaction()
+        return tx.update(Chunk.CHECKPOINT, update).delete_each(Chunk.ENTRIES, deletes)
+
+    def commit(self, chunk: Transaction[Chunk], capacity: Capacity) -> Outcome:
+        """APPLIED; REJECTED (another compactor moved the checkpoint, or an entry vanished); CONTENTION."""
+        return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome
+
+    def dirty_markers(self, due_before_ms: int, capacity: Capacity) -> dict[str, list[str]]:
+        """The markers of buckets before ``due_before_ms``, by ledger id (one Query, no Scan)."""
+        query = Query(self.table_name, (Path(PK) == DIRTY_PK) & (Path(SK) < f"{due_before_ms:013d}"))
+        params = query.params()
+        markers: dict[str, list[str]] = {}
+        while True:
+            page = read(self.dynamodb.query, self.retry, capacity, **params)
+            for raw in page.get("Items", []):
+                sk = raw[SK]["S"]
+                markers.setdefault(sk.split("#", 1)[1], []).append(sk)
+            if "LastEvaluatedKey" not in page:
+                return markers
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def clear_marker(self, sk: str, capacity: Capacity) -> bool:
+        delete = Delete(self.table_name, key={PK: DIRTY_PK, SK: sk})
+        return run(self.dynamodb.delete_item, delete.params(), policy=self.retry, capacity=capacity, write=True).response is not None
