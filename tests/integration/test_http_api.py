@@ -46,7 +46,7 @@ def test_bad_input_is_a_4xx_json_error_and_writes_nothing(local_api: RunningApi,
         ("PUT", f"/posts/{post}/likes/a%23b", {}, 400, "validation_error"),
         ("GET", f"/posts/{post}/likes?limit=0", {}, 400, "validation_error"),
         ("GET", f"/posts/{post}/likes?limit=abc", {}, 400, "validation_error"),
-        ("GET", f"/posts/{post}/likes?cursor=%%%", {}, 400, "invalid_request"),
+        ("GET", f"/posts/{post}/likes?cursor=%%%", {}, 400, "invalid_cursor"),
         ("PUT", "/posts/missing/likes/u1", {}, 404, "not_found"),
     ]
     for method, path, kwargs, status, code in cases:
