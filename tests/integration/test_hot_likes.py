@@ -142,8 +142,8 @@ def test_stream_tally_equals_liked_items(likes: Likes, agg_fn: Any, ddb: Any, ta
     assert poller.poll_once() > 0
     for post in ("h1", "h2"):
         assert tally(ddb, table, post) == len(liked_items(ddb, table, post)) > 0
-        audit = likes.audit(post)
-        assert audit.drift == 0
+        audit = likes.audit(post)  # hot: no drift concluded from a quick look, the numbers agree once drained
+        assert (audit.stored, audit.drift, audit.reason) == (audit.counted, None, "aggregated")
         shown = likes.get_post(post)
         assert shown["asOf"] is not None and shown["lagMs"] >= 0
 
