@@ -26,7 +26,8 @@ def test_curl_flow_from_the_readme(local_api: RunningApi) -> None:
     assert requests.put(f"{url}/posts/{post}/likes/u1", timeout=10).json()["changed"] is False
     assert requests.get(f"{url}/posts/{post}", timeout=10).json()["likeTally"] == 1
     assert requests.get(f"{url}/posts/{post}/likes?limit=5", timeout=10).json()["likers"][0]["userId"] == "u1"
-    assert requests.get(f"{url}/posts/{post}/audit", timeout=10).json() == {"postId": post, "stored": 1, "counted": 1, "drift": 0, "reason": None}
+    quick = {"postId": post, "stored": 1, "counted": 1, "drift": 0, "reason": None}
+    assert requests.get(f"{url}/posts/{post}/audit", timeout=10).json() == quick
     assert requests.delete(f"{url}/posts/{post}/likes/u1", timeout=10).json()["liked"] is False
 
 
