@@ -179,7 +179,7 @@ def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | Non
         reported = sum(r.capacity.write_units for r in results) / max(1, done)
         if case == "like":
             a = likes.audit("hot")
-            audit = f"{a.stored} = {a.counted}" if a.drift == 0 else f"DRIFT {a.stored} vs {a.counted}"
+            audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
         return Row(
             case="like (refcount link, 1 post)" if case == "like" else "PutItem on 1 partition key",
             model=label,
@@ -474,7 +474,7 @@ def measure_post(
         caught = [t for t, tally in reads if tally >= done]
         drained = caught[0] - max(drive.stamps) if caught and drive.stamps else None
         a = likes.audit(post)
-        audit = f"{a.stored} = {a.counted}" if a.drift == 0 else f"DRIFT {a.stored} vs {a.counted}"
+        audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
         if a.counted != done:
             audit += f" ({done} acknowledged)"
         like_bytes = _like_bytes(ddb, table)

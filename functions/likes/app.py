@@ -13,7 +13,7 @@ from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.resolver import Body, IdPath, json_response
-from counters.services.likes import LikeChange, Likes, LikeSettings
+from counters.services.likes import AUDIT_MARGIN_S, LikeChange, Likes, LikeSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +53,11 @@ class Post(Body):
     asOf: int | None = Field(
         default=None, description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation"
     )
-    lagMs: int | None = Field(default=None, description="hot posts: how far asOf is behind now (ms)")
+    lagMs: int | None = Field(
+        default=None,
+        description="hot posts: how long the oldest like of the aggregator's last write to this post had waited (ms); "
+        "it does not grow while the post is idle; null before the first aggregation",
+    )
 
 
 class LikeState(Body):
@@ -77,7 +81,8 @@ class Audit(Body):
     postId: str
     stored: int
     counted: int
-    drift: int
+    drift: int | None = Field(description="stored - counted; null for a post that is or was hot (its tally trails its likes)")
+    reason: str | None = Field(description="aggregated: the post is or was hot, no drift is concluded (POST /audits compares it)")
 
 
 IdempotencyKey = Annotated[
@@ -186,7 +191,10 @@ class SettledAudit(Body):
     drift: int | None = Field(description="stored - counted; null when not settled")
     settled: bool
     repaired: bool
-    reason: str | None = Field(description="why not settled or not repaired: moving, aggregator_behind, not_found, busy")
+    reason: str | None = Field(
+        description="why not settled or not repaired: moving, aggregator_behind, not_found, busy, "
+        "deadline (the audit ran out of time before it reached or finished this post: audit it again)"
+    )
 
 
 class Audits(Body):
@@ -198,7 +206,8 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
     """Audit posts at a settled point each (hot posts: at the aggregator's probe), and repair
     surgically: a conditional write that a like counted since the count refuses."""
     app.caller.require_admin("auditing tallies")  # it reads every like of every post
-    results = function.service.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair)
+    budget_s = app.lambda_context.get_remaining_time_in_millis() / 1000 - AUDIT_MARGIN_S  # answer before the timeout
+    results = function.service.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair, budget_s=budget_s)
     drift = sum(abs(r.drift or 0) for r in results)
     metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=drift)
     metrics.add_metric(name="AuditRepaired", unit=MetricUnit.Count, value=sum(r.repaired for r in results))
@@ -212,10 +221,12 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
 def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
     result = function.service.audit(postId)
-    metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
+    if result.drift is not None:  # a hot post's lag is not drift: no false alarm on the dashboard
+        metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:
         logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})
-    return json_response(200, {"postId": postId, "stored": result.stored, "counted": result.counted, "drift": result.drift})
+    body = {"postId": postId, "stored": result.stored, "counted": result.counted, "drift": result.drift, "reason": result.reason}
+    return json_response(200, body)
 
 
 lambda_handler = function.lambda_handler

@@ -9,6 +9,7 @@ counted since then refuses it. Against DynamoDB Local and its stream, the real a
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,3 +187,137 @@ def test_the_audits_route(load_function: Any, table: str, layer_client: Any, ddb
     assert tally(ddb, table, "p1") == 1
     assert invoke(app, api_event("POST", "/audits", {"postIds": []}))[0] == 400
     assert invoke(app, api_event("POST", "/audits", {"postIds": ["a b"]}))[0] == 400
+
+
+# ---------------------------------------------------------------------------- issue 19, item 7
+def test_a_repair_whose_answer_was_lost_is_reported_repaired(table: str, layer_client: Any, ddb: Any, faults: Any) -> None:
+    """The repair commits, its answer is lost, the re-send's condition fails on the tallyRev the
+    first attempt bumped: the refusal's ALL_OLD carries this repair's token, so it was us."""
+    likes = Likes(table, retry=FAST)
+    likes.create_post(author_id="a", body="b", post_id="p1")
+    likes.like("p1", "u1")
+    corrupt(ddb, table, "p1", 8)  # +7
+    faults.add("after_commit", operations={"UpdateItem"}, limit=1)  # the repair is the audit's only UpdateItem
+    [result] = likes.audit_posts(["p1"], repair=True)
+    assert faults.injected["after_commit"] == 1
+    assert (result.settled, result.drift, result.repaired, result.reason) == (True, 7, True, None)
+    assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
+
+
+def test_a_repair_refused_after_a_lost_answer_of_another_repair_is_not_ours(table: str, layer_client: Any, ddb: Any, faults: Any) -> None:
+    """The token tells our write from another's: a concurrent repair (or like) that moved tallyRev
+    after our lost attempt is not ours, and the refusal stays ``moving``."""
+    likes = Likes(table, retry=FAST)
+    likes.create_post(author_id="a", body="b", post_id="p1")
+    likes.like("p1", "u1")
+    corrupt(ddb, table, "p1", 8)
+
+    class LostAndOvertaken(Likes):
+        def _repair(self, post_id: str, meta: dict[str, Any], counted: int, result: Any) -> bool:
+            faults.add("unavailable", operations={"UpdateItem"}, limit=1)  # lost before it was applied
+            Likes(table, retry=FAST).like("p1", "u2")  # then a like moves tallyRev
+            return super()._repair(post_id, meta, counted, result)
+
+    [result] = LostAndOvertaken(table, retry=FAST).audit_posts(["p1"], repair=True)
+    assert (result.settled, result.repaired, result.reason) == (True, False, "moving")
+    assert tally(ddb, table, "p1") == 9  # 8 + the like: nothing overwritten
+
+
+class Slow:
+    """Every DynamoDB call of the layer's client takes ``delay_s`` longer (slow DynamoDB)."""
+
+    def __init__(self, client: Any, delay_s: float) -> None:
+        self.client, self.delay_s = client, delay_s
+        client.meta.events.register("before-call.dynamodb", self.wait, unique_id="slow-dynamodb")
+
+    def wait(self, **_: Any) -> None:
+        threading.Event().wait(self.delay_s)
+
+    def detach(self) -> None:
+        self.client.meta.events.unregister("before-call.dynamodb", unique_id="slow-dynamodb")
+
+
+def test_the_audit_answers_before_its_deadline_with_partial_answers(table: str, layer_client: Any, ddb: Any, aggregator: Any) -> None:
+    likes = Likes(table, retry=FAST)
+    ids = posts(likes, n_standard=2, n_hot=4, users=3)
+    for post in ids:
+        wait_for_tally(ddb, table, post, 2)
+    slow = Slow(layer_client, 0.05)
+    try:
+        started = time.monotonic()
+        results = likes.audit_posts(ids, budget_s=1.5)
+        took = time.monotonic() - started
+    finally:
+        slow.detach()
+    print(f"\naudit of {len(ids)} posts, 50 ms per call, budget 1.5 s: {took:.2f} s")
+    assert took < 1.5 + 0.5, took  # at most the call (and poll pause) under way at the deadline
+    reasons = {r.post_id: (r.settled, r.reason) for r in results}
+    assert (False, "deadline") in reasons.values(), reasons
+    assert set(reasons.values()) <= {(True, None), (False, "deadline")}, reasons
+    assert all(r.drift in (0, None) for r in results)
+    assert all(r.settled for r in likes.audit_posts(ids))  # with time, every post settles
+
+
+def test_the_audits_route_stops_before_the_function_times_out(load_function: Any, table: str, layer_client: Any) -> None:
+    from devstack.runtime import LambdaContext
+
+    app = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST))
+    invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))
+    nearly_out = LambdaContext.for_function("LikesFunction", 512, 3)  # 3 s left: the margin, nothing more
+    status, body = invoke(app, api_event("POST", "/audits", {"postIds": ["p1"]}), nearly_out)
+    assert status == 200
+    assert body["audits"] == [
+        {"postId": "p1", "stored": None, "counted": None, "drift": None, "settled": False, "repaired": False, "reason": "deadline"}
+    ]
+    status, body = invoke(app, api_event("POST", "/audits", {"postIds": ["p1"]}))  # 10 s left
+    assert body["audits"][0]["settled"] is True
+
+
+def test_the_quick_audit_of_a_hot_post_reports_no_drift_and_no_alarm(
+    load_function: Any, table: str, layer_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No aggregator runs: the hot post's tally is 0, its likes 2. That is lag, not drift."""
+    app = load_function("LikesFunction", table, build=lambda s: Likes(s.table_name, retry=FAST))
+    for post, mode in (("h1", "hot"), ("s1", "standard")):
+        invoke(app, api_event("POST", "/posts", {"postId": post, "authorId": "a", "body": "b", "mode": mode}))
+        invoke(app, api_event("PUT", f"/posts/{post}/likes/u1"))
+        invoke(app, api_event("PUT", f"/posts/{post}/likes/u2"))
+    capsys.readouterr()
+    status, body = invoke(app, api_event("GET", "/posts/h1/audit"))
+    assert (status, body) == (200, {"postId": "h1", "stored": 0, "counted": 2, "drift": None, "reason": "aggregated"})
+    assert "AuditDrift" not in capsys.readouterr().out  # no false alarm on the dashboard
+    status, body = invoke(app, api_event("GET", "/posts/s1/audit"))  # a standard post is still compared
+    assert (status, body["drift"], body["reason"]) == (200, 0, None)
+    assert '"AuditDrift"' in capsys.readouterr().out
+
+
+def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_client: Any, ddb: Any, aggregator: Any) -> None:
+    """Both audits write their probes before either waits: each lane's applied probe is then the
+    later one, which also shows the earlier was applied (probes are numbered per lane)."""
+    likes = Likes(table, retry=FAST)
+    likes.create_post(author_id="a", body="b", post_id="h0", mode="hot")
+    for u in range(4):
+        likes.like("h0", f"u{u}")
+    wait_for_tally(ddb, table, "h0", 4)
+    both_probed = threading.Barrier(2, timeout=20)
+    results: dict[int, Any] = {}
+
+    def audit(n: int) -> None:
+        auditor = Likes(table, retry=FAST)
+        read, calls = auditor.refcount.read, [0]
+
+        def reading(*a: Any, **k: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 2:  # the first wait for the probes: the other audit has probed too
+                both_probed.wait()
+            return read(*a, **k)
+
+        auditor.refcount.read = reading  # type: ignore[method-assign]
+        results[n] = auditor.audit_posts(["h0"], wait_s=5)[0]
+
+    threads = [threading.Thread(target=audit, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [(results[n].settled, results[n].reason, results[n].drift) for n in range(2)] == [(True, None, 0)] * 2

@@ -9,18 +9,21 @@ as Lambda would: once, twice, restarted from a record, half-processed, windows o
 
 from __future__ import annotations
 
+import base64
+import json
 import random
+import time
 from typing import Any
 
 import pytest
 
-from counters.core.errors import InvalidRequest
+from counters.core.errors import InvalidCursor, InvalidRequest
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives import aggregator as aggregator_module
 from counters.primitives.aggregator import Aggregator, Change, padded
 from counters.primitives.toggle import now_ms
-from counters.services.likes import SPREAD, Likes, hot_change, hot_like_key, like_aggregator, post_key
+from counters.services.likes import SPREAD, Likes, hot_change, hot_like_key, lane_of, like_aggregator, post_key
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller, subscriptions
 
@@ -142,8 +145,8 @@ def test_stream_tally_equals_liked_items(likes: Likes, agg_fn: Any, ddb: Any, ta
     assert poller.poll_once() > 0
     for post in ("h1", "h2"):
         assert tally(ddb, table, post) == len(liked_items(ddb, table, post)) > 0
-        audit = likes.audit(post)
-        assert audit.drift == 0
+        audit = likes.audit(post)  # hot: no drift concluded from a quick look, the numbers agree once drained
+        assert (audit.stored, audit.drift, audit.reason) == (audit.counted, None, "aggregated")
         shown = likes.get_post(post)
         assert shown["asOf"] is not None and shown["lagMs"] >= 0
 
@@ -319,8 +322,116 @@ def test_likers_paginate_across_spread_keys(likes: Likes, mode: str) -> None:
         assert pages < 100
     assert sorted(seen) == sorted(expected) and len(seen) == len(set(seen))
     if mode == "hot":
-        with pytest.raises(InvalidRequest):
+        with pytest.raises(InvalidRequest):  # InvalidCursor is a 400 InvalidRequest
             likes.likers("h1", limit=4, cursor=likes.likers("h1", limit=1).cursor[:-2] + "xx")
+
+
+def cursor_text(cursor: str) -> str:
+    """Everything a client can read out of a cursor: its parts, base64-decoded where they decode."""
+    parts = []
+    for part in cursor.split("."):
+        try:
+            parts.append(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)).decode(errors="replace"))
+        except ValueError:
+            parts.append(part)
+    return cursor + " " + " ".join(parts)
+
+
+def users_in_lane(lane: int, n: int, prefix: str) -> list[str]:
+    users = (f"{prefix}{i}" for i in range(10_000))
+    return [u for u in users if lane_of(u, SPREAD) == lane][:n]
+
+
+def test_a_cursor_never_names_a_user_who_unliked(likes: Likes) -> None:
+    """The first spread key holds only tombstones: a page must not hand out DynamoDB's last
+    evaluated key (an unliked user); every cursor names only likers the listing showed."""
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    gone = users_in_lane(0, 30, "gone")  # S0: likes, then unlikes -> tombstones only
+    for user in gone:
+        likes.like("h1", user)
+        likes.unlike("h1", user)
+    likers = users_in_lane(0, 2, "in0") + users_in_lane(1, 3, "in1") + users_in_lane(5, 3, "in5")  # "in0" sorts after "gone"
+    for user in likers:
+        likes.like("h1", user)
+    seen: list[str] = []
+    cursor, pages = None, 0
+    while True:
+        page = likes.likers("h1", limit=1, cursor=cursor)
+        seen += [liker["userId"] for liker in page.user_ids]
+        pages += 1
+        cursor = page.cursor
+        if cursor is None:
+            break
+        text = cursor_text(cursor)
+        assert not [u for u in gone if u in text], text  # no tombstone's user, in clear or encoded
+        assert "LIKE#" not in text and "POST#" not in text  # no DynamoDB key at all
+        assert page.user_ids, "a page with a cursor lists a liker (progress without naming a tombstone)"
+        assert pages < 50
+    assert sorted(seen) == sorted(likers) and len(seen) == len(set(seen))
+
+
+@pytest.mark.parametrize("mode", ["hot", "standard"])
+def test_a_forged_or_tampered_cursor_is_refused_and_reveals_nothing(likes: Likes, table: str, mode: str) -> None:
+    likes.create_post(author_id="a", body="b", post_id="p1", mode=mode)
+    likes.create_post(author_id="a", body="b", post_id="p2", mode=mode)
+    for u in range(12):
+        likes.like("p1", f"u{u:02d}")
+        likes.like("p2", f"u{u:02d}")
+    genuine = likes.likers("p1", limit=2).cursor
+    assert genuine is not None
+    body, tag = genuine.split(".")
+    lane, after = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+
+    def b64(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    old_style = {"lane": 0, "key": {"PK": "POST#p1#S0", "SK": "LIKE#USER#u07"}}  # DynamoDB's key, as cursors used to be
+    forged = [
+        b64(json.dumps(old_style).encode()),
+        b64(json.dumps([lane, "u07"]).encode()) + "." + tag,  # another user, the genuine tag
+        b64(json.dumps([min(lane + 1, SPREAD - 1) if mode == "hot" else 0, after]).encode()) + "." + tag,
+        b64(json.dumps([lane, "u07"]).encode()) + "." + b64(b"\0" * 16),
+        body + "." + tag[:-2] + ("AA" if not tag.endswith("AA") else "BB"),
+        body,
+        "%%%." + tag,
+    ]
+    forged += [likes.likers("p2", limit=2).cursor]  # another post's genuine cursor
+    forged += [Likes(table, retry=FAST, cursor_secret="another-deployment").likers("p1", limit=2).cursor]
+    messages = set()
+    for cursor in forged:
+        if cursor == genuine:
+            continue
+        with pytest.raises(InvalidCursor) as refused:
+            likes.likers("p1", limit=2, cursor=cursor)
+        assert refused.value.code == "invalid_cursor" and refused.value.status == 400
+        messages.add(refused.value.message)
+    assert messages == {"cursor is not valid"}  # the same answer whatever was wrong: nothing to learn from it
+    assert likes.likers("p1", limit=2, cursor=genuine).user_ids  # the genuine one still works
+
+
+def test_lag_of_an_idle_hot_post_is_zero_and_does_not_grow(likes: Likes, table: str) -> None:
+    """lagMs is the lag of what was pending when the aggregator last counted: an idle post whose
+    likes are all aggregated shows 0, however long it stays idle."""
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    created = now_ms()
+    agg = like_aggregator(table, retry=FAST, clock=lambda: created)  # applied as soon as written
+    assert agg.apply([Change("h1", "S0", "100000000000000000001", 1, created)])[0].result.outcome is Outcome.APPLIED
+    time.sleep(1.1)  # idle
+    shown = likes.get_post("h1")
+    assert (shown["likeTally"], shown["asOf"], shown["lagMs"]) == (1, created, 0)
+
+
+def test_lag_of_a_hot_post_is_how_long_its_pending_likes_waited(likes: Likes, table: str) -> None:
+    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    written = now_ms()
+    clock = [written + 5_000]  # the aggregator gets the records 5 s after they were written
+    agg = like_aggregator(table, retry=FAST, clock=lambda: clock[0])
+    changes = [Change("h1", "S0", "100000000000000000001", 1, written), Change("h1", "S1", "100000000000000000002", 1, written + 2_000)]
+    agg.apply(changes)
+    assert likes.get_post("h1")["lagMs"] == 5_000  # the oldest pending like waited 5 s
+    clock[0] = written + 6_000
+    agg.apply([Change("h1", "S2", "100000000000000000003", 1, written + 5_900)])
+    assert likes.get_post("h1")["lagMs"] == 100  # caught up: only what was pending at the last write counts
 
 
 def test_the_local_stack_subscribes_the_aggregator_with_its_filter() -> None:
@@ -356,7 +467,17 @@ def test_the_filter_passes_hot_like_writes_that_counted_and_audit_probes_only() 
                 "SequenceNumber": "7",
             },
         }
-    ) == Change("h1", "S3", "7", 0, 0, probe="t1")
+    ) == Change("h1", "S3", "7", 0, 0, probe="t1")  # written before probeSeq
+    assert hot_change(
+        {
+            "eventName": "MODIFY",
+            "dynamodb": {
+                "Keys": {"PK": {"S": "POST#h1#S3"}, "SK": {"S": "PROBE"}},
+                "NewImage": {"probe": {"S": "t1"}, "probeSeq": {"N": "12"}},
+                "SequenceNumber": "8",
+            },
+        }
+    ) == Change("h1", "S3", "8", 0, 0, probe="12")  # the probe's number in its lane's order
 
 
 def test_hot_post_over_the_api(load_function: Any, table: str, layer_client: Any, agg_fn: Any, dynamodb_endpoint: str) -> None:

@@ -26,7 +26,8 @@ def test_curl_flow_from_the_readme(local_api: RunningApi) -> None:
     assert requests.put(f"{url}/posts/{post}/likes/u1", timeout=10).json()["changed"] is False
     assert requests.get(f"{url}/posts/{post}", timeout=10).json()["likeTally"] == 1
     assert requests.get(f"{url}/posts/{post}/likes?limit=5", timeout=10).json()["likers"][0]["userId"] == "u1"
-    assert requests.get(f"{url}/posts/{post}/audit", timeout=10).json() == {"postId": post, "stored": 1, "counted": 1, "drift": 0}
+    quick = {"postId": post, "stored": 1, "counted": 1, "drift": 0, "reason": None}
+    assert requests.get(f"{url}/posts/{post}/audit", timeout=10).json() == quick
     assert requests.delete(f"{url}/posts/{post}/likes/u1", timeout=10).json()["liked"] is False
 
 
@@ -46,7 +47,7 @@ def test_bad_input_is_a_4xx_json_error_and_writes_nothing(local_api: RunningApi,
         ("PUT", f"/posts/{post}/likes/a%23b", {}, 400, "validation_error"),
         ("GET", f"/posts/{post}/likes?limit=0", {}, 400, "validation_error"),
         ("GET", f"/posts/{post}/likes?limit=abc", {}, 400, "validation_error"),
-        ("GET", f"/posts/{post}/likes?cursor=%%%", {}, 400, "invalid_request"),
+        ("GET", f"/posts/{post}/likes?cursor=%%%", {}, 400, "invalid_cursor"),
         ("PUT", "/posts/missing/likes/u1", {}, 404, "not_found"),
     ]
     for method, path, kwargs, status, code in cases:

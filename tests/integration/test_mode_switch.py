@@ -157,7 +157,8 @@ def test_switching_back_and_forth_mid_storm_counts_every_like_once(table: str, l
     assert counts["switches"] == 5 and stored["mode"]["S"] == "hot" and stored["modeEpoch"]["N"] == "5"
     assert counts["hot"] >= 30 and counts["standard"] >= 30 and counts["fenced"] >= 1, counts  # both paths, and the fence, ran
     assert tally(ddb, table, "p1") == len(liked_items(ddb, table, "p1"))
-    assert Likes(table).audit("p1").drift == 0
+    audit = Likes(table).audit("p1")  # was hot: the quick look concludes no drift, the numbers still agree once drained
+    assert (audit.stored, audit.drift, audit.reason) == (audit.counted, None, "aggregated")
     print(f"\n{counts}")
 
 

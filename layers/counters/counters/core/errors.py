@@ -74,6 +74,14 @@ class InvalidRequest(CounterError):
     status = 400
 
 
+class InvalidCursor(InvalidRequest):
+    """A paging cursor this deployment did not issue for this listing (forged, tampered, or
+    another post's): refused without saying why."""
+
+    code = "invalid_cursor"
+    default_message = "cursor is not valid"
+
+
 class IntegrityError(CounterError):
     """Stored data contradicts an invariant (e.g. a child exists but the tally is 0)."""
 

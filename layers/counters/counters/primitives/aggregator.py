@@ -27,6 +27,13 @@ retry after an unknown outcome whose first attempt committed). Nothing left: ``d
 **Watermark.** ``<at>.<lane>`` is the approximate creation time (ms) of the last record applied
 for the lane; the tally is exact as of the least of them (:func:`as_of`).
 
+**Lag.** With ``lag_attribute``, each write also sets it (top level, one number per parent)
+to how long the oldest record it applies waited: the aggregator's clock at the write minus
+that record's approximate creation time. It is the lag of what was pending when the aggregator
+last counted for the parent, and it stays put while nothing new arrives (an idle parent is not
+"behind"). A record not delivered yet is invisible to a reader of the parent (writers touch only
+their own items: that is the point); the stream's iterator age watches for that.
+
 **Probes.** A record may carry a ``probe`` token instead of a change (an item a reader wrote
 into the lane): its write also sets ``<probe>.<lane>`` to the token. Since a lane's records
 arrive in write order, "the parent shows the token" means "every change written to this lane
@@ -37,7 +44,8 @@ counted between two points" even when a like and an unlike cancel out in the tal
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +108,10 @@ class Aggregator:
         at_attribute: str = "aggAt",
         probe_attribute: str = "aggProbe",
         revision_attribute: str | None = None,
+        lag_attribute: str | None = None,
         dynamodb: Any = None,
         retry: RetryPolicy | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         """``key_of(parent)`` is the parent item's key; the parent must hold an (empty) map
         ``seq_attribute`` and ``at_attribute`` (written when it is created), and
@@ -109,7 +119,8 @@ class Aggregator:
         self.table_name = table_name
         self.key_of = key_of
         self.tally, self.seq, self.at = tally_attribute, seq_attribute, at_attribute
-        self.probe, self.revision = probe_attribute, revision_attribute
+        self.probe, self.revision, self.lag = probe_attribute, revision_attribute, lag_attribute
+        self.clock = clock or (lambda: int(time.time() * 1000))  # ms
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
 
@@ -165,6 +176,11 @@ class Aggregator:
                 values[f":probe{i}"] = probes[-1]
                 sets.append(f"#probe.#l{i} = :probe{i}")
             conditions.append(f"(attribute_not_exists(#seq.#l{i}) OR #seq.#l{i} < :first{i})")
+        created = [c.created_ms for c in pending if c.created_ms]
+        if self.lag and created:
+            names["#lag"] = self.lag
+            values[":lag"] = max(0, self.clock() - min(created))
+            sets.append("#lag = :lag")
         net = sum(c.delta for c in pending)
         values[":net"] = net
         adds = "#tally :net"

@@ -33,48 +33,58 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from counters.core.client import client
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.core.engine import read, run
+from counters.core.engine import Report, Stop, read, run
 from counters.core.errors import (
     AlreadyExists,
     ContentionError,
     IdempotencyKeyReused,
     IntegrityError,
+    InvalidCursor,
     InvalidRequest,
     NotFound,
     NotSwitchable,
 )
-from counters.core.failures import RetryPolicy
+from counters.core.failures import Classified, RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.items import from_item, to_item
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, Change, as_of
-from counters.primitives.refcount import Audit, RefCount
+from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import Guard, Stamp, Toggle, now_ms
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 TALLY = "likeTally"
 LIKE_PREFIX = "LIKE#USER#"
 LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
-LIKERS_QUERIES = 12  # queries per likers page at most (tombstones and empty spread keys make pages short)
+LIKERS_QUERIES = 12  # queries per likers page once it lists a liker (tombstones and empty spread keys make pages short)
+LIKERS_READ = 25  # items a likers Query reads at least (tombstones are read, then filtered out)
+CURSOR_LABEL = b"tally likers cursor v1"  # what the cursor key is derived for (CURSOR_SECRET signs nothing else)
 STANDARD, HOT = "standard", "hot"
 MODES = (STANDARD, HOT)
 SPREAD = 8  # a hot post's like partition keys; stored on the post (``spread``): fixed for its life
 DELTA = "delta"  # on a hot like item: what its last write changed the count by (+1, -1, 0)
 AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint and watermark per lane
 REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
-AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe token the aggregator applied
+AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe the aggregator applied (its probeSeq)
+AGG_LAG = "aggLagMs"  # on a post: how long the oldest record of the aggregator's last write waited (ms)
 PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
 CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
+PROBE_SEQ = "probeSeq"  # on a probe item: ADDed by every probe, so probes of one lane are numbered in write order
+REPAIRED_BY = "repairToken"  # on a post: the token of the last repair (its own write, recognised after a lost answer)
+AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
+DEADLINE = "deadline"  # an audit's reason: the post was not reached (or not finished) before the deadline
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 
@@ -124,7 +134,9 @@ def parse_hot_pk(pk: str) -> tuple[str, str] | None:
     return post_id, lane
 
 
-def like_aggregator(table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> Aggregator:
+def like_aggregator(
+    table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None, clock: Callable[[], int] | None = None
+) -> Aggregator:
     """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META."""
     return Aggregator(
         table_name,
@@ -134,8 +146,10 @@ def like_aggregator(table_name: str, *, dynamodb: Any = None, retry: RetryPolicy
         at_attribute=AGG_AT,
         probe_attribute=AGG_PROBE,
         revision_attribute=REVISION,
+        lag_attribute=AGG_LAG,
         dynamodb=dynamodb,
         retry=retry,
+        clock=clock,
     )
 
 
@@ -153,7 +167,9 @@ def hot_change(record: dict[str, Any]) -> Change | None:
         return None
     created = ddb.get("ApproximateCreationDateTime") or 0
     at = {"parent": parsed[0], "lane": parsed[1], "seq": str(ddb["SequenceNumber"]), "created_ms": int(float(created) * 1000)}
-    if sk == PROBE_SK and "probe" in image:
+    if sk == PROBE_SK and PROBE_SEQ in image:  # an audit's probe: its number in the lane's probe order
+        return Change(delta=0, probe=str(int(image[PROBE_SEQ]["N"])), **at)
+    if sk == PROBE_SK and "probe" in image:  # a probe written before probeSeq (a token no audit waits for now)
         return Change(delta=0, probe=str(image["probe"]["S"]), **at)
     if not sk.startswith(LIKE_PREFIX) or DELTA not in image:
         return None
@@ -176,6 +192,9 @@ class LikeSettings(Settings):
     hot after this many retried attempts of its likes in one process within 10 s; 0: never."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
+    cursor_secret: str = env("CURSOR_SECRET", "")
+    """Signs the likers cursors (the template passes the stack's id: random per deployment, unknown
+    to API callers); unset (tests, the local stack), a key derived from the table name."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +234,8 @@ class Settled:
     """One post's audit at a settled point (:meth:`Likes.audit_posts`): ``stored`` is the tally
     at that point and ``counted`` the likes then; ``settled`` False says why there is no verdict
     (``reason``): ``moving`` (something was counted during the count), ``aggregator_behind`` (the
-    stream's aggregator did not reach the audit's probe in time), ``not_found``."""
+    stream's aggregator did not reach the audit's probe in time), ``not_found``, ``deadline`` (the
+    audit ran out of time before it reached or finished the post: audit it again), ``busy``."""
 
     post_id: str
     stored: int | None = None
@@ -242,6 +262,25 @@ class Settled:
 
 
 @dataclass
+class QuickAudit:
+    """``GET /posts/{id}/audit``: the tally against a count now (:meth:`Likes.audit`)."""
+
+    post_id: str
+    stored: int
+    counted: int
+    aggregated: bool  # the post is or was hot: its tally trails its likes (no drift is concluded)
+    capacity: Capacity = field(default_factory=Capacity)
+
+    @property
+    def drift(self) -> int | None:
+        return None if self.aggregated else self.stored - self.counted
+
+    @property
+    def reason(self) -> str | None:
+        return "aggregated" if self.aggregated else None
+
+
+@dataclass
 class LikersPage:
     user_ids: list[dict[str, Any]]
     cursor: str | None
@@ -260,6 +299,7 @@ class Likes:
         mode_ttl_ms: int = MODE_TTL_MS,
         hot_after_retries: int = 0,
         cache_size: int = CACHE_SIZE,
+        cursor_secret: str = "",
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
@@ -272,13 +312,15 @@ class Likes:
         )
         self.mode_ttl_ms = mode_ttl_ms
         self.hot_after_retries = hot_after_retries
+        self._cursor_key = cursor_key(cursor_secret, table_name)
         self._posts: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
         self._pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
         hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
-        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after)
+        secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
+        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after, cursor_secret=secret)
 
     @property
     def dynamodb(self) -> Any:
@@ -530,28 +572,43 @@ class Likes:
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
         """One page of likers; ``cursor`` is opaque (from the previous page). A standard post's
         likers come oldest key first; a hot post's lane by lane (``S0`` first), each lane in
-        key order: the cursor holds the lane and the position in it."""
+        key order.
+
+        The cursor names only what a listing showed: the lane and the last liker listed in it
+        (or none: the lane from its start), signed for this post (:func:`encode_cursor`).
+        DynamoDB's LastEvaluatedKey, which may be a tombstone (a user who unliked), is only
+        followed inside the page, never handed out. So a page reads on until it has listed at
+        least one liker (a page that ends in a run of tombstones would otherwise hand out a
+        cursor that makes no progress), and stops after ``LIKERS_QUERIES`` queries once it has.
+        """
         lanes = self._post(post_id).lanes(post_id)  # 404 for a missing post rather than an empty list
-        spread = len(lanes) > 1
-        lane, start = decode_cursor(cursor, lanes) if cursor else (0, None)
+        lane, resume = decode_cursor(self._cursor_key, post_id, cursor, len(lanes)) if cursor else (0, None)
+        start = None if resume is None else {"PK": lanes[lane], "SK": f"{LIKE_PREFIX}{resume}"}
         capacity = Capacity()
         likers: list[dict[str, Any]] = []
         rounds = 0
-        while lane < len(lanes) and len(likers) < limit and rounds < LIKERS_QUERIES:
+        while lane < len(lanes) and len(likers) < limit and (rounds < LIKERS_QUERIES or not likers):
             rounds += 1
-            last = self._likers_query(lanes[lane], limit - len(likers), start, likers, capacity)
+            wanted = limit - len(likers)
+            found, last = self._likers_query(lanes[lane], max(wanted, LIKERS_READ), start, capacity)
+            taken = found[:wanted]
+            likers.extend(taken)
+            if taken:
+                resume = taken[-1]["userId"]
+            if len(found) > wanted:
+                break  # the page is full inside this lane: the next one resumes after its last liker
             if last is None:
-                lane, start = lane + 1, None  # this lane is done: the next one from its start
+                lane, start, resume = lane + 1, None, None  # this lane is done: the next one from its start
             else:
-                start = last
+                start = last  # DynamoDB's position (maybe a tombstone): followed here, never in a cursor
         if lane >= len(lanes):
             return LikersPage(likers, None, capacity)
-        return LikersPage(likers, encode_cursor(start, lane if spread else None), capacity)
+        return LikersPage(likers, encode_cursor(self._cursor_key, post_id, lane, resume), capacity)
 
     def _likers_query(
-        self, pk: str, limit: int, start: dict[str, Any] | None, likers: list[dict[str, Any]], capacity: Capacity
-    ) -> dict[str, Any] | None:
-        """One Query of one partition key's likes into ``likers``; the LastEvaluatedKey (``None``: done)."""
+        self, pk: str, limit: int, start: dict[str, Any] | None, capacity: Capacity
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """One Query of one partition key's likes: (the likers it found, its LastEvaluatedKey or ``None``: done)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
@@ -567,23 +624,40 @@ class Likes:
         if start:
             kwargs["ExclusiveStartKey"] = to_item(start)
         response = read(self.dynamodb.query, self.refcount.retry, capacity, **kwargs)
+        found = []
         for raw in response.get("Items", []):
             item = from_item(raw) or {}
-            likers.append({"userId": item["SK"][len(LIKE_PREFIX) :], "likedAt": item.get("likedAt")})
+            found.append({"userId": item["SK"][len(LIKE_PREFIX) :], "likedAt": item.get("likedAt")})
         last = response.get("LastEvaluatedKey")
-        return from_item(last) if last else None
+        return found, (from_item(last) if last else None)
 
-    def audit(self, post_id: str) -> Audit:
+    def audit(self, post_id: str) -> QuickAudit:
         """The stored tally against a count of the likes (tombstones aside) under every partition
-        key of the post. Hot likes not aggregated yet make a drift that is only lag."""
-        lanes = self._post(post_id).lanes(post_id)
-        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.toggle.counted(), partitions=lanes)
+        key of the post: a quick look, not at a settled point. A post that is or was hot has its
+        likes counted by the stream's aggregator, so its tally trails its likes by the
+        aggregator's lag: that is not drift, and no drift is concluded (``drift`` ``None``,
+        ``reason`` ``aggregated``; :meth:`audit_posts` compares at a settled point)."""
+        before, _ = self.refcount.read(post_key(post_id))
+        if before is None:
+            raise NotFound(f"post {post_id!r} not found")
+        info = PostInfo.of(before)
+        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.toggle.counted(), partitions=info.lanes(post_id))
         if audit is None:
             raise NotFound(f"post {post_id!r} not found")
-        return audit
+        after, _ = self.refcount.read(post_key(post_id))
+        aggregated = any(aggregated_post(PostInfo.of(meta)) for meta in (before, after or {}))
+        return QuickAudit(post_id, audit.stored, audit.counted, aggregated, audit.capacity)
 
     # ------------------------------------------------------------------ audit at a settled point, repair
-    def audit_posts(self, post_ids: list[str], *, repair: bool = False, wait_s: float = 8.0, poll_s: float = 0.1) -> list[Settled]:
+    def audit_posts(
+        self,
+        post_ids: list[str],
+        *,
+        repair: bool = False,
+        wait_s: float = 8.0,
+        poll_s: float = 0.1,
+        budget_s: float | None = None,
+    ) -> list[Settled]:
         """Audit posts each at a settled point, and repair a drifted tally surgically.
 
         Seed 01: "reconcile rarely, repair surgically". A count takes time while likes flow, and
@@ -594,7 +668,8 @@ class Likes:
            stored before ``spread``) is read as it is (``likeTally``, ``tallyRev``, ``modeEpoch``).
            A post that is or was hot gets a **probe** in each spread key, and is read once the
            aggregator shows every probe: every like written before them is then in the tally
-           (a lane's records arrive in write order);
+           (a lane's records arrive in write order). Probes are numbered per lane (``probeSeq``,
+           an ADD): a later probe applied (another audit's) also shows this one was;
         2. the likes are counted (strongly consistent, every spread key);
         3. **second point**, the same way (new probes).
 
@@ -606,14 +681,26 @@ class Likes:
         ``modeEpoch`` are still those of the second point: a like counted since then refuses it
         (``moving``), and concurrent likes are never overwritten. A like written after the second
         point and aggregated after the repair is added to the repaired tally, as it should be.
+
+        ``budget_s``: the time the audit may take (the API passes the function's remaining time
+        less ``AUDIT_MARGIN_S``). No call is started after it; a post not reached, or not
+        finished, answers ``settled`` False, ``reason`` ``deadline`` (a settled drift found but
+        not repaired in time keeps its verdict with that reason).
         """
+        deadline = None if budget_s is None else time.monotonic() + budget_s
         results = {p: Settled(p) for p in post_ids}
-        first = self._settle_point(results, wait_s, poll_s)
-        counted = {}
+        first = self._settle_point(results, wait_s, poll_s, deadline)
+        counted: dict[str, int] = {}
         for post_id, meta in first.items():
-            lanes = PostInfo.of(meta).lanes(post_id)
-            counted[post_id] = sum(self.refcount.count(pk, LIKE_PREFIX, self.toggle.counted(), results[post_id].capacity) for pk in lanes)
-        second = self._settle_point({p: results[p] for p in first}, wait_s, poll_s)
+            total = 0
+            for pk in PostInfo.of(meta).lanes(post_id):
+                if late(deadline):
+                    results[post_id].reason = DEADLINE
+                    break
+                total += self.refcount.count(pk, LIKE_PREFIX, self.toggle.counted(), results[post_id].capacity)
+            else:
+                counted[post_id] = total
+        second = self._settle_point({p: results[p] for p in counted}, wait_s, poll_s, deadline)
         for post_id, meta in second.items():
             result, before = results[post_id], first[post_id]
             if (before.get(REVISION), before.get("modeEpoch")) != (meta.get(REVISION), meta.get("modeEpoch")):
@@ -621,54 +708,82 @@ class Likes:
                 continue
             result.stored, result.counted, result.settled = int(meta.get(TALLY, 0)), counted[post_id], True
             if repair and result.drift:
+                if late(deadline):
+                    result.reason = DEADLINE
+                    continue
                 result.repaired = self._repair(post_id, meta, counted[post_id], result)
         return [results[p] for p in post_ids]
 
-    def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float) -> dict[str, dict[str, Any]]:
+    def _settle_point(
+        self, results: dict[str, Settled], wait_s: float, poll_s: float, deadline: float | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Each post's META at a point where its tally includes every like written before it
-        (see :meth:`audit_posts`); posts missing or whose aggregator is behind are left out."""
+        (see :meth:`audit_posts`); posts missing, whose aggregator is behind, or not reached
+        before ``deadline`` (``time.monotonic()``) are left out, with their reason."""
         points: dict[str, dict[str, Any]] = {}
-        probing: dict[str, tuple[str, int]] = {}  # post id -> (token, spread)
+        probing: dict[str, dict[str, int]] = {}  # post id -> lane name -> this audit's probe number
         for post_id, result in results.items():
+            if late(deadline):
+                result.reason = DEADLINE
+                continue
             meta, _ = self.refcount.read(post_key(post_id))
             if meta is None:
                 result.reason = "not_found"
                 continue
             info = PostInfo.of(meta)
-            if info.spread is None or (info.mode == STANDARD and info.epoch == 0):
+            if info.spread is None or not aggregated_post(info):
                 points[post_id] = meta  # counted in transactions only: as it is now
                 continue
             if AGG_PROBE not in meta:  # stored before probes: the aggregator needs the map to record them
                 self._add_probe_map(post_id)
-            token = uuid.uuid4().hex
-            for lane in range(info.spread):
-                item = {"PK": hot_pk(post_id, lane), "SK": PROBE_SK, "postId": post_id, "probe": token, "probedAt": now_ms()}
-                report = run(
-                    self.dynamodb.put_item, {"TableName": self.table_name, "Item": to_item(item)}, policy=self.refcount.retry, write=True
-                )
-                if report.outcome is not Outcome.APPLIED:
-                    raise ContentionError(f"could not probe post {post_id!r}; audit it again")
-            probing[post_id] = (token, info.spread)
-        deadline = time.monotonic() + wait_s
+            probing[post_id] = {f"S{lane}": self._probe(post_id, lane) for lane in range(info.spread)}
+        until = time.monotonic() + wait_s
+        if deadline is not None and deadline < until:
+            until, behind = deadline, DEADLINE
+        else:
+            behind = "aggregator_behind"
         while probing:
-            for post_id, (token, spread) in list(probing.items()):
+            for post_id, mine in list(probing.items()):
+                if time.monotonic() >= until:
+                    break
                 meta, _ = self.refcount.read(post_key(post_id))
                 seen = (meta or {}).get(AGG_PROBE) or {}
-                if all(seen.get(f"S{n}") == token for n in range(spread)):
+                if all(probe_reached(seen.get(lane), number) for lane, number in mine.items()):
                     points[post_id] = meta or {}
                     del probing[post_id]
-            if probing and time.monotonic() >= deadline:
+            if probing and time.monotonic() >= until:
                 for post_id in probing:
-                    results[post_id].reason = "aggregator_behind"
+                    results[post_id].reason = behind
                 break
             if probing:
                 time.sleep(poll_s)
         return points
 
+    def _probe(self, post_id: str, lane: int) -> int:
+        """Write a probe into one spread key; its number (``probeSeq``) in the key's probe order.
+        A re-send after a lost answer numbers a second probe: waiting for the later one is as good."""
+        params = {
+            "TableName": self.table_name,
+            "Key": to_item({"PK": hot_pk(post_id, lane), "SK": PROBE_SK}),
+            "UpdateExpression": "SET #post = :post, #at = :now ADD #seq :one",
+            "ExpressionAttributeNames": {"#post": "postId", "#at": "probedAt", "#seq": PROBE_SEQ},
+            "ExpressionAttributeValues": to_item({":post": post_id, ":now": now_ms(), ":one": 1}),
+            "ReturnValues": "UPDATED_NEW",
+        }
+        report = run(self.dynamodb.update_item, params, policy=self.refcount.retry, write=True)
+        if report.outcome is not Outcome.APPLIED:
+            raise ContentionError(f"could not probe post {post_id!r}; audit it again")
+        return int((from_item(report.attributes) or {})[PROBE_SEQ])
+
     def _repair(self, post_id: str, meta: dict[str, Any], counted: int, result: Settled) -> bool:
-        """``likeTally = counted`` if nothing was counted since ``meta`` was read (module doc)."""
-        names = {"#tally": TALLY, "#rev": REVISION, "#epoch": "modeEpoch"}
-        values: dict[str, Any] = {":counted": counted, ":one": 1}
+        """``likeTally = counted`` if nothing was counted since ``meta`` was read (module doc).
+
+        The write carries a fresh ``repairToken``: after an unknown outcome, a re-send refused
+        because ``tallyRev`` moved may have been refused by this repair's own first attempt,
+        committed; the refusal's ``ALL_OLD`` then holds this token, and the repair is done."""
+        token = uuid.uuid4().hex
+        names = {"#tally": TALLY, "#rev": REVISION, "#epoch": "modeEpoch", "#token": REPAIRED_BY}
+        values: dict[str, Any] = {":counted": counted, ":one": 1, ":token": token}
         conditions = []
         for name, attribute in (("#rev", REVISION), ("#epoch", "modeEpoch")):
             if attribute in meta:
@@ -679,13 +794,21 @@ class Likes:
         params = {
             "TableName": self.table_name,
             "Key": to_item(post_key(post_id)),
-            "UpdateExpression": "SET #tally = :counted ADD #rev :one",
+            "UpdateExpression": "SET #tally = :counted, #token = :token ADD #rev :one",
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(values),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        report = run(self.dynamodb.update_item, params, policy=self.refcount.retry, capacity=result.capacity, write=True)
-        if report.outcome is Outcome.APPLIED:
+
+        def was_it_us(report: Report, failure: Classified) -> Stop | None:
+            stored = from_item(failure.old_item(0)) or {}
+            return Stop(True) if report.unknown_seen and stored.get(REPAIRED_BY) == token else None
+
+        report = run(
+            self.dynamodb.update_item, params, policy=self.refcount.retry, capacity=result.capacity, write=True, on_condition=was_it_us
+        )
+        if report.outcome is Outcome.APPLIED or (report.stopped and report.value is True):
             return True
         result.reason = "moving" if report.outcome is Outcome.REJECTED else "busy"
         return False
@@ -725,14 +848,36 @@ def created_mode(item: dict[str, Any]) -> str:
     return mode if int(item.get("modeEpoch", 0)) % 2 == 0 else next(m for m in MODES if m != mode)
 
 
+def aggregated_post(info: PostInfo) -> bool:
+    """Whether some of the post's likes are (or were) counted by the stream's aggregator: it is
+    or was hot. Its tally then trails its likes by the aggregator's lag."""
+    return info.spread is not None and (info.mode == HOT or info.epoch > 0)
+
+
+def late(deadline: float | None) -> bool:
+    """Whether ``deadline`` (``time.monotonic()``) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def probe_reached(seen: Any, number: int) -> bool:
+    """Whether a lane's applied probe (``aggProbe.S<n>``) is ``number`` or a later one: probes of
+    a lane are applied in write order, so a later one applied means this one was."""
+    return isinstance(seen, str) and seen.isdigit() and int(seen) >= number
+
+
 def require_mode(mode: str) -> None:
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
 
 
-def public_post(item: dict[str, Any], now: int | None = None) -> dict[str, Any]:
+def public_post(item: dict[str, Any]) -> dict[str, Any]:
     """The post as the API shows it; a hot post's tally is exact as of ``asOf`` (ms: the oldest
-    lane watermark of the aggregator, ``None`` before its first batch), ``lagMs`` behind now."""
+    lane watermark of the aggregator, ``None`` before its first batch), and ``lagMs`` is the lag
+    of what was pending when the aggregator last counted for it: how long the oldest like of its
+    last write to META had waited (``None`` before the first). It does not grow while the post is
+    idle: a post whose likes are all aggregated is not behind, however old ``asOf`` is. A like not
+    delivered to the aggregator yet is invisible here (a hot like writes nothing shared); the
+    aggregator's iterator-age alarm watches for that."""
     post = {
         "postId": item["postId"],
         "authorId": item.get("authorId"),
@@ -745,40 +890,49 @@ def public_post(item: dict[str, Any], now: int | None = None) -> dict[str, Any]:
     if post["mode"] == HOT:
         watermark = as_of(item, AGG_AT)
         post["asOf"] = watermark
-        post["lagMs"] = None if watermark is None else max(0, (now_ms() if now is None else now) - watermark)
+        lag = item.get(AGG_LAG)
+        post["lagMs"] = None if watermark is None or lag is None else int(lag)
     return post
 
 
-def encode_cursor(key: dict[str, Any] | None, lane: int | None = None) -> str:
-    """A standard post's cursor is the last key; a hot post's is ``{"lane": n, "key": key or null}``."""
-    payload: Any = key if lane is None else {"lane": lane, "key": key}
-    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+def cursor_key(secret: str, table_name: str) -> bytes:
+    """The key likers cursors are signed with: derived from ``CURSOR_SECRET`` (:class:`LikeSettings`),
+    or, when it is unset (tests, the local stack), from the table name (forgeable by whoever
+    knows it: local use only; the template always sets the secret)."""
+    return hmac.new((secret or f"local:{table_name}").encode(), CURSOR_LABEL, hashlib.sha256).digest()
+
+
+def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, lanes: list[str]) -> tuple[int, dict[str, Any] | None]:
-    """(lane index, start key) of a cursor, refusing one that was not issued for this post's likers
-    (``lanes``: its partition keys, one for a standard post)."""
+def _cursor_tag(key: bytes, post_id: str, payload: bytes) -> bytes:
+    return hmac.new(key, post_id.encode() + b"\n" + payload, hashlib.sha256).digest()[:16]
+
+
+def encode_cursor(key: bytes, post_id: str, lane: int, after: str | None) -> str:
+    """A likers cursor: ``[lane, the last liker listed in it or null]`` and an HMAC-SHA256 tag
+    (128 bits) over the post id and that payload. It names nothing the listing did not show."""
+    payload = json.dumps([lane, after], separators=(",", ":")).encode()
+    return f"{_b64(payload)}.{_b64(_cursor_tag(key, post_id, payload))}"
+
+
+def decode_cursor(key: bytes, post_id: str, cursor: str, lanes: int) -> tuple[int, str | None]:
+    """(lane index, the user to resume after or ``None``) of a cursor this deployment issued for
+    this post's likers; anything else (forged, tampered, another post's) is :class:`InvalidCursor`,
+    with the same message whatever failed."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        payload = json.loads(raw)
+        body, dot, tag = cursor.partition(".")
+        payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        given = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4))
     except (binascii.Error, ValueError) as exc:
-        raise InvalidRequest("cursor is not valid") from exc
-    lane, key = 0, payload
-    if len(lanes) > 1:
-        if not isinstance(payload, dict) or set(payload) != {"lane", "key"}:
-            raise InvalidRequest("cursor is not valid for this post")
-        lane, key = payload["lane"], payload["key"]
-        if type(lane) is not int or not 0 <= lane < len(lanes):
-            raise InvalidRequest("cursor is not valid for this post")
-        if key is None:
-            return lane, None
-    if (
-        not isinstance(key, dict)
-        or set(key) != {"PK", "SK"}
-        or key.get("PK") != lanes[lane]
-        or not isinstance(key.get("SK"), str)
-        or not key["SK"].startswith(LIKE_PREFIX)
-    ):
-        raise InvalidRequest("cursor is not valid for this post")
-    return lane, key
+        raise InvalidCursor() from exc
+    if not dot or not hmac.compare_digest(given, _cursor_tag(key, post_id, payload)):
+        raise InvalidCursor()
+    try:
+        lane, after = json.loads(payload)
+    except (ValueError, TypeError) as exc:
+        raise InvalidCursor() from exc
+    if type(lane) is not int or not 0 <= lane < lanes or not (after is None or (isinstance(after, str) and valid_id(after))):
+        raise InvalidCursor()
+    return lane, after
