@@ -7,6 +7,9 @@ SAM_VENV := .venv-sam
 SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 IAC_VENV := .venv-iac
+# sam build needs python3.12 on PATH (the functions' runtime): found by scripts/python312-dir.sh
+# (PATH, then pyenv's versions), or the recipe stops at once with the fix in one line.
+WITH_PY312 = py312=$$(scripts/python312-dir.sh) && PATH="$$py312:$$PATH"
 
 .PHONY: help java setup dev test test-unit test-integration lint iam validate build events ledger-key invoke-events proof bench clean
 
@@ -70,8 +73,8 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode bran
 	$(SAM) validate --lint
 	$(SAM_VENV)/bin/python scripts/check_auth_modes.py
 
-build: $(SAM_VENV)/.installed ## sam build (needs python3.12 on PATH)
-	$(SAM) build
+build: $(SAM_VENV)/.installed ## sam build (python3.12: on PATH or pyenv's, found by scripts/python312-dir.sh)
+	$(WITH_PY312) $(SAM) build
 
 events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-event + scripts/gen_events.py; a fresh ledger key)
 	$(PY) scripts/gen_events.py
@@ -80,7 +83,7 @@ ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys 
 	$(PY) scripts/gen_events.py --ledger-key-only
 
 invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (docs/deploy.md; not in CI)
-	$(PY) scripts/invoke_events.py
+	$(WITH_PY312) $(PY) scripts/invoke_events.py
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
 	$(PY) -m proof
