@@ -4,8 +4,9 @@ Starts DynamoDB Local and the SQS emulator on free ports, creates the template's
 queues, builds the functions, and invokes each event in `SEQUENCE` with `--env-vars` pointing
 the functions at them (the template declares AWS_ENDPOINT_URL_DYNAMODB/_SQS for this), then
 checks each answer. Needs Docker and the image SAM uses for python3.12 (docs/deploy.md "sam local
-invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. The ledger append is
-invoked from a copy carrying a key minted just before (the committed file is not touched).
+invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. Events
+whose times expire (the ledger key, the queued commands, the hot likes: gen_events.STAMPED) are
+invoked from a copy stamped just before (the committed files are not touched).
 
 The template's functions are arm64. On an x86_64 machine without arm64 emulation (binfmt +
 qemu) an arm64 container cannot run, so with ``--arch x86_64`` (the default on x86_64) the
@@ -30,44 +31,48 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 
-from counters.primitives.approaches.ledger import new_key  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
+from scripts.gen_events import STAMPED, stamped  # noqa: E402
 
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 WORK = ROOT / ".aws-sam" / "invoke"
 TABLE = "tally-invoke"
+COGNITO = ["--parameter-overrides", "AuthMode=COGNITO"]
 
-# (function, event, expected: an HTTP status, (status, fields the JSON body must hold), or the exact
-# answer of a non-API invocation, extra sam args)
+# (function, event, expected: an HTTP status with fields the JSON body must hold, or the exact
+# answer of a non-API invocation; extra sam args). Every answer is checked for what it did, not
+# only that it did not fail: the retry worker's replay by the operation record it leaves.
 SEQUENCE: list[tuple[str, str, Any, list[str]]] = [
-    ("LikesFunction", "likes/create_post.json", 201, []),
-    ("LikesFunction", "likes/get_post.json", 200, []),
-    ("LikesFunction", "likes/like.json", 200, []),
-    ("LikesFunction", "likes/list_likers.json", 200, []),
-    ("LikesFunction", "likes/audit.json", 200, []),
-    ("LikesFunction", "likes/unlike.json", 200, []),
-    ("LikesFunction", "likes/like_as_u1.json", 200, ["--parameter-overrides", "AuthMode=COGNITO"]),
-    ("LikesFunction", "likes/like_as_u2.json", 403, ["--parameter-overrides", "AuthMode=COGNITO"]),
-    ("LikesFunction", "likes/create_hot_post.json", 201, []),
+    ("LikesFunction", "likes/create_post.json", (201, {"postId": "p1", "likeTally": 0}), []),
+    ("LikesFunction", "likes/get_post.json", (200, {"postId": "p1", "likeTally": 0}), []),
+    ("LikesFunction", "likes/like.json", (200, {"liked": True, "changed": True}), []),
+    ("LikesFunction", "likes/list_likers.json", (200, {"postId": "p1"}), []),
+    ("LikesFunction", "likes/audit.json", (200, {"stored": 1, "counted": 1, "drift": 0}), []),
+    ("LikesFunction", "likes/unlike.json", (200, {"liked": False, "changed": True}), []),
+    ("LikesFunction", "likes/like_as_u1.json", (200, {"userId": "u1", "liked": True, "changed": True}), COGNITO),
+    ("LikesFunction", "likes/like_as_u2.json", (403, {"error": "forbidden"}), COGNITO),
+    ("LikesFunction", "likes/create_hot_post.json", (201, {"postId": "h1", "mode": "hot"}), []),
     ("LikeAggregatorFunction", "like_aggregator/hot_likes.json", {"batchItemFailures": []}, []),
     ("LikeAggregatorFunction", "like_aggregator/hot_likes.json", {"batchItemFailures": []}, []),  # redelivered: counted once
     ("LikesFunction", "likes/get_hot_post.json", (200, {"mode": "hot", "likeTally": 1}), []),  # u1 and u2 liked, u1 unliked
-    ("ReservationsFunction", "reservations/create_resource.json", 201, []),
-    ("ReservationsFunction", "reservations/get_resource.json", 200, []),
-    ("ReservationsFunction", "reservations/reserve.json", 201, []),
-    ("ReservationsFunction", "reservations/get_reservation.json", 200, []),
-    ("ReservationsFunction", "reservations/release.json", 200, []),
-    ("LedgerFunction", "ledger/append.json", 201, []),
-    ("LedgerFunction", "ledger/get.json", 200, []),
-    ("LedgerCompactionFunction", "ledger/compact.json", 200, []),
-    ("OrdersFunction", "orders/create_order.json", 201, []),
-    ("OrdersFunction", "orders/get_order.json", 200, []),
+    ("ReservationsFunction", "reservations/create_resource.json", (201, {"resourceId": "tickets", "capacity": 100}), []),
+    ("ReservationsFunction", "reservations/get_resource.json", (200, {"reserved": 0, "available": 100}), []),
+    ("ReservationsFunction", "reservations/reserve.json", (201, {"quantity": 2, "status": "CONFIRMED"}), []),
+    ("ReservationsFunction", "reservations/get_reservation.json", (200, {"quantity": 2, "status": "CONFIRMED"}), []),
+    ("ReservationsFunction", "reservations/release.json", (200, {"changed": True}), []),
+    ("LedgerFunction", "ledger/append.json", (201, {}), []),
+    ("LedgerFunction", "ledger/get.json", (200, {"balance": 5, "pendingEntries": 1}), []),
+    ("LedgerCompactionFunction", "ledger/compact.json", (200, {}), []),
+    ("OrdersFunction", "orders/create_order.json", (201, {"orderId": 1}), []),
+    ("OrdersFunction", "orders/get_order.json", (200, {"orderId": 1, "customerId": "c1"}), []),
     ("OrderPointerFunction", "order_pointer/order_inserts.json", {"batchItemFailures": []}, []),
-    ("OrdersFunction", "orders/latest_order.json", 200, []),
+    ("OrdersFunction", "orders/latest_order.json", (200, {"orderId": 2}), []),
     ("RetryWorkerFunction", "retry_worker/replay_like.json", {"batchItemFailures": []}, []),
-    ("OperationsFunction", "operations/get_operation.json", 200, []),
+    # the replay's outcome: the operation record says APPLIED, and u2's like is counted
+    ("OperationsFunction", "operations/get_operation.json", (200, {"status": "APPLIED"}), []),
+    ("LikesFunction", "likes/get_post.json", (200, {"postId": "p1", "likeTally": 2}), []),
     ("RetryWorkerFunction", "retry_worker/poison.json", {"batchItemFailures": []}, []),
 ]
 
@@ -99,25 +104,24 @@ def template_for(arch: str) -> Path:
     return target
 
 
-def record_pending(endpoint: str, name: str) -> None:
+def record_pending(endpoint: str, path: Path) -> None:
     """The PENDING operation record the API writes before it queues a command."""
     os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
     from counters.core.commands import Command
     from counters.deferral.operations import Operations
 
-    for record in json.loads((ROOT / "events" / name).read_text())["Records"]:
+    for record in json.loads(path.read_text())["Records"]:
         Operations(TABLE).record_pending(Command.from_message(record["body"]))
 
 
 def event_file(name: str) -> Path:
-    """The committed event, except the ledger append: a copy with a key minted now (keys expire)."""
-    if name != "ledger/append.json":
+    """The committed event, or for one whose times expire (gen_events.STAMPED: the ledger key, the
+    queued commands, the hot likes' records) a copy stamped now (the committed file is not touched)."""
+    if name not in STAMPED:
         return ROOT / "events" / name
-    event = json.loads((ROOT / "events" / name).read_text())
-    key = new_key()
-    event["headers"]["Idempotency-Key"], event["multiValueHeaders"]["Idempotency-Key"] = key, [key]
-    path = WORK / "ledger-append.json"
-    path.write_text(json.dumps(event))
+    path = WORK / "stamped" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(stamped(name, json.loads((ROOT / "events" / name).read_text()), time.time_ns() // 1_000_000)))
     return path
 
 
@@ -169,10 +173,11 @@ def main() -> int:
             for function, event, expected, extra in SEQUENCE:
                 if only is not None and event not in only:
                     continue
+                path = event_file(event)
                 if event == "retry_worker/replay_like.json":  # as the API did when it deferred the request (202)
-                    record_pending(ddb_local.endpoint, event)
+                    record_pending(ddb_local.endpoint, path)
                 began = time.monotonic()
-                args = ["local", "invoke", function, "-t", str(built / "template.yaml"), "-e", str(event_file(event))]
+                args = ["local", "invoke", function, "-t", str(built / "template.yaml"), "-e", str(path)]
                 args += ["--env-vars", str(env_vars), "--skip-pull-image", *extra]
                 out = sam(*args)
                 took = time.monotonic() - began
