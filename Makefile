@@ -11,7 +11,7 @@ IAC_VENV := .venv-iac
 # (PATH, then pyenv's versions), or the recipe stops at once with the fix in one line.
 WITH_PY312 = py312=$$(scripts/python312-dir.sh) && PATH="$$py312:$$PATH"
 
-.PHONY: help java setup dev test test-unit test-integration lint iam validate build events ledger-key invoke-events proof bench clean
+.PHONY: help java setup dev test test-unit test-integration lint iam validate build events ledger-key invoke-events local-invoke start-api proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -84,6 +84,15 @@ ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys 
 
 invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (docs/deploy.md; not in CI)
 	$(WITH_PY312) $(PY) scripts/invoke_events.py
+
+# sam local on this machine's CPU (the template's arm64, x86_64 elsewhere), against the devstack's
+# DynamoDB Local and SQS emulator (`make dev ARGS="--backend-host 172.17.0.1"`; events/env.local.json).
+local-invoke: $(VENV)/.installed $(SAM_VENV)/.installed ## FUNCTION=LikesFunction EVENT=likes/like.json: sam local invoke, built for this CPU
+	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make local-invoke FUNCTION=LikesFunction EVENT=likes/like.json (a file under events/)"; exit 2; }
+	$(WITH_PY312) $(PY) scripts/sam_local.py invoke $(FUNCTION) $(EVENT) $(ARGS)
+
+start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on PORT (default 3001), built for this CPU (ARGS="--warm-containers EAGER"); stops its containers on exit
+	$(WITH_PY312) exec $(PY) scripts/sam_local.py start-api $(ARGS)
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
 	$(PY) -m proof

@@ -8,21 +8,15 @@ invoke"); passes `--skip-pull-image`, so a locally built stand-in image works of
 whose times expire (the ledger key, the queued commands, the hot likes: gen_events.STAMPED) are
 invoked from a copy stamped just before (the committed files are not touched).
 
-The template's functions are arm64. On an x86_64 machine without arm64 emulation (binfmt +
-qemu) an arm64 container cannot run, so with ``--arch x86_64`` (the default on x86_64) the
-functions are built and invoked from a copy of the template with every arm64 replaced by
-x86_64 (in .aws-sam/invoke/, never committed). The code, layer, handlers and events are the
-same; only the CPU the container claims differs.
+The template's functions are arm64: they are built and invoked for this machine's CPU (``--arch``
+to choose) from a copy of the template in .aws-sam/invoke/, as `make local-invoke` and
+`make start-api` do (scripts/sam_local.py, which this script shares).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,9 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
-from scripts.gen_events import STAMPED, stamped  # noqa: E402
+from scripts.sam_local import build, docker_gateway, event_file, host_arch, missing_image, sam  # noqa: E402
 
-SAM = ROOT / ".venv-sam" / "bin" / "sam"
 WORK = ROOT / ".aws-sam" / "invoke"
 TABLE = "tally-invoke"
 COGNITO = ["--parameter-overrides", "AuthMode=COGNITO"]
@@ -77,33 +70,6 @@ SEQUENCE: list[tuple[str, str, Any, list[str]]] = [
 ]
 
 
-def sam(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
-    env.update({"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})  # DynamoDB Local/the emulator accept any
-    env.pop("AWS_SESSION_TOKEN", None)
-    return subprocess.run([str(SAM), *args], cwd=ROOT, env=env, text=True, capture_output=True, **kwargs)
-
-
-def docker_gateway() -> str:
-    """The host's address on Docker's default bridge (docker0), where containers reach it."""
-    ip = shutil.which("ip")
-    if ip is None:
-        raise RuntimeError("`ip` (iproute2) not found: needed to find docker0's address")
-    out = subprocess.run([ip, "-4", "-o", "addr", "show", "docker0"], check=True, capture_output=True, text=True).stdout
-    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
-    if not found:
-        raise RuntimeError("no IPv4 address on docker0: is dockerd running with its default bridge?")
-    return found[1]
-
-
-def template_for(arch: str) -> Path:
-    source = (ROOT / "template.yaml").read_text()
-    WORK.mkdir(parents=True, exist_ok=True)
-    target = WORK / "template.yaml"
-    target.write_text(source if arch == "arm64" else re.sub(r"\barm64\b", arch, source))
-    return target
-
-
 def record_pending(endpoint: str, path: Path) -> None:
     """The PENDING operation record the API writes before it queues a command."""
     os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
@@ -114,17 +80,6 @@ def record_pending(endpoint: str, path: Path) -> None:
         Operations(TABLE).record_pending(Command.from_message(record["body"]))
 
 
-def event_file(name: str) -> Path:
-    """The committed event, or for one whose times expire (gen_events.STAMPED: the ledger key, the
-    queued commands, the hot likes' records) a copy stamped now (the committed file is not touched)."""
-    if name not in STAMPED:
-        return ROOT / "events" / name
-    path = WORK / "stamped" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(stamped(name, json.loads((ROOT / "events" / name).read_text()), time.time_ns() // 1_000_000)))
-    return path
-
-
 def main() -> int:
     for key, value in {
         "AWS_REGION": "us-east-1",
@@ -133,17 +88,16 @@ def main() -> int:
         "AWS_SECRET_ACCESS_KEY": "local",
     }.items():
         os.environ.setdefault(key, value)  # this process's own clients (table, queues, the pending record)
-    arch = (
-        sys.argv[sys.argv.index("--arch") + 1]
-        if "--arch" in sys.argv
-        else ("arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64")
-    )
-    template = template_for(arch)
-    built = WORK / "build"
+    arch = sys.argv[sys.argv.index("--arch") + 1] if "--arch" in sys.argv else host_arch()
+    problem = missing_image(arch)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     began = time.monotonic()
-    out = sam("build", "-t", str(template), "--base-dir", str(ROOT), "--build-dir", str(built), "--language-extensions")
-    if out.returncode:
-        print(out.stdout, out.stderr, file=sys.stderr)
+    try:
+        built = build(arch, WORK)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
         return 1
     print(f"sam build ({arch}): {time.monotonic() - began:.0f}s")
     failures = 0
@@ -173,11 +127,11 @@ def main() -> int:
             for function, event, expected, extra in SEQUENCE:
                 if only is not None and event not in only:
                     continue
-                path = event_file(event)
+                path = event_file(event, WORK)
                 if event == "retry_worker/replay_like.json":  # as the API did when it deferred the request (202)
                     record_pending(ddb_local.endpoint, path)
                 began = time.monotonic()
-                args = ["local", "invoke", function, "-t", str(built / "template.yaml"), "-e", str(path)]
+                args = ["local", "invoke", function, "-t", str(built), "-e", str(path)]
                 args += ["--env-vars", str(env_vars), "--skip-pull-image", *extra]
                 out = sam(*args)
                 took = time.monotonic() - began
