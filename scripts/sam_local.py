@@ -149,16 +149,19 @@ def start_api(built: Path, extra: list[str]) -> int:
     (with --warm-containers EAGER, SAM left some running on SIGTERM)."""
     args = ["local", "start-api", "-t", str(built), "--env-vars", str(ENV_LOCAL), "--skip-pull-image"]
     args += ["--port", os.environ.get("PORT", "3001"), *extra]
-    process = subprocess.Popen([str(SAM), *args], cwd=ROOT, env=sam_env(), start_new_session=True)
     stopped_at: list[float] = []
+    process: subprocess.Popen[bytes] | None = None
 
     def stop(_signum: int, _frame: Any) -> None:
         stopped_at.append(time.monotonic())
-        if process.poll() is None:
+        if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
 
+    # Handled here before SAM starts, so SAM gets SIGINT's default (a KeyboardInterrupt, its own
+    # shutdown) even when this process was started with SIGINT ignored (a shell's `cmd &`).
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
+    process = subprocess.Popen([str(SAM), *args], cwd=ROOT, env=sam_env(), start_new_session=True)
     try:
         while True:
             try:
