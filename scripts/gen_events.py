@@ -312,6 +312,63 @@ def fresh_ledger_key() -> str:
     return key
 
 
+def md5_of_body(body: str) -> str:
+    """SQS's ``md5OfBody``: the MD5 of the body's UTF-8 bytes."""
+    return hashlib.md5(body.encode(), usedforsecurity=False).hexdigest()
+
+
+def sqs_body(command: dict) -> str:
+    return json.dumps(command, separators=(",", ":"), sort_keys=True)
+
+
+STAMPED = (LEDGER_APPEND, "retry_worker/replay_like.json", "retry_worker/poison.json", "like_aggregator/hot_likes.json")
+"""The committed events whose times are stamped when they are invoked (:func:`stamped`)."""
+
+
+def stamped(name: str, event: dict, now_ms: int) -> dict:
+    """The committed event ``name`` as if it were sent at ``now_ms``: a copy, the file untouched.
+
+    The committed files carry fixed times, and what they drive expires: a ledger key after the
+    retry window (10 minutes), a queued command's operation record 7 days after its
+    ``created_at`` (DynamoDB Local enforces the TTL), a replayed like past the replay horizon
+    (14 days). So whoever invokes them stamps them first (scripts/invoke_events.py):
+
+    * ``ledger/append.json``: a ULID minted at ``now_ms``;
+    * ``retry_worker/*.json``: each command's ``created_at`` (s) and ``payload.at`` (ms, when
+      the API received the request) at ``now_ms``, ``md5OfBody`` recomputed, SQS's timestamps;
+    * ``like_aggregator/hot_likes.json``: every time in the records moved by whole seconds so
+      the last record is from just before ``now_ms`` (their spacing and order kept).
+
+    Any other event is returned as it is (an API event's 2015 ``requestTimeEpoch`` is more than
+    5 minutes away, so the function orders it by its own clock).
+    """
+    event = json.loads(json.dumps(event))
+    if name == LEDGER_APPEND:
+        key = new_key(now_ms / 1000)
+        event["headers"]["Idempotency-Key"], event["multiValueHeaders"]["Idempotency-Key"] = key, [key]
+    elif name.startswith("retry_worker/"):
+        for record in event["Records"]:
+            command = json.loads(record["body"])
+            command["created_at"] = now_ms // 1000
+            if "at" in command.get("payload", {}):
+                command["payload"]["at"] = now_ms
+            record["body"] = sqs_body(command)
+            record["md5OfBody"] = md5_of_body(record["body"])
+            record["attributes"]["SentTimestamp"] = str(now_ms)
+            record["attributes"]["ApproximateFirstReceiveTimestamp"] = str(now_ms + 1)
+    elif name == "like_aggregator/hot_likes.json":
+        last_s = max(int(r["dynamodb"]["NewImage"]["changedAt"]["N"]) for r in event["Records"]) // 1000
+        shift_s = now_ms // 1000 - 1 - last_s
+        for record in event["Records"]:
+            change, image = record["dynamodb"], record["dynamodb"]["NewImage"]
+            change["ApproximateCreationDateTime"] += shift_s
+            image["changedAt"]["N"] = str(int(image["changedAt"]["N"]) + shift_s * 1000)
+            for field in ("likedAt", "expiresAt"):
+                if field in image:
+                    image[field]["N"] = str(int(image[field]["N"]) + shift_s)
+    return event
+
+
 def write_api_event(entry: tuple[str, str, str, str, dict[str, str] | None, dict[str, str] | None, object, dict[str, str]]) -> None:
     """One API Gateway event of EVENTS, from `sam local generate-event apigateway aws-proxy`."""
     name, method, path, resource, params, query, body, headers = entry
@@ -366,13 +423,13 @@ def main() -> int:
         template = sqs_base()["Records"][0]
         records = []
         for message_id, command in messages:
-            body = json.dumps(command, separators=(",", ":"), sort_keys=True)
+            body = sqs_body(command)
             records.append(
                 {
                     **template,
                     "messageId": message_id,
                     "body": body,
-                    "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+                    "md5OfBody": md5_of_body(body),
                     "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tally-dev-RetryQueue",
                 }
             )

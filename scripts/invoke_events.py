@@ -4,24 +4,19 @@ Starts DynamoDB Local and the SQS emulator on free ports, creates the template's
 queues, builds the functions, and invokes each event in `SEQUENCE` with `--env-vars` pointing
 the functions at them (the template declares AWS_ENDPOINT_URL_DYNAMODB/_SQS for this), then
 checks each answer. Needs Docker and the image SAM uses for python3.12 (docs/deploy.md "sam local
-invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. The ledger append is
-invoked from a copy carrying a key minted just before (the committed file is not touched).
+invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. Events
+whose times expire (the ledger key, the queued commands, the hot likes: gen_events.STAMPED) are
+invoked from a copy stamped just before (the committed files are not touched).
 
-The template's functions are arm64. On an x86_64 machine without arm64 emulation (binfmt +
-qemu) an arm64 container cannot run, so with ``--arch x86_64`` (the default on x86_64) the
-functions are built and invoked from a copy of the template with every arm64 replaced by
-x86_64 (in .aws-sam/invoke/, never committed). The code, layer, handlers and events are the
-same; only the CPU the container claims differs.
+The template's functions are arm64: they are built and invoked for this machine's CPU (``--arch``
+to choose) from a copy of the template in .aws-sam/invoke/, as `make local-invoke` and
+`make start-api` do (scripts/sam_local.py, which this script shares).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,95 +25,59 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 
-from counters.primitives.ledger import new_key  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
+from scripts.sam_local import build, docker_gateway, event_file, host_arch, missing_image, sam  # noqa: E402
 
-SAM = ROOT / ".venv-sam" / "bin" / "sam"
 WORK = ROOT / ".aws-sam" / "invoke"
 TABLE = "tally-invoke"
+COGNITO = ["--parameter-overrides", "AuthMode=COGNITO"]
 
-# (function, event, expected: an HTTP status, (status, fields the JSON body must hold), or the exact
-# answer of a non-API invocation, extra sam args)
+# (function, event, expected: an HTTP status with fields the JSON body must hold, or the exact
+# answer of a non-API invocation; extra sam args). Every answer is checked for what it did, not
+# only that it did not fail: the retry worker's replay by the operation record it leaves.
 SEQUENCE: list[tuple[str, str, Any, list[str]]] = [
-    ("LikesFunction", "likes/create_post.json", 201, []),
-    ("LikesFunction", "likes/get_post.json", 200, []),
-    ("LikesFunction", "likes/like.json", 200, []),
-    ("LikesFunction", "likes/list_likers.json", 200, []),
-    ("LikesFunction", "likes/audit.json", 200, []),
-    ("LikesFunction", "likes/unlike.json", 200, []),
-    ("LikesFunction", "likes/like_as_u1.json", 200, ["--parameter-overrides", "AuthMode=COGNITO"]),
-    ("LikesFunction", "likes/like_as_u2.json", 403, ["--parameter-overrides", "AuthMode=COGNITO"]),
-    ("LikesFunction", "likes/create_hot_post.json", 201, []),
+    ("LikesFunction", "likes/create_post.json", (201, {"postId": "p1", "likeTally": 0}), []),
+    ("LikesFunction", "likes/get_post.json", (200, {"postId": "p1", "likeTally": 0}), []),
+    ("LikesFunction", "likes/like.json", (200, {"liked": True, "changed": True}), []),
+    ("LikesFunction", "likes/list_likers.json", (200, {"postId": "p1"}), []),
+    ("LikesFunction", "likes/audit.json", (200, {"stored": 1, "counted": 1, "drift": 0}), []),
+    ("LikesFunction", "likes/unlike.json", (200, {"liked": False, "changed": True}), []),
+    ("LikesFunction", "likes/like_as_u1.json", (200, {"userId": "u1", "liked": True, "changed": True}), COGNITO),
+    ("LikesFunction", "likes/like_as_u2.json", (403, {"error": "forbidden"}), COGNITO),
+    ("LikesFunction", "likes/create_hot_post.json", (201, {"postId": "h1", "mode": "hot"}), []),
     ("LikeAggregatorFunction", "like_aggregator/hot_likes.json", {"batchItemFailures": []}, []),
     ("LikeAggregatorFunction", "like_aggregator/hot_likes.json", {"batchItemFailures": []}, []),  # redelivered: counted once
     ("LikesFunction", "likes/get_hot_post.json", (200, {"mode": "hot", "likeTally": 1}), []),  # u1 and u2 liked, u1 unliked
-    ("ReservationsFunction", "reservations/create_resource.json", 201, []),
-    ("ReservationsFunction", "reservations/get_resource.json", 200, []),
-    ("ReservationsFunction", "reservations/reserve.json", 201, []),
-    ("ReservationsFunction", "reservations/get_reservation.json", 200, []),
-    ("ReservationsFunction", "reservations/release.json", 200, []),
-    ("LedgerFunction", "ledger/append.json", 201, []),
-    ("LedgerFunction", "ledger/get.json", 200, []),
-    ("LedgerCompactionFunction", "ledger/compact.json", 200, []),
-    ("OrdersFunction", "orders/create_order.json", 201, []),
-    ("OrdersFunction", "orders/get_order.json", 200, []),
+    ("ReservationsFunction", "reservations/create_resource.json", (201, {"resourceId": "tickets", "capacity": 100}), []),
+    ("ReservationsFunction", "reservations/get_resource.json", (200, {"reserved": 0, "available": 100}), []),
+    ("ReservationsFunction", "reservations/reserve.json", (201, {"quantity": 2, "status": "CONFIRMED"}), []),
+    ("ReservationsFunction", "reservations/get_reservation.json", (200, {"quantity": 2, "status": "CONFIRMED"}), []),
+    ("ReservationsFunction", "reservations/release.json", (200, {"changed": True}), []),
+    ("LedgerFunction", "ledger/append.json", (201, {}), []),
+    ("LedgerFunction", "ledger/get.json", (200, {"balance": 5, "pendingEntries": 1}), []),
+    ("LedgerCompactionFunction", "ledger/compact.json", (200, {}), []),
+    ("OrdersFunction", "orders/create_order.json", (201, {"orderId": 1}), []),
+    ("OrdersFunction", "orders/get_order.json", (200, {"orderId": 1, "customerId": "c1"}), []),
     ("OrderPointerFunction", "order_pointer/order_inserts.json", {"batchItemFailures": []}, []),
-    ("OrdersFunction", "orders/latest_order.json", 200, []),
+    ("OrdersFunction", "orders/latest_order.json", (200, {"orderId": 2}), []),
     ("RetryWorkerFunction", "retry_worker/replay_like.json", {"batchItemFailures": []}, []),
-    ("OperationsFunction", "operations/get_operation.json", 200, []),
+    # the replay's outcome: the operation record says APPLIED, and u2's like is counted
+    ("OperationsFunction", "operations/get_operation.json", (200, {"status": "APPLIED"}), []),
+    ("LikesFunction", "likes/get_post.json", (200, {"postId": "p1", "likeTally": 2}), []),
     ("RetryWorkerFunction", "retry_worker/poison.json", {"batchItemFailures": []}, []),
 ]
 
 
-def sam(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
-    env.update({"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})  # DynamoDB Local/the emulator accept any
-    env.pop("AWS_SESSION_TOKEN", None)
-    return subprocess.run([str(SAM), *args], cwd=ROOT, env=env, text=True, capture_output=True, **kwargs)
-
-
-def docker_gateway() -> str:
-    """The host's address on Docker's default bridge (docker0), where containers reach it."""
-    ip = shutil.which("ip")
-    if ip is None:
-        raise RuntimeError("`ip` (iproute2) not found: needed to find docker0's address")
-    out = subprocess.run([ip, "-4", "-o", "addr", "show", "docker0"], check=True, capture_output=True, text=True).stdout
-    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
-    if not found:
-        raise RuntimeError("no IPv4 address on docker0: is dockerd running with its default bridge?")
-    return found[1]
-
-
-def template_for(arch: str) -> Path:
-    source = (ROOT / "template.yaml").read_text()
-    WORK.mkdir(parents=True, exist_ok=True)
-    target = WORK / "template.yaml"
-    target.write_text(source if arch == "arm64" else re.sub(r"\barm64\b", arch, source))
-    return target
-
-
-def record_pending(endpoint: str, name: str) -> None:
+def record_pending(endpoint: str, path: Path) -> None:
     """The PENDING operation record the API writes before it queues a command."""
     os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
     from counters.core.commands import Command
     from counters.deferral.operations import Operations
 
-    for record in json.loads((ROOT / "events" / name).read_text())["Records"]:
+    for record in json.loads(path.read_text())["Records"]:
         Operations(TABLE).record_pending(Command.from_message(record["body"]))
-
-
-def event_file(name: str) -> Path:
-    """The committed event, except the ledger append: a copy with a key minted now (keys expire)."""
-    if name != "ledger/append.json":
-        return ROOT / "events" / name
-    event = json.loads((ROOT / "events" / name).read_text())
-    key = new_key()
-    event["headers"]["Idempotency-Key"], event["multiValueHeaders"]["Idempotency-Key"] = key, [key]
-    path = WORK / "ledger-append.json"
-    path.write_text(json.dumps(event))
-    return path
 
 
 def main() -> int:
@@ -129,17 +88,16 @@ def main() -> int:
         "AWS_SECRET_ACCESS_KEY": "local",
     }.items():
         os.environ.setdefault(key, value)  # this process's own clients (table, queues, the pending record)
-    arch = (
-        sys.argv[sys.argv.index("--arch") + 1]
-        if "--arch" in sys.argv
-        else ("arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64")
-    )
-    template = template_for(arch)
-    built = WORK / "build"
+    arch = sys.argv[sys.argv.index("--arch") + 1] if "--arch" in sys.argv else host_arch()
+    problem = missing_image(arch)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     began = time.monotonic()
-    out = sam("build", "-t", str(template), "--base-dir", str(ROOT), "--build-dir", str(built), "--language-extensions")
-    if out.returncode:
-        print(out.stdout, out.stderr, file=sys.stderr)
+    try:
+        built = build(arch, WORK)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
         return 1
     print(f"sam build ({arch}): {time.monotonic() - began:.0f}s")
     failures = 0
@@ -169,10 +127,11 @@ def main() -> int:
             for function, event, expected, extra in SEQUENCE:
                 if only is not None and event not in only:
                     continue
+                path = event_file(event, WORK)
                 if event == "retry_worker/replay_like.json":  # as the API did when it deferred the request (202)
-                    record_pending(ddb_local.endpoint, event)
+                    record_pending(ddb_local.endpoint, path)
                 began = time.monotonic()
-                args = ["local", "invoke", function, "-t", str(built / "template.yaml"), "-e", str(event_file(event))]
+                args = ["local", "invoke", function, "-t", str(built), "-e", str(path)]
                 args += ["--env-vars", str(env_vars), "--skip-pull-image", *extra]
                 out = sam(*args)
                 took = time.monotonic() - began

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from typing import Any
 
 from tests.conftest import invoke, load_event
+from tests.unit.test_events import gen_events
 
 LIKES_SEQUENCE = [
     ("likes/create_post.json", 201),
@@ -40,12 +40,9 @@ def test_retry_worker_and_operations_events(load_function: Any, table: str, queu
     worker = load_function("RetryWorkerFunction", table, queues.urls)
     operations = load_function("OperationsFunction", table, queues.urls)
     assert invoke(likes, load_event("likes/create_post.json"))[0] == 201
-    replay = load_event("retry_worker/replay_like.json")
-    # A like is ordered by when the API received it: a sample older than the replay horizon would
-    # be (rightly) stale, so the sample is sent as a fresh message would be.
-    body = json.loads(replay["Records"][0]["body"])
-    body["created_at"], body["payload"]["at"] = int(time.time()), time.time_ns() // 1_000_000
-    replay["Records"][0]["body"] = json.dumps(body)
+    # A like is ordered by when the API received it, and its operation record expires: the sample
+    # is stamped now, as `make invoke-events` stamps it (scripts/gen_events.py: stamped).
+    replay = gen_events.stamped("retry_worker/replay_like.json", load_event("retry_worker/replay_like.json"), time.time_ns() // 1_000_000)
     Operations(table).record_pending(Command.from_message(replay["Records"][0]["body"]))  # as the API would have
 
     assert worker.lambda_handler(replay, lambda_context) == {"batchItemFailures": []}

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import shutil
 import time
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,102 @@ def test_committed_aggregator_event_carries_the_generated_hot_likes() -> None:
     assert [(c.parent, c.lane, c.delta) for c in changes if c is not None] == want
     assert [r["eventName"] for r in records] == [name for name, *_ in gen_events.HOT_LIKES]
     assert [int(r["dynamodb"]["SequenceNumber"]) for r in records] == sorted(int(r["dynamodb"]["SequenceNumber"]) for r in records)
+
+
+# ---------------------------------------------------------------------- stamped when invoked
+def _sqs_events() -> list[str]:
+    return sorted(str(p.relative_to(ROOT / "events")) for p in (ROOT / "events").rglob("*.json") if '"md5OfBody"' in p.read_text())
+
+
+@pytest.mark.parametrize("name", _sqs_events())
+def test_every_sqs_events_md5_is_its_bodys(name: str) -> None:
+    import hashlib
+
+    for record in _event(name)["Records"]:
+        assert record["md5OfBody"] == hashlib.md5(record["body"].encode(), usedforsecurity=False).hexdigest(), name
+
+
+def _ms(day: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def _fresh_at(name: str, event: dict[str, Any], now_ms: int) -> bool:
+    """Whether ``event`` still does what `make invoke-events` expects of it at ``now_ms``, by the
+    layer's own rules: a ledger key inside the retry window; a queued command whose operation
+    record has not expired (DynamoDB Local enforces the TTL) and whose like is inside the replay
+    horizon; hot likes not in the future and their tombstones not expired."""
+    import hashlib
+
+    from counters.core.commands import Command
+    from counters.core.errors import CounterError
+    from counters.deferral.operations import OPERATION_TTL_SECONDS
+    from counters.primitives.ledger import Ledger
+    from counters.primitives.toggle import HORIZON_MS
+
+    if name == gen_events.LEDGER_APPEND:
+        try:
+            Ledger("t", dynamodb=object(), clock=lambda: now_ms / 1000).check_fresh(parse_key(event["headers"]["Idempotency-Key"]))
+        except CounterError:
+            return False
+        return event["multiValueHeaders"]["Idempotency-Key"] == [event["headers"]["Idempotency-Key"]]
+    if name.startswith("retry_worker/"):
+        for record in event["Records"]:
+            assert record["md5OfBody"] == hashlib.md5(record["body"].encode(), usedforsecurity=False).hexdigest()
+            command = Command.from_message(record["body"])
+            if command.created_at + OPERATION_TTL_SECONDS <= now_ms // 1000 or command.created_at > now_ms // 1000:
+                return False
+            at = command.payload.get("at")
+            if at is not None and not (now_ms - HORIZON_MS < at <= now_ms):
+                return False
+        return True
+    changes = [r["dynamodb"] for r in event["Records"]]
+    return all(now_ms // 1000 - 60 <= c["ApproximateCreationDateTime"] <= now_ms // 1000 for c in changes) and all(
+        int(c["NewImage"]["expiresAt"]["N"]) > now_ms // 1000 for c in changes if "expiresAt" in c["NewImage"]
+    )
+
+
+TODAY, TWO_WEEKS_ON = _ms("2026-11-25T14:30:00"), _ms("2026-12-09T14:30:00")
+
+
+@pytest.mark.parametrize("name", gen_events.STAMPED)
+def test_events_stamped_when_invoked_are_fresh_two_weeks_on(name: str) -> None:
+    """`make invoke-events` stamps these events when it invokes them; the committed files carry
+    fixed times (1795370000: 2026-11-22), which expire. A fake clock two weeks after this run:
+    the committed event is stale there, the stamped one fresh, and only its times changed."""
+    committed = _event(name)
+    assert not _fresh_at(name, committed, TWO_WEEKS_ON)  # what broke on 29 Nov 2026 (the operation TTL) and later
+    for now in (TODAY, TWO_WEEKS_ON):
+        event = gen_events.stamped(name, committed, now)
+        assert _fresh_at(name, event, now), (name, now)
+    assert _event(name) == committed  # the committed file is not touched
+
+
+def test_stamping_keeps_what_the_events_say() -> None:
+    """Only times move: the same commands, the same hot like changes in the same order and spacing."""
+    from counters.core.commands import Command
+    from counters.services.likes import hot_change
+
+    for name in ("retry_worker/replay_like.json", "retry_worker/poison.json"):
+        before, after = _event(name), gen_events.stamped(name, _event(name), TWO_WEEKS_ON)
+        for old, new in zip(before["Records"], after["Records"], strict=True):
+            a, b = Command.from_message(old["body"]), Command.from_message(new["body"])
+            assert (a.op, a.operation_id, {k: v for k, v in a.payload.items() if k != "at"}) == (
+                b.op,
+                b.operation_id,
+                {k: v for k, v in b.payload.items() if k != "at"},
+            )
+            assert old["messageId"] == new["messageId"]
+    before = _event("like_aggregator/hot_likes.json")["Records"]
+    after = gen_events.stamped("like_aggregator/hot_likes.json", {"Records": before}, TWO_WEEKS_ON)["Records"]
+    assert [(c.parent, c.lane, c.delta) for c in map(hot_change, before) if c] == [
+        (c.parent, c.lane, c.delta) for c in map(hot_change, after) if c
+    ]
+
+    def spacing(records: list[dict[str, Any]]) -> list[int]:
+        return [
+            int(r["dynamodb"]["NewImage"]["changedAt"]["N"]) - int(records[0]["dynamodb"]["NewImage"]["changedAt"]["N"]) for r in records
+        ]
+
+    assert spacing(before) == spacing(after)

@@ -35,3 +35,25 @@ def test_deploys_assume_a_role_through_oidc_and_hold_no_keys() -> None:
         creds = next(s for s in JOBS[job]["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
         assert creds["with"]["role-to-assume"].startswith("${{ secrets.")
         assert "sam deploy" in _runs(job) and config_env in _runs(job) and "--no-confirm-changeset" in _runs(job)
+
+
+# The first major of each action that runs on node24: GitHub removes node20 from its runners
+# (scheduled for 23 Sep 2026; actionlint flags the node20 majors). From each action's release notes.
+FIRST_NODE24_MAJOR = {
+    "actions/checkout": 5,
+    "actions/setup-python": 6,
+    "actions/setup-node": 5,
+    "actions/setup-java": 5,
+    "actions/upload-artifact": 6,
+    "actions/download-artifact": 7,
+    "aws-actions/configure-aws-credentials": 6,
+}
+
+
+def test_every_action_runs_on_node24() -> None:
+    used = [step["uses"] for job in JOBS.values() for step in job["steps"] if "uses" in step]
+    assert used
+    for ref in used:
+        action, _, version = ref.partition("@")
+        assert action in FIRST_NODE24_MAJOR, f"{action}: which major runs on node24? add it here"
+        assert int(version.lstrip("v").split(".")[0]) >= FIRST_NODE24_MAJOR[action], ref

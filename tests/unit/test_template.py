@@ -245,3 +245,24 @@ def test_deploy_page_lists_every_parameter_and_output() -> None:
     page = (ROOT / "docs" / "deploy.md").read_text()
     for name in [*TEMPLATE["Parameters"], *TEMPLATE["Outputs"]]:
         assert f"`{name}`" in page, f"docs/deploy.md does not mention {name}"
+
+
+def test_env_local_names_every_queue_a_function_is_given() -> None:
+    """`sam local invoke --env-vars events/env.local.json`: a queue URL the template gives a
+    function (RETRY_DLQ_URL: the retry worker's poison path) must point at the emulator, or the
+    function sends to the unresolved logical id and the message never lands."""
+    local = json.loads((ROOT / "events" / "env.local.json").read_text())["Parameters"]
+    resources = TEMPLATE["Resources"]
+    queues = {name for name, r in resources.items() if r["Type"] == "AWS::SQS::Queue"}
+    functions = [TEMPLATE["Globals"]["Function"]] + [
+        r["Properties"] for r in resources.values() if r["Type"] == "AWS::Serverless::Function"
+    ]
+    wanted = {
+        var: value["Ref"]
+        for properties in functions
+        for var, value in properties.get("Environment", {}).get("Variables", {}).items()
+        if isinstance(value, dict) and value.get("Ref") in queues
+    }
+    assert {"RETRY_QUEUE_URL", "RETRY_DLQ_URL"} <= set(wanted)
+    for var, queue in wanted.items():
+        assert local.get(var, "").endswith(f"/{local['TABLE_NAME']}-{queue}"), (var, local.get(var))

@@ -133,14 +133,23 @@ class Replayer:
                 return "redelivered"
             verdict = executor.run(command)
         except PoisonMessage as exc:
+            try:
+                send(
+                    self._sqs or sqs_client(),
+                    self.operations.retry,
+                    QueueUrl=self.dlq_url,
+                    MessageBody=body,
+                    MessageAttributes={"poisonReason": {"DataType": "String", "StringValue": str(exc)[:256]}},
+                )
+            except Exception as failure:
+                # Not acknowledged: the batch reports the message, SQS redelivers it (and after
+                # maxReceiveCount its redrive policy moves it to the DLQ). Say why the send failed.
+                logger.exception(
+                    "poison message NOT sent to the DLQ; left on the retry queue",
+                    extra={"messageId": message_id, "reason": str(exc), "errorCode": _error_code(failure), "dlqUrl": self.dlq_url},
+                )
+                raise
             logger.error("poison message sent to the DLQ", extra={"messageId": message_id, "reason": str(exc)})
-            send(
-                self._sqs or sqs_client(),
-                self.operations.retry,
-                QueueUrl=self.dlq_url,
-                MessageBody=body,
-                MessageAttributes={"poisonReason": {"DataType": "String", "StringValue": str(exc)[:256]}},
-            )
             if command is not None:
                 self.operations.record_outcome(command, "REJECTED", {"error": "invalid_command", "message": str(exc)})
             return "poison"
@@ -159,3 +168,14 @@ class Replayer:
             },
         )
         return verdict.status.lower() if first else "redelivered"
+
+
+def _error_code(exc: BaseException) -> str:
+    """The AWS error code behind a failed call (a ContentionError's cause), or the exception's type."""
+    code = getattr(exc, "cause_code", None)
+    if code:
+        return str(code)
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code") or type(exc).__name__)
+    return type(exc).__name__

@@ -78,7 +78,9 @@ class Guard:
 
 @dataclass(frozen=True, order=True)
 class Stamp:
-    """When a request arrived (ms) and its id: compared as (at, by), a total order."""
+    """When a request arrived (ms) and its id: compared as (at, by), a total order. Ids from
+    :func:`counters.core.commands.new_request_id` begin with the function's receive time, so
+    requests in the same millisecond are ordered as the function received them."""
 
     at: int
     by: str

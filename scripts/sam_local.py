@@ -1,0 +1,202 @@
+"""`sam local` on this machine's CPU: `make local-invoke`, `make start-api`, and what
+scripts/invoke_events.py shares with them.
+
+The template's functions are arm64. On an x86_64 machine without arm64 emulation (binfmt +
+qemu) an arm64 container cannot run, so the functions are built from a copy of the template
+with every arm64 replaced by the host's architecture (in .aws-sam/<work>/, never committed). The
+code, layer, handlers and events are the same; only the CPU the container claims differs. Every
+run passes ``--skip-pull-image``: the python3.12 image must be on the machine (pulled, or built
+offline by scripts/build-standin-image.sh), and is checked before anything is built.
+
+Usage (python3.12 on PATH for `sam build`; the Makefile finds one):
+  python scripts/sam_local.py invoke FUNCTION EVENT [sam args...]   EVENT: a path, or one under events/
+  python scripts/sam_local.py start-api [sam args...]               PORT (env) defaults to 3001
+Both pass ``--env-vars events/env.local.json`` (the devstack's DynamoDB Local and SQS emulator on
+docker0's address: `make dev ARGS="--backend-host 172.17.0.1"`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
+
+from scripts.gen_events import STAMPED, stamped  # noqa: E402
+
+SAM = ROOT / ".venv-sam" / "bin" / "sam"
+ENV_LOCAL = ROOT / "events" / "env.local.json"
+SAM_LABEL = "sam.cli.container.type=lambda"  # SAM CLI labels every function container it starts
+
+
+def host_arch() -> str:
+    return "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
+
+
+def image_for(arch: str) -> str:
+    """The image `sam local` runs python3.12 functions in, for ``arch``."""
+    return f"public.ecr.aws/lambda/python:3.12-{arch}"
+
+
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([shutil.which("docker") or "/usr/bin/docker", *args], capture_output=True, text=True)
+
+
+def missing_image(arch: str) -> str | None:
+    """Why the runtime image cannot be used (one line), or None when it is on the machine."""
+    if shutil.which("docker") is None:
+        return "docker not found: install Docker (apt-get install docker.io) and start dockerd"
+    image = image_for(arch)
+    out = docker("image", "inspect", image)
+    if out.returncode == 0:
+        return None
+    if "Cannot connect" in out.stderr or "permission denied" in out.stderr:
+        return f"docker cannot reach its daemon ({out.stderr.strip().splitlines()[-1]}): start dockerd"
+    if arch == "x86_64":
+        return f"no image {image} on this machine: docker pull it, or build a stand-in offline: scripts/build-standin-image.sh"
+    return f"no image {image} on this machine: docker pull {image}"
+
+
+def sam_env() -> dict[str, str]:
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+    env.update({"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})  # DynamoDB Local/the emulator accept any
+    env.pop("AWS_SESSION_TOKEN", None)
+    return env
+
+
+def sam(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SAM), *args], cwd=ROOT, env=sam_env(), text=True, capture_output=True, **kwargs)
+
+
+def template_for(arch: str, work: Path) -> Path:
+    """The template, with its functions' architecture set to ``arch`` (a copy in ``work``)."""
+    source = (ROOT / "template.yaml").read_text()
+    work.mkdir(parents=True, exist_ok=True)
+    target = work / "template.yaml"
+    target.write_text(source if arch == "arm64" else re.sub(r"\barm64\b", arch, source))
+    return target
+
+
+def build(arch: str, work: Path) -> Path:
+    """`sam build` of the template for ``arch`` into ``work``/build; returns the built template."""
+    built = work / "build"
+    args = ["build", "-t", str(template_for(arch, work)), "--base-dir", str(ROOT), "--build-dir", str(built)]
+    out = sam(*args, "--language-extensions", "--cached", "--cache-dir", str(work / "cache"))
+    if out.returncode:
+        raise RuntimeError(f"sam build ({arch}) failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return built / "template.yaml"
+
+
+def docker_gateway() -> str:
+    """The host's address on Docker's default bridge (docker0), where containers reach it."""
+    ip = shutil.which("ip")
+    if ip is None:
+        raise RuntimeError("`ip` (iproute2) not found: needed to find docker0's address")
+    out = subprocess.run([ip, "-4", "-o", "addr", "show", "docker0"], check=True, capture_output=True, text=True).stdout
+    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    if not found:
+        raise RuntimeError("no IPv4 address on docker0: is dockerd running with its default bridge?")
+    return found[1]
+
+
+def event_file(name: str, work: Path) -> Path:
+    """The event ``name`` (under events/, or a path): for one whose times expire (gen_events.STAMPED:
+    the ledger key, the queued commands, the hot likes) a copy stamped now, in ``work``."""
+    path = Path(name)
+    if not path.is_absolute() and not path.exists():
+        path = ROOT / "events" / name
+    relative = path.resolve().relative_to(ROOT / "events") if path.resolve().is_relative_to(ROOT / "events") else None
+    if relative is None or str(relative) not in STAMPED:
+        return path
+    copy = work / "stamped" / relative
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(json.dumps(stamped(str(relative), json.loads(path.read_text()), time.time_ns() // 1_000_000)))
+    return copy
+
+
+def containers_of(built: Path) -> list[str]:
+    """The function containers SAM started from this build (their code is mounted from ``built``'s
+    directory), running or not: another checkout's or tool's containers are left alone."""
+    ids = docker("ps", "-aq", "--filter", f"label={SAM_LABEL}").stdout.split()
+    mine = []
+    for container in ids:
+        mounts = docker("inspect", "-f", "{{range .Mounts}}{{.Source}}\n{{end}}", container).stdout.split()
+        if any(Path(m).is_relative_to(built.parent) for m in mounts):
+            mine.append(container)
+    return mine
+
+
+def remove_containers(built: Path) -> int:
+    left = containers_of(built)
+    if left:
+        docker("rm", "-f", *left)
+    return len(left)
+
+
+def start_api(built: Path, extra: list[str]) -> int:
+    """`sam local start-api` in the foreground. On SIGTERM, SIGINT or SIGHUP: SAM gets SIGINT (its
+    own shutdown), then whatever function containers of this build are still there are removed
+    (with --warm-containers EAGER, SAM left some running on SIGTERM)."""
+    args = ["local", "start-api", "-t", str(built), "--env-vars", str(ENV_LOCAL), "--skip-pull-image"]
+    args += ["--port", os.environ.get("PORT", "3001"), *extra]
+    stopped_at: list[float] = []
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(_signum: int, _frame: Any) -> None:
+        stopped_at.append(time.monotonic())
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+
+    # Handled here before SAM starts, so SAM gets SIGINT's default (a KeyboardInterrupt, its own
+    # shutdown) even when this process was started with SIGINT ignored (a shell's `cmd &`).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    process = subprocess.Popen([str(SAM), *args], cwd=ROOT, env=sam_env(), start_new_session=True)
+    try:
+        while True:
+            try:
+                code = process.wait(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                if stopped_at and time.monotonic() - stopped_at[0] > 15:  # SAM did not stop: stop it
+                    os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        removed = remove_containers(built)
+        print(f"start-api stopped; removed {removed} function container(s) SAM left behind", file=sys.stderr)
+    return 0 if stopped_at else code
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("invoke", "start-api") or (argv[0] == "invoke" and len(argv) < 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    arch = host_arch()
+    problem = missing_image(arch)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    work = ROOT / ".aws-sam" / "local"
+    began = time.monotonic()
+    built = build(arch, work)
+    print(f"sam build ({arch}): {time.monotonic() - began:.0f}s", file=sys.stderr)
+    if argv[0] == "invoke":
+        function, event, extra = argv[1], argv[2], argv[3:]
+        args = ["local", "invoke", function, "-t", str(built), "-e", str(event_file(event, work))]
+        return subprocess.run(
+            [str(SAM), *args, "--env-vars", str(ENV_LOCAL), "--skip-pull-image", *extra], cwd=ROOT, env=sam_env()
+        ).returncode
+    return start_api(built, argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
