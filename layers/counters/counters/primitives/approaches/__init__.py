@@ -11,7 +11,7 @@ a positive delta needs ``available >= delta`` (the ceiling: never above capacity
 negative one needs ``reserved >= -delta`` (the floor: never below 0). Keeping both numbers
 lets DynamoDB check either threshold without arithmetic on attributes.
 
-``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_action`
+``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_update`
 inside a transaction guarded by the marker's status, which every approach also offers.
 
 Every approach returns a :class:`counters.core.outcome.Result`:
@@ -47,7 +47,7 @@ import importlib
 import random
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
@@ -153,21 +153,21 @@ class Approach:
         are the engine's hooks for a lost race and an unknown outcome."""
         first = plan(self.read(key, capacity), 1)
         if isinstance(first, Stop):
-            return first.value  # type: ignore[no-any-return]  # a Stop from plan always carries a Result
+            return verdict(first.value)
 
         def lost_then_reread(report: Report, failure: Classified) -> Resend | Stop | None:
             # The winner's item (ALL_OLD) decides at once what it can (our own write, the
             # threshold); the next write is planned from a read made after the backoff: one
             # planned from ALL_OLD would be as old as the backoff and lose again to whoever
             # wrote meanwhile (occ_history, 32 clients: 70% of calls succeeded, 93% re-reading).
-            verdict = lost(report, failure)
-            if isinstance(verdict, Resend):
+            answer = lost(report, failure)
+            if isinstance(answer, Resend):
                 return Resend(refresh=lambda: plan(self.read(key, capacity), report.attempts))
-            return verdict
+            return answer
 
         report = self.store.write_counter(first.params or {}, capacity=capacity, on_condition=lost_then_reread, on_unknown=unknown)
         if report.stopped:
-            return report.value  # type: ignore[no-any-return]  # every hook's Stop carries a Result
+            return verdict(report.value)
         # conflict/throttle/not sent are retried by the engine (a stale read is caught by the write's condition)
         return result(report.outcome, capacity, report.attempts)
 
@@ -201,8 +201,16 @@ def approach_class(name: str) -> type[Approach]:
     return found
 
 
-def create(name: str, table_name: str, **options: Any) -> Approach:
-    return approach_class(name)(table_name, **options)
+def create(name: str, table_name: str, **options: object) -> Approach:
+    """An approach by name; ``options`` are its constructor's (``dynamodb``, ``retry``, and e.g. ``policy``)."""
+    return approach_class(name)(table_name, **options)  # type: ignore[arg-type]  # each subclass takes its own options
+
+
+def verdict(value: object) -> Result:
+    """The Result a hook's :class:`~counters.core.engine.Stop` carried."""
+    if not isinstance(value, Result):
+        raise TypeError(f"a hook stopped with {value!r}, not a Result")
+    return value
 
 
 def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: StrEnum | None = None, **value: object) -> Result:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from counters.core.engine import Report, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, rejection, result
+from counters.primitives.approaches import Approach, Fields, Key, Reason, rejection, result, verdict
 from counters.store.expr import Update
 from counters.store.resources import Counter, found, set_write
 
@@ -58,7 +58,7 @@ class TokenSet(Approach):
         update = set_write(self.table_name, key, delta, token, bounded=bounded, max_tokens=self.max_tokens)
         report = self.store.write_counter(update, on_condition=why)
         if report.stopped:
-            return report.value  # type: ignore[no-any-return]  # why() always stops with a Result
+            return verdict(report.value)
         return result(report.outcome, report.capacity, report.attempts)
 
     def _why(self, counter: Counter | None, token: str, take: bool, unknown: bool, capacity: Capacity, attempt: int) -> Result:
