@@ -372,13 +372,13 @@ class Reservations:
             self._replay(record, quantity, request_id)  # PENDING: still completing (503), or left by a caller that died
         approach = self.approach(resource.strategy)
         gives = [approach.release_update(resource.key_for(pk), part, rid) for pk, part in (record.allocation or {}).items()]
-        report, stored, record_failed = self.store.release(rid, request_id, self.released_ttl_seconds, gives)
-        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
-        if report.outcome is Outcome.APPLIED:
+        taken = self.store.release(rid, request_id, self.released_ttl_seconds, gives)
+        result = Result(taken.outcome, capacity=taken.capacity, attempts=taken.attempts)
+        if taken.outcome is Outcome.APPLIED:
             return Reservation(True, public_reservation(rid, quantity, RELEASED), result)
-        if report.outcome is Outcome.REJECTED:
-            if record_failed:  # released meanwhile: by this request's lost attempt, or another
-                mine = stored is not None and stored.released_by == request_id
+        if taken.outcome is Outcome.REJECTED:
+            if taken.record_failed:  # released meanwhile: by this request's lost attempt, or another
+                mine = taken.record is not None and taken.record.released_by == request_id
                 return Reservation(mine, public_reservation(rid, quantity, RELEASED), result)
             raise IntegrityError(f"reservation {rid!r} is confirmed but its counter cannot give {quantity} back")
         # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.

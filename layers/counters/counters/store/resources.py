@@ -18,7 +18,7 @@ reads and ``ALL_OLD`` items come back as :class:`Counter`, :class:`Resource` and
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from counters.core.client import client
-from counters.core.engine import Report, Stop, read, run
+from counters.core.engine import Hook, Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.items import from_item
 from counters.core.outcome import Capacity, Outcome
@@ -253,9 +253,6 @@ def record_put(table: str, token: str, quantity: int, allocation: Mapping[str, i
 
 
 # -- the calls -------------------------------------------------------------------------------------
-Hook = Callable[[Report, Classified], Any]
-
-
 def found(failure: Classified | None) -> Counter | None:
     """The counter item a single write's failed condition found (``ALL_OLD``)."""
     return Counter.of(old_item(failure))
@@ -271,7 +268,6 @@ class Taken:
     unknown_seen: bool = False
     mismatch: bool = False
     """``IdempotentParameterMismatch``: the ClientRequestToken was used with other parameters."""
-    counter_failed: bool = False
     counter: Counter | None = None
     """The first counter item whose condition failed, as it was (``None``: there was none)."""
     record_failed: bool = False
@@ -353,7 +349,7 @@ class ResourceStore:
             cancelled = tx.cancellation(report.failure)
             failed = [name for name in COUNTERS if cancelled.failed(name)]
             if failed:
-                taken.counter_failed, taken.counter = True, Counter.of(cancelled.old(failed[0]))
+                taken.counter = Counter.of(cancelled.old(failed[0]))
             if record is not None and cancelled.failed(Action.RECORD):
                 taken.record_failed, taken.record = True, Record.of(cancelled.old(Action.RECORD))
         return taken
@@ -396,10 +392,10 @@ class ResourceStore:
             update.set(ALLOCATION, dict(allocation))
         return run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True).outcome
 
-    def release(self, rid: str, request_id: str, expires_in: int, give_backs: list[Update]) -> tuple[Report, Record | None, bool]:
+    def release(self, rid: str, request_id: str, expires_in: int, give_backs: list[Update]) -> Taken:
         """``CONFIRMED -> RELEASED`` (who released it, and the TTL starts) with the give-back on each
-        counter item, in one transaction: (report, the record a failed status condition found,
-        whether it was the record's condition that failed)."""
+        counter item, in one transaction; ``record_failed``: the record was no longer CONFIRMED
+        (``record``: as it was then)."""
         now = int(time.time())
         record = Update(self.table_name, record_key(rid)).set_all(
             {STATUS: Status.RELEASED, RELEASED_AT: now, RELEASED_BY: request_id, EXPIRES_AT: now + expires_in}
@@ -411,4 +407,6 @@ class ResourceStore:
             tx.update(name, update)
         report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
         cancelled = tx.cancellation(report.failure if report.outcome is Outcome.REJECTED else None)
-        return report, Record.of(cancelled.old(Action.RECORD)), cancelled.failed(Action.RECORD)
+        taken = Taken(report.outcome, report.capacity, report.attempts, report.unknown_seen)
+        taken.record_failed, taken.record = cancelled.failed(Action.RECORD), Record.of(cancelled.old(Action.RECORD))
+        return taken
