@@ -297,13 +297,14 @@ def test_sharding_falls_to_another_shard_before_splitting(layer_client: Any, fau
 def test_shard_snapshot_retries_a_conflicting_read(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
     from counters.core.outcome import Capacity
     from counters.primitives import sharding
+    from counters.store.resources import ResourceStore
 
     keys = [sharding.shard_key("s", n) for n in range(2)]
     for key in keys:
         ddb.put_item(TableName=table, Item=to_item({**key, "reserved": 1, "available": 2}))
     faults.add("conflict", operations={"TransactGetItems"}, limit=2)
-    items = sharding.snapshot(layer_client, table, keys, Capacity(), FAST)
-    assert [i["available"] for i in items] == [2, 2] and faults.calls["TransactGetItems"] == 3
+    items = ResourceStore(table, layer_client, FAST).snapshot(keys, Capacity())
+    assert [i.available for i in items] == [2, 2] and faults.calls["TransactGetItems"] == 3
 
 
 # ------------------------------------------------------------------------------------ remaining docstring sentences

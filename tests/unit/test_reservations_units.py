@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from counters.primitives.approaches import FITS_CEILING, FITS_FLOOR, approach_class, guard, rejection
+from counters.primitives.approaches import approach_class, rejection
 from counters.primitives.approaches.crt import client_request_token
 from counters.primitives.approaches.occ_history import resolve, tag_for
 from counters.primitives.sharding import plan, shard_key, split_capacity
 from counters.services.reservations import reservation_id
+from counters.store.expr import Cond, Placeholders
+from counters.store.resources import Counter, guard
+
+FITS_CEILING, FITS_FLOOR = "#available >= :v0", "#reserved >= :v0"  # the thresholds, as the store renders them
+
+
+def condition(cond: Cond) -> str:
+    return cond.render(Placeholders())
 
 
 def test_split_capacity_sums_and_differs_by_at_most_one() -> None:
@@ -22,32 +30,32 @@ def test_split_capacity_sums_and_differs_by_at_most_one() -> None:
 
 def test_plan_takes_from_the_fullest_shards_first() -> None:
     keys = [shard_key("r", n) for n in range(3)]
-    items = [{"available": 1}, {"available": 3}, {"available": 2}]
+    items = [Counter(available=1), Counter(available=3), Counter(available=2)]
     assert plan(keys, items, 4) == [(keys[1], 3), (keys[2], 1)]
     assert sum(part for _, part in plan(keys, items, 6)) == 6
 
 
 def test_guard_picks_the_threshold_by_sign() -> None:
-    assert FITS_CEILING in guard(3, True) and FITS_FLOOR in guard(-3, True)
-    assert guard(3, False) == "attribute_exists(#pk)"
+    assert FITS_CEILING in condition(guard(3, True)) and FITS_FLOOR in condition(guard(-3, True))
+    assert condition(guard(3, False)) == "attribute_exists(#PK)"
 
 
 def test_rejection_reason_from_all_old() -> None:
-    assert rejection(None, 1) == ("missing", {})
-    assert rejection({"available": {"N": "2"}, "reserved": {"N": "8"}}, 3) == ("threshold", {"available": 2, "reserved": 8})
+    assert rejection(None) == ("missing", {})
+    assert rejection(Counter.of({"available": 2, "reserved": 8})) == ("threshold", {"available": 2, "reserved": 8})
 
 
 @pytest.mark.parametrize(
     ("item", "verdict"),
     [
-        ({"version": 5, "tags": ["a", "b", "mine"]}, "applied"),
-        ({"version": 4, "tags": ["a", "b"]}, "not_applied"),  # nobody wrote: version unchanged
-        ({"version": 6, "tags": ["a", "b", "c", "d"]}, "not_applied"),  # slot of version 5 is "c": someone else's
-        ({"version": 9, "tags": ["x", "y", "z"]}, "unknown"),  # versions 7..9 only: slot 5 fell off
+        (Counter(version=5, tags=("a", "b", "mine")), "applied"),
+        (Counter(version=4, tags=("a", "b")), "not_applied"),  # nobody wrote: version unchanged
+        (Counter(version=6, tags=("a", "b", "c", "d")), "not_applied"),  # slot of version 5 is "c": someone else's
+        (Counter(version=9, tags=("x", "y", "z")), "unknown"),  # versions 7..9 only: slot 5 fell off
         (None, "unknown"),
     ],
 )
-def test_occ_history_resolution(item: dict | None, verdict: str) -> None:
+def test_occ_history_resolution(item: Counter | None, verdict: str) -> None:
     assert resolve(item, 4, "mine") == verdict
 
 

@@ -13,58 +13,43 @@ A resource of capacity C with N shards keeps its count on ``RES#<id>#<n>`` / ``S
    again a few rounds, then answers ``contention``.
 
 Every part is guarded by its own shard's condition, so no shard (and therefore no total)
-ever goes below zero. The resource reads as the sum of its shards (:func:`snapshot`).
+ever goes below zero. The resource reads as the sum of its shards
+(:meth:`counters.store.resources.ResourceStore.snapshot`, where the shard keys live too).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any
+from enum import StrEnum
 
-from counters.core.engine import read
-from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, result
+from counters.primitives.approaches import Approach, Fields, Key, Reason, result
+from counters.store.resources import MAX_SHARDS, Counter, shard_key
 
-MAX_SHARDS = 20
+__all__ = ["MAX_SHARDS", "ROUNDS", "ShardReason", "plan", "shard_key", "split_capacity", "take"]
+
 ROUNDS = 4
 
 
-def shard_key(resource_id: str, n: int) -> dict[str, str]:
-    return {"PK": f"RES#{resource_id}#{n}", "SK": "SHARD"}
+class ShardReason(StrEnum):
+    """Why a sharded take answered as it did, beyond its approach's :class:`Reason`."""
+
+    SOLD_OUT = "sold_out"
+    SHARDS_BUSY = "shards_busy"
 
 
 def split_capacity(capacity: int, shards: int) -> list[int]:
     return [capacity // shards + (1 if n < capacity % shards else 0) for n in range(shards)]
 
 
-def snapshot(
-    ddb: Any, table_name: str, keys: list[dict[str, str]], capacity: Capacity, policy: RetryPolicy | None = None
-) -> list[dict[str, Any]]:
-    """Every shard item, read in one serializable snapshot (2 RCU per item up to 4 KB).
-
-    A snapshot is cancelled when it overlaps a transaction writing those items
-    (TransactionConflict) or is throttled: it is a read, so every classified failure is
-    retried within ``policy``; past the budget, :class:`ContentionError`.
-    """
-    response = read(
-        ddb.transact_get_items,
-        policy or RetryPolicy(),
-        capacity,
-        TransactItems=[{"Get": {"TableName": table_name, "Key": to_item(key)}} for key in keys],
-    )
-    return [from_item(r.get("Item")) or {} for r in response["Responses"]]
-
-
-def plan(keys: list[dict[str, str]], items: list[dict[str, Any]], quantity: int) -> list[tuple[dict[str, str], int]]:
+def plan(keys: list[Key], counters: list[Counter], quantity: int) -> list[tuple[Key, int]]:
     """Split ``quantity`` over the shards with the most available first (fewest parts)."""
     parts, left = [], quantity
-    for key, item in sorted(zip(keys, items, strict=True), key=lambda ki: -int(ki[1].get(AVAILABLE, 0))):
-        take = min(left, int(item.get(AVAILABLE, 0)))
-        if take > 0:
-            parts.append((key, take))
-            left -= take
+    for key, counter in sorted(zip(keys, counters, strict=True), key=lambda kc: -kc[1].available):
+        part = min(left, counter.available)
+        if part > 0:
+            parts.append((key, part))
+            left -= part
         if left == 0:
             break
     return parts
@@ -72,11 +57,11 @@ def plan(keys: list[dict[str, str]], items: list[dict[str, Any]], quantity: int)
 
 def take(
     approach: Approach,
-    keys: list[dict[str, str]],
+    keys: list[Key],
     quantity: int,
     *,
     token: str | None,
-    record: dict[str, Any] | None = None,
+    record: Fields | None = None,
     rng: random.Random | None = None,
 ) -> Result:
     """Take ``quantity`` from the shards at ``keys``; ``value["allocation"]`` says from where."""
@@ -90,27 +75,26 @@ def take(
             single = approach.apply(keys[n], quantity, token=token, record=record)
             capacity.merge(single.capacity)
             attempts += single.attempts
-            if single.outcome is Outcome.REJECTED and single.reason == "threshold":
+            if single.outcome is Outcome.REJECTED and single.reason == Reason.THRESHOLD:
                 continue  # this shard cannot take it: fall to the next
             return _with(single, capacity, attempts, {keys[n]["PK"]: quantity})
-        items = snapshot(approach.dynamodb, approach.table_name, keys, capacity, approach.retry)
-        total = sum(int(item.get(AVAILABLE, 0)) for item in items)
+        counters = approach.store.snapshot(keys, capacity)
+        total = sum(c.available for c in counters)
         if total < quantity:
-            return result(
-                Outcome.REJECTED, capacity, attempts, "sold_out", available=total, reserved=sum(int(i.get(RESERVED, 0)) for i in items)
-            )
-        parts = plan(keys, items, quantity)
+            reserved = sum(c.reserved for c in counters)
+            return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, available=total, reserved=reserved)
+        parts = plan(keys, counters, quantity)
         split = approach.apply_split(parts, token=token or "", record=record, round_=round_)
         capacity.merge(split.capacity)
         attempts += split.attempts
-        if split.outcome is Outcome.REJECTED and split.reason == "threshold":
+        if split.outcome is Outcome.REJECTED and split.reason == Reason.THRESHOLD:
             continue  # a concurrent take won a shard between the snapshot and the split
         return _with(split, capacity, attempts, {key["PK"]: part for key, part in parts})
-    items = snapshot(approach.dynamodb, approach.table_name, keys, capacity, approach.retry)
-    total = sum(int(item.get(AVAILABLE, 0)) for item in items)
+    counters = approach.store.snapshot(keys, capacity)
+    total = sum(c.available for c in counters)
     if total < quantity:
-        return result(Outcome.REJECTED, capacity, attempts, "sold_out", available=total)
-    return result(Outcome.CONTENTION, capacity, attempts, "shards_busy")
+        return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, available=total)
+    return result(Outcome.CONTENTION, capacity, attempts, ShardReason.SHARDS_BUSY)
 
 
 def _with(single: Result, capacity: Capacity, attempts: int, allocation: dict[str, int]) -> Result:

@@ -1,10 +1,9 @@
 """Resources with a capacity and reservations against it, on any approach of seed 02.
 
-| item | PK | SK |
-|---|---|---|
-| resource | ``RES#<id>`` | ``META``: capacity, strategy, shards; the counter itself when unsharded |
-| shard | ``RES#<id>#<n>`` | ``SHARD``: a share of the capacity (write sharding) |
-| reservation | ``RSV#<reservationId>`` | ``RSV``: quantity, status, allocation, ``requestId`` (the marker of approach 5) |
+The items (resource ``RES#<id>``/``META``, shards ``RES#<id>#<n>``/``SHARD``, reservation records
+``RSV#<reservationId>``/``RSV``), their requests and the calls are in
+:mod:`counters.store.resources`; the deferred commands in :mod:`.reservation_commands`. This
+service orchestrates.
 
 The reservation id is ``uuid5(resourceId, Idempotency-Key)`` when a key is given (so a
 redelivered request maps to the same reservation, and the id doubles as the approach's
@@ -51,9 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from counters.core.caller import Caller
-from counters.core.client import client
-from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.core.engine import Report, Stop, read, run, transact
+from counters.core.commands import Command, Replayable, Verdict, new_request_id
 from counters.core.errors import (
     AlreadyExists,
     AmbiguousOutcome,
@@ -65,30 +62,24 @@ from counters.core.errors import (
     NotFound,
     SlotsFull,
 )
-from counters.core.failures import Classified, RetryPolicy
-from counters.core.ids import valid_id
-from counters.core.items import from_item, to_item
+from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, SettingsError, env
 from counters.primitives import sharding
-from counters.primitives.approaches import AVAILABLE, NAMES, RESERVED, Approach, create, record_key
+from counters.primitives.approaches import NAMES, Approach, Reason, create
+from counters.services.reservation_commands import ReleasePayload, ReservePayload, release_command, reserve_command
+from counters.store.resources import MAX_SHARDS, Counter, Record, Resource, ResourceStore, Status, record_put, resource_key
 
 NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
-CONFIRMED, RELEASED = "CONFIRMED", "RELEASED"
-PENDING, UNKNOWN = "PENDING", "UNKNOWN"  # atomic/occ with a key: claimed, not yet applied / outcome unknown
+CONFIRMED, RELEASED, PENDING, UNKNOWN = Status.CONFIRMED, Status.RELEASED, Status.PENDING, Status.UNKNOWN
 RELEASED_TTL_SECONDS = 30 * 24 * 3600
 """How long a released record is kept (it answers replays of the release and of its key)."""
 CLAIM_SECONDS = 120
 """A claim still PENDING after this long was left by a caller that died (functions time out sooner)."""
+INSUFFICIENT = (Reason.THRESHOLD, sharding.ShardReason.SOLD_OUT)
 
-# Condition fragments
-IS_NEW = "attribute_not_exists(#pk)"  # never overwrite a resource, shard or reservation record
-IS_CONFIRMED = "#status = :confirmed"  # a reservation gives its quantity back once
-IS_PENDING = "#status = :pending"  # only the claim's own request settles it
-
-
-def resource_key(resource_id: str) -> dict[str, str]:
-    return {"PK": f"RES#{resource_id}", "SK": "META"}
+Body = dict[str, object]
+"""A public JSON body."""
 
 
 def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = None) -> str:
@@ -99,28 +90,11 @@ def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = N
 
 
 @dataclass
-class Resource:
-    resource_id: str
-    capacity: int
-    strategy: str
-    shards: int
-
-    @property
-    def counter_keys(self) -> list[dict[str, str]]:
-        if self.shards == 1:
-            return [resource_key(self.resource_id)]
-        return [sharding.shard_key(self.resource_id, n) for n in range(self.shards)]
-
-    def key_for(self, pk: str) -> dict[str, str]:
-        return next(key for key in self.counter_keys if key["PK"] == pk)
-
-
-@dataclass
 class Reservation:
     """The answer to a take: ``created`` (201) or a replay (200), the public body, the result."""
 
     created: bool
-    body: dict[str, Any]
+    body: Body
     result: Result | None = None
 
 
@@ -142,7 +116,7 @@ class Reservations:
         self,
         table_name: str,
         *,
-        dynamodb: Any = None,
+        dynamodb: object = None,
         retry: RetryPolicy | None = None,
         atomic_policy: str = "under",
         history: int = 32,
@@ -153,6 +127,7 @@ class Reservations:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
+        self.store = ResourceStore(table_name, dynamodb, self.retry)
         self.options: dict[str, dict[str, Any]] = {
             "atomic": {"policy": atomic_policy},
             "occ_history": {"history": history},
@@ -166,25 +141,21 @@ class Reservations:
     def from_settings(cls, settings: ReservationSettings) -> Reservations:
         return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy)
 
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client()
-
     def approach(self, name: str) -> Approach:
         if name not in self._approaches:
             self._approaches[name] = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
         return self._approaches[name]
 
     # -- resources -------------------------------------------------------------------------------
-    def create_resource(self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1) -> dict[str, Any]:
+    def create_resource(self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1) -> Body:
         if strategy not in NAMES:
             raise InvalidRequest(f"strategy must be one of {', '.join(NAMES)}")
         approach = self.approach(strategy)
         if shards > 1 and not approach.shardable:
             raise InvalidRequest(f"strategy {strategy!r} does not support shards > 1 (shardable: atomic, crt, marker)")
-        if not 1 <= shards <= sharding.MAX_SHARDS or capacity < 0:
-            raise InvalidRequest(f"shards must be 1..{sharding.MAX_SHARDS} and capacity >= 0")
-        meta = {
+        if not 1 <= shards <= MAX_SHARDS or capacity < 0:
+            raise InvalidRequest(f"shards must be 1..{MAX_SHARDS} and capacity >= 0")
+        meta: dict[str, object] = {
             **resource_key(resource_id),
             "resourceId": resource_id,
             "capacity": capacity,
@@ -193,47 +164,33 @@ class Reservations:
             "createdAt": int(time.time()),
         }
         resource = Resource(resource_id, capacity, strategy, shards)
-        puts = []
+        counters: list[tuple[dict[str, str], dict[str, object]]] = []
         if shards == 1:
-            puts.append({**meta, **approach.initial_attributes(capacity)})
+            meta.update(approach.initial_attributes(capacity))
         else:
-            puts.append(meta)
             for key, share in zip(resource.counter_keys, sharding.split_capacity(capacity, shards), strict=True):
-                puts.append({**key, "resourceId": resource_id, "capacity": share, **approach.initial_attributes(share)})
-        items = [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(item),
-                    "ConditionExpression": IS_NEW,
-                    "ExpressionAttributeNames": {"#pk": "PK"},
-                }
-            }
-            for item in puts
-        ]
-        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
-        if report.outcome is Outcome.REJECTED:
+                counters.append((key, {"resourceId": resource_id, "capacity": share, **approach.initial_attributes(share)}))
+        outcome = self.store.create(meta, counters)
+        if outcome is Outcome.REJECTED:
             raise AlreadyExists(f"resource {resource_id!r} already exists")
-        if report.outcome is not Outcome.APPLIED:
+        if outcome is not Outcome.APPLIED:
             raise ContentionError()
         return self._public_resource(resource, 0, capacity)
 
-    def resource(self, resource_id: str) -> tuple[Resource, dict[str, Any]]:
-        item, _ = self._get(resource_key(resource_id))
-        if item is None:
+    def resource(self, resource_id: str) -> Resource:
+        found = self.store.resource(resource_id)
+        if found is None:
             raise NotFound(f"resource {resource_id!r} not found")
-        return Resource(resource_id, int(item["capacity"]), item["strategy"], int(item["shards"])), item
+        return found
 
-    def get_resource(self, resource_id: str) -> dict[str, Any]:
+    def get_resource(self, resource_id: str) -> Body:
         """The resource; a sharded one reads as the sum of one consistent snapshot of its shards."""
-        resource, item = self.resource(resource_id)
-        if resource.shards == 1:
-            return self._public_resource(resource, int(item[RESERVED]), int(item[AVAILABLE]))
-        shards = sharding.snapshot(self.dynamodb, self.table_name, resource.counter_keys, Capacity(), self.retry)
-        return self._public_resource(resource, sum(int(s[RESERVED]) for s in shards), sum(int(s[AVAILABLE]) for s in shards))
+        resource = self.resource(resource_id)
+        counters = [resource.counter or Counter()] if resource.shards == 1 else self.store.snapshot(resource.counter_keys, Capacity())
+        return self._public_resource(resource, sum(c.reserved for c in counters), sum(c.available for c in counters))
 
     @staticmethod
-    def _public_resource(resource: Resource, reserved: int, available: int) -> dict[str, Any]:
+    def _public_resource(resource: Resource, reserved: int, available: int) -> Body:
         return {
             "resourceId": resource.resource_id,
             "capacity": resource.capacity,
@@ -258,24 +215,29 @@ class Reservations:
         else is answered as if it did not exist)."""
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
-        resource, _ = self.resource(resource_id)
+        resource = self.resource(resource_id)
         approach = self.approach(resource.strategy)
         if approach.needs_token and not idempotency_key:
             raise InvalidRequest(f"the Idempotency-Key header is required for strategy {resource.strategy!r}")
         request_id = request_id or new_request_id()
         rid = reservation_id(resource_id, idempotency_key, owner) if idempotency_key else str(uuid.uuid4())
-        record = {"reservationId": rid, "resourceId": resource_id, "strategy": resource.strategy, "requestId": request_id}
+        record: dict[str, object] = {
+            "reservationId": rid,
+            "resourceId": resource_id,
+            "strategy": resource.strategy,
+            "requestId": request_id,
+        }
         if owner is not None:
             record["owner"] = owner
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
-            existing, _ = self._get(record_key(rid))
+            existing = self.store.record(rid)
             if existing is not None:
                 return self._replay(existing, quantity, request_id)
             if not approach.needs_token:  # nothing else remembers the key: claim it before taking anything
-                claimed, existing = self._put_record(rid, {**record, "quantity": quantity}, status=PENDING)
+                claimed, stored = self._put_record(rid, record, quantity, None, status=PENDING)
                 if not claimed:
-                    return self._replay(existing, quantity, request_id)
+                    return self._replay(stored, quantity, request_id)
         if resource.shards == 1:
             result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
             if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
@@ -287,138 +249,103 @@ class Reservations:
             return self._answer(approach, resource, rid, quantity, record, result, claimed)
         except Exception:
             if claimed and result.outcome in (Outcome.REJECTED, Outcome.CONTENTION):
-                self._settle_claim(rid, None)  # nothing was taken: free the key
+                self.store.drop_claim(rid)  # nothing was taken: free the key
             raise
 
     def _answer(
-        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, Any], result: Result, claimed: bool
+        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object], result: Result, claimed: bool
     ) -> Reservation:
         value = result.value or {}
         if result.outcome is Outcome.REJECTED:
-            if result.reason in ("threshold", "sold_out"):
+            if result.reason in INSUFFICIENT:
                 raise InsufficientCapacity(
-                    f"resource {resource.resource_id!r} has {value.get(AVAILABLE, 'too little')} left; asked for {quantity}"
+                    f"resource {resource.resource_id!r} has {value.get('available', 'too little')} left; asked for {quantity}"
                 )
-            if result.reason == "set_full":
+            if result.reason == Reason.SET_FULL:
                 raise SlotsFull()
-            if result.reason == "token_mismatch":
+            if result.reason == Reason.TOKEN_MISMATCH:
                 raise IdempotencyKeyReused()
-            if result.reason == "missing":
+            if result.reason == Reason.MISSING:
                 raise NotFound(f"resource {resource.resource_id!r} not found")
             raise IntegrityError(f"unexpected rejection {result.reason!r}")
         if result.outcome is Outcome.CONTENTION:
             raise ContentionError(
                 f"resource {resource.resource_id!r} is busy; retry the same request (same Idempotency-Key)",
-                command=self._reserve_command(approach, resource.resource_id, quantity, record),
+                command=reserve_command(approach, resource.resource_id, quantity, record),
             )
         if result.outcome is Outcome.AMBIGUOUS:
             if claimed:
-                self._settle_claim(rid, None, status=UNKNOWN)
+                self._settle_claim(rid, UNKNOWN, None)
             raise AmbiguousOutcome(
                 f"reservation {rid} may or may not hold {quantity} of {resource.resource_id!r} "
                 f"(strategy {resource.strategy!r} cannot tell after a failure with an unknown outcome)"
             )
-        request_id = record["requestId"]
+        request_id = str(record["requestId"])
         if approach.writes_record:  # the marker is the record
             if result.outcome is Outcome.APPLIED:
                 return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-            marker = value.get("marker", {})
-            return Reservation(
-                marker.get("requestId") == request_id, public_reservation(rid, quantity, marker.get("status", CONFIRMED)), result
-            )
-        allocation = value.get("allocation")
+            marker: Record | None = value.get("marker")
+            status = marker.status if marker is not None else CONFIRMED
+            return Reservation(marker is not None and marker.request_id == request_id, public_reservation(rid, quantity, status), result)
+        allocation: dict[str, int] | None = value.get("allocation")
         if claimed:
-            self._settle_claim(rid, allocation)
+            self._settle_claim(rid, CONFIRMED, allocation)
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         if allocation is None:
-            existing, _ = self._get(record_key(rid))
+            existing = self.store.record(rid)
             if existing is not None:
                 return self._replay(existing, quantity, request_id, result)
             raise ContentionError(
                 "the original request with this Idempotency-Key is still completing; retry it",
-                command=self._reserve_command(approach, resource.resource_id, quantity, record),
+                command=reserve_command(approach, resource.resource_id, quantity, record),
             )
-        created, existing = self._put_record(rid, {**record, "quantity": quantity, "allocation": allocation})
+        created, stored = self._put_record(rid, record, quantity, allocation)
         if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-        return self._replay(existing, quantity, request_id, result)
+        return self._replay(stored, quantity, request_id, result)
 
-    def _replay(self, existing: dict[str, Any], quantity: int, request_id: str, result: Result | None = None) -> Reservation:
+    def _replay(self, existing: Record, quantity: int, request_id: str, result: Result | None = None) -> Reservation:
         """Answer from the stored record: this request's own (``created``), or an earlier one's."""
-        if int(existing["quantity"]) != quantity:
+        if existing.quantity != quantity:
             raise IdempotencyKeyReused()
-        rid, status = existing["reservationId"], existing["status"]
-        if status == PENDING and int(existing.get("createdAt", 0)) > time.time() - CLAIM_SECONDS:
+        rid, status = existing.reservation_id, existing.status
+        if status is PENDING and existing.created_at > time.time() - CLAIM_SECONDS:
             raise ContentionError("the original request with this Idempotency-Key is still completing; retry it")
         if status in (PENDING, UNKNOWN):
             raise AmbiguousOutcome(f"reservation {rid} may or may not hold {quantity}: its request's outcome is unknown")
-        return Reservation(existing.get("requestId") == request_id, public_reservation(rid, quantity, status), result)
+        return Reservation(existing.request_id == request_id, public_reservation(rid, quantity, status), result)
 
-    def _put_record(self, rid: str, record: dict[str, Any], *, status: str = CONFIRMED) -> tuple[bool, dict[str, Any]]:
+    def _put_record(
+        self, rid: str, record: dict[str, object], quantity: int, allocation: dict[str, int] | None, *, status: Status = CONFIRMED
+    ) -> tuple[bool, Record]:
         """Put the record unless one exists; returns (created by this request, the stored record).
         No TTL: a hold never expires (only a released record does)."""
-        item = {**record_key(rid), **record, "status": status, "createdAt": int(time.time())}
-        params = {
-            "TableName": self.table_name,
-            "Item": to_item(item),
-            "ConditionExpression": IS_NEW,
-            "ExpressionAttributeNames": {"#pk": "PK"},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        put = record_put(self.table_name, rid, quantity, allocation, record, status)
+        answer = self.store.put_record(put, str(record["requestId"]))
+        if answer is None or answer[1] is None:
+            raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
+        return answer[0], answer[1]
 
-        def exists(_report: Report, failure: Classified) -> Stop:
-            stored = from_item(failure.old_item(0)) or {}
-            # this request's own Put (an attempt whose answer was lost) carries its id
-            return Stop((stored.get("requestId") == record["requestId"], stored))
-
-        report = run(self.dynamodb.put_item, params, policy=self.retry, write=True, on_condition=exists)
-        if report.stopped:
-            return report.value
-        if report.outcome is Outcome.APPLIED:
-            return True, item
-        raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
-
-    def _settle_claim(self, rid: str, allocation: dict[str, int] | None, *, status: str = CONFIRMED) -> None:
+    def _settle_claim(self, rid: str, status: Status, allocation: dict[str, int] | None) -> None:
         """PENDING -> CONFIRMED (with the allocation) or UNKNOWN; ``allocation`` None and
-        CONFIRMED: nothing was taken, drop the claim. Conditioned on PENDING, so a settled
-        claim is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
-        key = to_item(record_key(rid))
-        condition = {"ConditionExpression": IS_PENDING, "ExpressionAttributeNames": {"#status": "status"}}
-        if status == CONFIRMED and allocation is None:
-            params = {"TableName": self.table_name, "Key": key, **condition, "ExpressionAttributeValues": to_item({":pending": PENDING})}
-            run(self.dynamodb.delete_item, params, policy=self.retry, write=True)
-            return  # best effort: a claim left behind reads as UNKNOWN after CLAIM_SECONDS
-        values: dict[str, Any] = {":pending": PENDING, ":status": status}
-        update = "SET #status = :status"
-        if allocation is not None:
-            values[":allocation"] = allocation
-            update += ", #allocation = :allocation"
-            condition["ExpressionAttributeNames"]["#allocation"] = "allocation"
-        params = {
-            "TableName": self.table_name,
-            "Key": key,
-            "UpdateExpression": update,
-            **condition,
-            "ExpressionAttributeValues": to_item(values),
-        }
-        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True)
-        if report.outcome is Outcome.CONTENTION:
+        CONFIRMED: nothing was taken, drop the claim (best effort: a claim left behind reads as
+        UNKNOWN after CLAIM_SECONDS)."""
+        if status is CONFIRMED and allocation is None:
+            self.store.drop_claim(rid)
+            return
+        if self.store.settle_claim(rid, status, allocation) is Outcome.CONTENTION:
             raise ContentionError(f"reservation {rid} was taken but not yet confirmed; retry the same request (same Idempotency-Key)")
 
-    def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> dict[str, Any]:
-        item, _ = self._get(record_key(rid))
+    def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Body:
+        record = self.store.record(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
-        if item is None or item.get("resourceId") != resource_id:
+        if record is None or record.resource_id != resource_id:
             raise missing
         if caller is not None:
-            caller.require_owner_or_hide(item.get("owner"), "read this reservation", missing)
-        body = {
-            **public_reservation(rid, int(item["quantity"]), item["status"]),
-            "resourceId": resource_id,
-            "createdAt": item.get("createdAt"),
-        }
-        if "releasedAt" in item:
-            body["releasedAt"] = item["releasedAt"]
+            caller.require_owner_or_hide(record.owner, "read this reservation", missing)
+        body: Body = {**public_reservation(rid, record.quantity, record.status), "resourceId": resource_id, "createdAt": record.created_at}
+        if record.released_at is not None:
+            body["releasedAt"] = record.released_at
         return body
 
     def release(self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None) -> Reservation:
@@ -426,76 +353,38 @@ class Reservations:
         With a ``caller``, only the reservation's owner (or an admin) may: checked on the read
         that precedes every write (the owner never changes), so a refusal writes nothing; it
         answers 404 as for a missing reservation."""
-        resource, _ = self.resource(resource_id)
-        record, _ = self._get(record_key(rid))
+        resource = self.resource(resource_id)
+        record = self.store.record(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
-        if record is None or record.get("resourceId") != resource_id:
+        if record is None or record.resource_id != resource_id:
             raise missing
         if caller is not None:
-            caller.require_owner_or_hide(record.get("owner"), "release this reservation", missing)
+            caller.require_owner_or_hide(record.owner, "release this reservation", missing)
         request_id = request_id or new_request_id()
-        quantity = int(record["quantity"])
-        if record["status"] == RELEASED:  # this request's own release (a re-drive), or an earlier one
-            return Reservation(record.get("releasedBy") == request_id, public_reservation(rid, quantity, RELEASED))
-        if record["status"] == UNKNOWN:
+        quantity = record.quantity
+        if record.status is RELEASED:  # this request's own release (a re-drive), or an earlier one
+            return Reservation(record.released_by == request_id, public_reservation(rid, quantity, RELEASED))
+        if record.status is UNKNOWN:
             raise IntegrityError(
                 f"reservation {rid!r} may or may not hold {quantity} ({resource.strategy} cannot tell): it cannot be released"
             )
-        if record["status"] != CONFIRMED:
+        if record.status is not CONFIRMED:
             self._replay(record, quantity, request_id)  # PENDING: still completing (503), or left by a caller that died
         approach = self.approach(resource.strategy)
-        now = int(time.time())
-        items = [
-            {
-                "Update": {
-                    "TableName": self.table_name,
-                    "Key": to_item(record_key(rid)),
-                    # who released it (a re-drive of this request knows it was its own), and the TTL starts
-                    "UpdateExpression": "SET #status = :released, #releasedAt = :now, #releasedBy = :request, #expiresAt = :expires",
-                    "ConditionExpression": IS_CONFIRMED,
-                    "ExpressionAttributeNames": {
-                        "#status": "status",
-                        "#releasedAt": "releasedAt",
-                        "#releasedBy": "releasedBy",
-                        "#expiresAt": "expiresAt",
-                    },
-                    "ExpressionAttributeValues": to_item(
-                        {
-                            ":released": RELEASED,
-                            ":confirmed": CONFIRMED,
-                            ":now": now,
-                            ":request": request_id,
-                            ":expires": now + self.released_ttl_seconds,
-                        }
-                    ),
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            }
-        ]
-        items += [approach.release_action(resource.key_for(pk), int(part), rid) for pk, part in record["allocation"].items()]
-        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
-        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
-        if report.outcome is Outcome.APPLIED:
+        gives = [approach.release_update(resource.key_for(pk), part, rid) for pk, part in (record.allocation or {}).items()]
+        taken = self.store.release(rid, request_id, self.released_ttl_seconds, gives)
+        result = Result(taken.outcome, capacity=taken.capacity, attempts=taken.attempts)
+        if taken.outcome is Outcome.APPLIED:
             return Reservation(True, public_reservation(rid, quantity, RELEASED), result)
-        if report.outcome is Outcome.REJECTED and report.failure is not None:
-            if 0 in report.failure.failed_conditions():  # released meanwhile: by this request's lost attempt, or another
-                stored = from_item(report.failure.old_item(0)) or {}
-                return Reservation(stored.get("releasedBy") == request_id, public_reservation(rid, quantity, RELEASED), result)
+        if taken.outcome is Outcome.REJECTED:
+            if taken.record_failed:  # released meanwhile: by this request's lost attempt, or another
+                mine = taken.record is not None and taken.record.released_by == request_id
+                return Reservation(mine, public_reservation(rid, quantity, RELEASED), result)
             raise IntegrityError(f"reservation {rid!r} is confirmed but its counter cannot give {quantity} back")
         # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.
-        command = Command("release", {"resourceId": resource_id, "reservationId": rid}, request_id)
-        raise ContentionError(f"reservation {rid!r} is busy; retry the release", command=command)
+        raise ContentionError(f"reservation {rid!r} is busy; retry the release", command=release_command(resource_id, rid, request_id))
 
-    # -- deferred commands (SQS-driven retries) -------------------------------------------------
-    @staticmethod
-    def _reserve_command(approach: Approach, resource_id: str, quantity: int, record: dict[str, Any]) -> Command | None:
-        """Only exact, token-remembering approaches are re-driven; atomic/occ never blindly."""
-        key = record.get("idempotencyKey")
-        if not (approach.exact and approach.needs_token and key):
-            return None
-        payload = {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key, "owner": record.get("owner")}
-        return Command("reserve", payload, record["requestId"])
-
+    # -- deferred commands (SQS-driven retries; the payloads are in reservation_commands) --------
     def replayables(self) -> dict[str, Replayable]:
         """The deferred reserve/release commands the retry worker replays."""
         return {"reserve": Replayable(ReservePayload, self._replay_reserve), "release": Replayable(ReleasePayload, self._replay_release)}
@@ -514,38 +403,6 @@ class Reservations:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
         return Verdict("APPLIED" if answer.created else "DUPLICATE", {**answer.body, "changed": answer.created})
 
-    def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
-        capacity = Capacity()
-        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
-        return from_item(response.get("Item")), capacity
 
-
-@dataclass(frozen=True)
-class ReservePayload:
-    """A deferred take."""
-
-    resourceId: str
-    quantity: int
-    idempotencyKey: str
-    owner: str | None = None
-
-    def __post_init__(self) -> None:
-        require(valid_id(self.resourceId), "invalid resourceId")
-        require(isinstance(self.quantity, int) and not isinstance(self.quantity, bool) and self.quantity >= 1, "invalid quantity")
-        require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
-        require(self.owner is None or (isinstance(self.owner, str) and bool(self.owner)), "invalid owner")
-
-
-@dataclass(frozen=True)
-class ReleasePayload:
-    """A deferred give-back."""
-
-    resourceId: str
-    reservationId: str
-
-    def __post_init__(self) -> None:
-        require(valid_id(self.resourceId) and valid_id(self.reservationId), "invalid resourceId/reservationId")
-
-
-def public_reservation(rid: str, quantity: int, status: str) -> dict[str, Any]:
-    return {"reservationId": rid, "quantity": quantity, "status": status}
+def public_reservation(rid: str, quantity: int, status: Status) -> Body:
+    return {"reservationId": rid, "quantity": quantity, "status": str(status)}

@@ -11,14 +11,14 @@ a positive delta needs ``available >= delta`` (the ceiling: never above capacity
 negative one needs ``reserved >= -delta`` (the floor: never below 0). Keeping both numbers
 lets DynamoDB check either threshold without arithmetic on attributes.
 
-``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_action`
+``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_update`
 inside a transaction guarded by the marker's status, which every approach also offers.
 
 Every approach returns a :class:`counters.core.outcome.Result`:
 
 ``applied``    this call changed the counter
 ``duplicate``  an earlier call with the same ``token`` already did (approaches that remember tokens)
-``rejected``   definitely not applied; ``reason`` is ``threshold`` (``value["available"]`` or
+``rejected``   definitely not applied; ``reason`` (a :class:`Reason`) is ``threshold`` (``value["available"]`` or
                ``value["reserved"]`` tells what was left), ``missing`` (no counter item),
                ``set_full`` or ``token_mismatch`` (the token was used for a different request)
 ``contention`` conflicts/throttling outlasted the retry budget; nothing known to have applied
@@ -36,61 +36,63 @@ Every approach returns a :class:`counters.core.outcome.Result`:
 Approach 6 of the seed (counting with an item collection, a ledger) is not one of these: it has
 no counter item and its own interface (append, balance, compact), in the package
 :mod:`counters.primitives.ledger` (docs/ledgers.md).
+
+Keys, attribute names and every request shape live in :mod:`counters.store.resources`, which
+also makes the calls (:class:`~counters.store.resources.ResourceStore`); an approach decides
+which writes to make and what their answers mean.
 """
 
 from __future__ import annotations
 
 import importlib
-import time
-from typing import Any, ClassVar
+import random
+from collections.abc import Callable
+from enum import StrEnum
+from typing import ClassVar
 
-from counters.core.client import client
-from counters.core.engine import Resend, Stop, read, run
-from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
+from counters.core.engine import Report, Resend, Stop
+from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.store.expr import Update
+from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
 
-Key = dict[str, str]
-"""A counter item's key (``PK``, ``SK``)."""
-Fields = dict[str, Any]
-"""A reservation record's fields."""
-
-RESERVED = "reserved"
-AVAILABLE = "available"
-
-# Condition fragments, named for what they guard.
-COUNTER_EXISTS = "attribute_exists(#pk)"  # ADD would otherwise create a phantom counter item
-FITS_CEILING = "#available >= :q"  # a take never exceeds what is left: reserved never above capacity
-FITS_FLOOR = "#reserved >= :q"  # a give-back never exceeds what was taken: reserved never below 0
-
-ADD_DELTA = "ADD #reserved :d, #available :nd"
+__all__ = ["AVAILABLE", "NAMES", "RESERVED", "Approach", "Fields", "Key", "Reason", "approach_class", "create", "rejection", "result"]
 
 
-def threshold(delta: int) -> str:
-    """The threshold fragment guarding a delta of this sign."""
-    return FITS_CEILING if delta > 0 else FITS_FLOOR
+class Reason(StrEnum):
+    """Why an approach answered as it did (``Result.reason``); the values are what logs and tests see."""
+
+    THRESHOLD = "threshold"
+    MISSING = "missing"
+    SET_FULL = "set_full"
+    TOKEN_MISMATCH = "token_mismatch"  # noqa: S105  # a reason code, not a secret
+    MARKER_EXISTS = "marker_exists"
+    MARKER_VANISHED = "marker_vanished"
+    NOT_RETRIED = "not_retried"
+    RETRIED_AFTER_UNKNOWN = "retried_after_unknown"
+    UNKNOWN_THEN_REJECTED = "unknown_then_rejected"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    CONFIRMED_AFTER_UNKNOWN = "confirmed_after_unknown"
+    CONFIRMED_AFTER_RESEND = "confirmed_after_resend"
+    THIRD_TAG = "third_tag"
+    FOUND_IN_CHAIN = "found_in_chain"
+    FELL_OFF_CHAIN = "fell_off_chain"
+    SPLIT_TOKEN_USED = "split_token_used"  # noqa: S105  # a reason code, not a secret
+    TOKEN_IN_SET = "token_in_set"  # noqa: S105  # a reason code, not a secret
+    TOKEN_NOT_IN_SET = "token_not_in_set"  # noqa: S105  # a reason code, not a secret
 
 
-def guard(delta: int, bounded: bool) -> str:
-    return f"{COUNTER_EXISTS} AND {threshold(delta)}" if bounded else COUNTER_EXISTS
+def rejection(old: Counter | None) -> tuple[Reason, dict[str, int]]:
+    """Why a guarded write failed, from the counter item it found (``ALL_OLD``)."""
+    if old is None:
+        return Reason.MISSING, {}
+    return Reason.THRESHOLD, old.values()
 
 
-def delta_values(delta: int) -> dict[str, Any]:
-    return {":d": delta, ":nd": -delta, ":q": abs(delta)}
-
-
-def names() -> dict[str, str]:
-    return {"#pk": "PK", "#reserved": RESERVED, "#available": AVAILABLE}
-
-
-def rejection(old_item: dict[str, Any] | None, delta: int) -> tuple[str, dict[str, Any]]:
-    """Why a guarded write failed, from the item ``ALL_OLD`` returned (raw DynamoDB form)."""
-    item = from_item(old_item) if old_item else None
-    if not item:
-        return "missing", {}
-    return "threshold", {AVAILABLE: int(item.get(AVAILABLE, 0)), RESERVED: int(item.get(RESERVED, 0))}
+Plan = Callable[[Counter | None, int], Resend | Stop]
+Lost = Callable[[Report, Classified], Resend | Stop | None]
 
 
 class Approach:
@@ -106,17 +108,14 @@ class Approach:
     writes_record: ClassVar[bool] = False
     """The write itself stores the reservation record (the marker)."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: object = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client()
+        self.store = ResourceStore(table_name, dynamodb, self.retry)
 
     # -- the interface -----------------------------------------------------------------------
-    def initial_attributes(self, capacity: int) -> dict[str, Any]:
+    def initial_attributes(self, capacity: int) -> dict[str, object]:
         """The attributes a new counter item starts with (``reserved`` 0, ``available`` capacity)."""
         return {RESERVED: 0, AVAILABLE: capacity}
 
@@ -135,77 +134,58 @@ class Approach:
         request, so an approach keyed by request tokens (crt) derives a fresh one per round."""
         raise NotImplementedError(f"{self.name} does not support write sharding")
 
-    def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
-        """A TransactWriteItems ``Update`` giving ``quantity`` back (the caller adds its own guard)."""
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": to_item(key),
-                "UpdateExpression": ADD_DELTA,
-                "ConditionExpression": guard(-quantity, True),
-                "ExpressionAttributeNames": names(),
-                "ExpressionAttributeValues": to_item(delta_values(-quantity)),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
+    def release_update(self, key: Key, quantity: int, token: str) -> Update:
+        """A transaction's Update giving ``quantity`` back (the caller adds its own guard)."""
+        return give_back(self.table_name, key, quantity)
 
-    def shard_order(self, count: int, token: str | None, rng: Any) -> list[int]:
+    def shard_order(self, count: int, token: str | None, rng: random.Random) -> list[int]:
         """Which shard to try first, then the others (random start; crt overrides)."""
         start = rng.randrange(count)
         return [(start + i) % count for i in range(count)]
 
     # -- helpers -------------------------------------------------------------------------------
-    def read(self, key: dict[str, str], capacity: Capacity) -> dict[str, Any] | None:
-        response = read(self.dynamodb.get_item, self.retry, capacity, TableName=self.table_name, Key=to_item(key), ConsistentRead=True)
-        return from_item(response.get("Item"))
+    def read(self, key: Key, capacity: Capacity) -> Counter | None:
+        return self.store.counter(key, capacity)
 
-    def optimistic(self, key: dict[str, str], capacity: Capacity, plan: Any, lost: Any, unknown: Any) -> Result:
-        """Read, then write conditioned on what was read (occ, occ_history): ``plan(item, attempts)``
-        gives the first write (:class:`~counters.core.engine.Resend`) or the verdict the read already
-        gives (:class:`~counters.core.engine.Stop`); ``lost``/``unknown`` are the engine's hooks for a
-        lost race and an unknown outcome."""
+    def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> Result:
+        """Read, then write conditioned on what was read (occ, occ_history): ``plan(counter, attempts)``
+        gives the first write (:class:`~counters.core.engine.Resend` of an ``Update``'s params) or
+        the verdict the read already gives (:class:`~counters.core.engine.Stop`); ``lost``/``unknown``
+        are the engine's hooks for a lost race and an unknown outcome."""
         first = plan(self.read(key, capacity), 1)
         if isinstance(first, Stop):
-            return first.value
+            return verdict(first.value)
 
-        def lost_then_reread(report: Any, failure: Any) -> Any:
+        def lost_then_reread(report: Report, failure: Classified) -> Resend | Stop | None:
             # The winner's item (ALL_OLD) decides at once what it can (our own write, the
             # threshold); the next write is planned from a read made after the backoff: one
             # planned from ALL_OLD would be as old as the backoff and lose again to whoever
             # wrote meanwhile (occ_history, 32 clients: 70% of calls succeeded, 93% re-reading).
-            verdict = lost(report, failure)
-            if isinstance(verdict, Resend):
+            answer = lost(report, failure)
+            if isinstance(answer, Resend):
                 return Resend(refresh=lambda: plan(self.read(key, capacity), report.attempts))
-            return verdict
+            return answer
 
-        report = run(
-            self.dynamodb.update_item,
-            first.params or {},
-            policy=self.retry,
-            capacity=capacity,
-            write=True,
-            on_condition=lost_then_reread,
-            on_unknown=unknown,
-        )
+        report = self.store.write_counter(first.params or {}, capacity=capacity, on_condition=lost_then_reread, on_unknown=unknown)
         if report.stopped:
-            return report.value
+            return verdict(report.value)
         # conflict/throttle/not sent are retried by the engine (a stale read is caught by the write's condition)
         return result(report.outcome, capacity, report.attempts)
 
-    def recorded(self, report: Any, index: int, token: str, quantity: int) -> Result | None:
-        """A transaction that Put the reservation record (action ``index``) was cancelled: if the
-        record's condition failed, the record already there decides - the same quantity is
-        ``duplicate`` (an earlier attempt or request with this token committed), another one
-        ``token_mismatch``. ``None`` when the record was not why."""
-        if report.failure is None or index not in report.failure.failed_conditions():
+    def recorded(self, taken: Taken, token: str, quantity: int) -> Result | None:
+        """A transaction that Put the reservation record was cancelled: if the record's condition
+        failed, the record already there decides - the same quantity is ``duplicate`` (an earlier
+        attempt or request with this token committed), another one ``token_mismatch``. ``None``
+        when the record was not why."""
+        if not taken.record_failed:
             return None
-        capacity, attempts = report.capacity, report.attempts
-        existing = from_item(report.failure.old_item(index)) or self.read(record_key(token), capacity)
+        capacity, attempts = taken.capacity, taken.attempts
+        existing = taken.record or self.store.record(token, capacity)
         if existing is None:  # removed between the two calls: the counter decides next time
-            return result(Outcome.CONTENTION, capacity, attempts, "marker_vanished")
-        if int(existing.get("quantity", -1)) != quantity:
-            return result(Outcome.REJECTED, capacity, attempts, "token_mismatch", marker=existing)
-        return result(Outcome.DUPLICATE, capacity, attempts, "marker_exists", allocation=existing.get("allocation"), marker=existing)
+            return result(Outcome.CONTENTION, capacity, attempts, Reason.MARKER_VANISHED)
+        if existing.quantity != quantity:
+            return result(Outcome.REJECTED, capacity, attempts, Reason.TOKEN_MISMATCH, marker=existing)
+        return result(Outcome.DUPLICATE, capacity, attempts, Reason.MARKER_EXISTS, allocation=existing.allocation, marker=existing)
 
     def require_token(self, token: str | None) -> str:
         if not token:
@@ -213,48 +193,31 @@ class Approach:
         return token
 
 
-RECORD_SK = "RSV"
-RECORD_IS_NEW = "attribute_not_exists(#pk)"  # one record per request token: the double-apply guard
-
-
-def record_key(token: str) -> dict[str, str]:
-    """The reservation record (the marker of approach 5) of a request token."""
-    return {"PK": f"RSV#{token}", "SK": RECORD_SK}
-
-
-def record_put(table_name: str, token: str, quantity: int, allocation: dict[str, int], record: dict[str, Any] | None) -> dict[str, Any]:
-    """A transaction's Put of the confirmed reservation record, new or cancelled. No TTL: a hold
-    never expires (an expired record would strand its quantity; the release starts the TTL)."""
-    item = {
-        **record_key(token),
-        **(record or {}),
-        "quantity": quantity,
-        "status": "CONFIRMED",
-        "createdAt": int(time.time()),
-        "allocation": allocation,
-    }
-    return {
-        "Put": {
-            "TableName": table_name,
-            "Item": to_item(item),
-            "ConditionExpression": RECORD_IS_NEW,
-            "ExpressionAttributeNames": {"#pk": "PK"},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
-
-
 def approach_class(name: str) -> type[Approach]:
     """The Approach subclass registered under ``name`` (modules imported on first use)."""
     if name not in NAMES:
         raise KeyError(f"unknown approach {name!r}; one of {NAMES}")
     module = importlib.import_module(f"counters.primitives.approaches.{name}")
-    return module.APPROACH
+    found: type[Approach] = module.APPROACH
+    return found
 
 
-def create(name: str, table_name: str, **options: Any) -> Approach:
-    return approach_class(name)(table_name, **options)
+def create(name: str, table_name: str, **options: object) -> Approach:
+    """An approach by name; ``options`` are its constructor's (``dynamodb``, ``retry``, and e.g. ``policy``)."""
+    return approach_class(name)(table_name, **options)  # type: ignore[arg-type]  # each subclass takes its own options
 
 
-def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: str | None = None, **value: Any) -> Result:
+def verdict(value: object) -> Result:
+    """The Result a hook's :class:`~counters.core.engine.Stop` carried."""
+    if not isinstance(value, Result):
+        raise TypeError(f"a hook stopped with {value!r}, not a Result")
+    return value
+
+
+def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: StrEnum | None = None, **value: object) -> Result:
+    """A primitive's answer; ``reason`` is its own enum (:class:`Reason`, or e.g. sharding's)."""
     return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, value=value or None)
+
+
+def allocation_of(parts: list[tuple[Key, int]]) -> dict[str, int]:
+    return {key["PK"]: part for key, part in parts}

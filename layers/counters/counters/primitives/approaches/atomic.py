@@ -28,35 +28,27 @@ Guarantees
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from counters.core.client import client
-from counters.core.engine import Report, Stop, run, transact
-from counters.core.items import to_item
+from counters.core.engine import Report, Stop
+from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches import (
-    ADD_DELTA,
-    Approach,
-    Fields,
-    Key,
-    delta_values,
-    guard,
-    names,
-    rejection,
-    result,
-)
+from counters.primitives.approaches import Approach, Fields, Key, Reason, rejection, result
+from counters.store.resources import adjust, found
 
 Policy = Literal["over", "under"]
 
 
-def sdk_attempts(ddb: Any) -> int | None:
+def sdk_attempts(ddb: object) -> int | None:
     """The botocore retry budget of a client (``total_max_attempts``), when it says."""
     retries = getattr(getattr(ddb, "meta", None), "config", None)
     retries = getattr(retries, "retries", None) or {}
-    return retries.get("total_max_attempts")
+    attempts: int | None = retries.get("total_max_attempts")
+    return attempts
 
 
-def assert_sdk_retries_off(ddb: Any) -> None:
+def assert_sdk_retries_off(ddb: object) -> None:
     attempts = sdk_attempts(ddb)
     if attempts is not None and attempts != 1:
         raise ValueError(
@@ -70,66 +62,41 @@ class Atomic(Approach):
     needs_token = False
     shardable = True
 
-    def __init__(self, table_name: str, *, policy: Policy = "under", **kwargs: Any) -> None:
-        super().__init__(table_name, **kwargs)
+    def __init__(self, table_name: str, *, policy: Policy = "under", dynamodb: object = None, retry: RetryPolicy | None = None) -> None:
+        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         if policy not in ("over", "under"):
             raise ValueError("policy is 'over' (retry after an unknown outcome) or 'under' (do not)")
         self.policy: Policy = policy
         assert_sdk_retries_off(self._dynamodb or client())
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
-        params = {
-            "TableName": self.table_name,
-            "Key": to_item(key),
-            "UpdateExpression": ADD_DELTA,
-            "ConditionExpression": guard(delta, bounded),
-            "ExpressionAttributeNames": names(),
-            "ExpressionAttributeValues": to_item(delta_values(delta)),
-            "ReturnValues": "UPDATED_NEW",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-
-        def unknown(report: Report, _failure: object) -> Stop | None:
+        def unknown(report: Report, _failure: Classified) -> Stop | None:
             # under: never re-send (at most once); over: re-send until a definite answer
-            return Stop("not_retried") if self.policy == "under" else None
+            return Stop(Reason.NOT_RETRIED) if self.policy == "under" else None
 
-        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True, on_unknown=unknown)
+        report = self.store.write_counter(adjust(self.table_name, key, delta, bounded).returning("UPDATED_NEW"), on_unknown=unknown)
         capacity, attempts = report.capacity, report.attempts
         if report.outcome is Outcome.APPLIED:
-            return result(Outcome.APPLIED, capacity, attempts, "retried_after_unknown" if report.unknown_seen else None)
+            return result(Outcome.APPLIED, capacity, attempts, Reason.RETRIED_AFTER_UNKNOWN if report.unknown_seen else None)
         if report.stopped:
             return result(Outcome.AMBIGUOUS, capacity, attempts, report.value)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
-            reason, value = rejection(report.failure.old_item(0), delta)
+            reason, value = rejection(found(report.failure))
             if report.unknown_seen:  # an earlier send may have committed: cannot say "not applied"
-                return result(Outcome.AMBIGUOUS, capacity, attempts, "unknown_then_rejected", **value)
+                return result(Outcome.AMBIGUOUS, capacity, attempts, Reason.UNKNOWN_THEN_REJECTED, **value)
             return result(Outcome.REJECTED, capacity, attempts, reason, **value)
         if report.unknown_seen:
-            return result(Outcome.AMBIGUOUS, capacity, attempts, "budget_exhausted")
+            return result(Outcome.AMBIGUOUS, capacity, attempts, Reason.BUDGET_EXHAUSTED)
         return result(Outcome.CONTENTION, capacity, attempts)
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
-        items = [
-            {
-                "Update": {
-                    "TableName": self.table_name,
-                    "Key": to_item(key),
-                    "UpdateExpression": ADD_DELTA,
-                    "ConditionExpression": guard(part, True),
-                    "ExpressionAttributeNames": names(),
-                    "ExpressionAttributeValues": to_item(delta_values(part)),
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            }
-            for key, part in parts
-        ]
-        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
-        if report.outcome is Outcome.REJECTED:
-            return result(Outcome.REJECTED, report.capacity, report.attempts, "threshold")
-        if report.outcome is Outcome.CONTENTION and report.unknown_seen:
+        taken = self.store.take([adjust(self.table_name, key, part) for key, part in parts])
+        if taken.outcome is Outcome.REJECTED:
+            return result(Outcome.REJECTED, taken.capacity, taken.attempts, Reason.THRESHOLD)
+        if taken.outcome is Outcome.CONTENTION and taken.unknown_seen:
             # a send with an unknown outcome may have committed, and nothing remembers it
-            return result(Outcome.AMBIGUOUS, report.capacity, report.attempts, "budget_exhausted")
-        return result(report.outcome, report.capacity, report.attempts)
+            return result(Outcome.AMBIGUOUS, taken.capacity, taken.attempts, Reason.BUDGET_EXHAUSTED)
+        return result(taken.outcome, taken.capacity, taken.attempts)
 
 
 APPROACH = Atomic

@@ -39,48 +39,20 @@ Guarantees
 from __future__ import annotations
 
 import hashlib
+import random
 import uuid
-from typing import Any
 
-from botocore.exceptions import ClientError
-
-from counters.core.engine import transact
-from counters.core.items import to_item
-from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import (
-    ADD_DELTA,
-    Approach,
-    Fields,
-    Key,
-    delta_values,
-    guard,
-    names,
-    record_put,
-    rejection,
-    result,
-)
+from counters.core.outcome import Outcome, Result
+from counters.primitives.approaches import Approach, Fields, Key, Reason, allocation_of, rejection, result
+from counters.store.expr import Put, Update
+from counters.store.resources import Status, adjust, record_put
 
 NAMESPACE = uuid.UUID("6f1c1e0a-5d0b-4a57-9a53-7a11e5c0c4e1")
-MISMATCH = "IdempotentParameterMismatchException"
 
 
 def client_request_token(token: str, scope: str) -> str:
     """A deterministic ClientRequestToken (36 chars) for ``token`` within ``scope``."""
     return str(uuid.uuid5(NAMESPACE, f"{token}|{scope}"))
-
-
-def update_action(table_name: str, key: dict[str, str], delta: int, bounded: bool = True) -> dict[str, Any]:
-    return {
-        "Update": {
-            "TableName": table_name,
-            "Key": to_item(key),
-            "UpdateExpression": ADD_DELTA,
-            "ConditionExpression": guard(delta, bounded),
-            "ExpressionAttributeNames": names(),
-            "ExpressionAttributeValues": to_item(delta_values(delta)),
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
 
 
 class Crt(Approach):
@@ -91,9 +63,8 @@ class Crt(Approach):
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         token = self.require_token(token)
-        items = [update_action(self.table_name, key, delta, bounded)]
         crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
-        return self._run(items, crt, delta, mismatch=(Outcome.REJECTED, "token_mismatch"))
+        return self._run([adjust(self.table_name, key, delta, bounded)], None, crt, (Outcome.REJECTED, Reason.TOKEN_MISMATCH))
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         """One transaction over the shards. With a ``record`` it also Puts the reservation record
@@ -101,61 +72,33 @@ class Crt(Approach):
         re-drive whose answer was lost could not find its way back to it; the record, read
         first by the reservations service, answers it instead (never a second take, never a
         false "sold out" over the split's own take)."""
-        items = [update_action(self.table_name, key, part) for key, part in parts]
-        quantity = sum(part for _, part in parts)
-        allocation = {key["PK"]: part for key, part in parts}
-        if record is not None:
-            items.append(record_put(self.table_name, token, quantity, allocation, record))
+        updates = [adjust(self.table_name, key, part) for key, part in parts]
+        quantity, allocation = sum(part for _, part in parts), allocation_of(parts)
+        put = record_put(self.table_name, token, quantity, allocation, record, Status.CONFIRMED) if record is not None else None
         crt = client_request_token(token, f"{self.table_name}|split#{round_}")
-        done = self._run(
-            items,
-            crt,
-            1,
-            mismatch=(Outcome.DUPLICATE, "split_token_used"),
-            record_index=len(parts) if record else None,
-            token=token,
-            quantity=quantity,
-        )
+        done = self._run(updates, put, crt, (Outcome.DUPLICATE, Reason.SPLIT_TOKEN_USED), token=token, quantity=quantity)
         if done.outcome is Outcome.APPLIED:
             done.value = {**(done.value or {}), "allocation": allocation}
         return done
 
-    def shard_order(self, count: int, token: str | None, rng: Any) -> list[int]:
+    def shard_order(self, count: int, token: str | None, rng: random.Random) -> list[int]:
         """Deterministic per token: a redelivery retraces the original's shards."""
         start = int(hashlib.sha256((token or "").encode()).hexdigest(), 16) % count if token else rng.randrange(count)
         return [(start + i) % count for i in range(count)]
 
     def _run(
-        self,
-        items: list[dict[str, Any]],
-        crt: str,
-        delta: int,
-        *,
-        mismatch: tuple[Outcome, str],
-        record_index: int | None = None,
-        token: str = "",
-        quantity: int = 0,
+        self, updates: list[Update], put: Put | None, crt: str, mismatch: tuple[Outcome, Reason], *, token: str = "", quantity: int = 0
     ) -> Result:
-        try:
-            report = transact(items, policy=self.retry, dynamodb=self._dynamodb, token=crt)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != MISMATCH:
-                raise
-            return result(mismatch[0], _capacity(exc), 1, mismatch[1])
-        if report.outcome is Outcome.REJECTED and report.failure is not None:
-            known = self.recorded(report, record_index, token, quantity) if record_index is not None else None
+        taken = self.store.take(updates, put, token=crt)
+        if taken.mismatch:
+            return result(mismatch[0], taken.capacity, taken.attempts, mismatch[1])
+        if taken.outcome is Outcome.REJECTED:
+            known = self.recorded(taken, token, quantity) if put is not None else None
             if known is not None:
                 return known
-            failed = report.failure.failed_conditions()
-            reason, value = rejection(report.failure.old_item(failed[0]) if failed else None, delta)
-            return result(Outcome.REJECTED, report.capacity, report.attempts, reason, **value)
-        return result(report.outcome, report.capacity, report.attempts, "confirmed_after_unknown" if report.unknown_seen else None)
-
-
-def _capacity(exc: ClientError) -> Capacity:
-    capacity = Capacity()
-    capacity.add_response(exc.response, write=True)
-    return capacity
+            reason, value = rejection(taken.counter)
+            return result(Outcome.REJECTED, taken.capacity, taken.attempts, reason, **value)
+        return result(taken.outcome, taken.capacity, taken.attempts, Reason.CONFIRMED_AFTER_UNKNOWN if taken.unknown_seen else None)
 
 
 APPROACH = Crt

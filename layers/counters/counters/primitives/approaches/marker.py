@@ -26,12 +26,9 @@ Guarantees
 
 from __future__ import annotations
 
-from typing import Any
-
-from counters.core.engine import transact
 from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, record_key, record_put, rejection, result
-from counters.primitives.approaches.crt import update_action
+from counters.primitives.approaches import Approach, Fields, Key, Reason, allocation_of, rejection, result
+from counters.store.resources import Status, adjust, record_key, record_put
 
 marker_key = record_key  # the marker is the reservation record
 
@@ -46,31 +43,26 @@ class Marker(Approach):
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         token = self.require_token(token)
         if delta <= 0:
-            raise ValueError("marker applies takes (delta > 0); give back with release_action under the marker's status guard")
+            raise ValueError("marker applies takes (delta > 0); give back with release_update under the marker's status guard")
         return self._run([(key, delta)], token, delta, record, bounded)
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         return self._run(parts, token, sum(p for _, p in parts), record, True)
 
-    def _run(
-        self, parts: list[tuple[dict[str, str], int]], token: str, quantity: int, record: dict[str, Any] | None, bounded: bool
-    ) -> Result:
-        allocation = {key["PK"]: part for key, part in parts}
-        items = [update_action(self.table_name, key, part, bounded) for key, part in parts]
-        items.append(record_put(self.table_name, token, quantity, allocation, record))
-        report = transact(items, policy=self.retry, dynamodb=self._dynamodb)
-        capacity, attempts = report.capacity, report.attempts
-        if report.outcome is Outcome.APPLIED:
-            return result(
-                Outcome.APPLIED, capacity, attempts, "confirmed_after_unknown" if report.unknown_seen else None, allocation=allocation
-            )
-        if report.outcome is not Outcome.REJECTED or report.failure is None:
-            return result(report.outcome, capacity, attempts)
-        known = self.recorded(report, len(items) - 1, token, quantity)
+    def _run(self, parts: list[tuple[Key, int]], token: str, quantity: int, record: Fields | None, bounded: bool) -> Result:
+        allocation = allocation_of(parts)
+        updates = [adjust(self.table_name, key, part, bounded) for key, part in parts]
+        taken = self.store.take(updates, record_put(self.table_name, token, quantity, allocation, record or {}, Status.CONFIRMED))
+        capacity, attempts = taken.capacity, taken.attempts
+        if taken.outcome is Outcome.APPLIED:
+            reason = Reason.CONFIRMED_AFTER_UNKNOWN if taken.unknown_seen else None
+            return result(Outcome.APPLIED, capacity, attempts, reason, allocation=allocation)
+        if taken.outcome is not Outcome.REJECTED:
+            return result(taken.outcome, capacity, attempts)
+        known = self.recorded(taken, token, quantity)
         if known is not None:
             return known
-        failed = report.failure.failed_conditions()
-        reason, value = rejection(report.failure.old_item(failed[0]) if failed else None, quantity)
+        reason, value = rejection(taken.counter)
         return result(Outcome.REJECTED, capacity, attempts, reason, **value)
 
 

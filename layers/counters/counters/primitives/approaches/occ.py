@@ -26,27 +26,21 @@ Guarantees
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, Fields, Key, names, result
-
-TAG = "tag"
-
-# Condition fragments
-TAG_UNCHANGED = "#tag = :old_tag"  # nobody wrote since our read: our computed values are still right
-EXISTS = "attribute_exists(#pk)"  # never resurrect a deleted counter
+from counters.primitives.approaches import Approach, Fields, Key, Reason, result
+from counters.store.expr import Update
+from counters.store.resources import TAG, Counter, found, occ_write
 
 
 def new_tag() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def breaches(item: dict[str, Any], delta: int) -> bool:
-    return int(item[AVAILABLE]) < delta if delta > 0 else int(item[RESERVED]) < -delta
+def breaches(counter: Counter, delta: int) -> bool:
+    return counter.available < delta if delta > 0 else counter.reserved < -delta
 
 
 class Occ(Approach):
@@ -55,7 +49,7 @@ class Occ(Approach):
     needs_token = False
     shardable = False
 
-    def initial_attributes(self, capacity: int) -> dict[str, Any]:
+    def initial_attributes(self, capacity: int) -> dict[str, object]:
         return {**super().initial_attributes(capacity), TAG: new_tag()}
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
@@ -63,52 +57,34 @@ class Occ(Approach):
         mine = ""  # the tag our pending write sets
         old = ""  # the tag it is conditioned on
 
-        def plan(item: dict[str, Any] | None, attempts: int) -> Resend | Stop:
+        def plan(counter: Counter | None, attempts: int) -> Resend | Stop:
             """The next write from the item as last seen, or the verdict it already gives."""
             nonlocal mine, old
-            if item is None:
-                return Stop(result(Outcome.REJECTED, capacity, attempts, "missing"))
-            if bounded and breaches(item, delta):
-                value = {AVAILABLE: int(item[AVAILABLE]), RESERVED: int(item[RESERVED])}
-                return Stop(result(Outcome.REJECTED, capacity, attempts, "threshold", **value))
-            old, mine = item[TAG], new_tag()
-            return Resend(
-                {
-                    "TableName": self.table_name,
-                    "Key": to_item(key),
-                    "UpdateExpression": "SET #reserved = :r, #available = :a, #tag = :new_tag",
-                    "ConditionExpression": f"{EXISTS} AND {TAG_UNCHANGED}",
-                    "ExpressionAttributeNames": {**names(), "#tag": TAG},
-                    "ExpressionAttributeValues": to_item(
-                        {":r": int(item[RESERVED]) + delta, ":a": int(item[AVAILABLE]) - delta, ":old_tag": old, ":new_tag": mine}
-                    ),
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            )
+            if counter is None:
+                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.MISSING))
+            if bounded and breaches(counter, delta):
+                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, **counter.values()))
+            old, mine = counter.tag, new_tag()
+            return Resend(occ_write(self.table_name, key, counter, delta, mine).params())
 
         def lost(report: Report, failure: Classified) -> Resend | Stop:
-            item = from_item(failure.old_item(0))
-            if item is not None and item.get(TAG) == mine:  # a re-send (SDK retry) of a write that had committed: ours
-                return Stop(result(Outcome.APPLIED, capacity, report.attempts, "confirmed_after_resend"))
-            return plan(item, report.attempts)  # another writer won: next round from what it wrote
+            counter = found(failure)
+            if counter is not None and counter.tag == mine:  # a re-send (SDK retry) of a write that had committed: ours
+                return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_RESEND))
+            return plan(counter, report.attempts)  # another writer won: next round from what it wrote
 
         def unknown(report: Report, _failure: Classified) -> Stop | None:
-            item = self.read(key, capacity)
-            if item is not None and item.get(TAG) == mine:
-                return Stop(result(Outcome.APPLIED, capacity, report.attempts, "confirmed_after_unknown"))
-            if item is None or item.get(TAG) != old:
-                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, "third_tag"))
+            counter = self.read(key, capacity)
+            if counter is not None and counter.tag == mine:
+                return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))
+            if counter is None or counter.tag != old:
+                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
             return None  # tag unchanged: definitely not applied, re-send the same write
 
         return self.optimistic(key, capacity, plan, lost, unknown)
 
-    def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
-        action = super().release_action(key, quantity, token)
-        update = action["Update"]
-        update["UpdateExpression"] += " SET #tag = :new_tag"  # every change moves the tag: OCC readers see it
-        update["ExpressionAttributeNames"]["#tag"] = TAG
-        update["ExpressionAttributeValues"][":new_tag"] = {"S": new_tag()}
-        return action
+    def release_update(self, key: Key, quantity: int, token: str) -> Update:
+        return super().release_update(key, quantity, token).set(TAG, new_tag())  # every change moves the tag: OCC readers see it
 
 
 APPROACH = Occ

@@ -28,22 +28,25 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any
+from enum import StrEnum
 
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import AVAILABLE, RESERVED, Approach, Fields, Key, names, result
+from counters.primitives.approaches import Approach, Fields, Key, Reason, result
 from counters.primitives.approaches.occ import breaches
+from counters.store.expr import Update
+from counters.store.resources import TAGS, VERSION, Counter, chain_give_back, chain_write, found
 
-VERSION = "version"
-TAGS = "tags"
 DEFAULT_HISTORY = 32
 
-# Condition fragments
-VERSION_UNCHANGED = "#version = :v"  # nobody wrote since our read: the chain we append to is current
-EXISTS = "attribute_exists(#pk)"  # never resurrect a deleted counter
+
+class Verdict(StrEnum):
+    """What the chain says after an unknown outcome."""
+
+    APPLIED = "applied"
+    NOT_APPLIED = "not_applied"
+    UNKNOWN = "unknown"  # the slot fell off the chain
 
 
 def tag_for(token: str | None) -> str:
@@ -53,18 +56,16 @@ def tag_for(token: str | None) -> str:
     return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
-def resolve(item: dict[str, Any] | None, read_version: int, mine: str) -> str:
-    """After an unknown outcome: ``applied``, ``not_applied`` or ``unknown`` (slot fell off)."""
-    if item is None:
-        return "unknown"
-    tags = list(item.get(TAGS) or [])
-    if mine in tags:
-        return "applied"
-    version = int(item[VERSION])
-    if version == read_version:
-        return "not_applied"
-    oldest = version - len(tags) + 1  # the version of tags[0]
-    return "not_applied" if oldest <= read_version + 1 else "unknown"
+def resolve(counter: Counter | None, read_version: int, mine: str) -> Verdict:
+    """After an unknown outcome: applied, not applied, or unknown (our slot fell off the chain)."""
+    if counter is None:
+        return Verdict.UNKNOWN
+    if mine in counter.tags:
+        return Verdict.APPLIED
+    if counter.version == read_version:
+        return Verdict.NOT_APPLIED
+    oldest = counter.version - len(counter.tags) + 1  # the version of tags[0]
+    return Verdict.NOT_APPLIED if oldest <= read_version + 1 else Verdict.UNKNOWN
 
 
 class OccHistory(Approach):
@@ -73,13 +74,15 @@ class OccHistory(Approach):
     needs_token = True
     shardable = False
 
-    def __init__(self, table_name: str, *, history: int = DEFAULT_HISTORY, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, table_name: str, *, history: int = DEFAULT_HISTORY, dynamodb: object = None, retry: RetryPolicy | None = None
+    ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         if history < 2:
             raise ValueError("history must keep at least 2 entries")
         self.history = history
 
-    def initial_attributes(self, capacity: int) -> dict[str, Any]:
+    def initial_attributes(self, capacity: int) -> dict[str, object]:
         return {**super().initial_attributes(capacity), VERSION: 0, TAGS: []}
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
@@ -88,65 +91,38 @@ class OccHistory(Approach):
         sent = False  # a send of ours may have committed: our tag then means "applied", not "duplicate"
         version = 0  # the version our pending write is conditioned on
 
-        def plan(item: dict[str, Any] | None, attempts: int) -> Resend | Stop:
+        def plan(counter: Counter | None, attempts: int) -> Resend | Stop:
             """The next write from the item as last seen, or the verdict it already gives."""
             nonlocal version
-            if item is None:
-                return Stop(result(Outcome.REJECTED, capacity, attempts, "missing"))
-            tags = list(item.get(TAGS) or [])
-            if mine in tags:
-                return Stop(result(Outcome.APPLIED if sent else Outcome.DUPLICATE, capacity, attempts, "found_in_chain"))
-            if bounded and breaches(item, delta):
-                value = {AVAILABLE: int(item[AVAILABLE]), RESERVED: int(item[RESERVED])}
-                return Stop(result(Outcome.REJECTED, capacity, attempts, "threshold", **value))
-            version = int(item[VERSION])
-            return Resend(
-                {
-                    "TableName": self.table_name,
-                    "Key": to_item(key),
-                    "UpdateExpression": "SET #reserved = :r, #available = :a, #version = :next, #tags = :chain",
-                    "ConditionExpression": f"{EXISTS} AND {VERSION_UNCHANGED}",
-                    "ExpressionAttributeNames": {**names(), "#version": VERSION, "#tags": TAGS},
-                    "ExpressionAttributeValues": to_item(
-                        {
-                            ":r": int(item[RESERVED]) + delta,
-                            ":a": int(item[AVAILABLE]) - delta,
-                            ":v": version,
-                            ":next": version + 1,
-                            ":chain": (tags + [mine])[-self.history :],
-                        }
-                    ),
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            )
+            if counter is None:
+                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.MISSING))
+            if mine in counter.tags:
+                return Stop(result(Outcome.APPLIED if sent else Outcome.DUPLICATE, capacity, attempts, Reason.FOUND_IN_CHAIN))
+            if bounded and breaches(counter, delta):
+                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, **counter.values()))
+            version = counter.version
+            chain = [*counter.tags, mine][-self.history :]
+            return Resend(chain_write(self.table_name, key, counter, delta, chain).params())
 
         def lost(report: Report, failure: Classified) -> Resend | Stop:
-            return plan(from_item(failure.old_item(0)), report.attempts)  # plan checks our tag first
+            return plan(found(failure), report.attempts)  # plan checks our tag first
 
         def unknown(report: Report, _failure: Classified) -> Resend | Stop:
             nonlocal sent
             sent = True
-            item = self.read(key, capacity)
-            verdict = resolve(item, version, mine)
-            if verdict == "applied":
-                return Stop(result(Outcome.APPLIED, capacity, report.attempts, "confirmed_after_unknown"))
-            if verdict == "unknown":
-                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, "fell_off_chain"))
-            return plan(item, report.attempts)  # another writer took our slot: definitely not applied, next round
+            counter = self.read(key, capacity)
+            verdict = resolve(counter, version, mine)
+            if verdict is Verdict.APPLIED:
+                return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))
+            if verdict is Verdict.UNKNOWN:
+                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.FELL_OFF_CHAIN))
+            return plan(counter, report.attempts)  # another writer took our slot: definitely not applied, next round
 
         return self.optimistic(key, capacity, plan, lost, unknown)
 
-    def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
-        """Give back and append the release's tag: ``version`` keeps matching the chain's end.
-
-        The chain is not trimmed here (no read in a transaction); the next reserve trims it.
-        """
-        action = super().release_action(key, quantity, token)
-        update = action["Update"]
-        update["UpdateExpression"] += ", #version :one SET #tags = list_append(#tags, :mine)"
-        update["ExpressionAttributeNames"].update({"#version": VERSION, "#tags": TAGS})
-        update["ExpressionAttributeValues"].update(to_item({":one": 1, ":mine": [tag_for(f"release:{token}")]}))
-        return action
+    def release_update(self, key: Key, quantity: int, token: str) -> Update:
+        """Give back and append the release's tag: ``version`` keeps matching the chain's end."""
+        return chain_give_back(self.table_name, key, quantity, tag_for(f"release:{token}"))
 
 
 APPROACH = OccHistory

@@ -25,31 +25,14 @@ Guarantees
 
 from __future__ import annotations
 
-from typing import Any
-
-from counters.core.engine import Report, Stop, run
+from counters.core.engine import Report, Stop
 from counters.core.failures import Classified, RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import (
-    AVAILABLE,
-    RESERVED,
-    Approach,
-    Fields,
-    Key,
-    guard,
-    names,
-    rejection,
-    result,
-)
+from counters.primitives.approaches import Approach, Fields, Key, Reason, rejection, result, verdict
+from counters.store.expr import Update
+from counters.store.resources import Counter, found, set_write
 
-TOKENS = "tokens"
 DEFAULT_MAX_TOKENS = 250
-
-# Condition fragments
-UNSEEN_WITH_ROOM = "(attribute_not_exists(#tokens) OR (size(#tokens) < :max AND NOT contains(#tokens, :t)))"
-# ^ a token counts once, and the set (the item, the WCU) stays bounded
-SEEN = "contains(#tokens, :t)"  # give back only what this token took, once
 
 
 class TokenSet(Approach):
@@ -59,7 +42,7 @@ class TokenSet(Approach):
     shardable = False
 
     def __init__(
-        self, table_name: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, dynamodb: Any = None, retry: RetryPolicy | None = None
+        self, table_name: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, dynamodb: object = None, retry: RetryPolicy | None = None
     ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.max_tokens = max_tokens
@@ -67,57 +50,31 @@ class TokenSet(Approach):
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
         token = self.require_token(token)
         take = delta > 0
-        values: dict[str, Any] = {":d": delta, ":nd": -delta, ":q": abs(delta), ":t": token, ":ts": {token}}
-        if take:
-            expression = "ADD #tokens :ts, #reserved :d, #available :nd"
-            condition = f"{guard(delta, bounded)} AND {UNSEEN_WITH_ROOM}"
-            values[":max"] = self.max_tokens
-        else:
-            expression = "DELETE #tokens :ts ADD #reserved :d, #available :nd"
-            condition = f"{guard(delta, bounded)} AND {SEEN}"
-        params = {
-            "TableName": self.table_name,
-            "Key": to_item(key),
-            "UpdateExpression": expression,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": {**names(), "#tokens": TOKENS},
-            "ExpressionAttributeValues": to_item(values),
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
 
         def why(report: Report, failure: Classified) -> Stop:
             # a re-send after an unknown outcome is safe: the token guards it, and ALL_OLD says why it failed
-            return Stop(self._why(failure.old_item(0), token, delta, take, report.unknown_seen, report.capacity, report.attempts))
+            return Stop(self._why(found(failure), token, take, report.unknown_seen, report.capacity, report.attempts))
 
-        report = run(self.dynamodb.update_item, params, policy=self.retry, write=True, on_condition=why)
+        update = set_write(self.table_name, key, delta, token, bounded=bounded, max_tokens=self.max_tokens)
+        report = self.store.write_counter(update, on_condition=why)
         if report.stopped:
-            return report.value
+            return verdict(report.value)
         return result(report.outcome, report.capacity, report.attempts)
 
-    def _why(
-        self, old: dict[str, Any] | None, token: str, delta: int, take: bool, unknown: bool, capacity: Capacity, attempt: int
-    ) -> Result:
-        item = from_item(old)
-        if item is None:
-            return result(Outcome.REJECTED, capacity, attempt, "missing")
-        tokens = item.get(TOKENS) or set()
-        if take and token in tokens:
-            return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, "token_in_set")
-        if not take and token not in tokens:
-            return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, "token_not_in_set")
-        if take and len(tokens) >= self.max_tokens:
-            return result(Outcome.REJECTED, capacity, attempt, "set_full", available=int(item[AVAILABLE]), reserved=int(item[RESERVED]))
-        reason, value = rejection(old, delta)
+    def _why(self, counter: Counter | None, token: str, take: bool, unknown: bool, capacity: Capacity, attempt: int) -> Result:
+        if counter is None:
+            return result(Outcome.REJECTED, capacity, attempt, Reason.MISSING)
+        if take and token in counter.tokens:
+            return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, Reason.TOKEN_IN_SET)
+        if not take and token not in counter.tokens:
+            return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, Reason.TOKEN_NOT_IN_SET)
+        if take and len(counter.tokens) >= self.max_tokens:
+            return result(Outcome.REJECTED, capacity, attempt, Reason.SET_FULL, **counter.values())
+        reason, value = rejection(counter)
         return result(Outcome.REJECTED, capacity, attempt, reason, **value)
 
-    def release_action(self, key: dict[str, str], quantity: int, token: str) -> dict[str, Any]:
-        action = super().release_action(key, quantity, token)
-        update = action["Update"]
-        update["UpdateExpression"] = "DELETE #tokens :ts ADD #reserved :d, #available :nd"
-        update["ConditionExpression"] += f" AND {SEEN}"
-        update["ExpressionAttributeNames"]["#tokens"] = TOKENS
-        update["ExpressionAttributeValues"].update(to_item({":t": token, ":ts": {token}}))
-        return action
+    def release_update(self, key: Key, quantity: int, token: str) -> Update:
+        return set_write(self.table_name, key, -quantity, token)
 
 
 APPROACH = TokenSet

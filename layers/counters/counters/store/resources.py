@@ -1,0 +1,412 @@
+"""Resources, their shards and reservation records: keys, attribute names, requests, facts.
+
+| item | PK | SK |
+|---|---|---|
+| resource | ``RES#<id>`` | ``META``: capacity, strategy, shards; the counter itself when unsharded |
+| shard | ``RES#<id>#<n>`` | ``SHARD``: a share of the capacity (write sharding) |
+| reservation | ``RSV#<reservationId>`` | ``RSV``: quantity, status, allocation, ``requestId`` (the marker of approach 5) |
+
+A *counter item* (a resource's ``META`` when unsharded, or a shard) holds ``reserved`` and
+``available``, which always sum to its capacity, plus what its approach remembers (``tag``;
+``version`` + ``tags``; ``tokens``). The request shapes of every approach
+(:mod:`counters.primitives.approaches`) are built here, and :class:`ResourceStore` makes the
+calls; the approaches decide which to make, the reservations service
+(:mod:`counters.services.reservations`) orchestrates. Nothing above this module sees a raw item:
+reads and ``ALL_OLD`` items come back as :class:`Counter`, :class:`Resource` and :class:`Record`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from counters.core.client import client
+from counters.core.engine import Hook, Report, Stop, read, run
+from counters.core.failures import Classified, RetryPolicy
+from counters.core.items import from_item
+from counters.core.outcome import Capacity, Outcome
+from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Transaction, Update, list_append, old_item
+from counters.store.layout import Shape
+
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "resource",
+        "RES#<id>",
+        "META",
+        "capacity, strategy, shards; unsharded: the counter (`reserved`, `available`, tag / version+tags / tokens) "
+        "([reservations.md](reservations.md))",
+    ),
+    Shape("resource shard", "RES#<id>#<n>", "SHARD", "write sharding: a share of the capacity"),
+    Shape(
+        "reservation",
+        "RSV#<reservationId>",
+        "RSV",
+        "quantity, status, allocation, `requestId`; the marker of approach 5; TTL only once released",
+    ),
+)
+
+Key = dict[str, str]
+"""A counter item's (or record's) key: ``PK``, ``SK``."""
+Fields = Mapping[str, object]
+"""The attributes a caller adds to a reservation record (``resourceId``, ``requestId``, ``owner``...)."""
+
+MAX_SHARDS = 20
+
+# -- attribute names -------------------------------------------------------------------------------
+PK = "PK"
+RESERVED, AVAILABLE = "reserved", "available"
+TAG = "tag"  # occ
+VERSION, TAGS = "version", "tags"  # occ_history
+TOKENS = "tokens"  # set
+STATUS, QUANTITY, ALLOCATION = "status", "quantity", "allocation"
+REQUEST_ID, RELEASED_BY, RELEASED_AT, EXPIRES_AT = "requestId", "releasedBy", "releasedAt", "expiresAt"
+
+
+class Status(StrEnum):
+    """A reservation record's status."""
+
+    CONFIRMED = "CONFIRMED"
+    RELEASED = "RELEASED"
+    PENDING = "PENDING"  # atomic/occ with a key: claimed, not yet applied
+    UNKNOWN = "UNKNOWN"  # atomic/occ: the outcome is unknown (it may hold the quantity)
+
+
+class Action(Enum):
+    """The actions of this family's transactions: the record, the resource, each counter item."""
+
+    RECORD = "record"
+    RESOURCE = "resource"
+    C0, C1, C2, C3, C4, C5, C6, C7, C8, C9 = range(10)
+    C10, C11, C12, C13, C14, C15, C16, C17, C18, C19 = range(10, 20)
+
+
+COUNTERS = tuple(a for a in Action if isinstance(a.value, int))
+"""One action name per counter item of a transaction (at most :data:`MAX_SHARDS`)."""
+
+
+# -- keys ------------------------------------------------------------------------------------------
+def resource_key(resource_id: str) -> Key:
+    return {"PK": f"RES#{resource_id}", "SK": "META"}
+
+
+def shard_key(resource_id: str, n: int) -> Key:
+    return {"PK": f"RES#{resource_id}#{n}", "SK": "SHARD"}
+
+
+def record_key(token: str) -> Key:
+    """The reservation record (the marker of approach 5) of a request token."""
+    return {"PK": f"RSV#{token}", "SK": "RSV"}
+
+
+# -- facts -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Counter:
+    """A counter item as read: the two numbers, and what its approach remembers."""
+
+    reserved: int = 0
+    available: int = 0
+    tag: str = ""
+    version: int = 0
+    tags: tuple[str, ...] = ()
+    tokens: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any] | None) -> Counter | None:
+        if not item:
+            return None
+        return cls(
+            int(item.get(RESERVED, 0)),
+            int(item.get(AVAILABLE, 0)),
+            str(item.get(TAG, "")),
+            int(item.get(VERSION, 0)),
+            tuple(item.get(TAGS) or ()),
+            frozenset(item.get(TOKENS) or ()),
+        )
+
+    def values(self) -> dict[str, int]:
+        """What a rejection reports."""
+        return {AVAILABLE: self.available, RESERVED: self.reserved}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource's ``META``; ``counter`` is its count when unsharded."""
+
+    resource_id: str
+    capacity: int
+    strategy: str
+    shards: int
+    counter: Counter | None = None
+
+    @property
+    def counter_keys(self) -> list[Key]:
+        if self.shards == 1:
+            return [resource_key(self.resource_id)]
+        return [shard_key(self.resource_id, n) for n in range(self.shards)]
+
+    def key_for(self, pk: str) -> Key:
+        return next(key for key in self.counter_keys if key["PK"] == pk)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A reservation record (or approach 5's marker)."""
+
+    reservation_id: str
+    quantity: int
+    status: Status
+    resource_id: str | None = None
+    request_id: str | None = None
+    owner: str | None = None
+    allocation: dict[str, int] | None = None
+    created_at: int = 0
+    released_at: int | None = None
+    released_by: str | None = None
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any] | None) -> Record | None:
+        if not item:
+            return None
+        allocation = item.get(ALLOCATION)
+        released_at = item.get(RELEASED_AT)
+        return cls(
+            reservation_id=str(item.get("reservationId") or str(item["PK"]).removeprefix("RSV#")),
+            quantity=int(item.get(QUANTITY, -1)),
+            status=Status(item.get(STATUS, Status.CONFIRMED)),
+            resource_id=item.get("resourceId"),
+            request_id=item.get(REQUEST_ID),
+            owner=item.get("owner"),
+            allocation={str(k): int(v) for k, v in allocation.items()} if allocation is not None else None,
+            created_at=int(item.get("createdAt", 0)),
+            released_at=int(released_at) if released_at is not None else None,
+            released_by=item.get(RELEASED_BY),
+        )
+
+
+# -- requests --------------------------------------------------------------------------------------
+EXISTS = Path(PK).exists()  # ADD would otherwise create a phantom counter item; never resurrect a deleted one
+IS_NEW = Path(PK).missing()  # never overwrite a resource, shard or reservation record
+
+
+def fits(delta: int) -> Cond:
+    """The threshold guarding a delta of this sign: a take never exceeds what is left (reserved
+    never above capacity), a give-back never exceeds what was taken (reserved never below 0)."""
+    return Path(AVAILABLE) >= delta if delta > 0 else Path(RESERVED) >= -delta
+
+
+def guard(delta: int, bounded: bool) -> Cond:
+    return EXISTS & fits(delta) if bounded else EXISTS
+
+
+def adjust(table: str, key: Key, delta: int, bounded: bool = True) -> Update:
+    """Approach 1's write (and every approach's give-back): ``ADD reserved d, available -d``."""
+    return Update(table, key).add(RESERVED, delta).add(AVAILABLE, -delta).when(guard(delta, bounded))
+
+
+def give_back(table: str, key: Key, quantity: int) -> Update:
+    """A transaction's give-back of ``quantity`` (the caller adds its own guard on the record)."""
+    return adjust(table, key, -quantity)
+
+
+def occ_write(table: str, key: Key, seen: Counter, delta: int, tag: str) -> Update:
+    """Approach 2: the values computed from ``seen`` and a fresh tag, if nobody wrote since."""
+    update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta).set(TAG, tag)
+    return update.when(EXISTS & (Path(TAG) == seen.tag))
+
+
+def chain_write(table: str, key: Key, seen: Counter, delta: int, chain: list[str]) -> Update:
+    """Approach 3: the values from ``seen``, the next version and the chain, if nobody wrote since."""
+    update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta)
+    update.set(VERSION, seen.version + 1).set(TAGS, chain)
+    return update.when(EXISTS & (Path(VERSION) == seen.version))
+
+
+def chain_give_back(table: str, key: Key, quantity: int, tag: str) -> Update:
+    """Give back and append the release's tag (``version`` keeps matching the chain's end; the
+    chain is not trimmed here, there is no read in a transaction: the next take trims it)."""
+    return give_back(table, key, quantity).add(VERSION, 1).set(TAGS, list_append(Path(TAGS), [tag]))
+
+
+def set_write(table: str, key: Key, delta: int, token: str, *, bounded: bool = True, max_tokens: int = 0) -> Update:
+    """Approach 7: a take adds the token (a token counts once, the set stays bounded); a give-back
+    deletes it, and only if it is there (it gives back only what this token took, once)."""
+    update = adjust(table, key, delta, bounded)
+    tokens = Path(TOKENS)
+    if delta > 0:
+        return update.add(TOKENS, {token}).when(tokens.missing() | ((tokens.size() < max_tokens) & ~tokens.contains(token)))
+    return update.delete(TOKENS, {token}).when(tokens.contains(token))
+
+
+def record_put(table: str, token: str, quantity: int, allocation: Mapping[str, int] | None, fields: Fields, status: Status) -> Put:
+    """The reservation record, unless one exists (one record per request token: the double-apply
+    guard). No TTL: a hold never expires (an expired record would strand its quantity; the
+    release starts the TTL)."""
+    item: dict[str, object] = {**record_key(token), **fields, QUANTITY: quantity, STATUS: status, "createdAt": int(time.time())}
+    if allocation is not None:
+        item[ALLOCATION] = dict(allocation)
+    return Put(table, item=item).when(IS_NEW)
+
+
+# -- the calls -------------------------------------------------------------------------------------
+def found(failure: Classified | None) -> Counter | None:
+    """The counter item a single write's failed condition found (``ALL_OLD``)."""
+    return Counter.of(old_item(failure))
+
+
+@dataclass
+class Taken:
+    """How a transaction over counter items (and perhaps the record) ended."""
+
+    outcome: Outcome
+    capacity: Capacity
+    attempts: int
+    unknown_seen: bool = False
+    mismatch: bool = False
+    """``IdempotentParameterMismatch``: the ClientRequestToken was used with other parameters."""
+    counter: Counter | None = None
+    """The first counter item whose condition failed, as it was (``None``: there was none)."""
+    record_failed: bool = False
+    record: Record | None = None
+    """The record already there when the record's condition failed."""
+
+
+@dataclass
+class ResourceStore:
+    """The calls of this family, each through the retry engine."""
+
+    table_name: str
+    dynamodb_client: Any = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def dynamodb(self) -> Any:
+        return self.dynamodb_client or client()
+
+    def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
+        response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
+        return from_item(response.get("Item"))
+
+    def counter(self, key: Key, capacity: Capacity | None = None) -> Counter | None:
+        return Counter.of(self._get(key, capacity))
+
+    def record(self, token: str, capacity: Capacity | None = None) -> Record | None:
+        return Record.of(self._get(record_key(token), capacity))
+
+    def resource(self, resource_id: str) -> Resource | None:
+        item = self._get(resource_key(resource_id), None)
+        if item is None:
+            return None
+        counter = Counter.of(item) if RESERVED in item else None
+        return Resource(resource_id, int(item["capacity"]), str(item["strategy"]), int(item["shards"]), counter)
+
+    def snapshot(self, keys: list[Key], capacity: Capacity) -> list[Counter]:
+        """Every shard item, read in one serializable snapshot (2 RCU per item up to 4 KB); a missing
+        one reads as 0/0. Cancelled when it overlaps a transaction writing those items (or
+        throttled): it is a read, retried within the policy; past it, ContentionError."""
+        gets = [{"Get": Get(self.table_name, key).params()} for key in keys]
+        response = read(self.dynamodb.transact_get_items, self.retry, capacity, TransactItems=gets)
+        return [Counter.of(from_item(r.get("Item"))) or Counter() for r in response["Responses"]]
+
+    def write_counter(
+        self, update: Update | Params, *, capacity: Capacity | None = None, on_condition: Hook | None = None, on_unknown: Hook | None = None
+    ) -> Report:
+        """One counter write (UpdateItem; or the params of an optimistic approach's planned write,
+        which its hooks re-plan with :class:`~counters.core.engine.Resend`); a hook reads the item a failed condition found with :func:`found`."""
+        return run(
+            self.dynamodb.update_item,
+            update.params() if isinstance(update, Update) else update,
+            policy=self.retry,
+            capacity=capacity,
+            write=True,
+            on_condition=on_condition,
+            on_unknown=on_unknown,
+        )
+
+    def take(self, updates: list[Update], record: Put | None = None, *, token: str | None = None) -> Taken:
+        """Counter writes (and the record's Put) in one transaction; ``token`` pins its ClientRequestToken."""
+        tx: Transaction[Action] = Transaction()
+        for name, update in zip(COUNTERS, updates, strict=False):
+            tx.update(name, update)
+        if record is not None:
+            tx.put(Action.RECORD, record)
+        try:
+            report = run(
+                self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=token or True
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "IdempotentParameterMismatchException":
+                raise
+            capacity = Capacity()
+            capacity.add_response(exc.response, write=True)  # type: ignore[arg-type]  # botocore's error response is a TypedDict
+            return Taken(Outcome.REJECTED, capacity, 1, mismatch=True)
+        taken = Taken(report.outcome, report.capacity, report.attempts, report.unknown_seen)
+        if report.outcome is Outcome.REJECTED:
+            cancelled = tx.cancellation(report.failure)
+            failed = [name for name in COUNTERS if cancelled.failed(name)]
+            if failed:
+                taken.counter = Counter.of(cancelled.old(failed[0]))
+            if record is not None and cancelled.failed(Action.RECORD):
+                taken.record_failed, taken.record = True, Record.of(cancelled.old(Action.RECORD))
+        return taken
+
+    def create(self, meta: Fields, counters: Sequence[tuple[Key, Fields]]) -> Outcome:
+        """The resource (and its shards) in one transaction, none overwriting an existing item."""
+        tx: Transaction[Action] = Transaction()
+        tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))
+        for name, (key, attributes) in zip(COUNTERS, counters, strict=False):
+            tx.put(name, Put(self.table_name, item={**key, **attributes}).when(IS_NEW))
+        return run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True).outcome
+
+    def put_record(self, put: Put, request_id: str) -> tuple[bool, Record | None] | None:
+        """Put a record unless one exists: (created by this request, the stored record); ``None``
+        when the engine's budget ran out. This request's own Put (an attempt whose answer was
+        lost) carries its ``requestId``, so it reads as created."""
+
+        def exists(_report: Report, failure: Classified) -> Stop:
+            stored = Record.of(old_item(failure))
+            return Stop((stored is not None and stored.request_id == request_id, stored))
+
+        report = run(self.dynamodb.put_item, put.params(), policy=self.retry, write=True, on_condition=exists)
+        if report.stopped:
+            created, stored = report.value
+            return bool(created), stored
+        if report.outcome is Outcome.APPLIED:
+            return True, Record.of(put.item)
+        return None
+
+    def drop_claim(self, rid: str) -> None:
+        """Delete a ``PENDING`` claim (best effort: one left behind reads as UNKNOWN later)."""
+        delete = Delete(self.table_name, key=record_key(rid)).when(Path(STATUS) == Status.PENDING)
+        run(self.dynamodb.delete_item, delete.params(), policy=self.retry, write=True)
+
+    def settle_claim(self, rid: str, status: Status, allocation: Mapping[str, int] | None) -> Outcome:
+        """``PENDING`` -> ``status`` (with the allocation), conditioned on PENDING: a settled claim
+        is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
+        update = Update(self.table_name, record_key(rid)).set(STATUS, status).when(Path(STATUS) == Status.PENDING)
+        if allocation is not None:
+            update.set(ALLOCATION, dict(allocation))
+        return run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True).outcome
+
+    def release(self, rid: str, request_id: str, expires_in: int, give_backs: list[Update]) -> Taken:
+        """``CONFIRMED -> RELEASED`` (who released it, and the TTL starts) with the give-back on each
+        counter item, in one transaction; ``record_failed``: the record was no longer CONFIRMED
+        (``record``: as it was then)."""
+        now = int(time.time())
+        record = Update(self.table_name, record_key(rid)).set_all(
+            {STATUS: Status.RELEASED, RELEASED_AT: now, RELEASED_BY: request_id, EXPIRES_AT: now + expires_in}
+        )
+        record.when(Path(STATUS) == Status.CONFIRMED)
+        tx: Transaction[Action] = Transaction()
+        tx.update(Action.RECORD, record)
+        for name, update in zip(COUNTERS, give_backs, strict=False):
+            tx.update(name, update)
+        report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
+        cancelled = tx.cancellation(report.failure if report.outcome is Outcome.REJECTED else None)
+        taken = Taken(report.outcome, report.capacity, report.attempts, report.unknown_seen)
+        taken.record_failed, taken.record = cancelled.failed(Action.RECORD), Record.of(cancelled.old(Action.RECORD))
+        return taken
