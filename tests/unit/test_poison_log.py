@@ -27,6 +27,15 @@ class FakeSqs:
         return {"MessageId": "m1"}
 
 
+@pytest.fixture(autouse=True)
+def propagating(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler imported earlier in this process ran Powertools' copy_config_to_registered_loggers,
+    which stops the layer's loggers propagating to the root (caplog's handler): undo it here."""
+    for name in ("counters", "counters.deferral", "counters.deferral.queue"):
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+
+
 def replayer(sqs: FakeSqs) -> Replayer:
     return Replayer("tally-test", DLQ, executors={}, dynamodb=object(), sqs=sqs, retry=FAST)
 
