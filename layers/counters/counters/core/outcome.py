@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from counters.core.client import Response
 
 
 class Outcome(StrEnum):
@@ -45,7 +48,7 @@ class Capacity:
     write_units: float = 0.0
     calls: int = 0
 
-    def add_response(self, response: dict[str, Any] | None, *, write: bool) -> None:
+    def add_response(self, response: Response | None, *, write: bool) -> None:
         """Fold the ``ConsumedCapacity`` of one response (single dict or list) into the totals."""
         self.calls += 1
         consumed = (response or {}).get("ConsumedCapacity")
@@ -87,8 +90,9 @@ class Result:
     attempts: int = 1
     contended_retries: int = 0
     """Attempts retried because of a conflict or a throttle (:attr:`counters.core.engine.Report.contended_retries`)."""
-    value: Any = None
-    """Primitive-specific payload (new counter value, the item read to resolve ambiguity...)."""
+    value: object = None
+    """Primitive-specific payload (new counter value, the item read to resolve ambiguity...):
+    ``object``, as each primitive documents its own; a caller narrows it (``isinstance``)."""
 
     @property
     def succeeded(self) -> bool:
