@@ -84,7 +84,10 @@ def error(status: int, code: str, message: str) -> Response[JSONObject]:
     )
 
 
-def json_response(status: int, body: JSONObject, headers: dict[str, str] | None = None) -> Response[JSONObject]:
+def json_response(status: int, body: JSONObject, headers: dict[str, str] | None = None) -> Response[Any]:
+    """``body`` as a JSON response. ``Response[Any]``: a route declares ``-> Response[Model]``, the
+    pydantic model Powertools documents and validates ``body`` (its JSON form) against; a body
+    typed as the model would be a lie, and ``Response`` is invariant, so only ``Any`` fits both."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
