@@ -24,7 +24,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -103,7 +103,7 @@ class Function(Generic[S, T]):
         return decorate
 
 
-def _forget_service(ref: weakref.ref[Function[Any, Any]]) -> Callable[[], None]:
+def _forget_service(ref: weakref.ref[Function[S, T]]) -> Callable[[], None]:
     """A restore hook dropping the function's service (not its settings): one built before the
     snapshot holds state seeded then (its retry policy's ``random.Random``)."""
 

@@ -6,12 +6,10 @@ A primitive never answers "it failed" without saying *how*: the difference betwe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from counters.core.client import Response
+from typing import Any
 
 
 class Outcome(StrEnum):
@@ -48,8 +46,10 @@ class Capacity:
     write_units: float = 0.0
     calls: int = 0
 
-    def add_response(self, response: Response | None, *, write: bool) -> None:
-        """Fold the ``ConsumedCapacity`` of one response (single dict or list) into the totals."""
+    def add_response(self, response: Mapping[str, Any] | None, *, write: bool) -> None:
+        """Fold the ``ConsumedCapacity`` of one response (single dict or list) into the totals.
+        ``Mapping[str, Any]``: a botocore response or a ``ClientError``'s (untyped, or typed by
+        botocore-stubs as a TypedDict without ``ConsumedCapacity``)."""
         self.calls += 1
         consumed = (response or {}).get("ConsumedCapacity")
         if not consumed:

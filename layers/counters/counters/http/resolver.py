@@ -189,7 +189,7 @@ def _unsafe_json(text: str) -> str | None:
     return None  # within both bounds json.loads raises only JSONDecodeError: no need to parse twice
 
 
-def _with_json_content_type(event: ProxyEvent) -> dict[str, Any]:
+def _with_json_content_type(event: ProxyEvent) -> dict[str, object]:
     """The event with its Content-Type header (any casing) replaced by ``application/json``."""
 
     def replaced(headers: dict[str, object] | None, value: str | list[str]) -> dict[str, object] | None:
