@@ -9,9 +9,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.errors import WrongRegion
+from counters.core.json import JSONObject
 from counters.http.function import ApiFunction, ApiSettings
-from counters.http.resolver import Body, IdPath, json_response
+from counters.http.resolver import Body, IdPath, ProxyResponse, json_response
 from counters.primitives.ledger import LedgerSettings
+from counters.primitives.ledger.compaction import ScheduledSummary
 from counters.services.ledgers import Ledgers
 
 STOP_BEFORE_TIMEOUT_MS = 3000
@@ -44,7 +46,7 @@ def compact(ledgerId: IdPath) -> Response[Compaction]:
     return json_response(200, report.as_dict())
 
 
-def scheduled(context: LambdaContext) -> dict:
+def scheduled(context: LambdaContext) -> ScheduledSummary | dict[str, str]:
     try:
         report = function.service.compact_due(should_stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)
     except WrongRegion as exc:
@@ -60,7 +62,7 @@ def scheduled(context: LambdaContext) -> dict:
 
 
 @function.handler(correlation_paths.API_GATEWAY_REST)  # None on the schedule
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
+def lambda_handler(event: JSONObject, context: LambdaContext) -> ScheduledSummary | dict[str, str] | ProxyResponse:
     if event.get("source") == "aws.events" and event.get("detail-type") == "Scheduled Event":
         return scheduled(context)
     return app.resolve(event, context)

@@ -25,11 +25,13 @@ handler checks again, so an unfiltered stream (the local stack, a misconfigurati
 """
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.errors import ContentionError
 from counters.core.function import Function
+from counters.core.json import JSONObject
 from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
 from counters.core.settings import Settings
@@ -54,13 +56,14 @@ def new_order_id(record: DynamoDBRecord) -> int | None:
 
 
 @function.handler()
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    ids = [new_order_id(DynamoDBRecord(raw)) for raw in event.get("Records", [])]
-    highest = max((i for i in ids if i is not None), default=None)
+def lambda_handler(event: JSONObject, context: LambdaContext) -> PartialItemFailureResponse:
+    records = event.get("Records")
+    ids = [new_order_id(DynamoDBRecord(raw)) for raw in records if isinstance(raw, dict)] if isinstance(records, list) else []
+    highest = max((i for i in ids if i is not None), default=0)  # 0: no order in the batch (ids start at 1)
 
     def advance(record: DynamoDBRecord) -> str:
         order_id = new_order_id(record)
-        if order_id is None or order_id < highest:  # type: ignore[operator]
+        if order_id is None or order_id < highest:
             return "skipped"  # not an order, or covered by the batch's greatest id
         result = function.service.advance(order_id)
         record_metrics(metrics, "AdvancePointer", result)

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.function import Function
+from counters.core.json import JSONObject
 from counters.deferral.queue import Replayer, ReplaySettings
 from counters.primitives.ledger import LedgerSettings
 from counters.services.ledgers import Ledgers
@@ -51,5 +53,5 @@ def record_handler(record: SQSRecord) -> None:
 
 
 @function.handler()
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
+def lambda_handler(event: JSONObject, context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

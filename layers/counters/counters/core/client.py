@@ -23,10 +23,49 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import botocore.session
 from botocore.config import Config
+
+if TYPE_CHECKING:  # types only: botocore-stubs
+    from botocore.client import ClientMeta
+    from botocore.hooks import BaseEventHooks
+    from botocore.loaders import Loader
+    from botocore.model import OperationModel
+
+Params = dict[str, Any]
+"""The keyword parameters of one botocore call (``TableName``, ``Key``, ``TransactItems``...).
+``Any``: their shape is the operation's in the service model, which botocore reads at run time;
+botocore-stubs do not type it per operation (that would take mypy-boto3-dynamodb's TypedDicts,
+not a dependency of the layer)."""
+Response = dict[str, Any]
+"""What one botocore call answers (``Item``, ``Attributes``, ``ConsumedCapacity``...), untyped for
+the same reason as :data:`Params`; the store turns it into typed facts."""
+
+
+class DynamoDBClient(Protocol):
+    """The DynamoDB operations the layer calls, on botocore's client (botocore builds the client's
+    class from the service model at run time, so botocore-stubs type it only as ``BaseClient``)."""
+
+    @property
+    def meta(self) -> ClientMeta: ...
+    def get_item(self, **params: object) -> Response: ...  # botocore validates them at run time
+    def put_item(self, **params: object) -> Response: ...
+    def update_item(self, **params: object) -> Response: ...
+    def delete_item(self, **params: object) -> Response: ...
+    def query(self, **params: object) -> Response: ...
+    def transact_get_items(self, **params: object) -> Response: ...
+    def transact_write_items(self, **params: object) -> Response: ...
+
+
+class SQSClient(Protocol):
+    """The SQS operations the layer calls (see :class:`DynamoDBClient`)."""
+
+    @property
+    def meta(self) -> ClientMeta: ...
+    def send_message(self, **params: object) -> Response: ...  # botocore validates them at run time
+
 
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 1},  # SDK retries OFF: see module doc
@@ -39,13 +78,13 @@ GUARD_ENV = "TALLY_ENGINE_GUARD"
 
 CLIENT_LOCK = threading.RLock()
 """Held while a client is created: botocore sessions are not thread-safe."""
-_dynamodb: Any = None
-_sqs: Any = None
-_loader: Any = None
+_dynamodb: DynamoDBClient | None = None
+_sqs: SQSClient | None = None
+_loader: Loader | None = None
 _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("tally_engine_call", default=False)
 
 
-def botocore_session() -> Any:
+def botocore_session() -> botocore.session.Session:
     """A new botocore session (call with :data:`CLIENT_LOCK` held) sharing one data loader, so
     each service model is parsed once per process while endpoint, region and credentials are
     read from the environment afresh for every client (a shared session would keep the first
@@ -59,25 +98,27 @@ def botocore_session() -> Any:
     return session
 
 
-def client() -> Any:
+def client() -> DynamoDBClient:
     """The process-wide DynamoDB client (created on first use, honours endpoint env vars)."""
     global _dynamodb
     if _dynamodb is None:
         with CLIENT_LOCK:
             if _dynamodb is None:
-                _dynamodb = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)
-                guard(_dynamodb.meta.events, "dynamodb")
+                made: DynamoDBClient = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)  # type: ignore[assignment]  # stubs: BaseClient; the class has these operations at run time
+                guard(made.meta.events, "dynamodb")
+                _dynamodb = made
     return _dynamodb
 
 
-def sqs_client() -> Any:
+def sqs_client() -> SQSClient:
     """The process-wide SQS client (honours ``AWS_ENDPOINT_URL_SQS`` / ``AWS_ENDPOINT_URL``)."""
     global _sqs
     if _sqs is None:
         with CLIENT_LOCK:
             if _sqs is None:
-                _sqs = botocore_session().create_client("sqs", config=CLIENT_CONFIG)
-                guard(_sqs.meta.events, "sqs")
+                made: SQSClient = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # type: ignore[assignment]  # as for DynamoDB above
+                guard(made.meta.events, "sqs")
+                _sqs = made
     return _sqs
 
 
@@ -122,13 +163,13 @@ def engine_call() -> Iterator[None]:
         _inside.reset(marker)
 
 
-def _refuse_outside(model: Any = None, **_: Any) -> None:
+def _refuse_outside(model: OperationModel | None = None, **_: object) -> None:
     if not _inside.get():
         name = getattr(model, "name", "?")
         raise OutsideEngine(f"{name} was called outside the retry engine (counters.core.engine.run): it would have no retry")
 
 
-def guard(events: Any, service: str) -> None:
+def guard(events: BaseEventHooks, service: str) -> None:
     """Make a client (its ``meta.events``) refuse calls issued outside the engine when
     ``TALLY_ENGINE_GUARD=1``."""
     if os.environ.get(GUARD_ENV) == "1":

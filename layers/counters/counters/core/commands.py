@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from counters.core.json import JSONObject
+
 MAX_MESSAGE_BYTES = 200_000  # SQS allows 256 KiB; stay well below
 
 
@@ -51,7 +53,7 @@ class Command:
     """One deferred mutating request: the operation, its payload, the request's id."""
 
     op: str
-    payload: dict[str, Any]
+    payload: JSONObject
     operation_id: str = field(default_factory=new_request_id)
     created_at: int = field(default_factory=lambda: int(time.time()))
     version: int = 1
@@ -90,7 +92,7 @@ class Verdict:
 
     status: str
     """APPLIED (this request made the change), DUPLICATE (another one had) or REJECTED."""
-    result: dict[str, Any]
+    result: JSONObject
     recorded: bool | None = None
     """True: the replay's transaction recorded the outcome itself; False: it found the
     operation already final (a redelivery); None: record it now."""
@@ -103,6 +105,9 @@ class Replayable:
     payload: type
     """A frozen dataclass of the payload's fields; its ``__post_init__`` raises ValueError on bad values."""
     execute: Callable[[Any, Command], Verdict]
+    """Called with an instance of ``payload``. ``Any``: a service registers replayables of
+    different payload types in one ``dict[str, Replayable]``; ``Replayable[P]`` would need an
+    existential type there, so the pairing is checked at run time (``payload(**fields)``)."""
 
     def run(self, command: Command) -> Verdict:
         try:

@@ -26,25 +26,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from counters.core.client import GUARD_ENV, OutsideEngine, client, engine_call, guard, new_token
+from counters.core.client import GUARD_ENV, DynamoDBClient, OutsideEngine, Params, Response, client, engine_call, guard, new_token
 from counters.core.errors import ContentionError
 from counters.core.failures import Classified, Failure, RetryPolicy, classify
+from counters.core.items import Item
 from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)
-__all__ = ["GUARD_ENV", "OutsideEngine", "guard", "read", "run", "transact"]
+__all__ = ["GUARD_ENV", "Operation", "OutsideEngine", "guard", "read", "run", "transact"]
 CONTENDED = frozenset({Failure.CONFLICT, Failure.THROTTLED})
+
+Operation = Callable[..., Response]
+"""A bound botocore operation (``client.update_item``...), called with keyword :data:`Params`."""
 
 
 @dataclass(frozen=True)
 class Stop:
-    """A hook's verdict: end the call now; ``value`` is kept on the report."""
+    """A hook's verdict: end the call now; ``value`` is kept on the report (``object``: the hook
+    and the caller that reads it back agree on its type; the caller narrows it)."""
 
-    value: Any = None
+    value: object = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ class Resend:
     a write conditioned on what was read is then planned from a state read after the backoff,
     not from one as old as the backoff (OCC's next round)."""
 
-    params: dict[str, Any] | None = None
+    params: Params | None = None
     refresh: Callable[[], Stop | Resend] | None = None
 
 
@@ -70,7 +74,7 @@ class Report:
     outcome: Outcome = Outcome.CONTENTION
     """APPLIED (``response`` is the answer), REJECTED (a condition failed: see ``failure``),
     or CONTENTION (the budget ran out, or ``before`` refused another attempt)."""
-    response: dict[str, Any] | None = None
+    response: Response | None = None
     failure: Classified | None = None
     """The last classified failure."""
     attempts: int = 0
@@ -81,28 +85,28 @@ class Report:
     """An attempt ended with an unknown outcome: it may have applied before the one reported."""
     stopped: bool = False
     """A hook said :class:`Stop`, or ``before`` refused another attempt."""
-    value: Any = None
+    value: object = None
     """What a hook's :class:`Stop` carried."""
     capacity: Capacity = field(default_factory=Capacity)
     token: str | None = None
     """The ClientRequestToken of the last attempt (transactions)."""
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Params = field(default_factory=dict)
     """The parameters of the last attempt."""
 
     @property
-    def attributes(self) -> dict[str, Any] | None:
+    def attributes(self) -> Item | None:
         """``Attributes`` of the successful response (UpdateItem/PutItem ``ReturnValues``)."""
         return (self.response or {}).get("Attributes")
 
     @property
-    def item(self) -> dict[str, Any] | None:
+    def item(self) -> Item | None:
         """``Item`` of a successful GetItem."""
         return (self.response or {}).get("Item")
 
 
 def run(
-    operation: Callable[..., dict[str, Any]],
-    params: dict[str, Any],
+    operation: Operation,
+    params: Params,
     *,
     policy: RetryPolicy,
     capacity: Capacity | None = None,
@@ -129,9 +133,8 @@ def run(
     report = Report(capacity=capacity if capacity is not None else Capacity())
     measured = _service(operation) == "dynamodb"  # every DynamoDB call reports what it consumed
     report.params = {**params, "ReturnConsumedCapacity": "TOTAL"} if measured else dict(params)
-    pinned = isinstance(token, str)
     if token:
-        report.token = token if pinned else new_token()  # type: ignore[assignment]
+        report.token = token if isinstance(token, str) else new_token()
     refresh: Callable[[], Stop | Resend] | None = None
     attempt, round_ = 0, 1  # attempts in this round (``policy``'s budget), rounds (``rounds``')
     while True:
@@ -197,19 +200,19 @@ def run(
         return report
 
 
-def _service(operation: Callable[..., Any]) -> str:
+def _service(operation: Operation) -> str:
     model = getattr(getattr(getattr(operation, "__self__", None), "meta", None), "service_model", None)
     return getattr(model, "service_name", "dynamodb")
 
 
-def _send(operation: Callable[..., dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+def _send(operation: Operation, params: Params) -> Response:
     """One attempt, marked as the engine's (hooks run outside the mark: their calls go through ``run`` too)."""
     with engine_call():
         return operation(**params)
 
 
 # -- the shapes every caller needs ---------------------------------------------------------------
-def read(operation: Callable[..., dict[str, Any]], policy: RetryPolicy, capacity: Capacity | None = None, **params: Any) -> dict[str, Any]:
+def read(operation: Operation, policy: RetryPolicy, capacity: Capacity | None = None, **params: object) -> Response:
     """A read (GetItem, Query, TransactGetItems...) retried on throttling, conflicts and 5xx;
     :class:`~counters.core.errors.ContentionError` (503, retryable) when the budget runs out."""
     report = run(operation, params, policy=policy, capacity=capacity)
@@ -220,7 +223,12 @@ def read(operation: Callable[..., dict[str, Any]], policy: RetryPolicy, capacity
 
 
 def transact(
-    items: list[dict[str, Any]], *, policy: RetryPolicy, dynamodb: Any = None, token: str | None = None, capacity: Capacity | None = None
+    items: list[Params],
+    *,
+    policy: RetryPolicy,
+    dynamodb: DynamoDBClient | None = None,
+    token: str | None = None,
+    capacity: Capacity | None = None,
 ) -> Report:
     """``items`` as one TransactWriteItems under the token rule (``token`` pins it)."""
     ddb = dynamodb or client()

@@ -8,7 +8,10 @@ command that replays the request). The HTTP glue maps them to statuses in one pl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from counters.core.commands import Command
 
 
 class CounterError(Exception):
@@ -108,7 +111,7 @@ class ContentionError(CounterError):
     default_message = "the item is busy; retry the same request later"
     status = 503
 
-    def __init__(self, message: str | None = None, *, cause_code: str | None = None, command: Any = None) -> None:
+    def __init__(self, message: str | None = None, *, cause_code: str | None = None, command: Command | None = None) -> None:
         super().__init__(message, cause_code=cause_code)
         self.command = command
         """A :class:`counters.core.commands.Command` to re-drive the request later, when it is safe to."""

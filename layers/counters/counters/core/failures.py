@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -22,6 +22,8 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+
+from counters.core import items
 
 
 class Failure(StrEnum):
@@ -61,18 +63,41 @@ UNKNOWN_CODES = frozenset(
 )
 
 
+class CancellationReason(TypedDict, total=False):
+    """One action's entry in a transaction's ``CancellationReasons`` (or the single-item
+    equivalent a ``ConditionalCheckFailedException`` is classified as)."""
+
+    Code: str
+    """``ConditionalCheckFailed``, ``TransactionConflict``, a throttle code, or ``None``."""
+    Message: str
+    Item: items.Item
+    """The item as it was, with ``ReturnValuesOnConditionCheckFailure=ALL_OLD``."""
+
+
+def _reason(raw: Mapping[str, Any]) -> CancellationReason:
+    """One raw reason (botocore's response is untyped: ``Any``) -> its typed fields."""
+    reason = CancellationReason()
+    if "Code" in raw:
+        reason["Code"] = str(raw["Code"])
+    if "Message" in raw:
+        reason["Message"] = str(raw["Message"])
+    if raw.get("Item") is not None:
+        reason["Item"] = dict(raw["Item"])
+    return reason
+
+
 @dataclass(frozen=True)
 class Classified:
     kind: Failure
     code: str
-    reasons: tuple[dict[str, Any], ...] = ()
+    reasons: tuple[CancellationReason, ...] = ()
     """The transaction's CancellationReasons, in TransactItems order (empty otherwise)."""
 
     def failed_conditions(self) -> list[int]:
         """Indexes of the transaction actions whose condition failed."""
         return [i for i, r in enumerate(self.reasons) if r.get("Code") == "ConditionalCheckFailed"]
 
-    def old_item(self, index: int) -> dict[str, Any] | None:
+    def old_item(self, index: int) -> items.Item | None:
         """The item returned by ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` for an action."""
         if index < len(self.reasons):
             return self.reasons[index].get("Item")
@@ -85,7 +110,7 @@ def classify(exc: BaseException) -> Classified | None:
         error = exc.response.get("Error", {})
         code = error.get("Code", "")
         if code == "TransactionCanceledException":
-            reasons: tuple[dict[str, Any], ...] = tuple(dict(r) for r in exc.response.get("CancellationReasons") or ())
+            reasons = tuple(_reason(r) for r in exc.response.get("CancellationReasons") or ())
             codes: set[str] = {str(r.get("Code")) for r in reasons}
             # Transient reasons first: a condition evaluated while another action conflicted
             # is re-evaluated on retry, so the transient cause decides.
@@ -97,8 +122,7 @@ def classify(exc: BaseException) -> Classified | None:
                 return Classified(Failure.CONDITION, "ConditionalCheckFailed", reasons)
             return None  # ValidationError, ItemCollectionSizeLimitExceeded...: a bug, re-raise
         if code == "ConditionalCheckFailedException":
-            item = exc.response.get("Item")
-            return Classified(Failure.CONDITION, code, ({"Code": "ConditionalCheckFailed", "Item": item},))
+            return Classified(Failure.CONDITION, code, (_reason({"Code": "ConditionalCheckFailed", "Item": exc.response.get("Item")}),))
         if code == "TransactionConflictException":
             return Classified(Failure.CONFLICT, code)
         if code in THROTTLE_CODES:

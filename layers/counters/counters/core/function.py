@@ -24,16 +24,22 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
 from counters.core import snapstart
+from counters.core.json import JSONObject
 from counters.core.settings import Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 S = TypeVar("S", bound=Settings)
 T = TypeVar("T")
+F = TypeVar("F", bound="Callable[..., object]")
+"""A Lambda entry point, ``(event, context) -> response``; :meth:`Function.handler` keeps its type."""
 
 
 class Function(Generic[S, T]):
@@ -75,28 +81,29 @@ class Function(Generic[S, T]):
             self._service = service if service is not None or settings is None else self.build(settings)
         return self._service
 
-    def invoke(self, fn: Callable[..., Any], event: dict[str, Any], context: Any) -> Any:
+    def invoke(self, fn: Callable[[JSONObject, LambdaContext], object], event: JSONObject, context: LambdaContext) -> object:
         """Run one invocation: settings and service ready first, so a misconfigured function
         fails its first invocation loudly (the event source retries it)."""
         self.service  # noqa: B018
         return fn(event, context)
 
-    def handler(self, correlation_id_path: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def handler(self, correlation_id_path: str | None = None) -> Callable[[F], F]:
         """Decorate the Lambda entry point: settings parsed before the first event, Logger
         context (and correlation id), EMF metrics flushed after each invocation."""
 
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def decorate(fn: F) -> F:
             @functools.wraps(fn)
-            def entry(event: dict[str, Any], context: Any) -> Any:
+            def entry(event: JSONObject, context: LambdaContext) -> object:
                 return self.invoke(fn, event, context)
 
             logged = self.logger.inject_lambda_context(correlation_id_path=correlation_id_path)(entry)
-            return self.metrics.log_metrics(logged)
+            # Powertools types the wrapper as Callable[..., Any]; it calls fn with the same arguments.
+            return cast(F, self.metrics.log_metrics(logged))
 
         return decorate
 
 
-def _forget_service(ref: weakref.ref[Function[Any, Any]]) -> Callable[[], None]:
+def _forget_service(ref: weakref.ref[Function[S, T]]) -> Callable[[], None]:
     """A restore hook dropping the function's service (not its settings): one built before the
     snapshot holds state seeded then (its retry policy's ``random.Random``)."""
 

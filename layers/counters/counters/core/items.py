@@ -16,9 +16,15 @@ from decimal import Clamped, Context, Decimal, Inexact, Overflow, Rounded, Under
 from typing import Any
 
 AttributeValue = dict[str, Any]
-"""One attribute value as botocore sends and returns it, e.g. ``{"S": "x"}`` or ``{"N": "1"}``."""
+"""One attribute value as botocore sends and returns it, e.g. ``{"S": "x"}`` or ``{"N": "1"}``
+(``Any``: the payload's type depends on the key, ``str`` for ``S``, a list for ``L``...)."""
 Item = dict[str, AttributeValue]
 """An item as botocore sends and returns it."""
+Record = dict[str, Any]
+"""An item as Python values (:func:`from_item`): ``str``, ``int``, ``Decimal``, ``bool``, ``None``,
+``bytes``, sets, lists and dicts of those. ``Any``, not that union: which type a field holds is the
+table layout's (:mod:`counters.store.layout`), which the store's readers apply when they turn a
+record into typed facts; the union would only move those checks, not make them."""
 
 # DynamoDB numbers: 38 digits of precision, exponents -130..125; anything inexact is an error.
 _NUMBERS = Context(Emin=-128, Emax=126, prec=38, traps=[Clamped, Overflow, Inexact, Rounded, Underflow])
@@ -65,7 +71,7 @@ def _plain_number(text: str) -> int | Decimal:
 
 
 def deserialize(value: AttributeValue) -> Any:
-    """One DynamoDB attribute value -> one Python value."""
+    """One DynamoDB attribute value -> one Python value (``Any``: see :data:`Record`)."""
     ((kind, data),) = value.items()
     if kind == "S":
         return data
@@ -95,7 +101,7 @@ def to_item(values: Mapping[str, object]) -> Item:
     return {k: serialize(v) for k, v in values.items()}
 
 
-def from_item(item: Mapping[str, AttributeValue] | None) -> dict[str, Any] | None:
+def from_item(item: Mapping[str, AttributeValue] | None) -> Record | None:
     """DynamoDB attribute values -> Python values; numbers (nested ones too) come back as
     ``int`` when whole, :class:`~decimal.Decimal` otherwise."""
     if item is None:

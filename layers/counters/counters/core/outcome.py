@@ -6,6 +6,7 @@ A primitive never answers "it failed" without saying *how*: the difference betwe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -45,8 +46,10 @@ class Capacity:
     write_units: float = 0.0
     calls: int = 0
 
-    def add_response(self, response: dict[str, Any] | None, *, write: bool) -> None:
-        """Fold the ``ConsumedCapacity`` of one response (single dict or list) into the totals."""
+    def add_response(self, response: Mapping[str, Any] | None, *, write: bool) -> None:
+        """Fold the ``ConsumedCapacity`` of one response (single dict or list) into the totals.
+        ``Mapping[str, Any]``: a botocore response or a ``ClientError``'s (untyped, or typed by
+        botocore-stubs as a TypedDict without ``ConsumedCapacity``)."""
         self.calls += 1
         consumed = (response or {}).get("ConsumedCapacity")
         if not consumed:
@@ -87,8 +90,9 @@ class Result:
     attempts: int = 1
     contended_retries: int = 0
     """Attempts retried because of a conflict or a throttle (:attr:`counters.core.engine.Report.contended_retries`)."""
-    value: Any = None
-    """Primitive-specific payload (new counter value, the item read to resolve ambiguity...)."""
+    value: object = None
+    """Primitive-specific payload (new counter value, the item read to resolve ambiguity...):
+    ``object``, as each primitive documents its own; a caller narrows it (``isinstance``)."""
 
     @property
     def succeeded(self) -> bool:

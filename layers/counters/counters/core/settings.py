@@ -24,7 +24,7 @@ import os
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, TypeVar, overload
 
 from counters.core.failures import RetryPolicy
 
@@ -35,12 +35,19 @@ class SettingsError(ValueError):
     """The environment does not configure the function correctly."""
 
 
-def env(name: str, default: Any = dataclasses.MISSING) -> Any:
+T = TypeVar("T")
+
+
+@overload
+def env(name: str) -> Any: ...  # required: Any, as dataclasses.field() without a default (the field's annotation types it)
+@overload
+def env(name: str, default: T) -> T: ...
+def env(name: str, default: object = dataclasses.MISSING) -> object:
     """A settings field read from the environment variable ``name`` (required without a default)."""
     return dataclasses.field(default=default, metadata={_ENV: name})
 
 
-def _parse(name: str, raw: str, kind: Any) -> Any:
+def _parse(name: str, raw: str, kind: object) -> object:
     try:
         if kind is bool:
             if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
@@ -72,7 +79,7 @@ class Settings:
         """Every field from its variable; an empty variable counts as unset (SAM writes "")."""
         environ = os.environ if environ is None else environ
         hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {}  # each value parsed for its field's type (checked at run time, by _parse)
         for f in dataclasses.fields(cls):
             name = f.metadata.get(_ENV)
             if name is None:

@@ -7,12 +7,13 @@ caller sees of it and when a failure is the caller's problem.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from counters.core.caller import Caller
+from counters.core.client import DynamoDBClient
 from counters.core.commands import Command
 from counters.core.errors import ContentionError, NotFound
 from counters.core.failures import RetryPolicy
+from counters.core.json import JSONObject
 from counters.core.settings import Settings
 from counters.store.operations import TTL_SECONDS, OperationRecords
 
@@ -24,7 +25,7 @@ OPERATION_TTL_SECONDS = TTL_SECONDS
 class Operations:
     """Operation records: PENDING until the worker writes the definite outcome, once."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
         self.records = OperationRecords(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.records.retry
@@ -37,7 +38,7 @@ class Operations:
         if not self.records.put_pending(command.operation_id, command.op, command.created_at, owner):
             raise ContentionError("could not record the deferred operation; retry the request")
 
-    def record_outcome(self, command: Command, status: str, result: dict[str, Any]) -> bool:
+    def record_outcome(self, command: Command, status: str, result: JSONObject) -> bool:
         """Write the final status if the record is still PENDING; False if it was already final."""
         written = self.records.set_outcome(command.operation_id, status, result)
         if written is None:
@@ -49,7 +50,7 @@ class Operations:
             # best effort; the TTL removes it in any case
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
-    def read(self, operation_id: str, *, caller: Caller | None = None) -> dict[str, Any] | None:
+    def read(self, operation_id: str, *, caller: Caller | None = None) -> JSONObject | None:
         """The public record, or None; with a ``caller``, someone else's operation is
         :class:`~counters.core.errors.Hidden` (answered as a missing one)."""
         operation = self.records.get(operation_id)

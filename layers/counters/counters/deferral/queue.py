@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
-from counters.core.client import sqs_client
+from counters.core.client import DynamoDBClient, Response, SQSClient, sqs_client
 from counters.core.commands import Command, PoisonMessage, Replayable
 from counters.core.engine import run
 from counters.core.errors import ContentionError
@@ -47,7 +46,7 @@ from counters.deferral.operations import Operations
 logger = logging.getLogger(__name__)
 
 
-def send(sqs: Any, policy: RetryPolicy, **params: Any) -> dict[str, Any]:
+def send(sqs: SQSClient, policy: RetryPolicy, **params: object) -> Response:
     """SendMessage through the engine. A re-send after an unknown outcome may queue the message
     twice: harmless, a command replays once (its operation record is final after the first)."""
     report = run(sqs.send_message, params, policy=policy)
@@ -73,7 +72,15 @@ class ReplaySettings(Settings):
 class Deferrer:
     """Turns a contended request into a PENDING operation and a queued command."""
 
-    def __init__(self, table_name: str, queue_url: str, *, dynamodb: Any = None, sqs: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        queue_url: str,
+        *,
+        dynamodb: DynamoDBClient | None = None,
+        sqs: SQSClient | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.operations = Operations(table_name, dynamodb=dynamodb, retry=retry)
         self.queue_url = queue_url
         self._sqs = sqs
@@ -112,8 +119,8 @@ class Replayer:
         dlq_url: str,
         executors: dict[str, Replayable],
         *,
-        dynamodb: Any = None,
-        sqs: Any = None,
+        dynamodb: DynamoDBClient | None = None,
+        sqs: SQSClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.operations = Operations(table_name, dynamodb=dynamodb, retry=retry)

@@ -33,6 +33,7 @@ computable (or sequential), so they answer exactly as a missing one (404,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,12 +41,17 @@ from counters.core.caller import Caller
 from counters.core.errors import Unauthorized
 from counters.core.settings import Settings, SettingsError, env
 
+ProxyEvent = Mapping[str, Any]
+"""An API Gateway (REST, proxy) event as Powertools' resolver takes it (``Mapping[str, Any]`` in
+its ``resolve``, which :class:`counters.http.resolver.TallyResolver` overrides): its nested
+fields are read with ``.get`` and checked where used (``isinstance``), as input from outside."""
+
 NONE = "NONE"
 COGNITO = "COGNITO"
 MODES = (NONE, COGNITO)
 
 
-def parse_groups(value: Any) -> frozenset[str]:
+def parse_groups(value: object) -> frozenset[str]:
     """``cognito:groups`` as exact group names; a name is never split into others.
 
     The ID token carries a JSON array, but API Gateway flattens every claim to a string:
@@ -98,7 +104,7 @@ class AuthSettings(Settings):
         object.__setattr__(self, "auth_mode", self.auth_mode.upper())
 
 
-def caller_from_event(event: dict[str, Any], *, mode: str = NONE, admin_group: str = "admin") -> Caller:
+def caller_from_event(event: ProxyEvent, *, mode: str = NONE, admin_group: str = "admin") -> Caller:
     """The caller of one API Gateway (REST, proxy) request."""
     if mode == NONE:
         return Caller(admin_group=admin_group)

@@ -20,15 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from aws_lambda_powertools.logging import correlation_paths
 
 from counters.core.function import Function
+from counters.core.json import JSONObject
 from counters.core.settings import SettingsError
 from counters.deferral.queue import DeferralSettings, Deferrer
 from counters.http.auth import AuthSettings
 from counters.http.resolver import TallyResolver, build_app, early_response
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +55,7 @@ class ApiFunction(Function[S, T]):
         self.app: TallyResolver = build_app(self.logger, auth=lambda: self.settings, deferrer=self.deferrer)
         self.lambda_handler = self.handler(correlation_paths.API_GATEWAY_REST)(self.app.resolve)
 
-    def invoke(self, fn: Callable[..., Any], event: dict[str, Any], context: Any) -> Any:
+    def invoke(self, fn: Callable[[JSONObject, LambdaContext], object], event: JSONObject, context: LambdaContext) -> object:
         """A misconfigured API function answers a bare 500 (logged), never a stack trace."""
         try:
             self.service  # noqa: B018

@@ -13,8 +13,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -25,8 +25,31 @@ from pydantic import BaseModel, ConfigDict
 from counters.core.caller import Caller
 from counters.core.errors import ContentionError, CounterError, Hidden, Unauthorized
 from counters.core.ids import ID_PATTERN
+from counters.core.json import JSONObject
 from counters.deferral.queue import Deferrer
-from counters.http.auth import AuthSettings, caller_from_event
+from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+__all__ = [
+    "ID_PATTERN",
+    "Body",
+    "IdPath",
+    "OperationIdPath",
+    "ProxyResponse",
+    "TallyResolver",
+    "build_app",
+    "early_response",
+    "error",
+    "json_response",
+    "request_time",
+]
+
+ProxyResponse = dict[str, Any]
+"""A Lambda proxy response (``statusCode``, ``headers``, ``body``...), as Powertools'
+``resolve`` returns it (``dict[str, Any]`` there; this override keeps its type)."""
+E = TypeVar("E", bound=Exception)
 
 MAX_BODY_BYTES = 64 * 1024
 """Every body this API takes is small (a post's text is at most 4,000 characters, an order 50
@@ -53,7 +76,7 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def error(status: int, code: str, message: str) -> Response:
+def error(status: int, code: str, message: str) -> Response[JSONObject]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -61,7 +84,10 @@ def error(status: int, code: str, message: str) -> Response:
     )
 
 
-def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+def json_response(status: int, body: JSONObject, headers: dict[str, str] | None = None) -> Response[Any]:
+    """``body`` as a JSON response. ``Response[Any]``: a route declares ``-> Response[Model]``, the
+    pydantic model Powertools documents and validates ``body`` (its JSON form) against; a body
+    typed as the model would be a lie, and ``Response`` is invariant, so only ``Any`` fits both."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -70,7 +96,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     )
 
 
-def _describe(errors: Any) -> str:
+def _describe(errors: Sequence[Any]) -> str:  # pydantic's error dicts; Powertools types them Sequence[Any]
     parts = []
     for err in list(errors)[:5]:
         loc = [str(p) for p in err.get("loc", ())]
@@ -92,7 +118,7 @@ class TallyResolver(APIGatewayRestResolver):
     auth: Callable[[], AuthSettings] = AuthSettings.from_env
     """Where identity comes from, read when a request arrives (the function's settings)."""
 
-    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def resolve(self, event: ProxyEvent, context: LambdaContext) -> ProxyResponse:
         self.request_time = request_time(event)
         try:
             auth = self.auth()
@@ -134,7 +160,7 @@ class TallyResolver(APIGatewayRestResolver):
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
 
 
-def request_time(event: dict[str, Any], now: int | None = None) -> int:
+def request_time(event: ProxyEvent, now: int | None = None) -> int:
     """When the API received the request, in ms: API Gateway's ``requestContext.requestTimeEpoch``,
     or the function's clock at the start of the request when the event has none, or one further
     than :data:`MAX_CLOCK_SKEW_MS` from it (a stored sample event, not a live request: API
@@ -163,10 +189,10 @@ def _unsafe_json(text: str) -> str | None:
     return None  # within both bounds json.loads raises only JSONDecodeError: no need to parse twice
 
 
-def _with_json_content_type(event: dict[str, Any]) -> dict[str, Any]:
+def _with_json_content_type(event: ProxyEvent) -> dict[str, object]:
     """The event with its Content-Type header (any casing) replaced by ``application/json``."""
 
-    def replaced(headers: dict[str, Any] | None, value: Any) -> dict[str, Any] | None:
+    def replaced(headers: dict[str, object] | None, value: str | list[str]) -> dict[str, object] | None:
         if not headers:
             return headers
         kept = {k: v for k, v in headers.items() if k.lower() != "content-type"}
@@ -179,7 +205,7 @@ def _with_json_content_type(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def early_response(status: int, code: str, message: str) -> dict[str, Any]:
+def early_response(status: int, code: str, message: str) -> ProxyResponse:
     """A proxy response for requests refused before routing."""
     return {
         "statusCode": status,
@@ -188,6 +214,16 @@ def early_response(status: int, code: str, message: str) -> dict[str, Any]:
         "body": json.dumps({"error": code, "message": message}),
         "isBase64Encoded": False,
     }
+
+
+def _on(app: TallyResolver, exc_class: type[E]) -> Callable[[Callable[[E], Response[JSONObject]]], Callable[[E], Response[JSONObject]]]:
+    """``@app.exception_handler(exc_class)``, typed (Powertools' decorator is not annotated)."""
+
+    def register(handler: Callable[[E], Response[JSONObject]]) -> Callable[[E], Response[JSONObject]]:
+        app.exception_handler(exc_class)(handler)
+        return handler
+
+    return register
 
 
 def build_app(
@@ -206,8 +242,8 @@ def build_app(
     app = TallyResolver(enable_validation=True, response_validation_error_http_code=500)
     app.auth = auth
 
-    @app.exception_handler(ContentionError)
-    def _contention(exc: ContentionError) -> Response:
+    @_on(app, ContentionError)
+    def _contention(exc: ContentionError) -> Response[JSONObject]:
         queue = deferrer() if exc.command is not None else None
         if queue is not None and exc.command is not None:
             try:
@@ -224,19 +260,19 @@ def build_app(
         logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
         return error(exc.status, exc.code, exc.message)
 
-    @app.exception_handler(RequestValidationError)
-    def _invalid(exc: RequestValidationError) -> Response:
+    @_on(app, RequestValidationError)
+    def _invalid(exc: RequestValidationError) -> Response[JSONObject]:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return error(400, "invalid_json", "the request body is not valid JSON")
         return error(400, "validation_error", _describe(errors))
 
-    @app.exception_handler(RequestUnsupportedContentType)
-    def _media_type(exc: RequestUnsupportedContentType) -> Response:
+    @_on(app, RequestUnsupportedContentType)
+    def _media_type(exc: RequestUnsupportedContentType) -> Response[JSONObject]:
         return error(415, "unsupported_media_type", "send the body as application/json")
 
-    @app.exception_handler(CounterError)
-    def _domain(exc: CounterError) -> Response:
+    @_on(app, CounterError)
+    def _domain(exc: CounterError) -> Response[JSONObject]:
         if exc.status in (401, 403):
             logger.info("refused", extra={"error": exc.code, "caller": app.caller.user_id, "route": app.current_event.resource})
         elif isinstance(exc, Hidden):  # answered as not found, but a refusal all the same
@@ -255,11 +291,11 @@ def build_app(
         return error(exc.status, exc.code, exc.message)
 
     @app.not_found
-    def _no_route(exc: Exception) -> Response:
+    def _no_route(exc: Exception) -> Response[JSONObject]:
         return error(404, "no_route", "no such route")
 
-    @app.exception_handler(Exception)
-    def _unexpected(exc: Exception) -> Response:
+    @_on(app, Exception)
+    def _unexpected(exc: Exception) -> Response[JSONObject]:
         logger.exception("unhandled error")
         return error(500, "internal_error", "internal error; the request may be retried")
 

@@ -25,8 +25,8 @@ read nothing extra: ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells them a
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
+from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.sequences import SequenceStore, pointer_key
@@ -48,7 +48,7 @@ class Pointer:
         name: str,
         *,
         attribute: str = "value",
-        dynamodb: Any = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.table_name = table_name

@@ -38,10 +38,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import Any
 
+from counters.core.client import DynamoDBClient, Params
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, Failure, RetryPolicy
+from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.expr import Transaction
 from counters.store.sequences import VALUE, SequenceAction, SequenceStore, counter_bump, sequence_key
@@ -72,7 +73,7 @@ class Claim:
     result: Result
     value: int | None = None
     """The value taken (``applied``); in ``fast`` mode also the value burned by a rejection."""
-    conflicts: dict[Enum, dict[str, Any] | None] = field(default_factory=dict)
+    conflicts: dict[Enum, Record | None] = field(default_factory=dict)
     """``rejected``: the name of each of the caller's actions whose condition failed -> that item
     as stored (ALL_OLD, when the action asked for it; else ``None``)."""
     unknown_outcome: bool = False
@@ -83,9 +84,17 @@ ItemsFor = Callable[[int], Transaction[Enum]]
 """Builds the named actions to write with a value (each with its own condition)."""
 
 
-def _conflicts(tx: Transaction[Enum], failure: Classified | None) -> dict[Enum, dict[str, Any] | None]:
+def _conflicts(tx: Transaction[Enum], failure: Classified | None) -> dict[Enum, Record | None]:
     reasons = tx.cancellation(failure)
     return {name: reasons.old(name) for name in tx if name is not SequenceAction.COUNTER and reasons.failed(name)}
+
+
+@dataclass
+class _Round:
+    """The gapless claim's current round: the value it tries and the transaction taking it."""
+
+    new: int = 0
+    tx: Transaction[Enum] = field(default_factory=Transaction)
 
 
 class Sequence:
@@ -97,7 +106,7 @@ class Sequence:
         name: str,
         *,
         mode: SequenceMode | str = SequenceMode.FAST,
-        dynamodb: Any = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
     ) -> None:
@@ -148,15 +157,16 @@ class Sequence:
 
     def _claim_fast(self, items_for: ItemsFor) -> Claim:
         taken = self._add()
-        if taken.outcome is not Outcome.APPLIED or taken.value is None:
+        value = taken.value
+        if taken.outcome is not Outcome.APPLIED or not isinstance(value, int):
             return Claim(taken)
-        tx = items_for(taken.value)
+        tx = items_for(value)
         if not len(tx):
-            return Claim(taken, value=taken.value)
+            return Claim(taken, value=value)
         report = self.store.write(tx)
         # attempts - 1 = retries over both calls (what the Retries metric reports)
         result = Result(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
-        claim = Claim(result, value=taken.value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)
+        claim = Claim(result, value=value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)
         if report.outcome is Outcome.REJECTED:
             claim.conflicts = _conflicts(tx, report.failure)
             result.reason = Reason.ITEM_EXISTS  # taken.value is burned: a gap
@@ -166,17 +176,17 @@ class Sequence:
         capacity = Capacity()
         observed, read_cost = self.current()
         capacity.merge(read_cost)
-        round_: dict[str, Any] = {}
+        round_ = _Round()
 
-        def plan(observed: int | None) -> dict[str, Any]:
+        def plan(observed: int | None) -> Params:
             new = (observed or 0) + 1
             tx: Transaction[Enum] = Transaction()
             tx.update(SequenceAction.COUNTER, counter_bump(self.table_name, self.name, observed)).extend(items_for(new))
-            round_.update(new=new, tx=tx)
+            round_.new, round_.tx = new, tx
             return {"TransactItems": tx.items()}
 
         def lost(report: Report, failure: Classified) -> Stop | Resend:
-            tx: Transaction[Enum] = round_["tx"]
+            tx = round_.tx
             reasons = tx.cancellation(failure)
             if not reasons.failed(SequenceAction.COUNTER):
                 # The counter did not move, yet one of the caller's items exists (an idempotency
@@ -190,13 +200,13 @@ class Sequence:
             return Resend(params=plan(int(stored[VALUE]) if stored and VALUE in stored else None))
 
         plan(observed)
-        report = self.store.write(round_["tx"], capacity=capacity, on_condition=lost, rounds=self.occ)
+        report = self.store.write(round_.tx, capacity=capacity, on_condition=lost, rounds=self.occ)
         result = Result(report.outcome, capacity=capacity, attempts=report.attempts)
         if report.outcome is Outcome.APPLIED:
-            return Claim(result, value=round_["new"])
+            return Claim(result, value=round_.new)
         if report.stopped and report.value is Reason.ITEM_EXISTS:
             result.outcome, result.reason = Outcome.REJECTED, Reason.ITEM_EXISTS
-            return Claim(result, conflicts=_conflicts(round_["tx"], report.failure))
+            return Claim(result, conflicts=_conflicts(round_.tx, report.failure))
         # Contention: every round lost to other writers, or transient failures (or a lost race after
         # an unknown outcome, which may be this request's own commit) outlasted the budget.
         lost_races = not report.stopped and report.failure is not None and report.failure.kind is Failure.CONDITION

@@ -35,12 +35,14 @@ import json
 import time
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
+from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
+from counters.core.items import Record
+from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, env
 from counters.primitives.pointer import Pointer
@@ -56,7 +58,7 @@ KEY_TTL_SECONDS = 24 * 3600
 """How long a key is remembered (DynamoDB TTL on ``expiresAt``); orders themselves stay."""
 
 
-def request_hash(customer_id: str, items: list[dict[str, Any]]) -> str:
+def request_hash(customer_id: str, items: list[JSONObject]) -> str:
     """What makes two requests "the same": the body, canonically serialised."""
     raw = json.dumps({"customerId": customer_id, "items": items}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -66,7 +68,8 @@ def request_hash(customer_id: str, items: list[dict[str, Any]]) -> str:
 class Placed:
     """The answer to :meth:`Orders.place`: the order, and whether this request created it."""
 
-    order: dict[str, Any]
+    order: JSONObject
+    """The public order (:func:`public_order`)."""
     created: bool
     result: Result
 
@@ -86,7 +89,7 @@ class Orders:
         table_name: str,
         *,
         mode: SequenceMode | str = SequenceMode.FAST,
-        dynamodb: Any = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
         key_ttl_seconds: int = KEY_TTL_SECONDS,
@@ -106,7 +109,7 @@ class Orders:
         return self.sequence.mode
 
     def place(
-        self, *, key: str, customer_id: str, items: list[dict[str, Any]], owner: str | None = None, request_id: str | None = None
+        self, *, key: str, customer_id: str, items: list[JSONObject], owner: str | None = None, request_id: str | None = None
     ) -> Placed:
         """Create the order for ``key`` once; a replay answers the same order (``created=False``,
         unless the key record carries this request's id: a re-drive of the request that made it).
@@ -152,7 +155,12 @@ class Orders:
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
-        payload = {"key": key, "customerId": customer_id, "items": items, "owner": owner}  # the worker uses the same scoped key
+        payload: JSONObject = {
+            "key": key,
+            "customerId": customer_id,
+            "items": [*items],
+            "owner": owner,
+        }  # the worker uses the same scoped key
         command = Command("place_order", payload, request_id)
         raise ContentionError(f"could not take an order id after {result.attempts} attempts; resend the same request", command=command)
 
@@ -167,7 +175,7 @@ class Orders:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
         return Verdict("APPLIED" if placed.created else "DUPLICATE", placed.order)
 
-    def _replay(self, key: str, record: dict[str, Any], fingerprint: str, result: Result, request_id: str) -> Placed:
+    def _replay(self, key: str, record: Record, fingerprint: str, result: Result, request_id: str) -> Placed:
         if record.get("requestHash") != fingerprint:
             raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different order request")
         order = self.read(int(record["orderId"]))
@@ -177,7 +185,7 @@ class Orders:
             result.outcome = Outcome.APPLIED
         return Placed(order, created=mine, result=result)
 
-    def read(self, order_id: int) -> dict[str, Any]:
+    def read(self, order_id: int) -> JSONObject:
         item, _ = self._get(order_key(order_id))
         if item is None:
             raise NotFound(f"order {order_id} not found")
@@ -188,7 +196,7 @@ class Orders:
         value, _ = self.pointer.read()
         return value
 
-    def _get(self, key: dict[str, str]) -> tuple[dict[str, Any] | None, Capacity]:
+    def _get(self, key: dict[str, str]) -> tuple[Record | None, Capacity]:
         capacity = Capacity()
         return self.sequence.store.read_item(key, capacity), capacity
 
@@ -199,7 +207,7 @@ class PlacePayload:
 
     key: str
     customerId: str
-    items: list[dict[str, Any]]
+    items: list[JSONObject]
     owner: str | None = None
 
     def __post_init__(self) -> None:
@@ -209,7 +217,8 @@ class PlacePayload:
         require(self.owner is None or (isinstance(self.owner, str) and bool(self.owner)), "invalid owner")
 
 
-def public_order(item: dict[str, Any]) -> dict[str, Any]:
+def public_order(item: Record) -> JSONObject:
+    """An order item (as stored, or as about to be written) -> the API's order."""
     return {
         "orderId": int(item["orderId"]),
         "customerId": item["customerId"],

@@ -32,13 +32,13 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
-from counters.core.failures import Classified
-from counters.core.items import AttributeValue, Item, from_item, serialize, to_item
+from counters.core.client import Params
+from counters.core.failures import CancellationReason, Classified
+from counters.core.items import AttributeValue, Item, Record, from_item, serialize, to_item
 
-Params = dict[str, Any]
-"""The keyword arguments of one botocore call (or the body of one transaction action)."""
+# Params: the keyword arguments of one botocore call (or the body of one transaction action).
 Key = Mapping[str, object]
 """A primary key as Python values, e.g. ``{"PK": "POST#p1", "SK": "META"}``."""
 ReturnValues = Literal["NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"]
@@ -555,7 +555,7 @@ class Transaction(Generic[N]):
     def cancellation(self, failure: Classified | None) -> Cancellation[N]:
         """What each named action's cancellation reason says (empty when there was none)."""
         reasons = failure.reasons if failure is not None else ()
-        by_name: dict[N, Mapping[str, Any]] = {}
+        by_name: dict[N, CancellationReason] = {}
         for name, reason in zip(self._names, reasons, strict=False):
             if name not in by_name or reason.get("Code") == "ConditionalCheckFailed":  # a group: any failed one
                 by_name[name] = reason
@@ -566,13 +566,13 @@ class Transaction(Generic[N]):
 class Cancellation(Generic[N]):
     """A cancelled transaction's reasons, by action name."""
 
-    reasons: Mapping[N, Mapping[str, Any]]
+    reasons: Mapping[N, CancellationReason]
 
     def failed(self, name: N) -> bool:
         """``name``'s condition failed."""
         return (self.reasons.get(name) or {}).get("Code") == "ConditionalCheckFailed"
 
-    def old(self, name: N) -> dict[str, Any] | None:
+    def old(self, name: N) -> Record | None:
         """The item ``name`` found (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), as Python values;
         ``None`` when there was none (no item, or the action's condition did not fail)."""
         item: Item | None = (self.reasons.get(name) or {}).get("Item")
@@ -582,7 +582,7 @@ class Cancellation(Generic[N]):
         return any(self.failed(n) for n in self.reasons)
 
 
-def old_item(failure: Classified | None) -> dict[str, Any] | None:
+def old_item(failure: Classified | None) -> Record | None:
     """The item a single-item write's failed condition found (``ALL_OLD``), as Python values."""
     if failure is None or not failure.reasons:
         return None

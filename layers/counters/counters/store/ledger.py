@@ -14,13 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import Any
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import read, run, transact
 from counters.core.errors import InvalidRequest
 from counters.core.failures import Failure, RetryPolicy
-from counters.core.items import from_item
+from counters.core.items import Record, from_item
 from counters.core.outcome import Capacity, Outcome
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.layout import Shape
@@ -132,7 +131,7 @@ class Checkpoint:
         return self.merged_through[len(ENTRY_PREFIX) :] or None
 
 
-def _checkpoint(item: dict[str, Any] | None) -> Checkpoint | None:
+def _checkpoint(item: Record | None) -> Checkpoint | None:
     if item is None:
         return None
     updated = item.get(UPDATED_AT)
@@ -238,13 +237,13 @@ def entry_is_mine(request_id: str) -> Cond:
 class LedgerStore:
     """The ledger family's DynamoDB calls on one table, each retried by the engine under ``retry``."""
 
-    def __init__(self, table_name: str, *, dynamodb: object = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
-        self._dynamodb: Any = dynamodb  # a botocore DynamoDB client (no static type); None: the layer's
+        self._dynamodb = dynamodb  # None: the layer's
         self.retry = retry or RetryPolicy()
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         return self._dynamodb or client()
 
     @property

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
-from counters.core.items import from_item
+from counters.core.items import Record, from_item
+from counters.core.json import JSONObject
 from counters.core.outcome import Outcome
 from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
 from counters.store.layout import Shape
@@ -45,10 +45,11 @@ class Operation:
     op: str
     status: str
     owner: str | None
-    public: dict[str, Any]
+    public: JSONObject
+    """What ``GET /operations/{id}`` shows of it."""
 
     @classmethod
-    def of(cls, item: dict[str, Any]) -> Operation:
+    def of(cls, item: Record) -> Operation:
         return cls(
             operation_id=str(item.get("operationId", "")),
             op=str(item.get(OP, "")),
@@ -58,7 +59,7 @@ class Operation:
         )
 
 
-def outcome_update(table_name: str, operation_id: str, status: str, result: dict[str, Any]) -> Update:
+def outcome_update(table_name: str, operation_id: str, status: str, result: JSONObject) -> Update:
     """The write that makes a PENDING operation final (an UpdateItem, or a transaction's Update)."""
     return (
         Update(table_name, operation_key(operation_id))
@@ -72,13 +73,13 @@ def outcome_update(table_name: str, operation_id: str, status: str, result: dict
 class OperationRecords:
     """The store of operation records: every call they need, with typed answers."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         return self._dynamodb or client()
 
     def put_pending(self, operation_id: str, op: str, created_at: int, owner: str | None) -> bool:
@@ -101,7 +102,7 @@ class OperationRecords:
         stored = old_item(report.failure)
         return report.outcome is Outcome.REJECTED and report.unknown_seen and stored is not None and stored.get(OP) == op
 
-    def set_outcome(self, operation_id: str, status: str, result: dict[str, Any]) -> bool | None:
+    def set_outcome(self, operation_id: str, status: str, result: JSONObject) -> bool | None:
         """Make the record final: True (this call wrote it, or an attempt of it whose answer was
         lost), False (it was already final: a redelivery), None (the budget ran out)."""
 

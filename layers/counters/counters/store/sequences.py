@@ -17,12 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Hook, Report, read, run
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item
+from counters.core.items import Record, from_item
 from counters.core.outcome import Capacity
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
 from counters.store.layout import Shape
@@ -114,13 +113,13 @@ class PointerMove:
 class SequenceStore:
     """The calls the sequence, pointer and order code makes, with typed answers."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         return self._dynamodb or client()
 
     def read_number(self, key: dict[str, str], attribute: str, capacity: Capacity) -> int | None:
@@ -129,7 +128,7 @@ class SequenceStore:
         item = from_item(response.get("Item"))
         return int(item[attribute]) if item and attribute in item else None
 
-    def read_item(self, key: dict[str, str], capacity: Capacity) -> dict[str, Any] | None:
+    def read_item(self, key: dict[str, str], capacity: Capacity) -> Record | None:
         """A whole item (an order, a key record), strongly consistent."""
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
         return from_item(response.get("Item"))

@@ -7,15 +7,15 @@ while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from counters.core.errors import ContentionError
+from counters.core.json import JSONObject
 from counters.core.outcome import Capacity
 from counters.primitives.ledger.base import LedgerBase
 from counters.store.ledger import Checkpoint
 
 
-def public_checkpoint(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
+def public_checkpoint(checkpoint: Checkpoint | None) -> JSONObject | None:
     """The checkpoint as the API shows it."""
     if checkpoint is None:
         return None
@@ -34,12 +34,13 @@ class Balance:
 
     balance: int
     pending_entries: int
-    checkpoint: dict[str, Any] | None
+    checkpoint: JSONObject | None
+    """The checkpoint as the API shows it (:func:`public_checkpoint`)."""
     capacity: Capacity
     ignored_entries: int = 0
     """Entries at or below ``mergedThrough`` (seen mid-merge or written too late): not counted."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         return {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": self.checkpoint}
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Self, TypedDict
 
+from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.settings import Settings, env
 from counters.store.ledger import LedgerStore
@@ -34,7 +35,7 @@ class LedgerSettings(Settings):
 class LedgerOptions(TypedDict, total=False):
     """:class:`LedgerBase`'s keyword options, for what builds a ledger for someone else (the service)."""
 
-    dynamodb: object
+    dynamodb: DynamoDBClient | None
     retry: RetryPolicy | None
     retry_window: float
     margin: float
@@ -72,7 +73,7 @@ class LedgerBase:
         self,
         table_name: str,
         *,
-        dynamodb: object = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         retry_window: float = 600.0,
         margin: float = 900.0,

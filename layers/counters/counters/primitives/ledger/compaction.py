@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from counters.core.errors import WrongRegion
+from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome
 from counters.primitives.ledger.balance import public_checkpoint
 from counters.primitives.ledger.base import LedgerBase
@@ -30,10 +31,11 @@ class CompactionReport:
     """Chunks cancelled because another compactor (or a removal) changed the ledger first."""
     complete: bool = True
     """False when the chunk budget ran out before every due entry was merged."""
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: JSONObject | None = None
+    """The checkpoint as the API shows it (:func:`~counters.primitives.ledger.balance.public_checkpoint`)."""
     capacity: Capacity = field(default_factory=Capacity)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         return {
             "ledgerId": self.ledger_id,
             "outcome": self.outcome.value,
@@ -45,6 +47,16 @@ class CompactionReport:
         }
 
 
+class ScheduledSummary(TypedDict):
+    """:meth:`ScheduledReport.as_dict`: what the scheduled run logs and answers."""
+
+    ledgers: int
+    merged: int
+    incomplete: list[str]
+    markersCleared: int
+    stoppedEarly: bool
+
+
 @dataclass
 class ScheduledReport:
     ledgers: list[CompactionReport] = field(default_factory=list)
@@ -52,7 +64,7 @@ class ScheduledReport:
     stopped_early: bool = False
     capacity: Capacity = field(default_factory=Capacity)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ScheduledSummary:
         return {
             "ledgers": len(self.ledgers),
             "merged": sum(r.merged for r in self.ledgers),
