@@ -98,7 +98,7 @@ def take(
 
 
 def _with(single: Result, capacity: Capacity, attempts: int, allocation: dict[str, int]) -> Result:
-    value = dict(single.value or {})
+    value = dict(single.value) if isinstance(single.value, dict) else {}
     if single.outcome is Outcome.APPLIED:
         value.setdefault("allocation", allocation)
     single.value = value

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from counters.core.commands import Command, require
 from counters.core.ids import valid_id
+from counters.core.json import JSONObject
 from counters.primitives.approaches import Approach, Fields
 
 
@@ -48,7 +49,13 @@ def reserve_command(approach: Approach, resource_id: str, quantity: int, record:
     key = record.get("idempotencyKey")
     if not (approach.exact and approach.needs_token and key):
         return None
-    payload = {"resourceId": resource_id, "quantity": quantity, "idempotencyKey": key, "owner": record.get("owner")}
+    owner = record.get("owner")
+    payload: JSONObject = {
+        "resourceId": resource_id,
+        "quantity": quantity,
+        "idempotencyKey": str(key),
+        "owner": owner if isinstance(owner, str) else None,
+    }
     return Command("reserve", payload, str(record["requestId"]))
 
 

@@ -63,6 +63,7 @@ from counters.core.errors import (
     SlotsFull,
 )
 from counters.core.failures import RetryPolicy
+from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, SettingsError, env
 from counters.primitives import sharding
@@ -78,7 +79,7 @@ CLAIM_SECONDS = 120
 """A claim still PENDING after this long was left by a caller that died (functions time out sooner)."""
 INSUFFICIENT = (Reason.THRESHOLD, sharding.ShardReason.SOLD_OUT)
 
-Body = dict[str, object]
+Body = JSONObject
 """A public JSON body."""
 
 
@@ -241,7 +242,10 @@ class Reservations:
         if resource.shards == 1:
             result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
             if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
-                result.value = {"allocation": {resource.counter_keys[0]["PK"]: quantity}, **(result.value or {})}
+                result.value = {
+                    "allocation": {resource.counter_keys[0]["PK"]: quantity},
+                    **(result.value if isinstance(result.value, dict) else {}),
+                }
         else:
             result = sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
         claimed = bool(idempotency_key) and not approach.needs_token
@@ -255,7 +259,7 @@ class Reservations:
     def _answer(
         self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object], result: Result, claimed: bool
     ) -> Reservation:
-        value = result.value or {}
+        value: dict[str, object] = result.value if isinstance(result.value, dict) else {}
         if result.outcome is Outcome.REJECTED:
             if result.reason in INSUFFICIENT:
                 raise InsufficientCapacity(
@@ -284,10 +288,12 @@ class Reservations:
         if approach.writes_record:  # the marker is the record
             if result.outcome is Outcome.APPLIED:
                 return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-            marker: Record | None = value.get("marker")
+            found = value.get("marker")
+            marker = found if isinstance(found, Record) else None
             status = marker.status if marker is not None else CONFIRMED
             return Reservation(marker is not None and marker.request_id == request_id, public_reservation(rid, quantity, status), result)
-        allocation: dict[str, int] | None = value.get("allocation")
+        taken = value.get("allocation")
+        allocation: dict[str, int] | None = taken if isinstance(taken, dict) else None
         if claimed:
             self._settle_claim(rid, CONFIRMED, allocation)
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, Literal, TypeVar
 
-from counters.core.client import Params
+from counters.core.client import Params as Params  # re-exported: the store modules build Params
 from counters.core.failures import CancellationReason, Classified
 from counters.core.items import AttributeValue, Item, Record, from_item, serialize, to_item
 

@@ -342,7 +342,7 @@ class ResourceStore:
             if exc.response.get("Error", {}).get("Code") != "IdempotentParameterMismatchException":
                 raise
             capacity = Capacity()
-            capacity.add_response(exc.response, write=True)  # type: ignore[arg-type]  # botocore's error response is a TypedDict
+            capacity.add_response(exc.response, write=True)
             return Taken(Outcome.REJECTED, capacity, 1, mismatch=True)
         taken = Taken(report.outcome, report.capacity, report.attempts, report.unknown_seen)
         if report.outcome is Outcome.REJECTED:
@@ -372,9 +372,9 @@ class ResourceStore:
             return Stop((stored is not None and stored.request_id == request_id, stored))
 
         report = run(self.dynamodb.put_item, put.params(), policy=self.retry, write=True, on_condition=exists)
-        if report.stopped:
+        if report.stopped and isinstance(report.value, tuple):
             created, stored = report.value
-            return bool(created), stored
+            return bool(created), stored if isinstance(stored, Record) else None
         if report.outcome is Outcome.APPLIED:
             return True, Record.of(put.item)
         return None

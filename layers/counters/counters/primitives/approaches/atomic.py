@@ -28,6 +28,7 @@ Guarantees
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from counters.core.client import client
@@ -79,7 +80,7 @@ class Atomic(Approach):
         if report.outcome is Outcome.APPLIED:
             return result(Outcome.APPLIED, capacity, attempts, Reason.RETRIED_AFTER_UNKNOWN if report.unknown_seen else None)
         if report.stopped:
-            return result(Outcome.AMBIGUOUS, capacity, attempts, report.value)
+            return result(Outcome.AMBIGUOUS, capacity, attempts, report.value if isinstance(report.value, StrEnum) else None)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
             reason, value = rejection(found(report.failure))
             if report.unknown_seen:  # an earlier send may have committed: cannot say "not applied"

@@ -78,7 +78,7 @@ class Crt(Approach):
         crt = client_request_token(token, f"{self.table_name}|split#{round_}")
         done = self._run(updates, put, crt, (Outcome.DUPLICATE, Reason.SPLIT_TOKEN_USED), token=token, quantity=quantity)
         if done.outcome is Outcome.APPLIED:
-            done.value = {**(done.value or {}), "allocation": allocation}
+            done.value = {**(done.value if isinstance(done.value, dict) else {}), "allocation": allocation}
         return done
 
     def shard_order(self, count: int, token: str | None, rng: random.Random) -> list[int]:
