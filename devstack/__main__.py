@@ -1,6 +1,7 @@
 """``python -m devstack``: DynamoDB Local, SQS and the template's API on localhost, no Docker.
 
-* Starts DynamoDB Local on 127.0.0.1:8000 (or uses ``AWS_ENDPOINT_URL_DYNAMODB`` if set).
+* Starts DynamoDB Local on 127.0.0.1:8000 (or uses ``AWS_ENDPOINT_URL_DYNAMODB`` if set, waiting
+  up to ``--wait-dynamodb`` seconds for it to answer, then failing in one line).
 * Starts an SQS emulator (moto's server) on 127.0.0.1:9324 (or uses ``AWS_ENDPOINT_URL_SQS``)
   and creates the template's queues, DLQ redrive included.
 * Creates the table from template.yaml's definition.
@@ -18,7 +19,7 @@ import signal
 import sys
 import time
 
-from devstack.dynamodb_local import DynamoDBLocal
+from devstack.dynamodb_local import DynamoDBLocal, EndpointUnreachable, wait_for_dynamodb
 from devstack.stack import LocalStack
 from devstack.template import ROOT
 
@@ -42,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         "--backend-host",
         default="127.0.0.1",
         help="address DynamoDB Local and the SQS emulator listen on (172.17.0.1: reachable from `sam local` containers on Linux)",
+    )
+    parser.add_argument(
+        "--wait-dynamodb",
+        type=float,
+        default=float(os.environ.get("DEVSTACK_WAIT_DYNAMODB", "30")),
+        metavar="SECONDS",
+        help="how long to wait for AWS_ENDPOINT_URL_DYNAMODB to answer before giving up (default 30, env DEVSTACK_WAIT_DYNAMODB)",
     )
     parser.add_argument("--quiet", action="store_true", help="no access log line per request")
     parser.add_argument("--metrics", action="store_true", help="print the functions' EMF metrics blobs")
@@ -67,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             endpoint = ddb_local.endpoint
             print(f"DynamoDB Local   {endpoint}   (started in {ddb_local.started_in:.1f}s, in memory)", flush=True)
         else:
-            print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB)", flush=True)
+            waited = wait_for_dynamodb(endpoint, args.wait_dynamodb)
+            print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB, answered after {waited:.1f}s)", flush=True)
         stack = LocalStack(
             endpoint,
             args.table,
@@ -89,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(3600)
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
+    except EndpointUnreachable as error:
+        print(f"python -m devstack: {error}", file=sys.stderr, flush=True)
+        return 1
     finally:
         # A second Ctrl-C while stopping must not leave half of it running.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

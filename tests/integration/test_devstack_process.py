@@ -145,3 +145,18 @@ def test_dynamodb_local_listens_on_loopback_only(dynamodb_endpoint: str) -> None
                 listening.append(address)
     # 127.0.0.1 as an IPv4 or IPv4-mapped IPv6 address (Java listens on a dual-stack socket)
     assert listening and all(a in ("0100007F", "0000000000000000FFFF00000100007F") for a in listening), listening
+
+
+def test_an_endpoint_that_never_answers_fails_in_one_line(tmp_path: Path) -> None:
+    """AWS_ENDPOINT_URL_DYNAMODB set to something not up: waited for (a bound), then one line that
+    names the endpoint, a non-zero exit, no traceback."""
+    closed = free_port()  # bound and released: nothing listens there
+    endpoint = f"http://127.0.0.1:{closed}"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}, "AWS_ENDPOINT_URL_DYNAMODB": endpoint}
+    cmd = [sys.executable, "-m", "devstack", "--port", str(free_port()), "--sqs-port", str(free_port()), "--wait-dynamodb", "1.5"]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert endpoint in lines[0] and "1.5s" in lines[0], lines[0]
