@@ -8,7 +8,7 @@
 * Serves the API on http://127.0.0.1:3000, each function in its own worker processes, and
   feeds every SQS event source to its function.
 * Logs one line per API request (method path status ms).
-* Ctrl-C (or SIGTERM) stops everything it started; DynamoDB Local also dies with it on SIGKILL.
+* Ctrl-C (or SIGTERM, or SIGINT to a background job) stops everything it started; DynamoDB Local also dies with it on SIGKILL.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops it like Ctrl-C: everything is cleaned up
+    # Set, not inherited: a shell starts a background job (`python -m devstack &` without job
+    # control) with SIGINT ignored, and Python then installs no handler of its own.
+    signal.signal(signal.SIGINT, interrupt)
     ddb_local = None
     stack = None
     try:
