@@ -124,15 +124,18 @@ class FaultInjector:
 
     def _draw(self, operation: str, kinds: tuple[str, ...]) -> str | None:
         with self._lock:
-            # Floors first (``at_least``): while a rule that applies is short of its floor, the
-            # call goes to the first such rule of this phase, and nothing is drawn at random, so
-            # no random fault takes an opportunity a floor still needs.
-            short = [r for r in self.rules if r.fired < r.at_least and self._applies(r, operation)]
-            if short:
-                rule = next((r for r in short if r.kind in kinds), None)
-                return self._fire(rule, operation) if rule is not None else None
+            # Floors (``at_least``): a rule short of its floor fires on this call; while any rule
+            # that applies is short, nothing else is drawn at random (no random fault takes an
+            # opportunity a floor still needs). Certain rules (rate 1) still fire in their turn.
+            short = any(r.fired < r.at_least and self._applies(r, operation) for r in self.rules)
             for rule in self.rules:
-                if rule.kind in kinds and self._applies(rule, operation) and self.rng.random() < rule.rate:
+                if rule.kind not in kinds or not self._applies(rule, operation):
+                    continue
+                if rule.fired < rule.at_least:
+                    return self._fire(rule, operation)
+                if short and rule.rate < 1.0:
+                    continue
+                if self.rng.random() < rule.rate:
                     return self._fire(rule, operation)
         return None
 
