@@ -327,7 +327,7 @@ class Reservations:
             )
         allocation = value.get("allocation")
         if claimed:
-            self._settle_claim(rid, allocation)
+            self._settle_claim(rid, allocation, request_id=request_id)
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         if allocation is None:
             existing, _ = self._get(record_key(rid))
@@ -377,10 +377,15 @@ class Reservations:
             return True, item
         raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
 
-    def _settle_claim(self, rid: str, allocation: dict[str, int] | None, *, status: str = CONFIRMED) -> None:
+    def _settle_claim(self, rid: str, allocation: dict[str, int] | None, *, status: str = CONFIRMED, request_id: str | None = None) -> None:
         """PENDING -> CONFIRMED (with the allocation) or UNKNOWN; ``allocation`` None and
         CONFIRMED: nothing was taken, drop the claim. Conditioned on PENDING, so a settled
-        claim is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
+        claim is never settled twice (a re-send after an unknown outcome fails harmlessly).
+
+        Taken but the confirmation busy: only this request knows the allocation (atomic/occ
+        remember no request, so a re-send cannot find it), so the confirmation itself is
+        deferred (``settle_claim``, replayed by the retry worker): 202 with an operation, and
+        re-sends of the key answer 200 once it is applied. Without a retry queue: 503."""
         key = to_item(record_key(rid))
         condition = {"ConditionExpression": IS_PENDING, "ExpressionAttributeNames": {"#status": "status"}}
         if status == CONFIRMED and allocation is None:
@@ -402,7 +407,12 @@ class Reservations:
         }
         report = run(self.dynamodb.update_item, params, policy=self.retry, write=True)
         if report.outcome is Outcome.CONTENTION:
-            raise ContentionError(f"reservation {rid} was taken but not yet confirmed; retry the same request (same Idempotency-Key)")
+            command = None
+            if status == CONFIRMED and allocation is not None:
+                command = Command("settle_claim", {"reservationId": rid, "allocation": allocation}, request_id or new_request_id())
+            raise ContentionError(
+                f"reservation {rid} was taken but its confirmation is busy; it completes from the retry queue", command=command
+            )
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> dict[str, Any]:
         item, _ = self._get(record_key(rid))
@@ -497,7 +507,24 @@ class Reservations:
 
     def replayables(self) -> dict[str, Replayable]:
         """The deferred reserve/release commands the retry worker replays."""
-        return {"reserve": Replayable(ReservePayload, self._replay_reserve), "release": Replayable(ReleasePayload, self._replay_release)}
+        return {
+            "reserve": Replayable(ReservePayload, self._replay_reserve),
+            "release": Replayable(ReleasePayload, self._replay_release),
+            "settle_claim": Replayable(SettleClaimPayload, self._replay_settle_claim),
+        }
+
+    def _replay_settle_claim(self, p: SettleClaimPayload, command: Command) -> Verdict:
+        """A claim whose take applied, confirmed with its allocation (see :meth:`_settle_claim`)."""
+        record, _ = self._get(record_key(p.reservationId))
+        if record is None:
+            return Verdict("REJECTED", {"error": "not_found", "message": f"reservation {p.reservationId!r} not found"})
+        body = public_reservation(p.reservationId, int(record["quantity"]), CONFIRMED)
+        if record["status"] == PENDING:
+            self._settle_claim(p.reservationId, p.allocation)  # conditioned on PENDING: a redelivery changes nothing
+            return Verdict("APPLIED", body)
+        if record["status"] in (CONFIRMED, RELEASED) and record.get("allocation") == p.allocation:
+            return Verdict("DUPLICATE", public_reservation(p.reservationId, int(record["quantity"]), record["status"]))
+        return Verdict("REJECTED", {"error": "conflict", "message": f"reservation {p.reservationId!r} is {record['status']}"})
 
     def _replay_reserve(self, p: ReservePayload, command: Command) -> Verdict:
         try:
@@ -533,6 +560,23 @@ class ReservePayload:
         require(isinstance(self.quantity, int) and not isinstance(self.quantity, bool) and self.quantity >= 1, "invalid quantity")
         require(isinstance(self.idempotencyKey, str) and bool(self.idempotencyKey), "invalid idempotencyKey")
         require(self.owner is None or (isinstance(self.owner, str) and bool(self.owner)), "invalid owner")
+
+
+@dataclass(frozen=True)
+class SettleClaimPayload:
+    """A deferred confirmation of an atomic/occ claim whose take applied."""
+
+    reservationId: str
+    allocation: dict[str, int]
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.reservationId), "invalid reservationId")
+        require(
+            isinstance(self.allocation, dict)
+            and bool(self.allocation)
+            and all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 1 for k, v in self.allocation.items()),
+            "invalid allocation",
+        )
 
 
 @dataclass(frozen=True)
