@@ -27,7 +27,6 @@ post switched standard -> hot -> standard; skipped while ``Likes`` has no ``swit
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import os
 import random
@@ -36,7 +35,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,34 +126,20 @@ class Crash(RuntimeError):
 
 
 def aggregator_module() -> Any:
-    """functions/like_aggregator/app.py, imported once (it reads nothing at import)."""
-    path = ROOT / "functions" / "like_aggregator" / "app.py"
-    spec = importlib.util.spec_from_file_location("proof_like_aggregator_app", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """functions/like_aggregator/app.py (testkit.functions: imported once; it reads nothing at import)."""
+    from testkit.functions import handler_module, template_function
+
+    return handler_module(template_function(FN, "unused"))
 
 
 _MODULE: Any = None
 
 
-@contextlib.contextmanager
-def function_environment(table: str) -> Iterator[dict[str, str]]:
+def function_environment(table: str) -> contextlib.AbstractContextManager[dict[str, str]]:
     """The function's environment from template.yaml (Powertools reads it per call), restored after."""
-    from devstack.template import read_stack
+    from testkit.functions import environment, template_function
 
-    env = read_stack(table).functions[FN].environment
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield env
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return environment(template_function(FN, table))
 
 
 @dataclass
