@@ -50,9 +50,10 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest $(PARALLEL) tests/integration
 
-lint: setup $(IAC_VENV)/.installed ## ruff; mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov
+lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy layers/counters/counters functions
+	$(VENV)/bin/ruff format --check .
 	PYTHONPATH=layers/counters $(VENV)/bin/lint-imports
 	$(PY) -m tools.iam
 	$(IAC_VENV)/bin/cfn-lint template.yaml

@@ -33,6 +33,7 @@ Not part of the tests.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -328,33 +329,20 @@ class PostRow:
         return self.like_wcu_cost + self.agg_wcu_cost
 
 
-def _aggregator_module(table: str) -> tuple[Any, dict[str, str | None]]:
-    """functions/like_aggregator/app.py, imported once, with the template's environment for ``table``;
-    returns (module, the environment variables it replaced, to restore)."""
-    import importlib.util
+def _aggregator_module(table: str) -> tuple[Any, Any]:
+    """functions/like_aggregator/app.py (testkit.functions: imported once), with the template's
+    environment for ``table`` set; returns (module, the environment to leave with ``_restore``)."""
+    from testkit.functions import environment, handler_module, template_function
 
-    fn = read_stack(table).functions[AGGREGATOR]
+    fn = template_function(AGGREGATOR, table)
     # POWERTOOLS_METRICS_DISABLED: the EMF lines are not printed (the invoker clears them per call)
-    env = {**fn.environment, "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # before the import (Metrics reads its namespace then); Powertools reads the rest per call
-    name = "tally_bench_like_aggregator"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, fn.code_dir / f"{fn.handler.rsplit('.', 1)[0]}.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module, saved
+    env = environment(fn, {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"})
+    env.__enter__()  # before the import (Metrics reads its namespace then); Powertools reads the rest per call
+    return handler_module(fn), env
 
 
-def _restore(saved: dict[str, str | None]) -> None:
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+def _restore(env: Any) -> None:
+    env.__exit__(None, None, None)
 
 
 def _like_bytes(ddb: Any, table: str) -> int:
@@ -418,7 +406,8 @@ def measure_post(
         service.apply = recorded  # the handler's own code calls it; this only keeps what it returns
         module.function.configure(settings, service)
 
-        subs = [s for s in subscriptions() if s.function == AGGREGATOR]
+        # the window is the bench's own (``window``, emulated in the invoker): the poller delivers at once
+        subs = [dataclasses.replace(s, batching_window=0.0) for s in subscriptions() if s.function == AGGREGATOR]
 
         def invoke(event: dict[str, Any]) -> tuple[str, Any]:
             began = time.perf_counter()

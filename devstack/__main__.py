@@ -1,13 +1,14 @@
 """``python -m devstack``: DynamoDB Local, SQS and the template's API on localhost, no Docker.
 
-* Starts DynamoDB Local on 127.0.0.1:8000 (or uses ``AWS_ENDPOINT_URL_DYNAMODB`` if set).
+* Starts DynamoDB Local on 127.0.0.1:8000 (or uses ``AWS_ENDPOINT_URL_DYNAMODB`` if set, waiting
+  up to ``--wait-dynamodb`` seconds for it to answer, then failing in one line).
 * Starts an SQS emulator (moto's server) on 127.0.0.1:9324 (or uses ``AWS_ENDPOINT_URL_SQS``)
   and creates the template's queues, DLQ redrive included.
 * Creates the table from template.yaml's definition.
 * Serves the API on http://127.0.0.1:3000, each function in its own worker processes, and
   feeds every SQS event source to its function.
 * Logs one line per API request (method path status ms).
-* Ctrl-C (or SIGTERM) stops everything it started; DynamoDB Local also dies with it on SIGKILL.
+* Ctrl-C (or SIGTERM, or SIGINT to a background job) stops everything it started; DynamoDB Local also dies with it on SIGKILL.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import signal
 import sys
 import time
 
-from devstack.dynamodb_local import DynamoDBLocal
+from devstack.dynamodb_local import DynamoDBLocal, EndpointUnreachable, wait_for_dynamodb
 from devstack.stack import LocalStack
 from devstack.template import ROOT
 
@@ -43,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         default="127.0.0.1",
         help="address DynamoDB Local and the SQS emulator listen on (172.17.0.1: reachable from `sam local` containers on Linux)",
     )
+    parser.add_argument(
+        "--wait-dynamodb",
+        type=float,
+        default=float(os.environ.get("DEVSTACK_WAIT_DYNAMODB", "30")),
+        metavar="SECONDS",
+        help="how long to wait for AWS_ENDPOINT_URL_DYNAMODB to answer before giving up (default 30, env DEVSTACK_WAIT_DYNAMODB)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no access log line per request")
     parser.add_argument("--metrics", action="store_true", help="print the functions' EMF metrics blobs")
     args = parser.parse_args(argv)
@@ -58,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops it like Ctrl-C: everything is cleaned up
+    # Set, not inherited: a shell starts a background job (`python -m devstack &` without job
+    # control) with SIGINT ignored, and Python then installs no handler of its own.
+    signal.signal(signal.SIGINT, interrupt)
     ddb_local = None
     stack = None
     try:
@@ -67,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             endpoint = ddb_local.endpoint
             print(f"DynamoDB Local   {endpoint}   (started in {ddb_local.started_in:.1f}s, in memory)", flush=True)
         else:
-            print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB)", flush=True)
+            waited = wait_for_dynamodb(endpoint, args.wait_dynamodb)
+            print(f"DynamoDB         {endpoint}   (from AWS_ENDPOINT_URL_DYNAMODB, answered after {waited:.1f}s)", flush=True)
         stack = LocalStack(
             endpoint,
             args.table,
@@ -89,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(3600)
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
+    except EndpointUnreachable as error:
+        print(f"python -m devstack: {error}", file=sys.stderr, flush=True)
+        return 1
     finally:
         # A second Ctrl-C while stopping must not leave half of it running.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -142,6 +142,32 @@ class DynamoDBLocal:
         self.stop()
 
 
+class EndpointUnreachable(RuntimeError):
+    """A DynamoDB endpoint that did not answer within the bound (one line, no traceback)."""
+
+
+def wait_for_dynamodb(endpoint: str, timeout: float, interval: float = 0.25) -> float:
+    """Until ``endpoint`` answers ListTables; returns the seconds waited. Raises
+    :class:`EndpointUnreachable` once ``timeout`` seconds pass (an endpoint that is still
+    starting, e.g. a DynamoDB Local in another terminal, gets that long)."""
+    ddb = boto3.session.Session(
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "local"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
+        region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    ).client("dynamodb", endpoint_url=endpoint, config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2))
+    began = time.monotonic()
+    while True:
+        try:
+            ddb.list_tables(Limit=1)
+            return time.monotonic() - began
+        except Exception as exc:  # noqa: BLE001 - not up (yet): any failure means "try again" until the bound
+            waited = time.monotonic() - began
+            if waited >= timeout:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise EndpointUnreachable(f"DynamoDB at {endpoint} did not answer within {timeout:g}s ({reason})") from None
+            time.sleep(min(interval, max(0.0, timeout - waited)))
+
+
 def dynamodb_client(endpoint: str | None = None) -> Any:
     """A client for set-up work; credentials/region fall back to dummies for local endpoints."""
     return boto3.session.Session(

@@ -76,7 +76,9 @@ class LocalStack:
                 ).start()
             )
         seed = self.delivery_faults.seed if self.delivery_faults else 0
-        self.streams = StreamPoller.for_stack(self.stack, self.dynamodb_endpoint, duplicate_rate=self.stream_duplicates, seed=seed).start()
+        self.streams = StreamPoller.for_stack(
+            self.stack, self.dynamodb_endpoint, duplicate_rate=self.stream_duplicates, seed=seed, destinations=refs, sqs=self.sqs
+        ).start()
         return self
 
     def stop(self) -> None:

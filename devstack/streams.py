@@ -7,10 +7,17 @@ seconds), applies the event's ``FilterCriteria`` (the subset of the pattern synt
 templates use here: value lists, ``prefix``, ``exists``, nested objects), and invokes the
 function with batches of up to ``BatchSize`` records, in order per shard.
 
-``ReportBatchItemFailures`` is honoured as Lambda does it: the shard restarts from the
-lowest failed sequence number (a raised error restarts the whole batch), up to
-``MaximumRetryAttempts`` re-drives, then the batch is dropped with a message (there is no
-on-failure destination locally).
+The mapping's settings are the template's, read per event (:func:`subscriptions`), so local lag
+and write rates follow the deployed ones:
+
+* ``BatchSize``; ``MaximumBatchingWindowInSeconds``: the polling thread holds a batch short of
+  ``BatchSize`` until its first record has waited that long (``poll_once()`` flushes at once);
+* ``ReportBatchItemFailures``: the shard restarts from the lowest failed sequence number;
+* ``BisectBatchOnFunctionError``: a batch whose invocation fails is split in two, each half
+  retried on its own;
+* ``MaximumRetryAttempts`` (``-1``: until it succeeds) and ``MaximumRecordAgeInSeconds``;
+  then the batch is dropped and, with ``DestinationConfig.OnFailure``, its description
+  (shard, first and last sequence numbers, size) is sent to that queue, as Lambda does.
 
 ``poll_once()`` drains what is there now (tests call it); ``start()`` polls in a thread.
 
@@ -48,11 +55,26 @@ class Subscription:
     starting_position: str = "TRIM_HORIZON"
     filters: list[dict[str, Any]] = field(default_factory=list)
     report_failures: bool = False
-    max_retries: int = 3
+    max_retries: int = -1  # Lambda's default: until the records expire
+    batching_window: float = 0.0  # seconds
+    bisect: bool = False
+    max_record_age: int = -1  # seconds; -1: no limit
+    on_failure: str | None = None  # the OnFailure destination's logical id (an SQS queue)
+
+
+def _logical_id(ref: Any) -> str | None:
+    """``!GetAtt Queue.Arn`` / ``!Ref Queue`` as the resource's logical id."""
+    if isinstance(ref, dict) and "Fn::GetAtt" in ref:
+        target = ref["Fn::GetAtt"]
+        return (target if isinstance(target, list) else str(target).split("."))[0]
+    if isinstance(ref, dict) and "Ref" in ref:
+        return str(ref["Ref"])
+    return None
 
 
 def subscriptions(template: dict[str, Any] | None = None) -> list[Subscription]:
-    """Every function's DynamoDB stream events, read from template.yaml."""
+    """Every function's DynamoDB stream events, read from template.yaml (each setting the local
+    poller honours, with Lambda's defaults where the template sets none)."""
     template = template or load()
     found = []
     for name, res in template["Resources"].items():
@@ -63,7 +85,7 @@ def subscriptions(template: dict[str, Any] | None = None) -> list[Subscription]:
                 continue
             props = event["Properties"]
             patterns = [json.loads(f["Pattern"]) for f in (props.get("FilterCriteria") or {}).get("Filters", [])]
-            retries = props.get("MaximumRetryAttempts", 3)
+            on_failure = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
             found.append(
                 Subscription(
                     function=name,
@@ -71,7 +93,11 @@ def subscriptions(template: dict[str, Any] | None = None) -> list[Subscription]:
                     starting_position=props.get("StartingPosition", "TRIM_HORIZON"),
                     filters=patterns,
                     report_failures="ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or []),
-                    max_retries=min(int(retries), 3) if int(retries) >= 0 else 3,
+                    max_retries=int(props.get("MaximumRetryAttempts", -1)),
+                    batching_window=float(props.get("MaximumBatchingWindowInSeconds", 0)),
+                    bisect=bool(props.get("BisectBatchOnFunctionError", False)),
+                    max_record_age=int(props.get("MaximumRecordAgeInSeconds", -1)),
+                    on_failure=_logical_id(on_failure),
                 )
             )
     return found
@@ -128,7 +154,12 @@ class StreamPoller:
         *,
         duplicate_rate: float = 0.0,
         seed: int = 0,
+        destinations: dict[str, str] | None = None,
+        sqs: Any = None,
     ) -> None:
+        self.destinations = destinations or {}  # queue logical id -> URL (OnFailure destinations)
+        self.sqs = sqs
+        self.failed_batches: list[dict[str, Any]] = []  # what was sent (or would be) to OnFailure
         self.duplicate_rate = duplicate_rate
         self._rng = random.Random(seed)
         self.duplicated = 0  # batches delivered twice
@@ -145,26 +176,40 @@ class StreamPoller:
         self._iterators: dict[tuple[int, str], str | None] = {}  # (subscription, shard) -> iterator
         self._pending: dict[tuple[int, str], list[dict[str, Any]]] = {}
         self._last_seq: dict[tuple[int, str], str] = {}
+        self._waiting_since: dict[tuple[int, str], float] = {}  # a partial batch's first record, seen at
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pools: list[FunctionPool] = []
         self.delivered = 0
 
     @classmethod
-    def for_stack(cls, stack: Stack, endpoint: str, *, duplicate_rate: float = 0.0, seed: int = 0) -> StreamPoller:
+    def for_stack(
+        cls,
+        stack: Stack,
+        endpoint: str,
+        *,
+        duplicate_rate: float = 0.0,
+        seed: int = 0,
+        destinations: dict[str, str] | None = None,
+        sqs: Any = None,
+    ) -> StreamPoller:
         """A poller running each subscribed function in its own worker process (one per shard, as Lambda)."""
         subs = subscriptions()
         pools = {s.function: FunctionPool(stack.functions[s.function], concurrency=1) for s in subs}
         invokers = {name: pool.invoke for name, pool in pools.items()}
-        poller = cls(stack.table_name, endpoint, invokers, subs, duplicate_rate=duplicate_rate, seed=seed)
+        poller = cls(
+            stack.table_name, endpoint, invokers, subs, duplicate_rate=duplicate_rate, seed=seed, destinations=destinations, sqs=sqs
+        )
         poller._pools = list(pools.values())
         return poller
 
     def stream_arn(self) -> str | None:
         return self.ddb.describe_table(TableName=self.table_name)["Table"].get("LatestStreamArn")
 
-    def poll_once(self) -> int:
-        """Deliver every record available now; returns how many records were delivered."""
+    def poll_once(self, *, flush: bool = True) -> int:
+        """Deliver every record available now; returns how many records were delivered.
+        ``flush=False`` (the polling thread) holds a batch short of ``BatchSize`` for the
+        mapping's batching window."""
         arn = self.stream_arn()
         if not arn or not self.subs:
             return 0
@@ -177,10 +222,10 @@ class StreamPoller:
                     self._iterators[key] = self.streams.get_shard_iterator(
                         StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType=sub.starting_position
                     )["ShardIterator"]
-                self._drain(sub, key, arn)
+                self._drain(sub, key, arn, flush)
         return self.delivered - before
 
-    def _drain(self, sub: Subscription, key: tuple[int, str], arn: str) -> None:
+    def _drain(self, sub: Subscription, key: tuple[int, str], arn: str, flush: bool = True) -> None:
         while self._iterators.get(key) and not self._stop.is_set():
             try:
                 page = self.streams.get_records(ShardIterator=self._iterators[key], Limit=1000)
@@ -197,22 +242,32 @@ class StreamPoller:
             if sub.filters:
                 records = [r for r in records if any(matches(p, r) for p in sub.filters)]
             pending = self._pending.setdefault(key, [])
+            if records and not pending:
+                self._waiting_since[key] = time.monotonic()
             pending.extend(records)
             while pending:
+                if len(pending) < sub.batch_size and not flush:
+                    if time.monotonic() - self._waiting_since.get(key, 0.0) < sub.batching_window:
+                        break  # the batching window: wait for a fuller batch
                 batch = pending[: sub.batch_size]
-                done = self._deliver(sub, batch)
+                done = self._deliver(sub, batch, key[1], arn)
                 del pending[:done]
+                self._waiting_since[key] = time.monotonic()
             if not page.get("Records"):
                 break
 
-    def _deliver(self, sub: Subscription, batch: list[dict[str, Any]]) -> int:
+    def _deliver(self, sub: Subscription, batch: list[dict[str, Any]], shard: str = "", arn: str = "", attempt: int = 0) -> int:
         """Invoke with ``batch`` until it succeeds or retries run out; returns records consumed."""
-        attempt = consumed = 0
+        consumed = 0
         while True:
             status, payload = self.invokers[sub.function]({"Records": batch})
             failed_at = len(batch)
             if status != "ok":
                 failed_at = 0
+                if sub.bisect and len(batch) > 1:  # split in two, each half retried on its own
+                    half = len(batch) // 2
+                    consumed += self._deliver(sub, batch[:half], shard, arn, attempt + 1)
+                    return consumed + self._deliver(sub, batch[half:], shard, arn, attempt + 1)
             elif sub.report_failures and isinstance(payload, dict):
                 seqs = [f.get("itemIdentifier") for f in payload.get("batchItemFailures") or []]
                 positions = [i for i, r in enumerate(batch) if r["dynamodb"]["SequenceNumber"] in seqs]
@@ -226,16 +281,41 @@ class StreamPoller:
                 return consumed
             batch = batch[failed_at:]
             attempt += 1
-            if attempt > sub.max_retries:
+            if (sub.max_retries >= 0 and attempt > sub.max_retries) or self._expired(sub, batch):
                 print(f"[streams] {sub.function}: dropped {len(batch)} records after {attempt} attempts: {payload}", file=sys.stderr)
+                self._on_failure(sub, batch, shard, arn, attempt)
                 return consumed + len(batch)
-            time.sleep(0.05 * attempt)
+            time.sleep(min(0.05 * attempt, 1.0))
+
+    @staticmethod
+    def _expired(sub: Subscription, batch: list[dict[str, Any]]) -> bool:
+        if sub.max_record_age < 0:
+            return False
+        created = batch[0]["dynamodb"].get("ApproximateCreationDateTime") or time.time()
+        return time.time() - float(created) > sub.max_record_age
+
+    def _on_failure(self, sub: Subscription, batch: list[dict[str, Any]], shard: str, arn: str, attempts: int) -> None:
+        """The OnFailure destination's message: the batch's description, not its records (as Lambda sends it)."""
+        info = {
+            "requestContext": {"condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts, "functionArn": sub.function},
+            "DDBStreamBatchInfo": {
+                "shardId": shard,
+                "startSequenceNumber": batch[0]["dynamodb"]["SequenceNumber"],
+                "endSequenceNumber": batch[-1]["dynamodb"]["SequenceNumber"],
+                "batchSize": len(batch),
+                "streamArn": arn,
+            },
+        }
+        self.failed_batches.append(info)
+        url = self.destinations.get(sub.on_failure or "")
+        if url and self.sqs is not None:
+            self.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
 
     def start(self, interval: float = 0.2) -> StreamPoller:
         def loop() -> None:
             while not self._stop.is_set():
                 try:
-                    self.poll_once()
+                    self.poll_once(flush=False)
                 except Exception as exc:  # noqa: BLE001 - keep polling, as the service would
                     print(f"[streams] poll failed: {exc}", file=sys.stderr)
                 self._stop.wait(interval)

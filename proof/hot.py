@@ -27,7 +27,6 @@ post switched standard -> hot -> standard; skipped while ``Likes`` has no ``swit
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import os
 import random
@@ -36,7 +35,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,34 +126,20 @@ class Crash(RuntimeError):
 
 
 def aggregator_module() -> Any:
-    """functions/like_aggregator/app.py, imported once (it reads nothing at import)."""
-    path = ROOT / "functions" / "like_aggregator" / "app.py"
-    spec = importlib.util.spec_from_file_location("proof_like_aggregator_app", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """functions/like_aggregator/app.py (testkit.functions: imported once; it reads nothing at import)."""
+    from testkit.functions import handler_module, template_function
+
+    return handler_module(template_function(FN, "unused"))
 
 
 _MODULE: Any = None
 
 
-@contextlib.contextmanager
-def function_environment(table: str) -> Iterator[dict[str, str]]:
+def function_environment(table: str) -> contextlib.AbstractContextManager[dict[str, str]]:
     """The function's environment from template.yaml (Powertools reads it per call), restored after."""
-    from devstack.template import read_stack
+    from testkit.functions import environment, template_function
 
-    env = read_stack(table).functions[FN].environment
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield env
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return environment(template_function(FN, table))
 
 
 @dataclass
@@ -186,7 +171,7 @@ class StreamHarness:
 
         self.faults = FaultInjector(self.client, seed=self.rng.randrange(2**32))
         for kind, rate in AGGREGATOR_FAULTS.items():
-            self.faults.add(kind, rate=rate, operations={"UpdateItem"})
+            self.faults.add(kind, rate=rate, operations={"UpdateItem"}, at_least=MIN_EACH)  # the floor by construction
         self.aggregator = like_aggregator(
             self.table, dynamodb=self.client, retry=RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
         )
@@ -263,24 +248,30 @@ class StreamHarness:
             return
         self.position = start + seqs.index(failed[0])  # every record before it is processed
 
+    def _draw(self, kind: str, counted: str | None = None) -> bool:
+        """A perturbation's draw: forced while ``counted`` (default ``kind``) is below ``MIN_EACH``
+        (the power floor by construction, whatever the seed), then at its rate."""
+        forced = self.counts.get(counted or kind, 0) < MIN_EACH
+        return self.rng.random() < self.perturb[kind] or forced
+
     def step(self) -> bool:
         """One delivery (and its perturbations); False when nothing is left to deliver."""
         if self.position >= len(self.log):
             return False
-        rng, p = self.rng, self.perturb
-        if self.windows and rng.random() < p["late"]:
+        rng = self.rng
+        if self.windows and self._draw("late"):
             old = rng.choice(self.windows[-12:])
             self.counts["late"] += 1
             self._invoke(*old)  # a stale copy of an older batch: its answer changes nothing
         start = self.position
-        if start > 0 and rng.random() < p["restart"]:
+        if start > 0 and self._draw("restart"):
             start = rng.randint(max(0, start - self.window), start - 1)  # from an earlier record
             self.counts["restart"] += 1
         end = min(len(self.log), max(start + rng.randint(1, self.window), self.position + 1))
         self.windows.append((start, end))
-        if rng.random() < p["crash"]:
+        if self._draw("crash"):
             self._invoke(start, end, crash=True)
-            if end - start > 1 and rng.random() < p["bisect"]:  # BisectBatchOnFunctionError: halves, in order
+            if end - start > 1 and self._draw("bisect"):  # BisectBatchOnFunctionError: halves, in order
                 self.counts["bisect"] += 1
                 mid = (start + end) // 2
                 self.windows.append((start, mid))
@@ -292,14 +283,14 @@ class StreamHarness:
                     return True
                 start = mid
             # else re-driven whole, below
-        contention = rng.random() < p["contention"]
+        contention = self._draw("contention", "reported")
         answer = self._invoke(start, end, contention=contention)
         if answer is None:
             return True
         self._consume(start, end, answer)
         if contention and not answer.get("batchItemFailures"):
             self.problems.append(f"records {start}..{end}: the first post's write gave up, yet no batchItemFailures")
-        if rng.random() < p["duplicate"]:
+        if self._draw("duplicate"):
             self.counts["duplicate"] += 1
             self._invoke(start, end)  # delivered again right after, whole
         return True
@@ -469,6 +460,16 @@ def _writer(name: str, **options: Any) -> Any:
 
 
 WRITER_KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable")
+
+
+def floored(injector: Any) -> Any:
+    """The writers' fault rules with the power floor by construction: each kind fires on its first
+    opportunities until it has fired ``MIN_EACH`` times, then at its rate (never short by the seed)."""
+    for rule in injector.rules:
+        rule.at_least = max(rule.at_least, MIN_EACH)
+    return injector
+
+
 STREAM_KINDS = ("duplicate", "late", "restart", "crash", "bisect", "reported")
 
 
@@ -627,7 +628,7 @@ def likes_hot_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit
         setup.create_post(author_id="proof", body="hot", post_id=post, mode="hot")
     rng = random.Random(seed)
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 1), posts, kit.plain_client())
-    injector = kit.with_faults(seed)
+    injector = floored(kit.with_faults(seed))
     intents = Intents(_writer(name))
     feeding = _Feeding(harness)
     try:
@@ -698,7 +699,7 @@ def likes_order_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: K
             harness = StreamHarness(
                 name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 2), posts, kit.plain_client(), window=5
             )
-        injector = kit.with_faults(seed)
+        injector = floored(kit.with_faults(seed))
         intents = Intents(_writer(name))
         kinds: Counter[str] = Counter()
         users = [(post, f"u{u}") for post in posts for u in range(max(20, size // 3))]
@@ -767,7 +768,7 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
     rng = random.Random(seed)
     # after every delivery only m2's tally is held to the log: m1 also counts in its standard phases
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 3), ["m2"], kit.plain_client())
-    injector = kit.with_faults(seed)
+    injector = floored(kit.with_faults(seed))
     # Two writers' processes: their cached mode of m1 goes stale at each switch, one for the layer's
     # default (longer than the storm: it writes hot on m1 after the switch back), one for 200 ms.
     intents = Intents(_writer(name), _writer(name, mode_ttl_ms=200))

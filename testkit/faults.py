@@ -43,6 +43,7 @@ class Rule:
     rate: float
     limit: int | None
     fired: int = 0
+    at_least: int = 0  # its first opportunities fire until it has fired this often; then ``rate`` decides
 
 
 class _FakeHttp:
@@ -84,10 +85,14 @@ class FaultInjector:
         events.register_first(f"after-call.{self.service}", self._after_call, unique_id=f"faults-after-{id(self)}")
         events.register_first(f"needs-retry.{self.service}", self._needs_retry, unique_id=f"faults-retry-{id(self)}")
 
-    def add(self, kind: str, *, operations: set[str] | None = None, rate: float = 1.0, limit: int | None = None) -> FaultInjector:
+    def add(
+        self, kind: str, *, operations: set[str] | None = None, rate: float = 1.0, limit: int | None = None, at_least: int = 0
+    ) -> FaultInjector:
+        """``at_least``: a floor by construction, not by the seed: the rule fires on its first
+        opportunities until it has fired that often, then at ``rate``."""
         if kind not in KINDS:
             raise ValueError(f"unknown fault {kind!r}; one of {KINDS}")
-        self.rules.append(Rule(kind, frozenset(operations) if operations else None, rate, limit))
+        self.rules.append(Rule(kind, frozenset(operations) if operations else None, rate, limit, at_least=at_least))
         return self
 
     def clear(self) -> None:
@@ -104,20 +109,34 @@ class FaultInjector:
     def dynamodb(self) -> bool:
         return self.service == "dynamodb"
 
+    def _applies(self, rule: Rule, operation: str) -> bool:
+        if rule.operations and operation not in rule.operations:
+            return False
+        if rule.kind == "conflict" and not self.dynamodb:
+            return False  # a queue has no transactions to conflict with
+        return rule.limit is None or rule.fired < rule.limit
+
+    def _fire(self, rule: Rule, operation: str) -> str:
+        rule.fired += 1
+        self.injected[rule.kind] += 1
+        self.by_operation[(operation, rule.kind)] += 1
+        return rule.kind
+
     def _draw(self, operation: str, kinds: tuple[str, ...]) -> str | None:
         with self._lock:
+            # Floors (``at_least``): a rule short of its floor fires on this call; while any rule
+            # that applies is short, nothing else is drawn at random (no random fault takes an
+            # opportunity a floor still needs). Certain rules (rate 1) still fire in their turn.
+            short = any(r.fired < r.at_least and self._applies(r, operation) for r in self.rules)
             for rule in self.rules:
-                if rule.kind not in kinds or (rule.operations and operation not in rule.operations):
+                if rule.kind not in kinds or not self._applies(rule, operation):
                     continue
-                if rule.kind == "conflict" and not self.dynamodb:
-                    continue  # a queue has no transactions to conflict with
-                if rule.limit is not None and rule.fired >= rule.limit:
+                if rule.fired < rule.at_least:
+                    return self._fire(rule, operation)
+                if short and rule.rate < 1.0:
                     continue
                 if self.rng.random() < rule.rate:
-                    rule.fired += 1
-                    self.injected[rule.kind] += 1
-                    self.by_operation[(operation, rule.kind)] += 1
-                    return rule.kind
+                    return self._fire(rule, operation)
         return None
 
     @property

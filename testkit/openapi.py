@@ -6,13 +6,12 @@ not what the handlers generate (run this command after changing a route or a mod
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from typing import Any
 
 from devstack.template import ROOT, read_stack
+from testkit.functions import environment, handler_module
 
 OUTPUT = ROOT / "docs" / "openapi.json"
 
@@ -83,26 +82,14 @@ def generate() -> dict[str, Any]:
         },
         "security": [{"CognitoIdToken": []}, {}],
     }
-    saved_env, saved_path = dict(os.environ), list(sys.path)
-    try:
-        for name in api_functions:
-            fn = stack.functions[name]
-            os.environ.update({**fn.environment, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")})
-            sys.path[:0] = [str(fn.code_dir), *map(str, fn.layers)]
-            module_file = fn.handler.rsplit(".", 1)[0]
-            spec = importlib.util.spec_from_file_location(f"openapi_{name}", fn.code_dir / f"{module_file}.py")
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+    for name in api_functions:
+        fn = stack.functions[name]
+        with environment(fn, {"AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}):
+            module = handler_module(fn)
             part = json.loads(module.app.get_openapi_json_schema(title="Tally", version="1.0.0"))
-            for path, operations in part.get("paths", {}).items():
-                doc["paths"].setdefault(path, {}).update(operations)
-            doc["components"]["schemas"].update(part.get("components", {}).get("schemas", {}))
-            sys.path[:] = saved_path
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.path[:] = saved_path
+        for path, operations in part.get("paths", {}).items():
+            doc["paths"].setdefault(path, {}).update(operations)
+        doc["components"]["schemas"].update(part.get("components", {}).get("schemas", {}))
     for operations in doc["paths"].values():
         for method, operation in operations.items():
             operation["responses"] = _responses(method, operation.get("responses", {}))

@@ -3,7 +3,6 @@ imported with the template's environment, API Gateway events, the local HTTP API
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -39,6 +38,7 @@ from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
 from devstack.runtime import LambdaContext  # noqa: E402
 from devstack.template import ROOT, read_stack  # noqa: E402
 from testkit.faults import FaultInjector  # noqa: E402
+from testkit.functions import handler_module, template_function  # noqa: E402
 
 EVENTS = ROOT / "events"
 
@@ -118,21 +118,6 @@ def deferring_likes(load_function: Callable[..., Any], table: str, queues: Queue
     return likes, worker, operations
 
 
-_HANDLERS: dict[Path, Any] = {}
-
-
-def handler_module(code_dir: Path, module_file: str) -> Any:
-    """A function's handler module, imported once per session: it reads nothing at import."""
-    path = code_dir / f"{module_file}.py"
-    if path not in _HANDLERS:
-        spec = importlib.util.spec_from_file_location(f"tally_fn_{code_dir.name}_{module_file}", path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _HANDLERS[path] = module
-    return _HANDLERS[path]
-
-
 @pytest.fixture
 def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """A function's handler module configured with the template's environment for ``table``
@@ -147,10 +132,10 @@ def load_function(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     ) -> Any:
         """``params`` are template parameters (``{"AuthMode": "COGNITO"}``); ``build(settings)``,
         if given, makes the function's service (e.g. with a fast retry policy)."""
-        fn = read_stack(table_name, params=params, refs=refs).functions[function]
+        fn = template_function(function, table_name, refs=refs, params=params)
         for key, value in fn.environment.items():
             monkeypatch.setenv(key, value)  # Powertools reads its own variables per call
-        module = handler_module(fn.code_dir, fn.handler.rsplit(".", 1)[0])
+        module = handler_module(fn)
         settings = module.function.settings_type.from_env(fn.environment)
         module.function.configure(settings, build(settings) if build else None)
         return module

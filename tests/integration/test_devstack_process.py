@@ -145,3 +145,50 @@ def test_dynamodb_local_listens_on_loopback_only(dynamodb_endpoint: str) -> None
                 listening.append(address)
     # 127.0.0.1 as an IPv4 or IPv4-mapped IPv6 address (Java listens on a dual-stack socket)
     assert listening and all(a in ("0100007F", "0000000000000000FFFF00000100007F") for a in listening), listening
+
+
+def test_an_endpoint_that_never_answers_fails_in_one_line(tmp_path: Path) -> None:
+    """AWS_ENDPOINT_URL_DYNAMODB set to something not up: waited for (a bound), then one line that
+    names the endpoint, a non-zero exit, no traceback."""
+    closed = free_port()  # bound and released: nothing listens there
+    endpoint = f"http://127.0.0.1:{closed}"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}, "AWS_ENDPOINT_URL_DYNAMODB": endpoint}
+    cmd = [sys.executable, "-m", "devstack", "--port", str(free_port()), "--sqs-port", str(free_port()), "--wait-dynamodb", "1.5"]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert endpoint in lines[0] and "1.5s" in lines[0], lines[0]
+
+
+def test_a_background_job_still_stops_on_sigint(tmp_path: Path) -> None:
+    """A shell starts a background job with SIGINT ignored (no job control: `make dev &`, a
+    script's `python -m devstack &`); the devstack restores its own handler, so SIGINT stops it."""
+    probe = f"{sys.executable} -c 'import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)' & wait $!"
+    inherited = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert inherited == "True", inherited  # what the devstack below inherits
+    ports = {"api": free_port(), "dynamodb": free_port(), "sqs": free_port()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+    out, err, pid_file = tmp_path / "stdout", tmp_path / "stderr", tmp_path / "pid"
+    cmd = [sys.executable, "-m", "devstack", "--port", str(ports["api"]), "--dynamodb-port", str(ports["dynamodb"])]
+    cmd += ["--sqs-port", str(ports["sqs"]), "--concurrency", "1", "--table", "tally-background"]
+    script = f"{' '.join(cmd)} >{out} 2>{err} & echo $! >{pid_file}; wait $!"
+    shell = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, start_new_session=True)
+    stack = Devstack(shell, ports, out, err)
+    try:
+        while not pid_file.exists() or not pid_file.read_text().strip() or not out.exists():
+            time.sleep(0.1)
+        pid = int(pid_file.read_text())
+        stack.wait_ready()
+        os.kill(pid, signal.SIGINT)
+        assert shell.wait() == 0  # `wait $!`: the devstack's own exit status
+        assert _gone(stack) == []
+        assert "Traceback" not in err.read_text(), err.read_text()
+        assert out.read_text().rstrip().endswith("stopping...")
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+        for pid in stack.java_pids():
+            os.kill(pid, signal.SIGKILL)

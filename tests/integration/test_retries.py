@@ -423,3 +423,37 @@ def test_order_under_contention_is_deferred_and_placed_once(load_function: Any, 
     # the client's retry with the same key answers the same order; no second order exists
     status, again = invoke(orders_app, api_event("POST", "/orders", order, headers={"Idempotency-Key": "order-key-1"}))
     assert (status, again["orderId"]) == (200, order_id)
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "occ"])
+def test_a_take_whose_confirmation_is_busy_is_confirmed_from_the_retry_queue(
+    strategy: str, load_function: Any, table: str, queues: Queues, faults: Any, ddb: Any
+) -> None:
+    """atomic/occ with a key: the take applied, then the claim's confirmation met contention. A
+    re-send cannot confirm it (only that request knows the allocation), so the confirmation is
+    deferred: 202 with an operation, APPLIED by the worker, and the key's re-send answers 200
+    with the same reservation; the quantity is taken once."""
+    app = load_function("ReservationsFunction", table, queues.urls, build=lambda s: Reservations(s.table_name, retry=FAST))
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    operations = load_function("OperationsFunction", table, queues.urls)
+    assert invoke(app, api_event("POST", "/resources", {"resourceId": "r", "capacity": 10, "strategy": strategy}))[0] == 201
+    service = app.function.service
+    settle = service._settle_claim
+
+    def busy_confirmation(rid: str, allocation: Any, **options: Any) -> None:
+        if allocation is not None:  # the take applied: its confirmation is throttled for its whole budget
+            faults.add("throttle", operations={"UpdateItem"}, limit=FAST.max_attempts)
+        settle(rid, allocation, **options)
+
+    service._settle_claim = busy_confirmation
+    reserve = api_event("POST", "/resources/r/reservations", {"quantity": 3}, headers={"Idempotency-Key": "k1"})
+    status, body = invoke(app, reserve)
+    service._settle_claim = settle
+    faults.clear()
+    assert (status, body["status"]) == (202, "PENDING"), body
+    drain(queues, worker, deliveries=2)
+    record = invoke(operations, api_event("GET", f"/operations/{body['operationId']}"))[1]
+    assert (record["status"], record["result"]["status"]) == ("APPLIED", "CONFIRMED"), record
+    status, again = invoke(app, reserve)
+    assert (status, again["reservationId"], again["status"]) == (200, record["result"]["reservationId"], "CONFIRMED")
+    assert invoke(app, api_event("GET", "/resources/r"))[1]["available"] == 7

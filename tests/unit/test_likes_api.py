@@ -122,3 +122,32 @@ def test_a_response_that_breaks_its_model_is_a_500_not_a_4xx(app: Any, monkeypat
     monkeypatch.setattr(app.function.service, "get_post", lambda post_id: {"postId": post_id, "likeTally": "many"})  # a bug in the layer
     status, body = invoke(app, api_event("GET", "/posts/p1"))
     assert (status, body) == (500, {"error": "internal_error", "message": "internal error; the request may be retried"})
+
+
+def test_a_deferred_request_is_counted_as_the_deferred_metric(
+    app: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every 202 adds 1 to ``Deferred`` (the dashboard's 202s), in the EMF blob of its invocation."""
+    import json
+
+    from counters.core.commands import Command
+    from counters.core.errors import ContentionError
+
+    command = Command("like", {"postId": "p1", "userId": "u1"})
+
+    class Queue:
+        def defer(self, cmd: Command, *, owner: str | None = None) -> Command:
+            return cmd
+
+    def contended(*_: Any, **__: Any) -> Any:
+        raise ContentionError(command=command)
+
+    assert invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "x"}))[0] == 201
+    monkeypatch.setattr(app.function, "_make_deferrer", lambda _settings: Queue())
+    monkeypatch.setattr(app.function, "_deferrer", None)
+    monkeypatch.setattr(app.function.service, "like", contended)
+    capsys.readouterr()
+    status, body = invoke(app, api_event("PUT", "/posts/p1/likes/u1"))
+    assert (status, body["operationId"]) == (202, command.operation_id)
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert [b["Deferred"] for b in blobs if "Deferred" in b] == [[1.0]], blobs

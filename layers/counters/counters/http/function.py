@@ -52,7 +52,7 @@ class ApiFunction(Function[S, T]):
         super().__init__(settings_type, build)
         self._make_deferrer = deferrer
         self._deferrer: tuple[ApiSettings, Deferrer | None] | None = None
-        self.app: TallyResolver = build_app(self.logger, auth=lambda: self.settings, deferrer=self.deferrer)
+        self.app: TallyResolver = build_app(self.logger, auth=lambda: self.settings, deferrer=self.deferrer, metrics=self.metrics)
         self.lambda_handler = self.handler(correlation_paths.API_GATEWAY_REST)(self.app.resolve)
 
     def invoke(self, fn: Callable[[JSONObject, LambdaContext], object], event: JSONObject, context: LambdaContext) -> object:

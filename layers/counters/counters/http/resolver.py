@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict
 
 from counters.core.caller import Caller
@@ -231,12 +232,14 @@ def build_app(
     *,
     auth: Callable[[], AuthSettings] = AuthSettings.from_env,
     deferrer: Callable[[], Deferrer | None] = lambda: None,
+    metrics: Metrics | None = None,
 ) -> TallyResolver:
     """A REST-API resolver with validation on and the layer's error mapping installed.
 
     ``auth`` gives the identity settings and ``deferrer`` the retry queue, both when a request
     needs them (never at import). With a deferrer, a contended request that is safe to
-    re-drive is queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503.
+    re-drive is queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503,
+    and counted as the metric ``Deferred`` (the dashboard's 202s).
     """
     # A response that does not match its route's model is a bug: 500 (logged), never a 4xx.
     app = TallyResolver(enable_validation=True, response_validation_error_http_code=500)
@@ -252,6 +255,8 @@ def build_app(
                 logger.exception("could not defer a contended request", extra={"op": exc.command.op})
             else:
                 logger.info("deferred to the retry queue", extra={"op": command.op, "operationId": command.operation_id})
+                if metrics is not None:
+                    metrics.add_metric(name="Deferred", unit=MetricUnit.Count, value=1)
                 return json_response(
                     202,
                     {"status": "PENDING", "operationId": command.operation_id},

@@ -34,6 +34,23 @@ class ReservePayload:
 
 
 @dataclass(frozen=True)
+class SettleClaimPayload:
+    """A deferred confirmation of an atomic/occ claim whose take applied."""
+
+    reservationId: str
+    allocation: dict[str, int]
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.reservationId), "invalid reservationId")
+        require(
+            isinstance(self.allocation, dict)
+            and bool(self.allocation)
+            and all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 1 for k, v in self.allocation.items()),
+            "invalid allocation",
+        )
+
+
+@dataclass(frozen=True)
 class ReleasePayload:
     """A deferred give-back."""
 

@@ -68,7 +68,7 @@ from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.settings import Settings, SettingsError, env
 from counters.primitives import sharding
 from counters.primitives.approaches import NAMES, Approach, Reason, create
-from counters.services.reservation_commands import ReleasePayload, ReservePayload, release_command, reserve_command
+from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, release_command, reserve_command
 from counters.store.resources import MAX_SHARDS, Counter, Record, Resource, ResourceStore, Status, record_put, resource_key
 
 NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
@@ -295,7 +295,7 @@ class Reservations:
         taken = value.get("allocation")
         allocation: dict[str, int] | None = taken if isinstance(taken, dict) else None
         if claimed:
-            self._settle_claim(rid, CONFIRMED, allocation)
+            self._settle_claim(rid, CONFIRMED, allocation, request_id=request_id)
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         if allocation is None:
             existing = self.store.record(rid)
@@ -332,15 +332,27 @@ class Reservations:
             raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
         return answer[0], answer[1]
 
-    def _settle_claim(self, rid: str, status: Status, allocation: dict[str, int] | None) -> None:
+    def _settle_claim(self, rid: str, status: Status, allocation: dict[str, int] | None, *, request_id: str | None = None) -> None:
         """PENDING -> CONFIRMED (with the allocation) or UNKNOWN; ``allocation`` None and
         CONFIRMED: nothing was taken, drop the claim (best effort: a claim left behind reads as
-        UNKNOWN after CLAIM_SECONDS)."""
+        UNKNOWN after CLAIM_SECONDS). Conditioned on PENDING, so a settled claim is never settled
+        twice (a re-send after an unknown outcome fails harmlessly).
+
+        Taken but the confirmation busy: only this request knows the allocation (atomic/occ
+        remember no request, so a re-send cannot find it), so the confirmation itself is
+        deferred (``settle_claim``, replayed by the retry worker): 202 with an operation, and
+        re-sends of the key answer 200 once it is applied. Without a retry queue: 503."""
         if status is CONFIRMED and allocation is None:
             self.store.drop_claim(rid)
             return
         if self.store.settle_claim(rid, status, allocation) is Outcome.CONTENTION:
-            raise ContentionError(f"reservation {rid} was taken but not yet confirmed; retry the same request (same Idempotency-Key)")
+            command = None
+            if status is CONFIRMED and allocation is not None:
+                payload: JSONObject = {"reservationId": rid, "allocation": dict(allocation)}
+                command = Command("settle_claim", payload, request_id or new_request_id())
+            raise ContentionError(
+                f"reservation {rid} was taken but its confirmation is busy; it completes from the retry queue", command=command
+            )
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Body:
         record = self.store.record(rid)
@@ -393,7 +405,23 @@ class Reservations:
     # -- deferred commands (SQS-driven retries; the payloads are in reservation_commands) --------
     def replayables(self) -> dict[str, Replayable]:
         """The deferred reserve/release commands the retry worker replays."""
-        return {"reserve": Replayable(ReservePayload, self._replay_reserve), "release": Replayable(ReleasePayload, self._replay_release)}
+        return {
+            "reserve": Replayable(ReservePayload, self._replay_reserve),
+            "release": Replayable(ReleasePayload, self._replay_release),
+            "settle_claim": Replayable(SettleClaimPayload, self._replay_settle_claim),
+        }
+
+    def _replay_settle_claim(self, p: SettleClaimPayload, command: Command) -> Verdict:
+        """A claim whose take applied, confirmed with its allocation (see :meth:`_settle_claim`)."""
+        record = self.store.record(p.reservationId)
+        if record is None:
+            return Verdict("REJECTED", {"error": "not_found", "message": f"reservation {p.reservationId!r} not found"})
+        if record.status == PENDING:
+            self._settle_claim(p.reservationId, CONFIRMED, p.allocation)  # conditioned on PENDING: a redelivery changes nothing
+            return Verdict("APPLIED", public_reservation(p.reservationId, record.quantity, CONFIRMED))
+        if record.status in (CONFIRMED, RELEASED) and record.allocation == p.allocation:
+            return Verdict("DUPLICATE", public_reservation(p.reservationId, record.quantity, record.status))
+        return Verdict("REJECTED", {"error": "conflict", "message": f"reservation {p.reservationId!r} is {record.status}"})
 
     def _replay_reserve(self, p: ReservePayload, command: Command) -> Verdict:
         try:
