@@ -440,10 +440,10 @@ def test_a_take_whose_confirmation_is_busy_is_confirmed_from_the_retry_queue(
     service = app.function.service
     settle = service._settle_claim
 
-    def busy_confirmation(rid: str, allocation: Any, **options: Any) -> None:
+    def busy_confirmation(rid: str, status: Any, allocation: Any, **options: Any) -> None:
         if allocation is not None:  # the take applied: its confirmation is throttled for its whole budget
             faults.add("throttle", operations={"UpdateItem"}, limit=FAST.max_attempts)
-        settle(rid, allocation, **options)
+        settle(rid, status, allocation, **options)
 
     service._settle_claim = busy_confirmation
     reserve = api_event("POST", "/resources/r/reservations", {"quantity": 3}, headers={"Idempotency-Key": "k1"})
