@@ -7,5 +7,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
-for _name, _value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"), ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_REGION", "us-east-1")):
+for _name, _value in (
+    ("AWS_ACCESS_KEY_ID", "bench"),
+    ("AWS_SECRET_ACCESS_KEY", "bench"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+    ("AWS_REGION", "us-east-1"),
+):
     os.environ.setdefault(_name, _value)
