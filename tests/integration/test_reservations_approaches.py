@@ -303,7 +303,7 @@ def test_shard_snapshot_retries_a_conflicting_read(layer_client: Any, faults: An
     for key in keys:
         ddb.put_item(TableName=table, Item=to_item({**key, "reserved": 1, "available": 2}))
     faults.add("conflict", operations={"TransactGetItems"}, limit=2)
-    items = ResourceStore(table, layer_client, FAST).snapshot(keys, Capacity())
+    items = ResourceStore(table, dynamodb=layer_client, retry=FAST).snapshot(keys, Capacity())
     assert [i.available for i in items] == [2, 2] and faults.calls["TransactGetItems"] == 3
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from counters.core.caller import Caller
+from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id
 from counters.core.errors import (
     AlreadyExists,
@@ -117,7 +118,7 @@ class Reservations:
         self,
         table_name: str,
         *,
-        dynamodb: object = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         atomic_policy: str = "under",
         history: int = 32,
@@ -128,7 +129,7 @@ class Reservations:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb, self.retry)
+        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry)
         self.options: dict[str, dict[str, Any]] = {
             "atomic": {"policy": atomic_policy},
             "occ_history": {"history": history},

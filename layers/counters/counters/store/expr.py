@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Self, TypeVar
 
 from counters.core.client import Params as Params  # re-exported: the store modules build Params
 from counters.core.failures import CancellationReason, Classified
@@ -279,10 +279,32 @@ def any_of(*conds: Cond) -> Cond:
 # -- requests --------------------------------------------------------------------------------------
 @dataclass
 class _Write:
+    """What every write shares: its table, condition (``when``, ANDed) and return values."""
+
     table: str
     condition: Cond | None = field(default=None, init=False)
     on_failure: bool = field(default=True, init=False)
     """``ReturnValuesOnConditionCheckFailure=ALL_OLD`` with a condition: the loser learns why."""
+    returns: ReturnValues | None = field(default=None, init=False)
+
+    def when(self, condition: Cond) -> Self:
+        self.condition = all_of(self.condition, condition)
+        return self
+
+    def returning(self, values: ReturnValues) -> Self:
+        self.returns = values
+        return self
+
+    def body(self) -> Params:
+        """The request as a transaction action's body (no ``ReturnValues``)."""
+        raise NotImplementedError
+
+    def params(self) -> Params:
+        """The request as one call's parameters."""
+        params = self.body()
+        if self.returns:
+            params["ReturnValues"] = self.returns
+        return params
 
     def _conditioned(self, params: Params, ph: Placeholders) -> Params:
         if self.condition is not None:
@@ -297,24 +319,9 @@ class Put(_Write):
     """PutItem (or a transaction's Put)."""
 
     item: Mapping[str, object] = field(default_factory=dict)
-    returns: ReturnValues | None = None
-
-    def when(self, condition: Cond) -> Put:
-        self.condition = all_of(self.condition, condition)
-        return self
-
-    def returning(self, values: ReturnValues) -> Put:
-        self.returns = values
-        return self
 
     def body(self) -> Params:
         return self._conditioned({"TableName": self.table, "Item": to_item(self.item)}, Placeholders())
-
-    def params(self) -> Params:
-        params = self.body()
-        if self.returns:
-            params["ReturnValues"] = self.returns
-        return params
 
 
 @dataclass
@@ -322,7 +329,6 @@ class Update(_Write):
     """UpdateItem (or a transaction's Update): SET/ADD/REMOVE/DELETE clauses on one key."""
 
     key: Key = field(default_factory=dict)
-    returns: ReturnValues | None = None
     _set: list[tuple[Path, Operand]] = field(default_factory=list, init=False)
     _add: list[tuple[Path, object]] = field(default_factory=list, init=False)
     _remove: list[Path] = field(default_factory=list, init=False)
@@ -349,14 +355,6 @@ class Update(_Write):
         self._delete.append((path(name), members))
         return self
 
-    def when(self, condition: Cond) -> Update:
-        self.condition = all_of(self.condition, condition)
-        return self
-
-    def returning(self, values: ReturnValues) -> Update:
-        self.returns = values
-        return self
-
     def expression(self, ph: Placeholders) -> str:
         clauses = []
         if self._set:
@@ -376,36 +374,15 @@ class Update(_Write):
         params: Params = {"TableName": self.table, "Key": to_item(self.key), "UpdateExpression": self.expression(ph)}
         return self._conditioned(params, ph)
 
-    def params(self) -> Params:
-        params = self.body()
-        if self.returns:
-            params["ReturnValues"] = self.returns
-        return params
-
 
 @dataclass
 class Delete(_Write):
     """DeleteItem (or a transaction's Delete)."""
 
     key: Key = field(default_factory=dict)
-    returns: ReturnValues | None = None
-
-    def when(self, condition: Cond) -> Delete:
-        self.condition = all_of(self.condition, condition)
-        return self
-
-    def returning(self, values: ReturnValues) -> Delete:
-        self.returns = values
-        return self
 
     def body(self) -> Params:
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
-
-    def params(self) -> Params:
-        params = self.body()
-        if self.returns:
-            params["ReturnValues"] = self.returns
-        return params
 
 
 @dataclass
@@ -413,10 +390,6 @@ class Check(_Write):
     """A transaction's ConditionCheck on one key."""
 
     key: Key = field(default_factory=dict)
-
-    def when(self, condition: Cond) -> Check:
-        self.condition = all_of(self.condition, condition)
-        return self
 
     def body(self) -> Params:
         if self.condition is None:

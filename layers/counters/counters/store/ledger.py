@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from counters.core.client import DynamoDBClient, client
 from counters.core.engine import read, run, transact
 from counters.core.errors import InvalidRequest
-from counters.core.failures import Failure, RetryPolicy
+from counters.core.failures import Failure
 from counters.core.items import Record, from_item
 from counters.core.outcome import Capacity, Outcome
+from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.layout import Shape
 
@@ -234,17 +234,8 @@ def entry_is_mine(request_id: str) -> Cond:
 
 
 # -- the calls -------------------------------------------------------------------------------------
-class LedgerStore:
+class LedgerStore(Store):
     """The ledger family's DynamoDB calls on one table, each retried by the engine under ``retry``."""
-
-    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb  # None: the layer's
-        self.retry = retry or RetryPolicy()
-
-    @property
-    def dynamodb(self) -> DynamoDBClient:
-        return self._dynamodb or client()
 
     @property
     def region(self) -> str | None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop, read, run
-from counters.core.failures import Classified, RetryPolicy
+from counters.core.failures import Classified
 from counters.core.items import Record, from_item
 from counters.core.json import JSONObject
 from counters.core.outcome import Outcome
+from counters.store.base import Store
 from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
 from counters.store.layout import Shape
 
@@ -70,17 +70,8 @@ def outcome_update(table_name: str, operation_id: str, status: str, result: JSON
     )
 
 
-class OperationRecords:
+class OperationRecords(Store):
     """The store of operation records: every call they need, with typed answers."""
-
-    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
-
-    @property
-    def dynamodb(self) -> DynamoDBClient:
-        return self._dynamodb or client()
 
     def put_pending(self, operation_id: str, op: str, created_at: int, owner: str | None) -> bool:
         """Store the PENDING record (an operation id is used once); True when stored, including by an

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from counters.core.client import client
 from counters.core.engine import Hook, Report, Stop, read, run
-from counters.core.failures import Classified, RetryPolicy
+from counters.core.failures import Classified
 from counters.core.items import from_item
 from counters.core.outcome import Capacity, Outcome
+from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Transaction, Update, list_append, old_item
 from counters.store.layout import Shape
 
@@ -275,17 +275,8 @@ class Taken:
     """The record already there when the record's condition failed."""
 
 
-@dataclass
-class ResourceStore:
+class ResourceStore(Store):
     """The calls of this family, each through the retry engine."""
-
-    table_name: str
-    dynamodb_client: Any = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
-    @property
-    def dynamodb(self) -> Any:
-        return self.dynamodb_client or client()
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())

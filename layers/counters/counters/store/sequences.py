@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
-from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Hook, Report, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.items import Record, from_item
 from counters.core.outcome import Capacity
+from counters.store.base import Store
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
 from counters.store.layout import Shape
 
@@ -110,17 +110,8 @@ class PointerMove:
     report: Report
 
 
-class SequenceStore:
+class SequenceStore(Store):
     """The calls the sequence, pointer and order code makes, with typed answers."""
-
-    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
-
-    @property
-    def dynamodb(self) -> DynamoDBClient:
-        return self._dynamodb or client()
 
     def read_number(self, key: dict[str, str], attribute: str, capacity: Capacity) -> int | None:
         """One number attribute of one item, strongly consistent; ``None`` when absent."""

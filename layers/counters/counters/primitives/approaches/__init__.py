@@ -50,6 +50,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import ClassVar
 
+from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
@@ -108,11 +109,11 @@ class Approach:
     writes_record: ClassVar[bool] = False
     """The write itself stores the reservation record (the marker)."""
 
-    def __init__(self, table_name: str, *, dynamodb: object = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb, self.retry)
+        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry)
 
     # -- the interface -----------------------------------------------------------------------
     def initial_attributes(self, capacity: int) -> dict[str, object]:

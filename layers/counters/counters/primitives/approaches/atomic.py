@@ -31,7 +31,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Outcome, Result
@@ -63,7 +63,9 @@ class Atomic(Approach):
     needs_token = False
     shardable = True
 
-    def __init__(self, table_name: str, *, policy: Policy = "under", dynamodb: object = None, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, table_name: str, *, policy: Policy = "under", dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None
+    ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         if policy not in ("over", "under"):
             raise ValueError("policy is 'over' (retry after an unknown outcome) or 'under' (do not)")

@@ -30,6 +30,7 @@ import hashlib
 import uuid
 from enum import StrEnum
 
+from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
@@ -75,7 +76,7 @@ class OccHistory(Approach):
     shardable = False
 
     def __init__(
-        self, table_name: str, *, history: int = DEFAULT_HISTORY, dynamodb: object = None, retry: RetryPolicy | None = None
+        self, table_name: str, *, history: int = DEFAULT_HISTORY, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None
     ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         if history < 2:

@@ -25,6 +25,7 @@ Guarantees
 
 from __future__ import annotations
 
+from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
@@ -42,7 +43,12 @@ class TokenSet(Approach):
     shardable = False
 
     def __init__(
-        self, table_name: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, dynamodb: object = None, retry: RetryPolicy | None = None
+        self,
+        table_name: str,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        dynamodb: DynamoDBClient | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.max_tokens = max_tokens
