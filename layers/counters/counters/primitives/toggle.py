@@ -161,13 +161,14 @@ class Toggle(Generic[P]):
         """One write: ``parent`` None (``delta`` named), the state item alone; else a transaction
         with the parent's tally (a restamp is always the state item alone)."""
         ttl, store, policy = self.expires_at(stamp), self.store, self.retry
-        if parent is None or delta is not None:  # alone: one conditional write that says what it counted
-            name = delta or ""
+        if delta is not None:  # alone: one conditional write that says what it counted
             if write is Write.FLIP:
-                return store.flip_alone(key, on, stamp, {**attributes, name: 1 if on else -1}, ttl, policy=policy, capacity=capacity)
+                return store.flip_alone(key, on, stamp, {**attributes, delta: 1 if on else -1}, ttl, policy=policy, capacity=capacity)
             if write is Write.TOMBSTONE:
-                return store.tombstone_alone(key, stamp, {**attributes, name: 0}, ttl, policy=policy, capacity=capacity)
-            return store.restamp(key, on, stamp, {name: 0}, ttl, policy=policy, capacity=capacity)
+                return store.tombstone_alone(key, stamp, {**attributes, delta: 0}, ttl, policy=policy, capacity=capacity)
+            return store.restamp(key, on, stamp, {delta: 0}, ttl, policy=policy, capacity=capacity)
+        if parent is None:
+            raise ValueError("a counted write needs its parent")
         if write is Write.FLIP:
             return store.flip(parent, key, on, stamp, {**attributes, **every}, ttl, guard, policy=policy, capacity=capacity)
         if write is Write.TOMBSTONE:
