@@ -204,7 +204,7 @@ class StreamHarness:
         self._env.__exit__(None, None, None)
 
     def _capture(self, event: dict[str, Any]) -> tuple[str, Any]:
-        from counters.services.likes import hot_change
+        from counters.streams import hot_change
 
         self.log.extend(event["Records"])
         self.changes.extend(hot_change(r) for r in event["Records"])

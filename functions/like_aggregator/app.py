@@ -5,7 +5,7 @@ partition keys), recording ``delta``: +1, -1, or 0 for a write that counted noth
 gets those records (the template's filter: ``LIKE#`` items whose ``delta`` is not 0) and applies
 each batch's net change per post in **one conditional UpdateItem on the post's META** that also
 moves the post's checkpoint for each spread key it covers
-(:mod:`counters.primitives.aggregator`): a redelivered, retried, bisected or half-processed batch
+(:mod:`counters.primitives.aggregator`; the records are read by :mod:`counters.streams`): a redelivered, retried, bisected or half-processed batch
 adds only what was not applied yet, never twice.
 
 Partial failures: a post whose write met contention is reported by its first record's sequence
@@ -23,7 +23,8 @@ from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
 from counters.core.settings import Settings
 from counters.primitives.aggregator import Aggregator, padded
-from counters.services.likes import hot_change, like_aggregator
+from counters.services.likes import like_aggregator
+from counters.streams import hot_change
 
 
 def aggregator(settings: Settings) -> Aggregator:

@@ -120,12 +120,15 @@ class LikesDuring(Likes):
             return count(*a, **k)
 
         self.refcount.count = counting  # type: ignore[method-assign]
+        repair = self.audits._repair  # the audit's part (counters.services.likes.audit)
 
-    def _repair(self, *args: Any, **kwargs: Any) -> bool:
-        if self.moment == "repair" and not self.done:
-            self.done = True
-            self.during()
-        return super()._repair(*args, **kwargs)
+        def repairing(*a: Any, **k: Any) -> bool:
+            if self.moment == "repair" and not self.done:
+                self.done = True
+                self.during()
+            return repair(*a, **k)
+
+        self.audits._repair = repairing  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("mode", ["standard", "hot"])
@@ -212,13 +215,16 @@ def test_a_repair_refused_after_a_lost_answer_of_another_repair_is_not_ours(tabl
     likes.like("p1", "u1")
     corrupt(ddb, table, "p1", 8)
 
-    class LostAndOvertaken(Likes):
-        def _repair(self, post_id: str, meta: dict[str, Any], counted: int, result: Any) -> bool:
-            faults.add("unavailable", operations={"UpdateItem"}, limit=1)  # lost before it was applied
-            Likes(table, retry=FAST).like("p1", "u2")  # then a like moves tallyRev
-            return super()._repair(post_id, meta, counted, result)
+    overtaken = Likes(table, retry=FAST)
+    repair = overtaken.audits._repair  # the audit's part (counters.services.likes.audit)
 
-    [result] = LostAndOvertaken(table, retry=FAST).audit_posts(["p1"], repair=True)
+    def lost_and_overtaken(*a: Any, **k: Any) -> bool:
+        faults.add("unavailable", operations={"UpdateItem"}, limit=1)  # lost before it was applied
+        Likes(table, retry=FAST).like("p1", "u2")  # then a like moves tallyRev
+        return repair(*a, **k)
+
+    overtaken.audits._repair = lost_and_overtaken  # type: ignore[method-assign]
+    [result] = overtaken.audit_posts(["p1"], repair=True)
     assert (result.settled, result.repaired, result.reason) == (True, False, "moving")
     assert tally(ddb, table, "p1") == 9  # 8 + the like: nothing overwritten
 
@@ -304,7 +310,7 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
 
     def audit(n: int) -> None:
         auditor = Likes(table, retry=FAST)
-        read, calls = auditor.refcount.read, [0]
+        read, calls = auditor.audits.store.read, [0]  # the audit's reads of META (counters.store.posts)
 
         def reading(*a: Any, **k: Any) -> Any:
             calls[0] += 1
@@ -312,7 +318,7 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
                 both_probed.wait()
             return read(*a, **k)
 
-        auditor.refcount.read = reading  # type: ignore[method-assign]
+        auditor.audits.store.read = reading  # type: ignore[method-assign]
         results[n] = auditor.audit_posts(["h0"], wait_s=5)[0]
 
     threads = [threading.Thread(target=audit, args=(n,)) for n in range(2)]

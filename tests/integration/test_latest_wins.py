@@ -13,7 +13,7 @@ import pytest
 
 from counters.core.errors import NotSwitchable
 from counters.core.failures import RetryPolicy
-from counters.core.outcome import Outcome
+from counters.core.outcome import Capacity, Outcome
 from counters.primitives.toggle import HORIZON_MS, now_ms
 from counters.services.likes import Likes
 from tests.conftest import Queues, api_event, invoke, like_item, likes_count
@@ -183,7 +183,7 @@ def test_a_newer_like_after_an_unlike_counts_once_and_tombstones_are_not_listed_
     # spread keys in order: u5 (S0), u1 (S2), tombstone u3 (S4), u4 (S5), tombstone u2 (S7): the page reads on past them
     assert pages(2) == [["u5", "u1"], ["u4"]]
     # with one query per page, a page comes back short (even empty), and the cursor still walks every liker once
-    import counters.services.likes as likes_module
+    import counters.services.likes.posts as likes_module  # the likers page lives there
 
     monkeypatch.setattr(likes_module, "LIKERS_QUERIES", 1)
     walked = pages(2)
@@ -231,3 +231,21 @@ def test_a_like_stored_before_tombstones_is_a_like(ddb: Any, table: str, layer_c
     assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "LIKE#USER#old"}}, ConsistentRead=True)
     with pytest.raises(NotSwitchable):  # its likes are where only the standard mode counts them
         likes.switch_mode("p1", "hot")
+
+
+def test_the_toggle_writes_no_tombstone_or_like_under_a_missing_parent(ddb: Any, table: str, layer_client: Any) -> None:
+    """The primitive on its own (the service reads the post first): switching a key on or off under
+    a parent that does not exist writes nothing and answers ``parent_missing``."""
+    from counters.primitives.toggle import Reason, Stamp, Toggle
+    from counters.store.posts import like_key, like_toggles, post_key
+
+    toggle = Toggle(like_toggles(table), retry=FAST)
+    for on in (False, True):
+        result = toggle.set(post_key("nope"), like_key("nope", "u1"), on, Stamp(now_ms(), f"r{on}"))
+        assert (result.outcome, result.reason) == (Outcome.REJECTED, Reason.PARENT_MISSING)
+    assert like_item(ddb, table, "nope", "u1") is None
+    # the tombstone's own check (the parent gone between a refused flip and the tombstone): nothing written
+    store, stamp = like_toggles(table), Stamp(now_ms(), "r-tombstone")
+    written = store.tombstone(post_key("nope"), like_key("nope", "u1"), stamp, {}, 0, policy=FAST, capacity=Capacity())
+    assert (written.report.outcome, written.parent_refused, written.parent) == (Outcome.REJECTED, True, None)
+    assert like_item(ddb, table, "nope", "u1") is None

@@ -98,15 +98,20 @@ def test_switching_back_and_forth_mid_storm_counts_every_like_once(table: str, l
     counts = {"resent": 0, "switches": 0, "hot": 0, "standard": 0, "fenced": 0}
     lock = threading.Lock()
 
-    class Counting(Likes):  # which path each write took, and how often the fence re-routed one
-        def _write(self, post_id: str, user_id: str, liked: bool, stamp: Any, info: Any) -> Any:
-            result = super()._write(post_id, user_id, liked, stamp, info)
+    def counting(likes: Likes) -> Likes:  # which path each write took, and how often the fence re-routed one
+        write = likes.toggling._write  # the like/unlike part (counters.services.likes.toggling)
+
+        def counted(post_id: str, user_id: str, liked: bool, stamp: Any, info: Any) -> Any:
+            result = write(post_id, user_id, liked, stamp, info)
             with lock:
                 counts[info.mode] += 1
                 counts["fenced"] += result.reason == "guard"
             return result
 
-    processes = [Counting(table, retry=FAST, mode_ttl_ms=ttl) for ttl in (0, 5, 20, 100, 1000, FOREVER)]
+        likes.toggling._write = counted  # type: ignore[method-assign]
+        return likes
+
+    processes = [counting(Likes(table, retry=FAST, mode_ttl_ms=ttl)) for ttl in (0, 5, 20, 100, 1000, FOREVER)]
     stop = threading.Event()
     errors: list[BaseException] = []
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from counters.primitives import toggle
+from counters.store import toggles
+from counters.store.expr import Path
 from proof import hot
 from proof.__main__ import KIT
 from tests.integration.test_hot_likes import without_the_checkpoint_condition
@@ -46,6 +47,6 @@ def test_an_aggregator_without_its_checkpoint_condition_is_caught(ddb: Any, kit:
 
 
 def test_a_toggle_without_its_staleness_guard_is_caught(ddb: Any, kit: hot.Kit, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(toggle, "STORED_IS_OLDER", "(attribute_not_exists(#at) OR attribute_exists(#at))")
+    monkeypatch.setattr(toggles, "stored_is_older", lambda stamp: Path("changedAt").missing() | Path("changedAt").exists())
     for report in hot.likes_order_scenario(ddb, 4, 8, 30, kit=kit):
         assert report.verdict == "VIOLATED" and report.breaches > 0

@@ -40,20 +40,22 @@ arrive in write order, "the parent shows the token" means "every change written 
 before the probe is in the tally": a point in the stream a reader can wait for and compare at
 (the audit). ``<revision>`` counts the changes applied, so a reader can tell "nothing was
 counted between two points" even when a like and an unlike cancel out in the tally.
+
+The write itself (and the checkpoint condition, :func:`counters.store.aggregates.lane_not_applied`)
+is :mod:`counters.store.aggregates`'; a family's store instantiates it (likes:
+:mod:`counters.store.posts`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
 
-from counters.core.client import client
-from counters.core.engine import run
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.store.aggregates import CheckpointStore, LaneRun, watermark
 
 SEQ_WIDTH = 40  # DynamoDB Streams sequence numbers are 21 to 40 digits
 ROUNDS = 4  # re-decided this often when the checkpoints refuse a write, then contention
@@ -64,6 +66,14 @@ def padded(sequence_number: str) -> str:
     if not sequence_number.isdigit() or len(sequence_number) > SEQ_WIDTH:
         raise ValueError(f"not a stream sequence number: {sequence_number!r}")
     return sequence_number.zfill(SEQ_WIDTH)
+
+
+class Reason(StrEnum):
+    """Why a parent's write did not apply (``Result.reason``)."""
+
+    CHECKPOINTED = "checkpointed"
+    PARENT_MISSING = "parent_missing"
+    CHECKPOINT_MOVING = "checkpoint_moving"
 
 
 @dataclass(frozen=True)
@@ -89,44 +99,18 @@ class Applied:
     changes: list[Change] = field(default_factory=list)
 
 
-def as_of(item: dict[str, Any], at_attribute: str) -> int | None:
-    """The watermark of a parent item: the least lane watermark (ms), ``None`` before any."""
-    lanes = item.get(at_attribute) or {}
-    return min((int(v) for v in lanes.values()), default=None)
+def as_of(lanes: Mapping[str, object]) -> int | None:
+    """The watermark of a parent: the least lane watermark (ms) of its ``<at>`` map, ``None`` before any."""
+    return watermark(lanes)
 
 
 class Aggregator:
-    """Applies stream changes to a tally on parent items, once each."""
+    """Applies stream changes to a tally on parent items, once each (``store``: the requests)."""
 
-    def __init__(
-        self,
-        table_name: str,
-        key_of: Any,
-        *,
-        tally_attribute: str,
-        seq_attribute: str = "aggSeq",
-        at_attribute: str = "aggAt",
-        probe_attribute: str = "aggProbe",
-        revision_attribute: str | None = None,
-        lag_attribute: str | None = None,
-        dynamodb: Any = None,
-        retry: RetryPolicy | None = None,
-        clock: Callable[[], int] | None = None,
-    ) -> None:
-        """``key_of(parent)`` is the parent item's key; the parent must hold an (empty) map
-        ``seq_attribute`` and ``at_attribute`` (written when it is created), and
-        ``probe_attribute`` if probes are written (:meth:`probe_ready`)."""
-        self.table_name = table_name
-        self.key_of = key_of
-        self.tally, self.seq, self.at = tally_attribute, seq_attribute, at_attribute
-        self.probe, self.revision, self.lag = probe_attribute, revision_attribute, lag_attribute
+    def __init__(self, store: CheckpointStore, *, retry: RetryPolicy | None = None, clock: Callable[[], int] | None = None) -> None:
+        self.store = store
         self.clock = clock or (lambda: int(time.time() * 1000))  # ms
-        self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client()
 
     def apply(self, changes: Iterable[Change]) -> list[Applied]:
         """One write per parent, in order of each parent's first change; a parent whose write
@@ -139,62 +123,38 @@ class Aggregator:
     def apply_parent(self, parent: str, changes: list[Change]) -> Applied:
         """One parent's changes as one conditional write (see the module doc)."""
         capacity, attempts = Capacity(), 0
+
+        def applied(outcome: Outcome, reason: Reason | None, net: int, covered: list[Change]) -> Applied:
+            return Applied(parent, Result(outcome, reason=reason, capacity=capacity, attempts=attempts), net, covered)
+
         pending = sorted(changes, key=lambda c: (c.lane, padded(c.seq)))
         for _ in range(ROUNDS):
             if not pending:
-                return Applied(parent, Result(Outcome.DUPLICATE, reason="checkpointed", capacity=capacity, attempts=attempts), 0, [])
-            params, net = self._update(parent, pending)
-            report = run(self.dynamodb.update_item, params, policy=self.retry, capacity=capacity, write=True)
+                return applied(Outcome.DUPLICATE, Reason.CHECKPOINTED, 0, [])
+            runs, net, counted, lag = self._runs(pending)
+            written = self.store.apply(parent, runs, net, counted, lag, policy=self.retry, capacity=capacity)
+            report = written.report
             attempts += report.attempts
             if report.outcome is Outcome.APPLIED:
-                return Applied(parent, Result(Outcome.APPLIED, capacity=capacity, attempts=attempts), net, pending)
+                return applied(Outcome.APPLIED, None, net, pending)
             if report.outcome is not Outcome.REJECTED or report.failure is None:
-                return Applied(parent, Result(report.outcome, capacity=capacity, attempts=attempts), 0, pending)
-            stored = from_item(report.failure.old_item(0))
-            if not stored or self.seq not in stored:
-                return Applied(parent, Result(Outcome.REJECTED, reason="parent_missing", capacity=capacity, attempts=attempts), 0, pending)
-            done = {lane: str(seq) for lane, seq in (stored.get(self.seq) or {}).items()}
+                return applied(report.outcome, None, 0, pending)
+            if not written.parent_found:
+                return applied(Outcome.REJECTED, Reason.PARENT_MISSING, 0, pending)
+            done = written.applied
             pending = [c for c in pending if c.lane not in done or padded(c.seq) > done[c.lane]]
-        return Applied(parent, Result(Outcome.CONTENTION, reason="checkpoint_moving", capacity=capacity, attempts=attempts), 0, pending)
+        return applied(Outcome.CONTENTION, Reason.CHECKPOINT_MOVING, 0, pending)
 
-    def _update(self, parent: str, pending: list[Change]) -> tuple[dict[str, Any], int]:
+    def _runs(self, pending: list[Change]) -> tuple[list[LaneRun], int, int, int | None]:
+        """(each lane's run, the net change, how many changes count, the lag of the oldest record)."""
         lanes: dict[str, list[Change]] = {}
         for change in pending:
             lanes.setdefault(change.lane, []).append(change)
-        names = {"#pk": "PK", "#tally": self.tally, "#seq": self.seq, "#at": self.at}
-        values: dict[str, Any] = {}
-        sets, conditions = [], ["attribute_exists(#pk) AND attribute_exists(#seq)"]
-        for i, (lane, run_) in enumerate(sorted(lanes.items())):
-            names[f"#l{i}"] = lane
-            values[f":first{i}"] = padded(run_[0].seq)
-            values[f":last{i}"] = padded(run_[-1].seq)
-            values[f":at{i}"] = max(c.created_ms for c in run_)
-            sets += [f"#seq.#l{i} = :last{i}", f"#at.#l{i} = :at{i}"]
+        runs = []
+        for lane, run_ in sorted(lanes.items()):
             probes = [c.probe for c in run_ if c.probe is not None]
-            if probes:
-                names["#probe"] = self.probe
-                values[f":probe{i}"] = probes[-1]
-                sets.append(f"#probe.#l{i} = :probe{i}")
-            conditions.append(f"(attribute_not_exists(#seq.#l{i}) OR #seq.#l{i} < :first{i})")
-        created = [c.created_ms for c in pending if c.created_ms]
-        if self.lag and created:
-            names["#lag"] = self.lag
-            values[":lag"] = max(0, self.clock() - min(created))
-            sets.append("#lag = :lag")
-        net = sum(c.delta for c in pending)
-        values[":net"] = net
-        adds = "#tally :net"
-        if self.revision:
-            names["#rev"] = self.revision
-            values[":changes"] = sum(1 for c in pending if c.delta)
-            adds += ", #rev :changes"
-        params = {
-            "TableName": self.table_name,
-            "Key": to_item(self.key_of(parent)),
-            "UpdateExpression": f"SET {', '.join(sets)} ADD {adds}",
-            "ConditionExpression": " AND ".join(conditions),
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": to_item(values),
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",  # the stored checkpoints: what is already applied
-        }
-        return params, net
+            created = max(c.created_ms for c in run_)
+            runs.append(LaneRun(lane, padded(run_[0].seq), padded(run_[-1].seq), created, probes[-1] if probes else None))
+        created_at = [c.created_ms for c in pending if c.created_ms]
+        lag = max(0, self.clock() - min(created_at)) if created_at else None
+        return runs, sum(c.delta for c in pending), sum(1 for c in pending if c.delta), lag

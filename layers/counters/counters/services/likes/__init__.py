@@ -1,0 +1,247 @@
+"""Posts and likes: the reference-count primitive applied to seed 01's item shapes.
+
+The items (post ``META``, like state items under spread keys or seed 01's layout, audit probes)
+and their requests are :mod:`counters.store.posts`'. The service is split by job, and
+:class:`Likes` composes the parts: :mod:`.posts` (create, read, switch mode, likers),
+:mod:`.toggling` (like/unlike, promotion under pressure, deferred replay), :mod:`.audit` (quick
+audit, audits at a settled point, repair); :mod:`.model` holds what they share and :mod:`.cursor`
+the likers cursor. The stream's records are parsed above the service (:mod:`counters.streams`).
+
+Like and unlike are a :class:`~counters.primitives.toggle.Toggle`: the latest request of a user on
+a post wins, whenever its replay runs. A post's ``mode`` is data on ``META``:
+
+* ``standard`` counts in the like's transaction (the state item with ``delta = 0`` + ``ADD
+  likeTally`` on META, conditioned on the post still being ``standard``: the fence);
+* ``hot`` writes the like's state item alone (one conditional write, ``delta`` = +1/-1), and the
+  tally is kept from the table's stream by :mod:`counters.primitives.aggregator` (exact as of a
+  watermark).
+
+**Switching modes** (:meth:`Likes.switch_mode`) moves nothing: a user's state item is the same
+item in both modes (its key depends on ``spread``, fixed at creation, not on the mode), so the
+latest-request rule holds across a switch, and **every flip is counted exactly once by the write
+that made it**: a standard flip in its own transaction (its ``delta`` 0 keeps it out of the
+aggregator), a hot flip by the aggregator. So a write made on a stale idea of the mode is still
+counted once; the fence (the standard transaction's condition on META's ``mode``) only routes: a
+process that still believes a post is standard after it went hot is refused, re-reads the mode and
+writes hot, so likes stop transacting on the hot post's META. A hot write cannot be fenced (it
+touches no shared item, which is the point); after a switch back to standard, a process's cached
+``hot`` expires within ``MODE_TTL_MS`` and hot writes made until then are counted by the
+aggregator within its lag.
+"""
+
+from __future__ import annotations
+
+from counters.core.commands import Replayable
+from counters.core.failures import RetryPolicy
+from counters.core.lru import CACHE_SIZE, LRU
+from counters.core.settings import Settings
+from counters.primitives.refcount import RefCount
+from counters.primitives.toggle import Toggle
+from counters.services.likes.audit import DEADLINE, Audits, QuickAudit, Settled
+from counters.services.likes.cursor import CURSOR_LABEL, cursor_key, decode_cursor, encode_cursor
+from counters.services.likes.model import (
+    AUDIT_MARGIN_S,
+    HOT,
+    MODE_TTL_MS,
+    MODES,
+    NAMESPACE,
+    PRESSURE_WINDOW_MS,
+    SPREAD,
+    STANDARD,
+    LikeChange,
+    LikePayload,
+    LikeSettings,
+    PostInfo,
+    PublicPost,
+    aggregated_post,
+    derived_form,
+    like_aggregator,
+    post_id_for,
+    public_post,
+    require_mode,
+)
+from counters.services.likes.posts import LIKERS_QUERIES, LIKERS_READ, LikersPage, Posts
+from counters.services.likes.toggling import Toggling
+from counters.store.posts import (
+    AGG_AT,
+    AGG_LAG,
+    AGG_PROBE,
+    AGG_SEQ,
+    CREATED_MODE,
+    DELTA,
+    LIKE_PREFIX,
+    LIKED,
+    PROBE_SEQ,
+    PROBE_SK,
+    REPAIRED_BY,
+    REVISION,
+    STANDARD_GUARD,
+    TALLY,
+    PostStore,
+    hot_like_key,
+    hot_pk,
+    lane_of,
+    like_checkpoints,
+    like_key,
+    like_toggles,
+    parse_hot_pk,
+    post_key,
+)
+
+__all__ = [
+    "AGG_AT",
+    "AGG_LAG",
+    "AGG_PROBE",
+    "AGG_SEQ",
+    "AUDIT_MARGIN_S",
+    "CREATED_MODE",
+    "CURSOR_LABEL",
+    "DEADLINE",
+    "DELTA",
+    "HOT",
+    "LIKED",
+    "LIKERS_QUERIES",
+    "LIKERS_READ",
+    "LIKE_PREFIX",
+    "MODES",
+    "MODE_TTL_MS",
+    "NAMESPACE",
+    "PRESSURE_WINDOW_MS",
+    "PROBE_SEQ",
+    "PROBE_SK",
+    "REPAIRED_BY",
+    "REVISION",
+    "SPREAD",
+    "STANDARD",
+    "STANDARD_GUARD",
+    "TALLY",
+    "LikeChange",
+    "LikePayload",
+    "LikeSettings",
+    "Likes",
+    "LikersPage",
+    "PostInfo",
+    "QuickAudit",
+    "Settled",
+    "aggregated_post",
+    "cursor_key",
+    "decode_cursor",
+    "derived_form",
+    "encode_cursor",
+    "hot_like_key",
+    "hot_pk",
+    "lane_of",
+    "like_aggregator",
+    "like_checkpoints",
+    "like_key",
+    "parse_hot_pk",
+    "post_id_for",
+    "post_key",
+    "public_post",
+    "require_mode",
+]
+
+
+class Likes:
+    """Create posts, like/unlike them exactly once, list likers, audit the tally (the parts composed)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: object = None,
+        retry: RetryPolicy | None = None,
+        mode_ttl_ms: int = MODE_TTL_MS,
+        hot_after_retries: int = 0,
+        cache_size: int = CACHE_SIZE,
+        cursor_secret: str = "",
+    ) -> None:
+        """``hot_after_retries``: promote a standard post to hot once this process has retried that
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
+        ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU)."""
+        self.table_name = table_name
+        self.retry = retry or RetryPolicy()
+        store = PostStore(table_name, dynamodb=dynamodb)
+        likes = like_toggles(table_name, dynamodb=dynamodb)
+        self.toggle = Toggle(likes, retry=self.retry)
+        self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=self.retry)
+        self.posts = Posts(
+            table_name,
+            store=store,
+            likes=likes,
+            retry=self.retry,
+            mode_ttl_ms=mode_ttl_ms,
+            cache_size=cache_size,
+            cursor_secret=cursor_secret,
+        )
+        self.toggling = Toggling(self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size)
+        self.audits = Audits(store, self.refcount, self.toggle.counted(), retry=self.retry)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Likes:
+        hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
+        secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
+        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after, cursor_secret=secret)
+
+    @property
+    def mode_ttl_ms(self) -> int:
+        return self.posts.mode_ttl_ms
+
+    @property
+    def hot_after_retries(self) -> int:
+        return self.toggling.hot_after_retries
+
+    @property
+    def _posts(self) -> LRU[str, PostInfo]:
+        """The posts this process remembers (:meth:`Posts.info`)."""
+        return self.posts.known
+
+    @property
+    def _pressure(self) -> LRU[str, list[tuple[int, int]]]:
+        """Recent retried attempts per standard post (:meth:`Toggling._under_pressure`)."""
+        return self.toggling.pressure
+
+    # -- posts (:class:`Posts`) ----------------------------------------------------------------------
+    def create_post(
+        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str = STANDARD
+    ) -> tuple[PublicPost, bool]:
+        """:meth:`Posts.create_post`: (the post, created now?)."""
+        return self.posts.create_post(author_id=author_id, body=body, post_id=post_id, idempotency_key=idempotency_key, mode=mode)
+
+    def get_post(self, post_id: str) -> PublicPost:
+        return self.posts.get_post(post_id)
+
+    def switch_mode(self, post_id: str, mode: str) -> tuple[PublicPost, bool]:
+        """:meth:`Posts.switch_mode`: (the post, switched by this call?)."""
+        return self.posts.switch_mode(post_id, mode)
+
+    def like_state(self, post_id: str, user_id: str) -> dict[str, object]:
+        return self.posts.like_state(post_id, user_id)
+
+    def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
+        """:meth:`Posts.likers`: one page, and the signed cursor of the next."""
+        return self.posts.likers(post_id, limit=limit, cursor=cursor)
+
+    # -- like/unlike (:class:`Toggling`) ---------------------------------------------------------------
+    def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
+        """:meth:`Toggling.like`: like, unless a newer request of this user on this post decided."""
+        return self.toggling.like(post_id, user_id, request_id=request_id, at=at)
+
+    def unlike(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
+        """:meth:`Toggling.unlike`: the like item stays as a tombstone that orders later replays."""
+        return self.toggling.unlike(post_id, user_id, request_id=request_id, at=at)
+
+    # -- audits (:class:`Audits`) ------------------------------------------------------------------
+    def audit(self, post_id: str) -> QuickAudit:
+        """:meth:`Audits.audit`: the tally against a count now (no drift concluded for a hot post)."""
+        return self.audits.audit(post_id)
+
+    def audit_posts(
+        self, post_ids: list[str], *, repair: bool = False, wait_s: float = 8.0, poll_s: float = 0.1, budget_s: float | None = None
+    ) -> list[Settled]:
+        """:meth:`Audits.audit_posts`: each post at a settled point, a drift repaired surgically."""
+        return self.audits.audit_posts(post_ids, repair=repair, wait_s=wait_s, poll_s=poll_s, budget_s=budget_s)
+
+    def replayables(self) -> dict[str, Replayable]:
+        """The deferred like/unlike commands the retry worker replays."""
+        return self.toggling.replayables()

@@ -1,0 +1,248 @@
+"""The tally's audits: a quick look, and audits at a settled point (probes) with a surgical repair."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from counters.core.errors import ContentionError, NotFound
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Capacity
+from counters.primitives.refcount import RefCount
+from counters.primitives.toggle import now_ms
+from counters.services.likes.model import PostInfo, aggregated_post
+from counters.store.expr import Cond
+from counters.store.posts import LIKE_PREFIX, Post, PostStore, Repair, post_key
+
+
+class AuditReason(StrEnum):
+    """Why an audit at a settled point has no verdict (``Settled.reason``)."""
+
+    MOVING = "moving"  # something was counted during the count
+    AGGREGATOR_BEHIND = "aggregator_behind"  # the aggregator did not reach the audit's probe in time
+    NOT_FOUND = "not_found"
+    DEADLINE = "deadline"  # the post was not reached (or not finished) before the deadline
+    BUSY = "busy"
+
+
+DEADLINE = AuditReason.DEADLINE
+
+
+@dataclass
+class Settled:
+    """One post's audit at a settled point (:meth:`Audits.audit_posts`): ``stored`` is the tally
+    at that point and ``counted`` the likes then; ``settled`` False says why there is no verdict
+    (``reason``): ``moving`` (something was counted during the count), ``aggregator_behind`` (the
+    stream's aggregator did not reach the audit's probe in time), ``not_found``, ``deadline`` (the
+    audit ran out of time before it reached or finished the post: audit it again), ``busy``."""
+
+    post_id: str
+    stored: int | None = None
+    counted: int | None = None
+    settled: bool = False
+    repaired: bool = False
+    reason: AuditReason | None = None
+    capacity: Capacity = field(default_factory=Capacity)
+
+    @property
+    def drift(self) -> int | None:
+        return None if self.stored is None or self.counted is None or not self.settled else self.stored - self.counted
+
+    def public(self) -> dict[str, object]:
+        return {
+            "postId": self.post_id,
+            "stored": self.stored,
+            "counted": self.counted,
+            "drift": self.drift,
+            "settled": self.settled,
+            "repaired": self.repaired,
+            "reason": None if self.reason is None else self.reason.value,
+        }
+
+
+@dataclass
+class QuickAudit:
+    """``GET /posts/{id}/audit``: the tally against a count now (:meth:`Audits.audit`)."""
+
+    post_id: str
+    stored: int
+    counted: int
+    aggregated: bool  # the post is or was hot: its tally trails its likes (no drift is concluded)
+    capacity: Capacity = field(default_factory=Capacity)
+
+    @property
+    def drift(self) -> int | None:
+        return None if self.aggregated else self.stored - self.counted
+
+    @property
+    def reason(self) -> str | None:
+        return "aggregated" if self.aggregated else None
+
+
+class Audits:
+    """Audit posts' tallies against their likes; repair a drift found at a settled point."""
+
+    def __init__(self, store: PostStore, refcount: RefCount, counted: Cond, *, retry: RetryPolicy) -> None:
+        """``counted``: the filter keeping the like items that count (tombstones aside)."""
+        self.store, self.refcount, self.counted, self.retry = store, refcount, counted, retry
+
+    def audit(self, post_id: str) -> QuickAudit:
+        """The stored tally against a count of the likes (tombstones aside) under every partition
+        key of the post: a quick look, not at a settled point. A post that is or was hot has its
+        likes counted by the stream's aggregator, so its tally trails its likes by the
+        aggregator's lag: that is not drift, and no drift is concluded (``drift`` ``None``,
+        ``reason`` ``aggregated``; :meth:`audit_posts` compares at a settled point)."""
+        before = self.store.read(post_id, self.retry)
+        if before is None:
+            raise NotFound(f"post {post_id!r} not found")
+        info = PostInfo.of(before)
+        audit = self.refcount.audit(post_key(post_id), LIKE_PREFIX, where=self.counted, partitions=info.lanes(post_id))
+        if audit is None:
+            raise NotFound(f"post {post_id!r} not found")
+        after = self.store.read(post_id, self.retry)
+        aggregated = any(aggregated_post(PostInfo.of(post)) for post in (before, after or Post()))
+        return QuickAudit(post_id, audit.stored, audit.counted, aggregated, audit.capacity)
+
+    def audit_posts(
+        self,
+        post_ids: list[str],
+        *,
+        repair: bool = False,
+        wait_s: float = 8.0,
+        poll_s: float = 0.1,
+        budget_s: float | None = None,
+    ) -> list[Settled]:
+        """Audit posts each at a settled point, and repair a drifted tally surgically.
+
+        Seed 01: "reconcile rarely, repair surgically". A count takes time while likes flow, and
+        a hot post's tally trails its likes by the aggregator's lag, so a count is compared with
+        the tally only at a point where both describe the same likes:
+
+        1. **first point**: a post that counts only in transactions (standard, never hot, or
+           stored before ``spread``) is read as it is (``likeTally``, ``tallyRev``, ``modeEpoch``).
+           A post that is or was hot gets a **probe** in each spread key, and is read once the
+           aggregator shows every probe: every like written before them is then in the tally
+           (a lane's records arrive in write order). Probes are numbered per lane (``probeSeq``,
+           an ADD): a later probe applied (another audit's) also shows this one was;
+        2. the likes are counted (strongly consistent, every spread key);
+        3. **second point**, the same way (new probes).
+
+        The count is exact for the tally when ``tallyRev`` (moved by every counted change: a
+        standard flip, an aggregated hot one, a repair) and ``modeEpoch`` did not move from the
+        first point to the second: no counted change was written during the count. Otherwise the
+        post is ``moving``, and nothing is concluded. A drift found at a settled point is repaired
+        (``repair``) by one conditional write, ``likeTally = counted`` if ``tallyRev`` and
+        ``modeEpoch`` are still those of the second point: a like counted since then refuses it
+        (``moving``), and concurrent likes are never overwritten. A like written after the second
+        point and aggregated after the repair is added to the repaired tally, as it should be.
+
+        ``budget_s``: the time the audit may take (the API passes the function's remaining time
+        less ``AUDIT_MARGIN_S``). No call is started after it; a post not reached, or not
+        finished, answers ``settled`` False, ``reason`` ``deadline`` (a settled drift found but
+        not repaired in time keeps its verdict with that reason).
+        """
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        results = {p: Settled(p) for p in post_ids}
+        first = self._settle_point(results, wait_s, poll_s, deadline)
+        counted: dict[str, int] = {}
+        for post_id, post in first.items():
+            total = 0
+            for pk in PostInfo.of(post).lanes(post_id):
+                if late(deadline):
+                    results[post_id].reason = DEADLINE
+                    break
+                total += self.refcount.count(pk, LIKE_PREFIX, self.counted, results[post_id].capacity, self.retry)
+            else:
+                counted[post_id] = total
+        second = self._settle_point({p: results[p] for p in counted}, wait_s, poll_s, deadline)
+        for post_id, post in second.items():
+            result, before = results[post_id], first[post_id]
+            if (before.revision, before.stored_epoch) != (post.revision, post.stored_epoch):
+                result.reason = AuditReason.MOVING
+                continue
+            result.stored, result.counted, result.settled = post.tally, counted[post_id], True
+            if repair and result.drift:
+                if late(deadline):
+                    result.reason = DEADLINE
+                    continue
+                result.repaired = self._repair(post, counted[post_id], result)
+        return [results[p] for p in post_ids]
+
+    def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float, deadline: float | None = None) -> dict[str, Post]:
+        """Each post's META at a point where its tally includes every like written before it
+        (see :meth:`audit_posts`); posts missing, whose aggregator is behind, or not reached
+        before ``deadline`` (``time.monotonic()``) are left out, with their reason."""
+        points: dict[str, Post] = {}
+        probing: dict[str, dict[str, int]] = {}  # post id -> lane name -> this audit's probe number
+        for post_id, result in results.items():
+            if late(deadline):
+                result.reason = DEADLINE
+                continue
+            post = self.store.read(post_id, self.retry)
+            if post is None:
+                result.reason = AuditReason.NOT_FOUND
+                continue
+            info = PostInfo.of(post)
+            if info.spread is None or not aggregated_post(info):
+                points[post_id] = post  # counted in transactions only: as it is now
+                continue
+            if post.probes is None:  # stored before probes: the aggregator needs the map to record them
+                self._add_probe_map(post_id)
+            probing[post_id] = {f"S{lane}": self._probe(post_id, lane) for lane in range(info.spread)}
+        until = time.monotonic() + wait_s
+        if deadline is not None and deadline < until:
+            until, behind = deadline, DEADLINE
+        else:
+            behind = AuditReason.AGGREGATOR_BEHIND
+        while probing:
+            for post_id, mine in list(probing.items()):
+                if time.monotonic() >= until:
+                    break
+                seen = self.store.read(post_id, self.retry) or Post(post_id=post_id)
+                if all(probe_reached((seen.probes or {}).get(lane), number) for lane, number in mine.items()):
+                    points[post_id] = seen
+                    del probing[post_id]
+            if probing and time.monotonic() >= until:
+                for post_id in probing:
+                    results[post_id].reason = behind
+                break
+            if probing:
+                time.sleep(poll_s)
+        return points
+
+    def _probe(self, post_id: str, lane: int) -> int:
+        """Write a probe into one spread key; its number (``probeSeq``) in the key's probe order.
+        A re-send after a lost answer numbers a second probe: waiting for the later one is as good."""
+        number = self.store.probe(post_id, lane, now_ms(), self.retry)
+        if number is None:
+            raise ContentionError(f"could not probe post {post_id!r}; audit it again")
+        return number
+
+    def _repair(self, post: Post, counted: int, result: Settled) -> bool:
+        """``likeTally = counted`` if nothing was counted since ``post`` was read (package doc).
+
+        The write carries a fresh ``repairToken``: after an unknown outcome, a re-send refused
+        because ``tallyRev`` moved may have been refused by this repair's own first attempt,
+        committed; the refusal's ``ALL_OLD`` then holds this token, and the repair is done."""
+        done = self.store.repair(post, counted, uuid.uuid4().hex, self.retry, result.capacity)
+        if done is Repair.REPAIRED:
+            return True
+        result.reason = AuditReason.MOVING if done is Repair.MOVING else AuditReason.BUSY
+        return False
+
+    def _add_probe_map(self, post_id: str) -> None:
+        if not self.store.add_probe_map(post_id, self.retry):
+            raise ContentionError(f"post {post_id!r} is busy; audit it again")
+
+
+def late(deadline: float | None) -> bool:
+    """Whether ``deadline`` (``time.monotonic()``) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def probe_reached(seen: str | None, number: int) -> bool:
+    """Whether a lane's applied probe (``aggProbe.S<n>``) is ``number`` or a later one: probes of
+    a lane are applied in write order, so a later one applied means this one was."""
+    return isinstance(seen, str) and seen.isdigit() and int(seen) >= number

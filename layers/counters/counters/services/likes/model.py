@@ -1,0 +1,141 @@
+"""What the likes service's parts share: settings, modes, a process's view of a post, the answers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from counters.core.commands import require
+from counters.core.errors import InvalidRequest
+from counters.core.failures import RetryPolicy
+from counters.core.ids import valid_id
+from counters.core.outcome import Result
+from counters.core.settings import Settings, env
+from counters.primitives.aggregator import Aggregator, as_of
+from counters.primitives.toggle import now_ms
+from counters.store.posts import Mode, Post, hot_like_key, hot_pk, like_checkpoints, like_key, post_key
+
+NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
+STANDARD, HOT = Mode.STANDARD.value, Mode.HOT.value
+MODES = (STANDARD, HOT)
+SPREAD = 8  # a hot post's like partition keys; stored on the post (``spread``): fixed for its life
+MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
+PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
+AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
+
+PublicPost = dict[str, object]
+"""A post as the API shows it (:func:`public_post`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LikeSettings(Settings):
+    """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
+    hot after this many retried attempts of its likes in one process within 10 s; 0: never."""
+
+    hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
+    cursor_secret: str = env("CURSOR_SECRET", "")
+    """Signs the likers cursors (the template passes the stack's id: random per deployment, unknown
+    to API callers); unset (tests, the local stack), a key derived from the table name."""
+
+
+@dataclass(frozen=True)
+class PostInfo:
+    """What a process knows of a post: where its likes live and how they are counted."""
+
+    spread: int | None  # None: likes stored before ``spread`` (seed 01's item collection, standard only)
+    mode: str
+    epoch: int
+    read_at: int  # ms
+
+    @classmethod
+    def of(cls, post: Post) -> PostInfo:
+        return cls(post.spread, post.mode, post.epoch, now_ms())
+
+    def lanes(self, post_id: str) -> list[str]:
+        """The partition keys the post's like items live under."""
+        return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
+
+    def like_key(self, post_id: str, user_id: str) -> dict[str, str]:
+        return like_key(post_id, user_id) if self.spread is None else hot_like_key(post_id, user_id, self.spread)
+
+
+@dataclass
+class LikeChange:
+    """The answer to like/unlike: the state now, and whether this request changed it."""
+
+    liked: bool
+    changed: bool
+    result: Result
+    promoted: bool = False  # this request's retries switched the post to hot (``hot_after_retries``)
+
+
+@dataclass(frozen=True)
+class LikePayload:
+    """A deferred like or unlike."""
+
+    postId: str
+    userId: str
+    at: int | None = None
+    """When the API received the request (ms): a replay is ordered by it, not by when it runs."""
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.postId) and valid_id(self.userId), "invalid postId/userId")
+        require(self.at is None or (type(self.at) is int and self.at > 0), "invalid at")
+
+
+def post_id_for(author_id: str, idempotency_key: str) -> str:
+    """The post id a key stands for: per author, so one author's key never names another's post."""
+    return uuid.uuid5(NAMESPACE, f"{author_id}\n{idempotency_key}").hex
+
+
+def derived_form(post_id: str) -> bool:
+    """Whether ``post_id`` has the form :func:`post_id_for` gives (a version-5 UUID, 32 lowercase
+    hex digits): a form a client's own ``postId`` may not take, so no one can take the id
+    another author's Idempotency-Key stands for before that author's create."""
+    if len(post_id) != 32 or post_id.strip("0123456789abcdef"):
+        return False
+    return uuid.UUID(hex=post_id).version == 5
+
+
+def like_aggregator(
+    table_name: str, *, dynamodb: object = None, retry: RetryPolicy | None = None, clock: Callable[[], int] | None = None
+) -> Aggregator:
+    """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META."""
+    return Aggregator(like_checkpoints(table_name, dynamodb=dynamodb), retry=retry, clock=clock)
+
+
+def aggregated_post(info: PostInfo) -> bool:
+    """Whether some of the post's likes are (or were) counted by the stream's aggregator: it is
+    or was hot. Its tally then trails its likes by the aggregator's lag."""
+    return info.spread is not None and (info.mode == HOT or info.epoch > 0)
+
+
+def require_mode(mode: str) -> Mode:
+    if mode not in MODES:
+        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
+    return Mode(mode)
+
+
+def public_post(post: Post) -> PublicPost:
+    """The post as the API shows it; a hot post's tally is exact as of ``asOf`` (ms: the oldest
+    lane watermark of the aggregator, ``None`` before its first batch), and ``lagMs`` is the lag
+    of what was pending when the aggregator last counted for it: how long the oldest like of its
+    last write to META had waited (``None`` before the first). It does not grow while the post is
+    idle: a post whose likes are all aggregated is not behind, however old ``asOf`` is. A like not
+    delivered to the aggregator yet is invisible here (a hot like writes nothing shared); the
+    aggregator's iterator-age alarm watches for that."""
+    public: PublicPost = {
+        "postId": post.post_id,
+        "authorId": post.author_id,
+        "body": post.body,
+        "likeTally": post.tally,
+        "createdAt": post.created_at,
+        "mode": post.mode,
+        "modeEpoch": post.epoch,
+    }
+    if post.mode == HOT:
+        watermark = as_of(post.watermarks)
+        public["asOf"] = watermark
+        public["lagMs"] = None if watermark is None or post.lag_ms is None else post.lag_ms
+    return public

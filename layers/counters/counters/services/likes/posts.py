@@ -1,0 +1,200 @@
+"""Posts: create, read, switch mode; a user's own like and the likers list (the reads of likes).
+
+Also the process's view of each post (:class:`~counters.services.likes.model.PostInfo`, an LRU
+trusted for ``mode_ttl_ms``) that the like path routes by.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from counters.core.commands import new_request_id
+from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, InvalidRequest, NotFound, NotSwitchable
+from counters.core.failures import RetryPolicy
+from counters.core.lru import CACHE_SIZE, LRU
+from counters.core.outcome import Capacity, Outcome
+from counters.primitives.toggle import now_ms
+from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
+from counters.services.likes.model import (
+    MODE_TTL_MS,
+    SPREAD,
+    STANDARD,
+    PostInfo,
+    PublicPost,
+    derived_form,
+    post_id_for,
+    public_post,
+    require_mode,
+)
+from counters.store.expr import Cond
+from counters.store.posts import LIKE_PREFIX, Liker, Post, PostStore
+from counters.store.toggles import ToggleStore
+
+LIKERS_QUERIES = 12  # queries per likers page once it lists a liker (tombstones and empty spread keys make pages short)
+LIKERS_READ = 25  # items a likers Query reads at least (tombstones are read, then filtered out)
+
+
+@dataclass
+class LikersPage:
+    """One page of likers: ``user_ids`` (``userId``, ``likedAt``), the cursor of the next page."""
+
+    user_ids: list[dict[str, object]]
+    cursor: str | None
+    capacity: Capacity
+
+
+class Posts:
+    """Posts and the reads of their likes; remembers each post's layout and mode (an LRU)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        store: PostStore,
+        likes: ToggleStore[Post],
+        retry: RetryPolicy,
+        mode_ttl_ms: int = MODE_TTL_MS,
+        cache_size: int = CACHE_SIZE,
+        cursor_secret: str = "",
+    ) -> None:
+        self.table_name = table_name
+        self.store, self.likes, self.retry = store, likes, retry
+        self.mode_ttl_ms = mode_ttl_ms
+        self.cursor_key = cursor_key(cursor_secret, table_name)
+        self.known: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
+
+    def create_post(
+        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str = STANDARD
+    ) -> tuple[PublicPost, bool]:
+        """Create a post with ``likeTally = 0``; returns (the post, created now?).
+
+        Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
+        derived from (author, key); with a client ``post_id`` the id is the client's, and never
+        of the derived form (:func:`derived_form`: :class:`InvalidRequest`), so the two never meet. Either
+        way the Put is conditioned on the id being new, and a post already stored with the
+        same author and body, created in the ``mode`` asked for (whatever its mode now), is this request's (``created`` False: an earlier attempt, or the
+        one whose answer was lost, wrote it: ``created`` is True when the stored post carries
+        this request's id). A different post under that id is
+        :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
+        Without either, the id is random and a re-send creates another post.
+
+        ``mode`` (``standard`` or ``hot``) is stored on the post with ``modeEpoch`` 0 (each
+        :meth:`switch_mode` adds one), its ``spread`` (where its likes live, fixed for its life)
+        and the aggregator's empty checkpoint and watermark maps, in either mode.
+        """
+        wanted = require_mode(mode)
+        if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
+            raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
+        if post_id is None:
+            post_id = post_id_for(author_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
+        post = Post(post_id=post_id, author_id=author_id, body=body, created_at=int(time.time()), request_id=new_request_id(), mode=wanted)
+        written = self.store.create(post, SPREAD, self.retry)
+        if written.outcome is Outcome.APPLIED and written.post is not None:
+            return public_post(written.post), True
+        if written.outcome is not Outcome.REJECTED:
+            raise ContentionError(f"could not store post {post_id!r}; resend the same request")
+        stored = written.post or Post()
+        if stored.author_id == author_id and stored.body == body and stored.created_mode == mode:
+            return public_post(stored), stored.request_id == post.request_id
+        if idempotency_key and post_id == post_id_for(author_id, idempotency_key):
+            raise IdempotencyKeyReused("this Idempotency-Key was already used for a different post")
+        raise AlreadyExists(f"post {post_id!r} already exists", cause_code="ConditionalCheckFailed")
+
+    def get_post(self, post_id: str) -> PublicPost:
+        post = self.store.read(post_id, self.retry)
+        if post is None:
+            raise NotFound(f"post {post_id!r} not found")
+        self.known[post_id] = PostInfo.of(post)
+        return public_post(post)
+
+    def info(self, post_id: str) -> PostInfo:
+        """The post's layout and mode; :class:`NotFound` if it is missing.
+
+        Read (0.5 RCU) once per process and post (while it is among the ``cache_size`` posts
+        used last: an LRU), trusted for ``mode_ttl_ms``: the standard
+        transaction's fence refuses a stale ``standard`` at once, and a stale ``hot`` is still
+        counted once (see the package doc). A post is never deleted, so a remembered post exists:
+        the hot like checks existence through this read.
+        """
+        info = self.known.get(post_id)
+        if info is not None and now_ms() - info.read_at < self.mode_ttl_ms:
+            return info
+        post = self.store.layout(post_id, self.retry)
+        if post is None:
+            raise NotFound(f"post {post_id!r} not found")
+        info = self.known[post_id] = PostInfo.of(post)
+        return info
+
+    def remember(self, post_id: str, post: Post) -> PostInfo:
+        info = self.known[post_id] = PostInfo.of(post)
+        return info
+
+    def like_state(self, post_id: str, user_id: str) -> dict[str, object]:
+        """The caller's own like of a post, read from its state item (strongly consistent: exact at
+        once in either mode, whatever the aggregator's lag)."""
+        state = self.likes.read_state(self.info(post_id).like_key(post_id, user_id), self.retry)
+        return {"postId": post_id, "userId": user_id, "liked": state is not None and state.on}
+
+    def switch_mode(self, post_id: str, mode: str) -> tuple[PublicPost, bool]:
+        """Switch a post to ``mode``; (the post, switched by this call?).
+
+        One conditional UpdateItem on META: ``mode``, ``modeEpoch`` + 1, ``modeAt``, if the post
+        is in the other mode. No like item moves (their keys do not depend on the mode), so likes
+        may flow during the switch: each flip is counted once by the write that made it (package
+        doc). Sent again, it finds the post already in ``mode``: switched ``False`` (also when an
+        earlier attempt of this call switched it and its answer was lost). A post stored before
+        ``spread`` cannot switch (:class:`NotSwitchable`).
+        """
+        written = self.store.switch_mode(post_id, require_mode(mode), now_ms(), self.retry)
+        if written.outcome is Outcome.APPLIED and written.post is not None:
+            post, switched = written.post, True
+        elif written.outcome is Outcome.REJECTED:
+            if written.post is None:
+                raise NotFound(f"post {post_id!r} not found")
+            if written.post.spread is None:
+                raise NotSwitchable(f"post {post_id!r} keeps its likes in seed 01's layout: it stays {written.post.mode}")
+            post, switched = written.post, False
+        else:
+            raise ContentionError(f"could not switch post {post_id!r}; resend the same request")
+        self.remember(post_id, post)
+        return public_post(post), switched
+
+    def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
+        """One page of likers; ``cursor`` is opaque (from the previous page). A standard post's
+        likers come oldest key first; a hot post's lane by lane (``S0`` first), each lane in
+        key order.
+
+        The cursor names only what a listing showed: the lane and the last liker listed in it
+        (or none: the lane from its start), signed for this post (:func:`encode_cursor`).
+        DynamoDB's LastEvaluatedKey, which may be a tombstone (a user who unliked), is only
+        followed inside the page, never handed out. So a page reads on until it has listed at
+        least one liker (a page that ends in a run of tombstones would otherwise hand out a
+        cursor that makes no progress), and stops after ``LIKERS_QUERIES`` queries once it has.
+        """
+        lanes = self.info(post_id).lanes(post_id)  # 404 for a missing post rather than an empty list
+        lane, resume = decode_cursor(self.cursor_key, post_id, cursor, len(lanes)) if cursor else (0, None)
+        start: dict[str, str] | None = None if resume is None else {"PK": lanes[lane], "SK": f"{LIKE_PREFIX}{resume}"}
+        capacity = Capacity()
+        likers: list[Liker] = []
+        rounds = 0
+        counted: Cond = self.likes.is_on()  # tombstones are stored, not listed
+        while lane < len(lanes) and len(likers) < limit and (rounds < LIKERS_QUERIES or not likers):
+            rounds += 1
+            wanted = limit - len(likers)
+            found, last = self.store.likers(lanes[lane], max(wanted, LIKERS_READ), counted, start, self.retry, capacity)
+            taken = found[:wanted]
+            likers.extend(taken)
+            if taken:
+                resume = taken[-1].user_id
+            if len(found) > wanted:
+                break  # the page is full inside this lane: the next one resumes after its last liker
+            if last is None:
+                lane, start, resume = lane + 1, None, None  # this lane is done: the next one from its start
+            else:
+                start = last  # DynamoDB's position (maybe a tombstone): followed here, never in a cursor
+        listed: list[dict[str, object]] = [{"userId": liker.user_id, "likedAt": liker.liked_at} for liker in likers]
+        if lane >= len(lanes):
+            return LikersPage(listed, None, capacity)
+        return LikersPage(listed, encode_cursor(self.cursor_key, post_id, lane, resume), capacity)

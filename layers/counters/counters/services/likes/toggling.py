@@ -1,0 +1,132 @@
+"""Like and unlike: the toggle routed by the post's mode, promotion under pressure, deferred replay."""
+
+from __future__ import annotations
+
+from counters.core.commands import Command, Replayable, Verdict, new_request_id
+from counters.core.errors import ContentionError, IntegrityError, NotFound
+from counters.core.failures import RetryPolicy
+from counters.core.lru import CACHE_SIZE, LRU
+from counters.core.outcome import Outcome, Result
+from counters.primitives.toggle import Reason, Stamp, Toggle, now_ms
+from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
+from counters.services.likes.posts import Posts
+from counters.store.posts import DELTA, LIKED_AT, POST_ID, STANDARD_GUARD, USER_ID, Post, post_key
+
+
+class Toggling:
+    """Likes and unlikes exactly once, the latest request of a user on a post winning."""
+
+    def __init__(
+        self, posts: Posts, toggle: Toggle[Post], *, retry: RetryPolicy, hot_after_retries: int = 0, cache_size: int = CACHE_SIZE
+    ) -> None:
+        """``hot_after_retries``: promote a standard post to hot once this process has retried that
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never."""
+        self.posts, self.toggle, self.retry = posts, toggle, retry
+        self.hot_after_retries = hot_after_retries
+        self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
+
+    def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
+        """Like, unless a newer request of this user on this post already decided (the latest wins).
+
+        ``at``: when the API received the request (ms; default now), kept by a deferred replay.
+        The like item carries the request's id, so a re-drive of this request that finds it
+        knows the like is its own (``changed``) rather than an earlier one's."""
+        return self._set(post_id, user_id, True, request_id or new_request_id(), now_ms() if at is None else at)
+
+    def unlike(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
+        """Unlike (the like item stays as a tombstone that orders later replays), unless a newer
+        request of this user on this post already decided."""
+        return self._set(post_id, user_id, False, request_id or new_request_id(), now_ms() if at is None else at)
+
+    def _set(self, post_id: str, user_id: str, liked: bool, request_id: str, at: int) -> LikeChange:
+        command = Command("like" if liked else "unlike", {"postId": post_id, "userId": user_id, "at": at}, request_id)
+        stamp = Stamp(at, request_id)
+        info = self.posts.info(post_id)
+        result = self._write(post_id, user_id, liked, stamp, info)
+        if result.reason == Reason.GUARD and isinstance(
+            result.value, Post
+        ):  # the fence: the post went hot since this process read its mode
+            info = self.posts.remember(post_id, result.value)
+            result = self._write(post_id, user_id, liked, stamp, info)
+        promoted = info.mode == STANDARD and self._under_pressure(post_id, info, result) and self._promote(post_id)
+        if promoted and result.outcome is Outcome.CONTENTION:  # one more try, as the hot post it now is
+            result = self._write(post_id, user_id, liked, stamp, self.posts.info(post_id))
+        change = self._change(result, command)
+        change.promoted = promoted
+        return change
+
+    def _under_pressure(self, post_id: str, info: PostInfo, result: Result) -> bool:
+        """Whether this process's standard likes of the post retried ``hot_after_retries`` attempts
+        (conflicts on META, throttles) within the window: the post is hot, whatever its mode says.
+        Only attempts retried because of a conflict or a throttle count: a user's own re-sends
+        (a refused flip, then a stamp-only write) are no pressure."""
+        if not self.hot_after_retries or info.spread is None or result.contended_retries < 1:
+            return False
+        now = now_ms()
+        recent = [(t, n) for t, n in (self.pressure.get(post_id) or []) if now - t < PRESSURE_WINDOW_MS]
+        recent.append((now, result.contended_retries))
+        self.pressure[post_id] = recent
+        return sum(n for _, n in recent) >= self.hot_after_retries
+
+    def _promote(self, post_id: str) -> bool:
+        """Switch the post to hot (:meth:`Posts.switch_mode`); False if another request just did, or it failed."""
+        self.pressure.pop(post_id, None)
+        try:
+            return self.posts.switch_mode(post_id, HOT)[1]
+        except ContentionError:
+            return False  # the next likes under pressure try again
+
+    def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
+        attributes: dict[str, object] = {USER_ID: user_id}
+        if liked:
+            attributes[LIKED_AT] = stamp.at // 1000
+        key = info.like_key(post_id, user_id)
+        if info.spread is None:  # seed 01's layout: standard for good
+            return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, guard=STANDARD_GUARD)
+        attributes[POST_ID] = post_id
+        if info.mode == HOT:  # the state item alone; the stream's aggregator counts its delta
+            return self.toggle.set_alone(key, liked, stamp, attributes=attributes, delta_attribute=DELTA)
+        # standard: counted in the transaction; every write says delta 0 so the aggregator skips it
+        return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, every_write={DELTA: 0}, guard=STANDARD_GUARD)
+
+    @staticmethod
+    def _change(result: Result, command: Command) -> LikeChange:
+        post_id, liked = command.payload["postId"], command.op == "like"
+        if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
+            return LikeChange(liked=liked, changed=True, result=result)
+        if result.outcome is Outcome.REJECTED:
+            if result.reason == Reason.PARENT_MISSING:
+                raise NotFound(f"post {post_id!r} not found")
+            if result.reason == Reason.TALLY_WOULD_GO_NEGATIVE and isinstance(result.value, Post) and result.value.epoch > 0:
+                # A post that was hot: this user's hot like may not be aggregated yet. Later, it is.
+                raise ContentionError(
+                    f"post {post_id!r}: its tally has not caught up with its stream yet; retry the request", command=command
+                )
+            if result.reason == Reason.TALLY_WOULD_GO_NEGATIVE:
+                raise IntegrityError(f"post {post_id!r}: like exists but likeTally is 0")
+            if result.reason == Reason.STALE:  # a newer request decided: the state is the other one
+                return LikeChange(liked=not liked, changed=False, result=result)
+            if result.reason == Reason.ALREADY_SET:
+                return LikeChange(liked=liked, changed=False, result=result)
+        # Contention, or the mode switched twice under this request: safe to re-drive (the stamp
+        # makes a replay idempotent whatever happened in-line).
+        raise ContentionError(f"post {post_id!r} is busy after {result.attempts} attempts; retry the request", command=command)
+
+    def replayables(self) -> dict[str, Replayable]:
+        """The deferred like/unlike commands the retry worker replays."""
+        return {"like": Replayable(LikePayload, self._replay), "unlike": Replayable(LikePayload, self._replay)}
+
+    def _replay(self, p: LikePayload, command: Command) -> Verdict:
+        """Replay with the request's own id and time: APPLIED if this request made the state
+        (now or in an attempt whose answer was lost), DUPLICATE if the state already was so,
+        REJECTED ``stale`` if a newer request of this user decided."""
+        at = p.at if p.at is not None else command.created_at * 1000  # queued before requests carried their time
+        try:
+            change = (self.like if command.op == "like" else self.unlike)(p.postId, p.userId, request_id=command.operation_id, at=at)
+        except (NotFound, IntegrityError) as exc:
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        body = {"postId": p.postId, "userId": p.userId, "liked": change.liked, "changed": change.changed}
+        if change.result.reason == Reason.STALE:
+            message = "a newer request of this user on this post decided the state"
+            return Verdict("REJECTED", {"error": "stale", "message": message, **body})
+        return Verdict("APPLIED" if change.changed else "DUPLICATE", body)

@@ -1,0 +1,119 @@
+"""A stream aggregator's write: a tally and its per-lane checkpoints on a parent item.
+
+Generic over the attribute names (tally, checkpoint ``<seq>``, watermark ``<at>``, ``<probe>``,
+revision, lag); :mod:`counters.store.posts` instantiates it for likes on a post's ``META``. The
+rules (lanes, runs, exactly once) are :mod:`counters.primitives.aggregator`'s; this module builds
+the one conditional UpdateItem, sends it through :mod:`counters.core.engine` and answers what
+a refusal found (:class:`Checkpointed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from counters.core.client import client
+from counters.core.engine import Report, run
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Capacity
+from counters.store.expr import Cond, Key, Path, Update, all_of, old_item
+
+
+@dataclass(frozen=True)
+class LaneRun:
+    """The records of one lane a write applies, as a contiguous run (sequence numbers padded)."""
+
+    lane: str
+    first: str
+    last: str
+    created_ms: int  # the latest record's approximate creation time
+    probe: str | None = None  # the last probe token in the run
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """What one aggregator write did: its report and, when refused, whether the parent (with its
+    checkpoint map) was there and the checkpoint stored for each lane (padded sequence numbers)."""
+
+    report: Report
+    parent_found: bool = True
+    applied: Mapping[str, str] = field(default_factory=dict)
+
+
+def lane_not_applied(seq: Path, first: str) -> Cond:
+    """The checkpoint condition: the lane's checkpoint is below the run's first record (or the lane
+    has none): nothing of the run was applied."""
+    return seq.missing() | (seq < first)
+
+
+class CheckpointStore:
+    """The aggregator's requests on parent items of one table."""
+
+    def __init__(
+        self,
+        table_name: str,
+        key_of: Callable[[str], Key],
+        *,
+        tally_attribute: str,
+        seq_attribute: str,
+        at_attribute: str,
+        probe_attribute: str,
+        revision_attribute: str | None = None,
+        lag_attribute: str | None = None,
+        pk: str = "PK",
+        dynamodb: Any = None,
+    ) -> None:
+        self.table_name = table_name
+        self.key_of = key_of
+        self.tally, self.seq, self.at, self.probe = tally_attribute, seq_attribute, at_attribute, probe_attribute
+        self.revision, self.lag, self.pk = revision_attribute, lag_attribute, pk
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    def update(self, parent: str, runs: list[LaneRun], net: int, changes: int, lag_ms: int | None) -> Update:
+        """``ADD tally net, revision changes  SET seq.lane = last, at.lane = created (, probe.lane,
+        lag)`` if the parent has its checkpoint map and every lane's checkpoint is below its run."""
+        update = Update(self.table_name, self.key_of(parent))
+        condition = all_of(Path(self.pk).exists(), Path(self.seq).exists())
+        for run_ in runs:
+            update.set(Path(self.seq, run_.lane), run_.last).set(Path(self.at, run_.lane), run_.created_ms)
+            if run_.probe is not None:
+                update.set(Path(self.probe, run_.lane), run_.probe)
+            condition = all_of(condition, lane_not_applied(Path(self.seq, run_.lane), run_.first))
+        if self.lag and lag_ms is not None:
+            update.set(self.lag, lag_ms)
+        update.add(self.tally, net)
+        if self.revision:
+            update.add(self.revision, changes)
+        assert condition is not None
+        return update.when(condition)  # ALL_OLD on failure: the stored checkpoints, what is already applied
+
+    def apply(
+        self,
+        parent: str,
+        runs: list[LaneRun],
+        net: int,
+        changes: int,
+        lag_ms: int | None,
+        *,
+        policy: RetryPolicy,
+        capacity: Capacity,
+    ) -> Checkpointed:
+        """One parent's runs as one conditional UpdateItem."""
+        params = self.update(parent, runs, net, changes, lag_ms).params()
+        report = run(self.dynamodb.update_item, params, policy=policy, capacity=capacity, write=True)
+        if report.failure is None:
+            return Checkpointed(report)
+        stored = old_item(report.failure)
+        if not stored or self.seq not in stored:
+            return Checkpointed(report, parent_found=False)
+        return Checkpointed(report, applied={str(lane): str(seq) for lane, seq in (stored.get(self.seq) or {}).items()})
+
+
+def watermark(lanes: Mapping[str, object]) -> int | None:
+    """The least lane watermark (ms), ``None`` before any."""
+    return min((int(str(v)) for v in lanes.values()), default=None)

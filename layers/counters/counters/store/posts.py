@@ -1,0 +1,405 @@
+"""Posts and likes: their keys, attribute names, requests and facts.
+
+A post's ``META`` holds its tally, its mode and the stream aggregator's checkpoints; a like is a
+counted toggle's state item (:mod:`counters.store.toggles`) under one of the post's spread keys
+(or, for a post stored before ``spread``, in seed 01's item collection); an audit probe is an item
+per spread key the aggregator copies to ``META``. The rules are the service's
+(:mod:`counters.services.likes`) and the primitives' (toggle, refcount, aggregator); this module
+builds and sends the requests that are the post's own and answers typed facts (:class:`Post`,
+:class:`Liker`), never raw items. Details: docs/likes.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from counters.core.client import client
+from counters.core.engine import Report, Stop, read, run
+from counters.core.failures import Classified, RetryPolicy
+from counters.core.ids import valid_id
+from counters.core.items import from_item
+from counters.core.outcome import Capacity, Outcome
+from counters.store.aggregates import CheckpointStore
+from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
+from counters.store.layout import Shape
+from counters.store.toggles import Guard, ToggleStore
+
+# -- attribute names -------------------------------------------------------------------------------
+PK, SK = "PK", "SK"
+POST_ID, AUTHOR_ID, BODY, CREATED_AT, REQUEST_ID = "postId", "authorId", "body", "createdAt", "requestId"
+TALLY = "likeTally"
+MODE, MODE_EPOCH, MODE_AT, SPREAD_ATTRIBUTE = "mode", "modeEpoch", "modeAt", "spread"
+CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
+REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
+AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint and watermark per lane
+AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe the aggregator applied (its probeSeq)
+AGG_LAG = "aggLagMs"  # on a post: how long the oldest record of the aggregator's last write waited (ms)
+REPAIRED_BY = "repairToken"  # on a post: the token of the last repair (its own write, recognised after a lost answer)
+LIKE_PREFIX = "LIKE#USER#"
+LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
+DELTA = "delta"  # on a like item: what its last write changed the count by (+1, -1, 0)
+USER_ID, LIKED_AT = "userId", "likedAt"
+PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
+PROBE_SEQ = "probeSeq"  # on a probe item: ADDed by every probe, so probes of one lane are numbered in write order
+PROBE_LEGACY = "probe"  # on a probe item written before probeSeq
+PROBED_AT = "probedAt"
+
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "post",
+        "POST#<postId>",
+        "META",
+        "`likeTally` is the reference count, `tallyRev` moves with every counted change; `mode`, `modeEpoch`, `createdMode` "
+        "(what a re-sent create is compared with), `spread`; the aggregator's `aggSeq`, `aggAt`, `aggProbe` per spread key "
+        "([likes.md](likes.md))",
+    ),
+    Shape(
+        "like",
+        "POST#<postId>#S<n>",
+        "LIKE#USER#<userId>",
+        "the like's state, in both modes, under one of `spread` keys by a hash of the user: `liked` (false: a tombstone, TTL "
+        "`expiresAt`), `changedAt`/`changedBy` (the latest request's time and id: an older replay is stale), `requestId` (who "
+        "made the state), `delta` (what its last write left for the stream's aggregator to count: 0 in standard mode) "
+        "([likes.md](likes.md#where-a-posts-likes-live))",
+    ),
+    Shape(
+        "like, post stored before `spread`", "POST#<postId>", "LIKE#USER#<userId>", "seed 01's item collection; such a post stays standard"
+    ),
+    Shape(
+        "audit probe",
+        "POST#<postId>#S<n>",
+        "PROBE",
+        "a token the aggregator copies to `META`: a point in the spread key's stream order ([likes.md](likes.md#audit-and-repair))",
+    ),
+)
+
+
+class Mode(StrEnum):
+    """Where a post's likes are counted (the stored ``mode``)."""
+
+    STANDARD = "standard"  # in the like's transaction
+    HOT = "hot"  # from the table's stream, by the aggregator
+
+
+# -- keys ------------------------------------------------------------------------------------------
+def post_pk(post_id: str) -> str:
+    return f"POST#{post_id}"
+
+
+def post_key(post_id: str) -> dict[str, str]:
+    return {PK: post_pk(post_id), SK: "META"}
+
+
+def like_key(post_id: str, user_id: str) -> dict[str, str]:
+    """A like of a post stored before ``spread`` (seed 01's item collection)."""
+    return {PK: post_pk(post_id), SK: f"{LIKE_PREFIX}{user_id}"}
+
+
+def lane_of(user_id: str, spread: int) -> int:
+    """The spread partition key a user's like lives under (stable across processes)."""
+    return int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % spread
+
+
+def hot_pk(post_id: str, lane: int) -> str:
+    return f"POST#{post_id}#S{lane}"
+
+
+def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
+    return {PK: hot_pk(post_id, lane_of(user_id, spread)), SK: f"{LIKE_PREFIX}{user_id}"}
+
+
+def probe_key(post_id: str, lane: int) -> dict[str, str]:
+    return {PK: hot_pk(post_id, lane), SK: PROBE_SK}
+
+
+def parse_hot_pk(pk: str) -> tuple[str, str] | None:
+    """(post id, lane name ``S<n>``) of a spread key; ``None`` for any other key."""
+    if not pk.startswith("POST#"):
+        return None
+    post_id, sep, lane = pk[len("POST#") :].rpartition("#")
+    if not sep or not valid_id(post_id) or not lane.startswith("S") or not lane[1:].isdigit():
+        return None
+    return post_id, lane
+
+
+# -- facts -----------------------------------------------------------------------------------------
+def _int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _lanes(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Post:
+    """A post's ``META`` as stored (fields absent from a projection keep their defaults)."""
+
+    post_id: str = ""
+    author_id: str | None = None
+    body: str | None = None
+    tally: int = 0
+    created_at: int | None = None
+    request_id: str | None = None
+    mode: str = Mode.STANDARD
+    stored_created_mode: str | None = None
+    stored_epoch: int | None = None  # ``None``: no ``modeEpoch`` stored (a repair conditions on its absence)
+    spread: int | None = None  # ``None``: likes stored before ``spread`` (seed 01's item collection, standard only)
+    revision: int | None = None  # ``None``: no ``tallyRev`` stored
+    watermarks: Mapping[str, str] = field(default_factory=dict)  # aggAt per lane (ms)
+    probes: Mapping[str, str] | None = None  # aggProbe per lane; ``None``: no map (stored before probes)
+    lag_ms: int | None = None
+    repair_token: str | None = None
+
+    @property
+    def epoch(self) -> int:
+        return self.stored_epoch or 0
+
+    @property
+    def created_mode(self) -> str:
+        """The mode the post was created in: ``createdMode``, or for a post stored before it,
+        derived from its mode now and ``modeEpoch`` (each switch flips between the two modes
+        and adds one)."""
+        if self.stored_created_mode is not None:
+            return self.stored_created_mode
+        if self.epoch % 2 == 0:
+            return self.mode
+        return Mode.HOT if self.mode == Mode.STANDARD else Mode.STANDARD
+
+
+def post_of(item: Mapping[str, Any]) -> Post:
+    """The fact of a stored ``META`` item."""
+    probes = item.get(AGG_PROBE)
+    return Post(
+        post_id=str(item.get(POST_ID, "")),
+        author_id=_str(item.get(AUTHOR_ID)),
+        body=_str(item.get(BODY)),
+        tally=int(item.get(TALLY, 0)),
+        created_at=_int(item.get(CREATED_AT)),
+        request_id=_str(item.get(REQUEST_ID)),
+        mode=str(item.get(MODE, Mode.STANDARD)),
+        stored_created_mode=_str(item.get(CREATED_MODE)),
+        stored_epoch=_int(item.get(MODE_EPOCH)),
+        spread=_int(item.get(SPREAD_ATTRIBUTE)),
+        revision=_int(item.get(REVISION)),
+        watermarks=_lanes(item.get(AGG_AT)),
+        probes=_lanes(probes) if isinstance(probes, Mapping) else None,
+        lag_ms=_int(item.get(AGG_LAG)),
+        repair_token=_str(item.get(REPAIRED_BY)),
+    )
+
+
+@dataclass(frozen=True)
+class Liker:
+    """A listed like: the user and when they liked (epoch s)."""
+
+    user_id: str
+    liked_at: int | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """A conditional write to ``META``: its outcome, and the post it left (``ALL_NEW``) or found
+    (``ALL_OLD`` of a refusal; ``None``: no post)."""
+
+    outcome: Outcome
+    post: Post | None = None
+
+
+class Repair(StrEnum):
+    REPAIRED = "repaired"
+    MOVING = "moving"  # refused: something was counted since the post was read
+    BUSY = "busy"
+
+
+STANDARD_GUARD: Guard[Post] = Guard(
+    Path(MODE).missing() | (Path(MODE) == Mode.STANDARD.value),
+    lambda post: post.mode == Mode.STANDARD,
+)
+"""The fence: a standard like's transaction counts on META only while the post is standard."""
+
+
+def like_toggles(table_name: str, *, dynamodb: Any = None) -> ToggleStore[Post]:
+    """The toggle's requests for likes: state ``liked``, tally ``likeTally`` and ``tallyRev`` on META."""
+    return ToggleStore(
+        table_name, state_attribute=LIKED, tally_attribute=TALLY, revision_attribute=REVISION, parent=post_of, dynamodb=dynamodb
+    )
+
+
+def like_checkpoints(table_name: str, *, dynamodb: Any = None) -> CheckpointStore:
+    """The aggregator's write for likes: ``likeTally``, ``tallyRev`` and the ``agg*`` maps on META."""
+    return CheckpointStore(
+        table_name,
+        post_key,
+        tally_attribute=TALLY,
+        seq_attribute=AGG_SEQ,
+        at_attribute=AGG_AT,
+        probe_attribute=AGG_PROBE,
+        revision_attribute=REVISION,
+        lag_attribute=AGG_LAG,
+        dynamodb=dynamodb,
+    )
+
+
+class PostStore:
+    """The calls the likes service makes on posts, like state items and probes, with typed answers."""
+
+    def __init__(self, table_name: str, *, dynamodb: Any = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    def create(self, post: Post, spread: int, policy: RetryPolicy) -> Written:
+        """Put a new post (``likeTally`` 0, empty aggregator maps, ``tallyRev`` 0) if its id is new;
+        a refusal answers the stored post."""
+        item: dict[str, object] = {
+            **post_key(post.post_id),
+            POST_ID: post.post_id,
+            AUTHOR_ID: post.author_id,
+            BODY: post.body,
+            TALLY: 0,
+            CREATED_AT: post.created_at,
+            REQUEST_ID: post.request_id,  # which request wrote it: a lost answer's re-send inside the engine is still "created"
+            MODE: post.mode,
+            CREATED_MODE: post.mode,  # what the request asked for: ``mode`` changes with the post's life, this never
+            MODE_EPOCH: 0,
+            SPREAD_ATTRIBUTE: spread,
+            AGG_SEQ: {},
+            AGG_AT: {},
+            AGG_PROBE: {},
+            REVISION: 0,
+        }
+        put = Put(self.table_name, item=item).when(Path(PK).missing())  # never overwrite a post (and its tally)
+        report = run(self.dynamodb.put_item, put.params(), policy=policy, write=True)
+        if report.outcome is Outcome.APPLIED:
+            return Written(Outcome.APPLIED, post_of(item))
+        found = old_item(report.failure) if report.outcome is Outcome.REJECTED else None
+        return Written(report.outcome, None if found is None else post_of(found))
+
+    def read(self, post_id: str, policy: RetryPolicy, capacity: Capacity | None = None) -> Post | None:
+        """The post (strongly consistent), or ``None``."""
+        response = read(self.dynamodb.get_item, policy, capacity, **Get(self.table_name, post_key(post_id)).strongly().params())
+        item = from_item(response.get("Item"))
+        return None if item is None else post_of({POST_ID: post_id, **item})
+
+    def layout(self, post_id: str, policy: RetryPolicy) -> Post | None:
+        """Where the post's likes live and how they are counted (``mode``, ``spread``,
+        ``modeEpoch``; eventually consistent, 0.5 RCU), or ``None``."""
+        get = Get(self.table_name, post_key(post_id)).project(MODE, SPREAD_ATTRIBUTE, MODE_EPOCH)
+        item = from_item(read(self.dynamodb.get_item, policy, None, **get.params()).get("Item"))
+        return None if item is None else post_of({**item, POST_ID: post_id})
+
+    def switch_mode(self, post_id: str, mode: Mode, now_ms: int, policy: RetryPolicy) -> Written:
+        """``mode``, ``modeEpoch`` + 1, ``modeAt`` if the post exists with ``spread`` and is in the
+        other mode: ``APPLIED`` with the post after, or ``REJECTED`` with the post found."""
+        stored = Path(MODE)
+        update = (
+            Update(self.table_name, post_key(post_id))
+            .set(MODE, mode.value)
+            .set(MODE_AT, now_ms)
+            .add(MODE_EPOCH, 1)
+            .when(Path(PK).exists() & Path(SPREAD_ATTRIBUTE).exists() & (stored != mode.value))
+            .returning("ALL_NEW")
+        )
+        report = run(self.dynamodb.update_item, update.params(), policy=policy, write=True)
+        if report.outcome is Outcome.APPLIED:
+            return Written(Outcome.APPLIED, post_of({POST_ID: post_id, **(from_item(report.attributes) or {})}))
+        found = old_item(report.failure) if report.outcome is Outcome.REJECTED else None
+        return Written(report.outcome, None if found is None else post_of({POST_ID: post_id, **found}))
+
+    def likers(
+        self, pk: str, limit: int, counted: Cond, start: Mapping[str, object] | None, policy: RetryPolicy, capacity: Capacity
+    ) -> tuple[list[Liker], dict[str, str] | None]:
+        """One Query of one partition key's likes that pass ``counted`` (tombstones are stored,
+        not listed): (the likers, its LastEvaluatedKey or ``None``: done)."""
+        # Limit counts before the filter: a short page is followed by the caller
+        query = Query(self.table_name, (Path(PK) == pk) & Path(SK).begins_with(LIKE_PREFIX), filter=counted, limit=limit, start=start)
+        response = read(self.dynamodb.query, policy, capacity, **{**query.params(), "ReturnConsumedCapacity": "TOTAL"})
+        found = []
+        for raw in response.get("Items", []):
+            item = from_item(raw) or {}
+            found.append(Liker(str(item[SK])[len(LIKE_PREFIX) :], _int(item.get(LIKED_AT))))
+        last = from_item(response.get("LastEvaluatedKey"))
+        return found, (None if not last else {str(k): str(v) for k, v in last.items()})
+
+    def probe(self, post_id: str, lane: int, now_ms: int, policy: RetryPolicy) -> int | None:
+        """Write a probe into one spread key: its number (``probeSeq``), ``None`` if not written."""
+        update = (
+            Update(self.table_name, probe_key(post_id, lane))
+            .set(POST_ID, post_id)
+            .set(PROBED_AT, now_ms)
+            .add(PROBE_SEQ, 1)
+            .returning("UPDATED_NEW")
+        )
+        report = run(self.dynamodb.update_item, update.params(), policy=policy, write=True)
+        if report.outcome is not Outcome.APPLIED:
+            return None
+        return int((from_item(report.attributes) or {})[PROBE_SEQ])
+
+    def add_probe_map(self, post_id: str, policy: RetryPolicy) -> bool:
+        """``aggProbe`` as an empty map if it is absent (a post stored before probes)."""
+        update = Update(self.table_name, post_key(post_id)).set(AGG_PROBE, if_not_exists(AGG_PROBE, {}))
+        return run(self.dynamodb.update_item, update.params(), policy=policy, write=True).outcome is Outcome.APPLIED
+
+    def repair(self, post: Post, counted: int, token: str, policy: RetryPolicy, capacity: Capacity) -> Repair:
+        """``likeTally = counted``, ``repairToken = token``, ``tallyRev`` + 1, if ``tallyRev`` and
+        ``modeEpoch`` are still those of ``post``. A re-send refused after an unknown outcome
+        whose refusal holds ``token`` was refused by this repair's own first write: repaired."""
+        conditions: list[Cond] = []
+        for attribute, seen in ((REVISION, post.revision), (MODE_EPOCH, post.stored_epoch)):
+            conditions.append(Path(attribute).missing() if seen is None else Path(attribute) == seen)
+        update = (
+            Update(self.table_name, post_key(post.post_id))
+            .set(TALLY, counted)
+            .set(REPAIRED_BY, token)
+            .add(REVISION, 1)
+            .when(conditions[0] & conditions[1])
+        )
+
+        def was_it_us(report: Report, failure: Classified) -> Stop | None:
+            stored = old_item(failure) or {}
+            return Stop(True) if report.unknown_seen and stored.get(REPAIRED_BY) == token else None
+
+        report = run(self.dynamodb.update_item, update.params(), policy=policy, capacity=capacity, write=True, on_condition=was_it_us)
+        if report.outcome is Outcome.APPLIED or (report.stopped and report.value is True):
+            return Repair.REPAIRED
+        return Repair.MOVING if report.outcome is Outcome.REJECTED else Repair.BUSY
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """What a stream record of a spread key says for the aggregator: a like's ``delta`` (0: it
+    counted nothing), or an audit probe's token (``delta`` 0)."""
+
+    post_id: str
+    lane: str  # ``S<n>``
+    delta: int
+    probe: str | None = None
+
+
+def streamed(keys: Mapping[str, Any], image: Mapping[str, Any]) -> Streamed | None:
+    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a :class:`Streamed`;
+    ``None`` for a record that is not a spread key's like (with ``delta``) or probe."""
+    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
+    if parsed is None:
+        return None
+    post_id, lane = parsed
+    sk = str((keys.get(SK) or {}).get("S", ""))
+    if sk == PROBE_SK and PROBE_SEQ in image:  # an audit's probe: its number in the lane's probe order
+        return Streamed(post_id, lane, 0, str(int(image[PROBE_SEQ]["N"])))
+    if sk == PROBE_SK and PROBE_LEGACY in image:  # a probe written before probeSeq (a token no audit waits for now)
+        return Streamed(post_id, lane, 0, str(image[PROBE_LEGACY]["S"]))
+    if not sk.startswith(LIKE_PREFIX) or DELTA not in image:
+        return None
+    return Streamed(post_id, lane, int(image[DELTA]["N"]))

@@ -1,0 +1,272 @@
+"""A counted toggle's items: one on/off state item per key and a tally on a parent item.
+
+Generic over the attribute names (the state attribute, the parent's tally and revision): a family
+module instantiates :class:`ToggleStore` for its own items (:mod:`counters.store.posts` does for
+likes). The rules that decide which write comes next are the primitive's
+(:mod:`counters.primitives.toggle`); this module builds the requests, makes the calls through
+:mod:`counters.core.engine` and answers typed facts (:class:`StateItem`, :class:`Written`).
+
+A state item holds ``<state>`` (on/off; absent: on, written before tombstones existed),
+``changedAt``/``changedBy`` (the :class:`Stamp` of the latest request ordered on the key),
+``requestId`` (the request that made the state) and, on a tombstone, ``expiresAt`` (TTL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from counters.core.client import client
+from counters.core.engine import Report, read, run
+from counters.core.failures import RetryPolicy
+from counters.core.items import from_item
+from counters.core.outcome import Capacity
+from counters.store.expr import Check, Cond, Get, Key, Path, Put, Transaction, Update, all_of, old_item
+
+# The attribute names of a state item (the state attribute itself is the caller's).
+CHANGED_AT, CHANGED_BY, REQUEST_ID, EXPIRES_AT = "changedAt", "changedBy", "requestId", "expiresAt"
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, order=True)
+class Stamp:
+    """When a request arrived (ms) and its id: compared as (at, by), a total order. Ids from
+    :func:`counters.core.commands.new_request_id` begin with the function's receive time, so
+    requests in the same millisecond are ordered as the function received them."""
+
+    at: int
+    by: str
+
+
+class ToggleAction(Enum):
+    """The actions of a toggle's transaction: the state item and the parent."""
+
+    STATE = "state"
+    PARENT = "parent"
+
+
+@dataclass(frozen=True)
+class StateItem:
+    """A stored state item: on or off, the stamp of the latest request ordered on it, and the
+    request that made its state."""
+
+    on: bool
+    stamp: Stamp | None
+    request_id: str | None
+
+
+@dataclass(frozen=True)
+class Written(Generic[P]):
+    """What one write of a toggle did: its engine report and, when a condition refused it, which
+    half refused and what it found (``stored``: the state item, ``parent``: the parent, each
+    ``None`` when there was no item)."""
+
+    report: Report
+    state_refused: bool = False
+    parent_refused: bool = False
+    stored: StateItem | None = None
+    parent: P | None = None
+
+
+@dataclass(frozen=True)
+class Guard(Generic[P]):
+    """A condition the caller adds to the parent's half of a flip (e.g. "the post is still in
+    standard mode"), with the same rule in Python on the parent's fact, to tell a refusal by it
+    from the others."""
+
+    condition: Cond
+    holds: Callable[[P], bool]
+
+
+def stored_is_older(stamp: Stamp) -> Cond:
+    """The staleness guard: the stored stamp is older than this request's (or there is none).
+    :func:`counters.primitives.toggle.newer_than` is the same rule in Python."""
+    at, by = Path(CHANGED_AT), Path(CHANGED_BY)
+    return at.missing() | (at < stamp.at) | ((at == stamp.at) & (by < stamp.by))
+
+
+class ToggleStore(Generic[P]):
+    """The requests of a counted toggle over one table, with typed answers."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        state_attribute: str,
+        tally_attribute: str,
+        parent: Callable[[Mapping[str, Any]], P],
+        revision_attribute: str | None = None,
+        pk: str = "PK",
+        sk: str = "SK",
+        dynamodb: Any = None,
+    ) -> None:
+        """``parent`` turns a stored parent item into the caller's fact (e.g. a post)."""
+        self.table_name = table_name
+        self.state, self.tally, self.revision = state_attribute, tally_attribute, revision_attribute
+        self.pk, self.sk = pk, sk
+        self.parent_of = parent
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client()
+
+    # ------------------------------------------------------------------ facts and conditions
+    def state_item(self, item: Mapping[str, Any] | None) -> StateItem | None:
+        if not item:
+            return None
+        stamp = Stamp(int(item[CHANGED_AT]), str(item.get(CHANGED_BY, ""))) if CHANGED_AT in item else None
+        request = item.get(REQUEST_ID)
+        return StateItem(item.get(self.state, True) is not False, stamp, None if request is None else str(request))
+
+    def is_on(self) -> Cond:
+        """The items that count: state on (an item without the attribute is on)."""
+        state = Path(self.state)
+        return state.missing() | (state == True)  # noqa: E712  # builds a condition, not a comparison
+
+    def is_off(self) -> Cond:
+        return Path(self.state) == False  # noqa: E712  # builds a condition
+
+    # ------------------------------------------------------------------ requests
+    def _flip_state(self, key: Key, on: bool, stamp: Stamp, attributes: Mapping[str, object], expires_at: int) -> Update:
+        """The state item's half of a flip: stamped, ``requestId``, usable alone or in a transaction."""
+        update = Update(self.table_name, key).set(self.state, on).set(CHANGED_AT, stamp.at).set(CHANGED_BY, stamp.by)
+        update.set(REQUEST_ID, stamp.by)
+        if not on:
+            update.set(EXPIRES_AT, expires_at)
+        update.set_all(attributes)
+        sk = Path(self.sk)
+        if on:
+            update.remove(EXPIRES_AT).when(sk.missing() | (self.is_off() & stored_is_older(stamp)))
+        else:
+            update.when(sk.exists() & self.is_on() & stored_is_older(stamp))
+        return update  # ALL_OLD on failure: the state that stopped it
+
+    def _parent_move(self, parent: Key, on: bool, guard: Guard[P] | None) -> Update:
+        """The parent's half of a flip: ``ADD tally ±1`` (and the revision), if the parent exists
+        (and the tally stays >= 0, and the guard holds). ALL_OLD: no item = parent missing."""
+        update = Update(self.table_name, parent).add(self.tally, 1 if on else -1)
+        if self.revision:
+            update.add(self.revision, 1)
+        exists = Path(self.pk).exists()
+        condition = exists if on else exists & (Path(self.tally) >= 1)
+        return update.when(all_of(condition, guard.condition if guard is not None else None) or condition)
+
+    def _tombstone(self, key: Key, stamp: Stamp, attributes: Mapping[str, object], expires_at: int) -> Put:
+        item = {**key, **attributes, self.state: False, CHANGED_AT: stamp.at, CHANGED_BY: stamp.by, EXPIRES_AT: expires_at}
+        return Put(self.table_name, item=item).when(Path(self.sk).missing())
+
+    def _restamp(self, key: Key, on: bool, stamp: Stamp, attributes: Mapping[str, object], expires_at: int) -> Update:
+        update = Update(self.table_name, key).set(CHANGED_AT, stamp.at).set(CHANGED_BY, stamp.by)
+        if not on:
+            update.set(EXPIRES_AT, expires_at)
+        update.set_all(attributes)
+        return update.when(Path(self.sk).exists() & (self.is_on() if on else self.is_off()) & stored_is_older(stamp))
+
+    # ------------------------------------------------------------------ calls
+    def _single(self, report: Report) -> Written[P]:
+        if report.failure is None:
+            return Written(report)
+        return Written(report, state_refused=True, stored=self.state_item(old_item(report.failure)))
+
+    def _pair(self, tx: Transaction[ToggleAction], report: Report) -> Written[P]:
+        if report.failure is None:
+            return Written(report)
+        cancelled = tx.cancellation(report.failure)
+        found = cancelled.old(ToggleAction.PARENT)
+        return Written(
+            report,
+            state_refused=cancelled.failed(ToggleAction.STATE),
+            parent_refused=cancelled.failed(ToggleAction.PARENT),
+            stored=self.state_item(cancelled.old(ToggleAction.STATE)),
+            parent=None if found is None else self.parent_of(found),
+        )
+
+    def _transact(self, tx: Transaction[ToggleAction], policy: RetryPolicy, capacity: Capacity) -> Written[P]:
+        params = {"TransactItems": tx.items()}
+        report = run(self.dynamodb.transact_write_items, params, policy=policy, capacity=capacity, write=True, token=True)
+        return self._pair(tx, report)
+
+    def flip(
+        self,
+        parent: Key,
+        key: Key,
+        on: bool,
+        stamp: Stamp,
+        attributes: Mapping[str, object],
+        expires_at: int,
+        guard: Guard[P] | None,
+        *,
+        policy: RetryPolicy,
+        capacity: Capacity,
+    ) -> Written[P]:
+        """The state item flipped and the tally moved, as one TransactWriteItems."""
+        tx: Transaction[ToggleAction] = Transaction()
+        tx.update(ToggleAction.STATE, self._flip_state(key, on, stamp, attributes, expires_at))
+        tx.update(ToggleAction.PARENT, self._parent_move(parent, on, guard))
+        return self._transact(tx, policy, capacity)
+
+    def tombstone(
+        self,
+        parent: Key,
+        key: Key,
+        stamp: Stamp,
+        attributes: Mapping[str, object],
+        expires_at: int,
+        *,
+        policy: RetryPolicy,
+        capacity: Capacity,
+    ) -> Written[P]:
+        """A tombstone where no item is (switching off what was never on), if the parent exists."""
+        check = Check(self.table_name, key=parent).when(Path(self.pk).exists())
+        check.on_failure = False  # a refusal means "no parent": nothing to return
+        tx: Transaction[ToggleAction] = Transaction()
+        tx.put(ToggleAction.STATE, self._tombstone(key, stamp, attributes, expires_at))
+        tx.check(ToggleAction.PARENT, check)
+        return self._transact(tx, policy, capacity)
+
+    def flip_alone(
+        self,
+        key: Key,
+        on: bool,
+        stamp: Stamp,
+        attributes: Mapping[str, object],
+        expires_at: int,
+        *,
+        policy: RetryPolicy,
+        capacity: Capacity,
+    ) -> Written[P]:
+        """The state item's flip alone (UpdateItem): no tally moves here."""
+        params = self._flip_state(key, on, stamp, attributes, expires_at).params()
+        return self._single(run(self.dynamodb.update_item, params, policy=policy, capacity=capacity, write=True))
+
+    def tombstone_alone(
+        self, key: Key, stamp: Stamp, attributes: Mapping[str, object], expires_at: int, *, policy: RetryPolicy, capacity: Capacity
+    ) -> Written[P]:
+        """A new tombstone alone (PutItem)."""
+        params = self._tombstone(key, stamp, attributes, expires_at).params()
+        return self._single(run(self.dynamodb.put_item, params, policy=policy, capacity=capacity, write=True))
+
+    def restamp(
+        self,
+        key: Key,
+        on: bool,
+        stamp: Stamp,
+        attributes: Mapping[str, object],
+        expires_at: int,
+        *,
+        policy: RetryPolicy,
+        capacity: Capacity,
+    ) -> Written[P]:
+        """A newer stamp on an item already in the requested state (UpdateItem, no count)."""
+        params = self._restamp(key, on, stamp, attributes, expires_at).params()
+        return self._single(run(self.dynamodb.update_item, params, policy=policy, capacity=capacity, write=True))
+
+    # ------------------------------------------------------------------ reads
+    def read_state(self, key: Key, policy: RetryPolicy) -> StateItem | None:
+        """A state item, strongly consistent (``None``: never written)."""
+        params = Get(self.table_name, key).strongly().params()
+        return self.state_item(from_item(read(self.dynamodb.get_item, policy, None, **params).get("Item")))

@@ -1,0 +1,40 @@
+"""The table's stream as Lambda delivers it: records turned into the aggregator's changes.
+
+Lambda's record shape (``eventName``, ``dynamodb.Keys``/``NewImage``, ``SequenceNumber``,
+``ApproximateCreationDateTime``) is known here and nowhere below: the like aggregator
+(functions/like_aggregator/app.py) parses its batch with :func:`hot_change`, the store
+(:func:`counters.store.posts.streamed`) reads the item's attributes, and the service and the
+primitive see :class:`~counters.primitives.aggregator.Change` s. In the import rule this module
+sits between ``deferral`` and ``services`` (pyproject.toml, ``[tool.importlinter]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from counters.primitives.aggregator import Change
+from counters.store.posts import streamed
+
+__all__ = ["hot_change"]
+
+
+def hot_change(record: Mapping[str, Any]) -> Change | None:
+    """A stream record (as Lambda delivers it, NEW_IMAGE) as a hot like's change of the tally, or
+    an audit's probe; ``None`` for anything else or a write that counted nothing (``delta`` 0, a
+    TTL removal)."""
+    if record.get("eventName") not in ("INSERT", "MODIFY"):
+        return None
+    ddb = record.get("dynamodb") or {}
+    found = streamed(ddb.get("Keys") or {}, ddb.get("NewImage") or {})
+    if found is None or (found.probe is None and not found.delta):
+        return None
+    created = ddb.get("ApproximateCreationDateTime") or 0
+    return Change(
+        parent=found.post_id,
+        lane=found.lane,
+        seq=str(ddb["SequenceNumber"]),
+        delta=found.delta,
+        created_ms=int(float(created) * 1000),
+        probe=found.probe,
+    )
