@@ -374,9 +374,9 @@ def measure_post(
     from counters.core.engine import read
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
-    from counters.core.items import to_item
     from counters.core.outcome import Capacity, Outcome
     from counters.services.likes import Likes, like_aggregator, post_key
+    from counters.store.items import to_item
     from devstack.runtime import LambdaContext
     from devstack.streams import StreamPoller, subscriptions
 

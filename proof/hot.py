@@ -105,7 +105,7 @@ def likes_by_post(items: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict
 
 
 def scan(ddb: Any, table: str) -> list[dict[str, Any]]:
-    from counters.core.items import from_item
+    from counters.store.items import from_item
 
     items = []
     for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
@@ -114,7 +114,7 @@ def scan(ddb: Any, table: str) -> list[dict[str, Any]]:
 
 
 def meta(ddb: Any, table: str, post: str) -> dict[str, Any]:
-    from counters.core.items import from_item
+    from counters.store.items import from_item
 
     raw = ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{post}"}, "SK": {"S": "META"}}, ConsistentRead=True).get("Item")
     return from_item(raw) or {}

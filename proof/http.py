@@ -267,7 +267,7 @@ class Env:
         return max(minimum, int(base * self.scale))
 
     def scan(self) -> list[dict[str, Any]]:
-        from counters.core.items import from_item
+        from counters.store.items import from_item
 
         items = []
         for page in self.ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):

@@ -9,6 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.ids import ID_PATTERN
+from counters.core.json import JSONObject
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
@@ -154,7 +155,7 @@ def likers(
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Likers]:
     page = function.service.likers(postId, limit=limit, cursor=cursor)
-    return json_response(200, {"postId": postId, "likers": page.user_ids, "cursor": page.cursor})
+    return json_response(200, {"postId": postId, "likers": list(page.user_ids), "cursor": page.cursor})
 
 
 class SwitchMode(BaseModel):
@@ -225,7 +226,13 @@ def audit(postId: IdPath) -> Response[Audit]:
         metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:
         logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})
-    body = {"postId": postId, "stored": result.stored, "counted": result.counted, "drift": result.drift, "reason": result.reason}
+    body: JSONObject = {
+        "postId": postId,
+        "stored": result.stored,
+        "counted": result.counted,
+        "drift": result.drift,
+        "reason": result.reason,
+    }
     return json_response(200, body)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item
 from counters.services.likes import Likes
+from counters.store.items import from_item
 from devstack.runtime import LambdaContext
 from tests.conftest import Queues, api_event, invoke, likes_count
 

@@ -17,11 +17,11 @@ import pytest
 from botocore.config import Config
 
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Outcome
 from counters.primitives.approaches import create
 from counters.primitives.approaches.atomic import Atomic
 from counters.primitives.approaches.crt import client_request_token
+from counters.store.items import from_item, to_item
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 KEY = {"PK": "RES#c1", "SK": "META"}

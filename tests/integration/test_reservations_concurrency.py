@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item, to_item
 from counters.core.outcome import Outcome, Result
 from counters.primitives import sharding
 from counters.primitives.approaches import create
+from counters.store.items import from_item, to_item
 
 CAPACITY = 150
 REQUESTS = 110  # distinct requests, quantity 1..3 (demand ~220 > capacity: the threshold is hit)

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from counters.core import client as dynamo
-from counters.core import items
+from counters.store import items
 
 
 @pytest.fixture(autouse=True)

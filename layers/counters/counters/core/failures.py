@@ -91,17 +91,8 @@ class Classified:
     kind: Failure
     code: str
     reasons: tuple[CancellationReason, ...] = ()
-    """The transaction's CancellationReasons, in TransactItems order (empty otherwise)."""
-
-    def failed_conditions(self) -> list[int]:
-        """Indexes of the transaction actions whose condition failed."""
-        return [i for i, r in enumerate(self.reasons) if r.get("Code") == "ConditionalCheckFailed"]
-
-    def old_item(self, index: int) -> items.Item | None:
-        """The item returned by ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` for an action."""
-        if index < len(self.reasons):
-            return self.reasons[index].get("Item")
-        return None
+    """The transaction's CancellationReasons, in TransactItems order (empty otherwise): read them by
+    action name through :meth:`counters.store.expr.Transaction.cancellation`, never by position."""
 
 
 def classify(exc: BaseException) -> Classified | None:

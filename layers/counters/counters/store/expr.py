@@ -15,10 +15,10 @@ never from expression strings. ::
     run(dynamodb.update_item, update.params(), ...)          # UpdateItem
     tx.update(Action.POST, update)                           # or one action of a transaction
 
-A condition is a tree of :class:`Cond` (``&``, ``|``, ``~``); an update is SET/ADD/REMOVE/DELETE
-clauses; an operand of SET is a value, a :class:`Path`, or :func:`if_not_exists` / :func:`plus` /
-:func:`minus`. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>`` values,
-and only the ones the request uses, so DynamoDB never refuses an unused placeholder.
+An update is SET/ADD/REMOVE/DELETE clauses; conditions and operands (:class:`Path`, :class:`Cond`,
+:func:`if_not_exists`...) are :mod:`counters.store.conditions`, re-exported here. Rendering allocates
+``#name`` placeholders (readable: ``#mode``) and ``:v<n>`` values, and only the ones the request
+uses, so DynamoDB never refuses an unused placeholder.
 
 A :class:`Transaction` names its actions (an enum per store module), so a cancellation is read by
 name (:class:`Cancellation`), never by position. The transaction's action kinds are written by
@@ -28,7 +28,6 @@ distinct methods (``put``/``update``/``delete``/``check``) so tools/iam derives 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -36,244 +35,26 @@ from typing import Generic, Literal, Self, TypeVar
 
 from counters.core.client import Params as Params  # re-exported: the store modules build Params
 from counters.core.failures import CancellationReason, Classified
-from counters.core.items import AttributeValue, Item, Record, from_item, serialize, to_item
+from counters.core.items import Item, Record
+from counters.store.conditions import Cond as Cond
+from counters.store.conditions import Operand as Operand
+from counters.store.conditions import Path as Path
+from counters.store.conditions import Placeholders as Placeholders
+from counters.store.conditions import Value as Value
+from counters.store.conditions import all_of as all_of
+from counters.store.conditions import any_of as any_of
+from counters.store.conditions import if_not_exists as if_not_exists
+from counters.store.conditions import list_append as list_append
+from counters.store.conditions import minus as minus
+from counters.store.conditions import operand as operand
+from counters.store.conditions import path as path
+from counters.store.conditions import plus as plus
+from counters.store.items import from_item, to_item
 
 # Params: the keyword arguments of one botocore call (or the body of one transaction action).
 Key = Mapping[str, object]
 """A primary key as Python values, e.g. ``{"PK": "POST#p1", "SK": "META"}``."""
 ReturnValues = Literal["NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"]
-
-_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-
-class Placeholders:
-    """The names and values one request uses, each allocated once."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-        self.values: dict[str, AttributeValue] = {}
-        self._by_name: dict[str, str] = {}
-
-    def name(self, part: str) -> str:
-        found = self._by_name.get(part)
-        if found is None:
-            base = f"#{part}" if _PLAIN.match(part) else f"#n{len(self._by_name)}"
-            found = base if base not in self.names else f"#n{len(self._by_name)}_"
-            self._by_name[part] = found
-            self.names[found] = part
-        return found
-
-    def value(self, value: object) -> str:
-        placeholder = f":v{len(self.values)}"
-        self.values[placeholder] = serialize(value)
-        return placeholder
-
-    def apply(self, params: Params) -> Params:
-        if self.names:
-            params["ExpressionAttributeNames"] = dict(self.names)
-        if self.values:
-            params["ExpressionAttributeValues"] = dict(self.values)
-        return params
-
-
-# -- operands --------------------------------------------------------------------------------------
-class Operand:
-    """Something an expression can compare or assign: a path, a value, a function of them."""
-
-    def render(self, ph: Placeholders) -> str:
-        raise NotImplementedError
-
-    # comparisons make conditions
-    def __eq__(self, other: object) -> Cond:  # type: ignore[override]  # builds a condition, as SQLAlchemy/PynamoDB do
-        return _Compare(self, "=", operand(other))
-
-    def __ne__(self, other: object) -> Cond:  # type: ignore[override]  # builds a condition, as above
-        return _Compare(self, "<>", operand(other))
-
-    def __lt__(self, other: object) -> Cond:
-        return _Compare(self, "<", operand(other))
-
-    def __le__(self, other: object) -> Cond:
-        return _Compare(self, "<=", operand(other))
-
-    def __gt__(self, other: object) -> Cond:
-        return _Compare(self, ">", operand(other))
-
-    def __ge__(self, other: object) -> Cond:
-        return _Compare(self, ">=", operand(other))
-
-    __hash__ = object.__hash__
-
-
-@dataclass(frozen=True, eq=False)
-class Value(Operand):
-    value: object
-
-    def render(self, ph: Placeholders) -> str:
-        return ph.value(self.value)
-
-
-class Path(Operand):
-    """An attribute path: ``Path("aggSeq", "S3")`` is ``#aggSeq.#S3``; an int part is a list index."""
-
-    def __init__(self, *parts: str | int) -> None:
-        if not parts or not isinstance(parts[0], str):
-            raise ValueError("a path starts with an attribute name")
-        self.parts = parts
-
-    def render(self, ph: Placeholders) -> str:
-        out = ""
-        for part in self.parts:
-            out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + ph.name(part))
-        return out
-
-    def __repr__(self) -> str:
-        return f"Path{self.parts!r}"
-
-    def exists(self) -> Cond:
-        return _Function("attribute_exists", (self,))
-
-    def missing(self) -> Cond:
-        return _Function("attribute_not_exists", (self,))
-
-    def begins_with(self, prefix: str) -> Cond:
-        return _Function("begins_with", (self, Value(prefix)))
-
-    def contains(self, member: object) -> Cond:
-        return _Function("contains", (self, operand(member)))
-
-    def between(self, low: object, high: object) -> Cond:
-        return _Between(self, operand(low), operand(high))
-
-    def size(self) -> Operand:
-        return _Call("size", (self,))
-
-
-def operand(value: object) -> Operand:
-    """``value`` as an operand: a :class:`Path` or :class:`Operand` as it is, anything else a value."""
-    return value if isinstance(value, Operand) else Value(value)
-
-
-def path(name: str | Path) -> Path:
-    return name if isinstance(name, Path) else Path(name)
-
-
-@dataclass(frozen=True, eq=False)
-class _Call(Operand):
-    function: str
-    args: tuple[Operand, ...]
-
-    def render(self, ph: Placeholders) -> str:
-        return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
-
-
-@dataclass(frozen=True, eq=False)
-class _Arithmetic(Operand):
-    left: Operand
-    op: str
-    right: Operand
-
-    def render(self, ph: Placeholders) -> str:
-        return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
-
-
-def if_not_exists(name: str | Path, default: object) -> Operand:
-    """``if_not_exists(path, default)``, for SET."""
-    return _Call("if_not_exists", (path(name), operand(default)))
-
-
-def plus(left: object, right: object) -> Operand:
-    """``left + right``, for SET (e.g. ``plus(if_not_exists("n", 0), 1)``)."""
-    return _Arithmetic(operand(left), "+", operand(right))
-
-
-def minus(left: object, right: object) -> Operand:
-    return _Arithmetic(operand(left), "-", operand(right))
-
-
-def list_append(left: object, right: object) -> Operand:
-    return _Call("list_append", (operand(left), operand(right)))
-
-
-# -- conditions ------------------------------------------------------------------------------------
-class Cond:
-    """A condition (or key condition, or filter) expression."""
-
-    def render(self, ph: Placeholders) -> str:
-        raise NotImplementedError
-
-    def __and__(self, other: Cond) -> Cond:
-        return _Join("AND", (self, other))
-
-    def __or__(self, other: Cond) -> Cond:
-        return _Join("OR", (self, other))
-
-    def __invert__(self) -> Cond:
-        return _Not(self)
-
-
-@dataclass(frozen=True)
-class _Compare(Cond):
-    left: Operand
-    op: str
-    right: Operand
-
-    def render(self, ph: Placeholders) -> str:
-        return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
-
-
-@dataclass(frozen=True)
-class _Between(Cond):
-    subject: Operand
-    low: Operand
-    high: Operand
-
-    def render(self, ph: Placeholders) -> str:
-        return f"{self.subject.render(ph)} BETWEEN {self.low.render(ph)} AND {self.high.render(ph)}"
-
-
-@dataclass(frozen=True)
-class _Function(Cond):
-    function: str
-    args: tuple[Operand, ...]
-
-    def render(self, ph: Placeholders) -> str:
-        return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
-
-
-@dataclass(frozen=True)
-class _Join(Cond):
-    op: str
-    parts: tuple[Cond, ...]
-
-    def render(self, ph: Placeholders) -> str:
-        return "(" + f" {self.op} ".join(p.render(ph) for p in self.parts) + ")"
-
-
-@dataclass(frozen=True)
-class _Not(Cond):
-    inner: Cond
-
-    def render(self, ph: Placeholders) -> str:
-        return f"(NOT {self.inner.render(ph)})"
-
-
-def all_of(*conds: Cond | None) -> Cond | None:
-    """The conjunction of the conditions given (``None`` s skipped); ``None`` if there are none."""
-    kept = [c for c in conds if c is not None]
-    if not kept:
-        return None
-    out = kept[0]
-    for c in kept[1:]:
-        out = out & c
-    return out
-
-
-def any_of(*conds: Cond) -> Cond:
-    out = conds[0]
-    for c in conds[1:]:
-        out = out | c
-    return out
 
 
 # -- requests --------------------------------------------------------------------------------------

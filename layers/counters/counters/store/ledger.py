@@ -18,10 +18,11 @@ from enum import Enum, StrEnum
 from counters.core.engine import read, run, transact
 from counters.core.errors import InvalidRequest
 from counters.core.failures import Failure
-from counters.core.items import Record, from_item
+from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
+from counters.store.items import from_item
 from counters.store.layout import Shape
 
 LEDGER_PREFIX = "LEDGER#"

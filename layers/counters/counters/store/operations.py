@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 from counters.core.engine import Report, Stop, read, run
 from counters.core.failures import Classified
-from counters.core.items import Record, from_item
+from counters.core.items import Record
 from counters.core.json import JSONObject
 from counters.core.outcome import Outcome
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
+from counters.store.items import from_item
 from counters.store.layout import Shape
 
 PENDING = "PENDING"

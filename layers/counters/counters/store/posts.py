@@ -21,10 +21,10 @@ from counters.core.client import client
 from counters.core.engine import Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.ids import valid_id
-from counters.core.items import from_item
 from counters.core.outcome import Capacity, Outcome
 from counters.store.aggregates import CheckpointStore
 from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
+from counters.store.items import from_item
 from counters.store.layout import Shape
 from counters.store.toggles import Guard, ToggleStore
 

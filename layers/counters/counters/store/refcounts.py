@@ -15,9 +15,9 @@ from typing import Any
 from counters.core.client import client
 from counters.core.engine import Report, read, run
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item
 from counters.core.outcome import Capacity
 from counters.store.expr import Cond, Delete, Get, Key, Path, Put, Query, Transaction, Update
+from counters.store.items import from_item
 
 
 class LinkAction(Enum):

@@ -27,10 +27,10 @@ from botocore.exceptions import ClientError
 
 from counters.core.engine import Hook, Report, Stop, read, run
 from counters.core.failures import Classified
-from counters.core.items import from_item
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Transaction, Update, list_append, old_item
+from counters.store.items import from_item
 from counters.store.layout import Shape
 
 SHAPES: tuple[Shape, ...] = (

@@ -20,10 +20,11 @@ from enum import Enum
 
 from counters.core.engine import Hook, Report, read, run
 from counters.core.failures import RetryPolicy
-from counters.core.items import Record, from_item
+from counters.core.items import Record
 from counters.core.outcome import Capacity
 from counters.store.base import Store
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
+from counters.store.items import from_item
 from counters.store.layout import Shape
 
 VALUE = "value"
@@ -32,7 +33,7 @@ UPDATED_AT = "updatedAt"
 
 SHAPES = (
     Shape("sequence", "SEQ#ORDER", "META", "auto-increment ids, `value` ([orders.md](orders.md))"),
-    Shape("order", "ORDER#<n>", "META", ""),
+    Shape("order", "ORDER#<n>", "META", "`orderId`, `customerId`, `items`, `idempotencyKey`, `createdAt`; written with its key record"),
     Shape("order key", "ORDERKEY#<key>", "META", "`ORDERKEY#<sub>#<key>` with Cognito; `orderId`, `requestHash`, 24 h TTL"),
     Shape("pointer", "POINTER#LAST_ORDER", "META", "monotonic: only ever moves forward"),
 )

@@ -21,9 +21,9 @@ from typing import Any, Generic, TypeVar
 from counters.core.client import client
 from counters.core.engine import Report, read, run
 from counters.core.failures import RetryPolicy
-from counters.core.items import from_item
 from counters.core.outcome import Capacity
 from counters.store.expr import Check, Cond, Get, Key, Path, Put, Transaction, Update, all_of, old_item
+from counters.store.items import from_item
 
 # The attribute names of a state item (the state attribute itself is the caller's).
 CHANGED_AT, CHANGED_BY, REQUEST_ID, EXPIRES_AT = "changedAt", "changedBy", "requestId", "expiresAt"

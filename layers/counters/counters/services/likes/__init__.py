@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
+from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.settings import Settings
 from counters.primitives.refcount import RefCount
@@ -215,7 +216,7 @@ class Likes:
         """:meth:`Posts.switch_mode`: (the post, switched by this call?)."""
         return self.posts.switch_mode(post_id, mode)
 
-    def like_state(self, post_id: str, user_id: str) -> dict[str, object]:
+    def like_state(self, post_id: str, user_id: str) -> JSONObject:
         return self.posts.like_state(post_id, user_id)
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from counters.core.errors import ContentionError, NotFound
 from counters.core.failures import RetryPolicy
+from counters.core.json import JSONObject
 from counters.core.outcome import Capacity
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import now_ms
@@ -50,7 +51,7 @@ class Settled:
     def drift(self) -> int | None:
         return None if self.stored is None or self.counted is None or not self.settled else self.stored - self.counted
 
-    def public(self) -> dict[str, object]:
+    def public(self) -> JSONObject:
         return {
             "postId": self.post_id,
             "stored": self.stored,

@@ -10,6 +10,7 @@ from counters.core.commands import require
 from counters.core.errors import InvalidRequest
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
+from counters.core.json import JSONObject
 from counters.core.outcome import Result
 from counters.core.settings import Settings, env
 from counters.primitives.aggregator import Aggregator, as_of
@@ -24,7 +25,7 @@ MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence ma
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
 
-PublicPost = dict[str, object]
+PublicPost = JSONObject
 """A post as the API shows it (:func:`public_post`)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from counters.core.commands import Command, Replayable, Verdict, new_request_id
 from counters.core.errors import ContentionError, IntegrityError, NotFound
 from counters.core.failures import RetryPolicy
+from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
 from counters.primitives.toggle import Reason, Stamp, Toggle, now_ms
@@ -125,7 +126,7 @@ class Toggling:
             change = (self.like if command.op == "like" else self.unlike)(p.postId, p.userId, request_id=command.operation_id, at=at)
         except (NotFound, IntegrityError) as exc:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
-        body = {"postId": p.postId, "userId": p.userId, "liked": change.liked, "changed": change.changed}
+        body: JSONObject = {"postId": p.postId, "userId": p.userId, "liked": change.liked, "changed": change.changed}
         if change.result.reason == Reason.STALE:
             message = "a newer request of this user on this post decided the state"
             return Verdict("REJECTED", {"error": "stale", "message": message, **body})

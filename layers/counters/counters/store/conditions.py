@@ -1,0 +1,249 @@
+"""Expressions: attribute paths, values, operands and conditions, rendered with placeholders.
+
+A condition is a tree of :class:`Cond` (``&``, ``|``, ``~``) over :class:`Path` s and values; an
+operand of SET is a value, a :class:`Path`, or :func:`if_not_exists` / :func:`plus` / :func:`minus` /
+:func:`list_append`. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>``
+values through one :class:`Placeholders` per request, and only the ones the request uses. The
+requests that use them are :mod:`counters.store.expr`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from counters.core.client import Params
+from counters.core.items import AttributeValue
+from counters.store.items import serialize
+
+_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class Placeholders:
+    """The names and values one request uses, each allocated once."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, AttributeValue] = {}
+        self._by_name: dict[str, str] = {}
+
+    def name(self, part: str) -> str:
+        found = self._by_name.get(part)
+        if found is None:
+            base = f"#{part}" if _PLAIN.match(part) else f"#n{len(self._by_name)}"
+            found = base if base not in self.names else f"#n{len(self._by_name)}_"
+            self._by_name[part] = found
+            self.names[found] = part
+        return found
+
+    def value(self, value: object) -> str:
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = serialize(value)
+        return placeholder
+
+    def apply(self, params: Params) -> Params:
+        if self.names:
+            params["ExpressionAttributeNames"] = dict(self.names)
+        if self.values:
+            params["ExpressionAttributeValues"] = dict(self.values)
+        return params
+
+
+# -- operands --------------------------------------------------------------------------------------
+class Operand:
+    """Something an expression can compare or assign: a path, a value, a function of them."""
+
+    def render(self, ph: Placeholders) -> str:
+        raise NotImplementedError
+
+    # comparisons make conditions
+    def __eq__(self, other: object) -> Cond:  # type: ignore[override]  # builds a condition, as SQLAlchemy/PynamoDB do
+        return _Compare(self, "=", operand(other))
+
+    def __ne__(self, other: object) -> Cond:  # type: ignore[override]  # builds a condition, as above
+        return _Compare(self, "<>", operand(other))
+
+    def __lt__(self, other: object) -> Cond:
+        return _Compare(self, "<", operand(other))
+
+    def __le__(self, other: object) -> Cond:
+        return _Compare(self, "<=", operand(other))
+
+    def __gt__(self, other: object) -> Cond:
+        return _Compare(self, ">", operand(other))
+
+    def __ge__(self, other: object) -> Cond:
+        return _Compare(self, ">=", operand(other))
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Value(Operand):
+    value: object
+
+    def render(self, ph: Placeholders) -> str:
+        return ph.value(self.value)
+
+
+class Path(Operand):
+    """An attribute path: ``Path("aggSeq", "S3")`` is ``#aggSeq.#S3``; an int part is a list index."""
+
+    def __init__(self, *parts: str | int) -> None:
+        if not parts or not isinstance(parts[0], str):
+            raise ValueError("a path starts with an attribute name")
+        self.parts = parts
+
+    def render(self, ph: Placeholders) -> str:
+        out = ""
+        for part in self.parts:
+            out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + ph.name(part))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Path{self.parts!r}"
+
+    def exists(self) -> Cond:
+        return _Function("attribute_exists", (self,))
+
+    def missing(self) -> Cond:
+        return _Function("attribute_not_exists", (self,))
+
+    def begins_with(self, prefix: str) -> Cond:
+        return _Function("begins_with", (self, Value(prefix)))
+
+    def contains(self, member: object) -> Cond:
+        return _Function("contains", (self, operand(member)))
+
+    def between(self, low: object, high: object) -> Cond:
+        return _Between(self, operand(low), operand(high))
+
+    def size(self) -> Operand:
+        return _Call("size", (self,))
+
+
+def operand(value: object) -> Operand:
+    """``value`` as an operand: a :class:`Path` or :class:`Operand` as it is, anything else a value."""
+    return value if isinstance(value, Operand) else Value(value)
+
+
+def path(name: str | Path) -> Path:
+    return name if isinstance(name, Path) else Path(name)
+
+
+@dataclass(frozen=True, eq=False)
+class _Call(Operand):
+    function: str
+    args: tuple[Operand, ...]
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
+
+
+@dataclass(frozen=True, eq=False)
+class _Arithmetic(Operand):
+    left: Operand
+    op: str
+    right: Operand
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
+
+
+def if_not_exists(name: str | Path, default: object) -> Operand:
+    """``if_not_exists(path, default)``, for SET."""
+    return _Call("if_not_exists", (path(name), operand(default)))
+
+
+def plus(left: object, right: object) -> Operand:
+    """``left + right``, for SET (e.g. ``plus(if_not_exists("n", 0), 1)``)."""
+    return _Arithmetic(operand(left), "+", operand(right))
+
+
+def minus(left: object, right: object) -> Operand:
+    return _Arithmetic(operand(left), "-", operand(right))
+
+
+def list_append(left: object, right: object) -> Operand:
+    return _Call("list_append", (operand(left), operand(right)))
+
+
+# -- conditions ------------------------------------------------------------------------------------
+class Cond:
+    """A condition (or key condition, or filter) expression."""
+
+    def render(self, ph: Placeholders) -> str:
+        raise NotImplementedError
+
+    def __and__(self, other: Cond) -> Cond:
+        return _Join("AND", (self, other))
+
+    def __or__(self, other: Cond) -> Cond:
+        return _Join("OR", (self, other))
+
+    def __invert__(self) -> Cond:
+        return _Not(self)
+
+
+@dataclass(frozen=True)
+class _Compare(Cond):
+    left: Operand
+    op: str
+    right: Operand
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
+
+
+@dataclass(frozen=True)
+class _Between(Cond):
+    subject: Operand
+    low: Operand
+    high: Operand
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.subject.render(ph)} BETWEEN {self.low.render(ph)} AND {self.high.render(ph)}"
+
+
+@dataclass(frozen=True)
+class _Function(Cond):
+    function: str
+    args: tuple[Operand, ...]
+
+    def render(self, ph: Placeholders) -> str:
+        return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class _Join(Cond):
+    op: str
+    parts: tuple[Cond, ...]
+
+    def render(self, ph: Placeholders) -> str:
+        return "(" + f" {self.op} ".join(p.render(ph) for p in self.parts) + ")"
+
+
+@dataclass(frozen=True)
+class _Not(Cond):
+    inner: Cond
+
+    def render(self, ph: Placeholders) -> str:
+        return f"(NOT {self.inner.render(ph)})"
+
+
+def all_of(*conds: Cond | None) -> Cond | None:
+    """The conjunction of the conditions given (``None`` s skipped); ``None`` if there are none."""
+    kept = [c for c in conds if c is not None]
+    if not kept:
+        return None
+    out = kept[0]
+    for c in kept[1:]:
+        out = out & c
+    return out
+
+
+def any_of(*conds: Cond) -> Cond:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out | c
+    return out
