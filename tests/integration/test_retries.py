@@ -457,3 +457,34 @@ def test_a_take_whose_confirmation_is_busy_is_confirmed_from_the_retry_queue(
     status, again = invoke(app, reserve)
     assert (status, again["reservationId"], again["status"]) == (200, record["result"]["reservationId"], "CONFIRMED")
     assert invoke(app, api_event("GET", "/resources/r"))[1]["available"] == 7
+
+
+def test_a_deferred_confirmation_whose_first_attempt_committed_is_this_requests(
+    load_function: Any, table: str, queues: Queues, ddb: Any
+) -> None:
+    """The claim's in-line confirmation committed, but the call ended in contention (its answer lost,
+    then the budget spent): 202. The worker's replay finds the record CONFIRMED by this very request
+    (its own write), so the operation is APPLIED, not DUPLICATE (the HTTP proof counts a DUPLICATE
+    there as a wrong 202)."""
+    from counters.core.outcome import Outcome
+
+    app = load_function("ReservationsFunction", table, queues.urls, build=lambda s: Reservations(s.table_name, retry=FAST))
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    operations = load_function("OperationsFunction", table, queues.urls)
+    assert invoke(app, api_event("POST", "/resources", {"resourceId": "r", "capacity": 10, "strategy": "atomic"}))[0] == 201
+    store = app.function.service.store
+    settle = store.settle_claim
+
+    def committed_then_contended(rid: str, status: Any, allocation: Any) -> Outcome:
+        assert settle(rid, status, allocation) is Outcome.APPLIED  # it committed...
+        return Outcome.CONTENTION  # ...and the caller never learned it
+
+    store.settle_claim = committed_then_contended
+    reserve = api_event("POST", "/resources/r/reservations", {"quantity": 3}, headers={"Idempotency-Key": "k1"})
+    status, body = invoke(app, reserve)
+    store.settle_claim = settle
+    assert (status, body["status"]) == (202, "PENDING"), body
+    drain(queues, worker, deliveries=2)
+    record = invoke(operations, api_event("GET", f"/operations/{body['operationId']}"))[1]
+    assert (record["status"], record["result"]["status"]) == ("APPLIED", "CONFIRMED"), record
+    assert invoke(app, api_event("GET", "/resources/r"))[1]["available"] == 7

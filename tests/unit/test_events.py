@@ -168,7 +168,7 @@ def test_events_stamped_when_invoked_are_fresh_two_weeks_on(name: str) -> None:
 def test_stamping_keeps_what_the_events_say() -> None:
     """Only times move: the same commands, the same hot like changes in the same order and spacing."""
     from counters.core.commands import Command
-    from counters.services.likes import hot_change
+    from counters.streams import hot_change
 
     for name in ("retry_worker/replay_like.json", "retry_worker/poison.json"):
         before, after = _event(name), gen_events.stamped(name, _event(name), TWO_WEEKS_ON)

@@ -421,7 +421,9 @@ class Reservations:
             self._settle_claim(p.reservationId, CONFIRMED, p.allocation)  # conditioned on PENDING: a redelivery changes nothing
             return Verdict("APPLIED", public_reservation(p.reservationId, record.quantity, CONFIRMED))
         if record.status in (CONFIRMED, RELEASED) and record.allocation == p.allocation:
-            return Verdict("DUPLICATE", public_reservation(p.reservationId, record.quantity, record.status))
+            # confirmed already: by this request (its in-line confirmation committed, its answer lost) or another's
+            mine = record.request_id == command.operation_id
+            return Verdict("APPLIED" if mine else "DUPLICATE", public_reservation(p.reservationId, record.quantity, record.status))
         return Verdict("REJECTED", {"error": "conflict", "message": f"reservation {p.reservationId!r} is {record.status}"})
 
     def _replay_reserve(self, p: ReservePayload, command: Command) -> Verdict:
