@@ -19,7 +19,7 @@ perturbed stream.
   the toggle uses) and what its caller was told; :meth:`Intents.check` holds each (post, user)'s
   final state to the latest request whose stamp is known to be recorded.
 
-Scenarios (registered in :mod:`proof.__main__`): ``likes-hot`` (a storm on two hot posts),
+Scenarios (registered in :mod:`proof.scenarios`): ``likes-hot`` (a storm on two hot posts),
 ``likes-order`` (replays older than a later request, both modes) and ``likes-switch`` (a storm on a
 post switched standard -> hot -> standard; skipped while ``Likes`` has no ``switch_mode``).
 """
@@ -56,7 +56,7 @@ WINDOW = 10  # records per delivery at most (the template says 500: small window
 
 @dataclass(frozen=True)
 class Kit:
-    """What the scenarios take from the proof's runner (proof/__main__.py): a fresh table, the usual
+    """What the scenarios take from the proof's runner (proof/scenarios.py): a fresh table, the usual
     fault injector on the layer's client, a thread pool, a client without faults."""
 
     new_table: Callable[[Any], str]

@@ -12,7 +12,7 @@ import pytest
 from counters.store import toggles
 from counters.store.expr import Path
 from proof import hot
-from proof.__main__ import KIT
+from proof.scenarios import KIT
 from tests.integration.test_hot_likes import without_the_checkpoint_condition
 
 pytestmark = pytest.mark.xdist_group("proof-hot")
