@@ -26,6 +26,7 @@ class AuditReason(StrEnum):
     NOT_FOUND = "not_found"
     DEADLINE = "deadline"  # the post was not reached (or not finished) before the deadline
     BUSY = "busy"
+    AGGREGATED = "aggregated"  # the quick audit of a post that is or was hot: its tally trails its likes
 
 
 DEADLINE = AuditReason.DEADLINE
@@ -78,8 +79,8 @@ class QuickAudit:
         return None if self.aggregated else self.stored - self.counted
 
     @property
-    def reason(self) -> str | None:
-        return "aggregated" if self.aggregated else None
+    def reason(self) -> AuditReason | None:
+        return AuditReason.AGGREGATED if self.aggregated else None
 
 
 class Audits:
