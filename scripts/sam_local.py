@@ -74,8 +74,13 @@ def sam_env() -> dict[str, str]:
     return env
 
 
-def sam(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SAM), *args], cwd=ROOT, env=sam_env(), text=True, capture_output=True, **kwargs)
+def sam(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SAM), *args], cwd=ROOT, env={**sam_env(), **(env or {})}, text=True, capture_output=True, **kwargs)
+
+
+def layer_arch(arch: str) -> str:
+    """The CPU the layer's compiled wheels are for (layers/counters/Makefile's LAYER_ARCH)."""
+    return "x86_64" if arch == "x86_64" else "aarch64"
 
 
 def template_for(arch: str, work: Path) -> Path:
@@ -91,7 +96,9 @@ def build(arch: str, work: Path) -> Path:
     """`sam build` of the template for ``arch`` into ``work``/build; returns the built template."""
     built = work / "build"
     args = ["build", "-t", str(template_for(arch, work)), "--base-dir", str(ROOT), "--build-dir", str(built)]
-    out = sam(*args, "--language-extensions", "--cached", "--cache-dir", str(work / "cache"))
+    # the layer's wheels (pydantic-core...) must match the functions' CPU, as the template's copy says
+    cache = str(work / f"cache-{arch}")
+    out = sam(*args, "--language-extensions", "--cached", "--cache-dir", cache, env={"LAYER_ARCH": layer_arch(arch)})
     if out.returncode:
         raise RuntimeError(f"sam build ({arch}) failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return built / "template.yaml"

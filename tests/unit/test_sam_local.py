@@ -67,3 +67,19 @@ def test_events_that_expire_are_stamped_copies(tmp_path: Path) -> None:
     assert sam_local.event_file("likes/like.json", tmp_path) == ROOT / "events" / "likes" / "like.json"
     stamped: Any = sam_local.event_file("ledger/append.json", tmp_path)
     assert stamped.is_relative_to(tmp_path) and stamped.read_text() != (ROOT / "events" / "ledger" / "append.json").read_text()
+
+
+def test_the_layer_is_built_for_the_same_cpu_as_the_functions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An x86_64 build of the functions with an aarch64 layer would fail at import (pydantic-core)."""
+    calls: list[tuple[tuple[str, ...], dict[str, str] | None]] = []
+
+    def fake_sam(*args: str, env: dict[str, str] | None = None, **_: Any) -> subprocess.CompletedProcess[str]:
+        calls.append((args, env))
+        return subprocess.CompletedProcess(list(args), 0, "", "")
+
+    monkeypatch.setattr(sam_local, "sam", fake_sam)
+    sam_local.build("x86_64", tmp_path)
+    sam_local.build("arm64", tmp_path)
+    assert [env for _, env in calls] == [{"LAYER_ARCH": "x86_64"}, {"LAYER_ARCH": "aarch64"}]
+    makefile = (ROOT / "layers" / "counters" / "Makefile").read_text()
+    assert "LAYER_ARCH ?= aarch64" in makefile and "manylinux2014_$(LAYER_ARCH)" in makefile
