@@ -157,6 +157,14 @@ class WrongRegion(CounterError):
     status = 409
 
 
+class UnsupportedInMode(CounterError):
+    """This approach is not exact on this global table's mode (MREC or MRSC), so it is refused."""
+
+    code = "unsupported_in_region_mode"
+    default_message = "this approach is not available on this global table (docs/regions.md)"
+    status = 409
+
+
 class AmbiguousOutcome(CounterError):
     """The write may or may not have applied, and this approach cannot tell (atomic, occ)."""
 

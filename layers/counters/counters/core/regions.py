@@ -1,0 +1,128 @@
+"""Where a function runs and how its table is replicated: the global table's topology.
+
+DynamoDB global tables come in two modes (docs/regions.md; AWS: "Global tables - multi-Region
+replication for DynamoDB", V2globaltables_HowItWorks, and "Global table design", bp-global-table-design):
+
+* **MREC** (multi-Region eventual consistency): every replica takes writes; replication is
+  asynchronous, per item, with no delay bound, and concurrent versions of one item are resolved
+  last-writer-wins on the whole item. Conditions see the local replica only.
+* **MRSC** (multi-Region strong consistency): exactly three Regions; strongly consistent reads and
+  conditional writes see the latest version everywhere; no transaction APIs, no TTL, and a write to an
+  item being written in another Region fails with ``ReplicatedWriteConflictException`` (retryable).
+
+The layer designs by one rule in MREC: **an item updated in place has one writing Region** (a per-Region
+item summed on read, or an item only its home Region writes); items written once per request may be
+written anywhere if their own rule survives last-writer-wins. :class:`Topology` tells a primitive which
+Region it writes in and which Regions exist; :meth:`Topology.refuse` turns "this approach is not exact
+in this mode" into one clear error (:class:`~counters.core.errors.UnsupportedInMode`) at the first call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from counters.core.errors import UnsupportedInMode
+from counters.core.settings import Settings, SettingsError, env
+
+REGION_ATTRIBUTE = "writerRegion"
+"""The attribute an item written in place by one Region carries: the Region that wrote this version.
+
+Stream consumers use it to tell a local write from one replicated into their Region (on AWS both
+appear in a Region's stream, and nothing else in the record tells them apart)."""
+
+
+class GlobalTableMode(StrEnum):
+    """The template's ``GlobalTableMode``: a single-Region table, or a global table in MREC or MRSC."""
+
+    NONE = "none"
+    MREC = "mrec"
+    MRSC = "mrsc"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """This function's Region, every replica Region (sorted) and the mode joining them.
+
+    ``Topology()`` is a single-Region table: every rule of the layer holds as it did before global
+    tables. ``home_region`` is the one Region that takes writes an approach can only make exact in
+    one place (e.g. gapless order ids under MREC); ``""`` means none is configured.
+    """
+
+    mode: GlobalTableMode = GlobalTableMode.NONE
+    region: str = ""
+    regions: tuple[str, ...] = ()
+    home_region: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode is GlobalTableMode.NONE:
+            return
+        if list(self.regions) != sorted(set(self.regions)):
+            raise ValueError(f"regions must be sorted and distinct: {self.regions!r}")
+        if self.mode is GlobalTableMode.MRSC and len(self.regions) != 3:
+            raise ValueError("an MRSC global table has exactly 3 Regions")
+        if len(self.regions) < 2:
+            raise ValueError(f"a global table ({self.mode}) has at least 2 Regions")
+        if self.region not in self.regions:
+            raise ValueError(f"this Region {self.region!r} is not one of the table's Regions {self.regions!r}")
+        if self.home_region and self.home_region not in self.regions:
+            raise ValueError(f"the home Region {self.home_region!r} is not one of the table's Regions {self.regions!r}")
+
+    @property
+    def multi_region(self) -> bool:
+        """Writes may happen in more than one Region (MREC or MRSC)."""
+        return self.mode is not GlobalTableMode.NONE
+
+    @property
+    def eventual(self) -> bool:
+        """MREC: conditions see this replica only and last-writer-wins resolves concurrent versions."""
+        return self.mode is GlobalTableMode.MREC
+
+    @property
+    def writer(self) -> str:
+        """The name this Region writes under in per-Region items (``""`` for a single-Region table)."""
+        return self.region if self.multi_region else ""
+
+    @property
+    def writers(self) -> tuple[str, ...]:
+        """Every name a per-Region item may be written under (``("",)`` for a single-Region table)."""
+        return self.regions if self.multi_region else ("",)
+
+    @property
+    def index(self) -> int:
+        """This Region's position in :attr:`regions` (0 for a single-Region table)."""
+        return self.regions.index(self.region) if self.multi_region else 0
+
+    @property
+    def stride(self) -> int:
+        """How many Regions share one id space (1 for a single-Region table)."""
+        return len(self.regions) if self.multi_region else 1
+
+    @property
+    def is_home(self) -> bool:
+        """This Region takes the writes that only a home Region may make (always, in one Region)."""
+        return not self.eventual or not self.home_region or self.region == self.home_region
+
+    def refuse(self, what: str, *modes: GlobalTableMode, why: str) -> None:
+        """Raise :class:`UnsupportedInMode` if this table's mode is one of ``modes``."""
+        if self.mode in modes:
+            raise UnsupportedInMode(f"{what} is not available on a {self.mode.upper()} global table: {why} (docs/regions.md)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegionSettings(Settings):
+    """The template's ``GlobalTableMode``, replica Regions and home Region; Lambda sets ``AWS_REGION``."""
+
+    global_table_mode: GlobalTableMode = env("GLOBAL_TABLE_MODE", GlobalTableMode.NONE)
+    region: str = env("AWS_REGION", "")
+    table_regions: str = env("TABLE_REGIONS", "")
+    home_region: str = env("HOME_REGION", "")
+
+    @property
+    def topology(self) -> Topology:
+        """The topology these settings describe (raises :class:`SettingsError` if inconsistent)."""
+        regions = tuple(sorted({r.strip() for r in self.table_regions.split(",") if r.strip()}))
+        try:
+            return Topology(self.global_table_mode, self.region, regions, self.home_region)
+        except ValueError as exc:
+            raise SettingsError(f"GLOBAL_TABLE_MODE/TABLE_REGIONS/AWS_REGION/HOME_REGION: {exc}") from None
