@@ -51,7 +51,6 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-import botocore.session
 from boto3.dynamodb.types import TypeDeserializer
 
 from devstack.dynamodb_local import create_table
@@ -241,6 +240,7 @@ class GlobalTable:
         conflicts: Conflicts | None = None,
         clock: SimClock | None = None,
         access_key: str | None = None,
+        track_writes: bool = False,
     ) -> None:
         if len(set(regions)) != len(regions) or not 2 <= len(regions) <= 3:
             raise ValueError("a global table here has 2 or 3 distinct Regions")
@@ -256,10 +256,14 @@ class GlobalTable:
         self.stats = Stats()
         self.rng = random.Random(seed)
         self._conflict_rng = random.Random(seed ^ 0x5EED)
+        self.track_writes = track_writes
+        """Pump reads only the streams of Regions whose :meth:`client` sent a write since the last
+        pump (a faster proof). Only when every write goes through :meth:`client`: a write by any
+        other client would be seen late (at the next full read: settle, or a write in its Region)."""
+        self._dirty: set[str] = set()
         self._access_key = access_key or os.environ.get("AWS_ACCESS_KEY_ID", "local")
         self._secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "local")
         self._lock = threading.RLock()
-        self._session_lock = threading.Lock()
         self._seq = itertools.count(1)
         self._clients: dict[str, Any] = {}
         self._streams_clients: dict[str, Any] = {}
@@ -290,10 +294,10 @@ class GlobalTable:
         return self.regions[0]
 
     def _raw_client(self, service: str, region: str) -> Any:
-        from counters.core.client import CLIENT_CONFIG
+        from counters.core.client import CLIENT_CONFIG, CLIENT_LOCK, botocore_session
 
-        with self._session_lock:  # botocore sessions are not thread-safe
-            return botocore.session.get_session().create_client(
+        with CLIENT_LOCK:  # botocore sessions are not thread-safe; the layer's shares one data loader
+            return botocore_session().create_client(
                 service,
                 region_name=region,
                 endpoint_url=self.endpoint,
@@ -316,10 +320,18 @@ class GlobalTable:
         with self._lock:
             if region not in self._clients:
                 made = self._raw_client("dynamodb", self._physical(region))
+                made.meta.events.register("before-call.dynamodb", self._mark_dirty(region), unique_id=f"dirty-{id(self)}-{region}")
                 if self.mode is Mode.MRSC:
                     made.meta.events.register("before-call.dynamodb", self._mrsc_guard(region), unique_id=f"mrsc-guard-{id(self)}-{region}")
                 self._clients[region] = made
             return self._clients[region]
+
+    def _mark_dirty(self, region: str) -> Any:
+        def before_call(model: Any, **_: Any) -> None:
+            if model.name in WRITES or model.name in ("BatchWriteItem", "TransactWriteItems"):
+                self._dirty.add(region)
+
+        return before_call
 
     def streams_client(self, region: str) -> Any:
         """The DynamoDB Streams client of ``region`` (MRSC: the one stream, for every Region)."""
@@ -399,6 +411,13 @@ class GlobalTable:
         found.sort(key=lambda image: key_id({k: image[k] for k in self._key_names or ("PK", "SK") if k in image}))
         return [to_plain(image) for image in found]
 
+    def item(self, region: str, key: Image) -> dict[str, Any] | None:
+        """One item of ``region`` (``key`` in DynamoDB JSON), plain values; a strongly consistent
+        read through the emulator's own client (never faulted)."""
+        self._check_region(region)
+        got = self._admin_client(region).get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item")
+        return to_plain(got) if got else None
+
     def converged(self) -> bool:
         """Every Region holds identical items."""
         if self.mode is Mode.MRSC:
@@ -407,15 +426,18 @@ class GlobalTable:
         return all(self.items(region) == first for region in self.regions[1:])
 
     # ------------------------------------------------------------------ MREC replication
-    def pump(self) -> int:
+    def pump(self, *, full: bool = False) -> int:
         """Read every Region's new stream records; stamp and schedule each LOCAL write (returns how
-        many). Call it after every operation of a deterministic schedule."""
+        many). Call it after every operation of a deterministic schedule. With ``track_writes``,
+        only the Regions written through :meth:`client` since the last pump (``full``: all)."""
         if self.mode is Mode.MRSC:
             return 0
         with self._lock:
             before = self.stats.local_records
+            dirty, self._dirty = self._dirty, set()
             for region in self.regions:
-                self._read_stream(region)
+                if full or not self.track_writes or region in dirty:
+                    self._read_stream(region)
             return self.stats.local_records - before
 
     def _read_stream(self, region: str) -> None:
@@ -551,7 +573,7 @@ class GlobalTable:
             start = self.clock.now()
             if self.mode is Mode.MRSC:
                 return 0.0
-            self.pump()
+            self.pump(full=True)
             while self._pending:
                 last = max(d.due for d in self._pending)
                 if last - start > limit:
@@ -559,7 +581,7 @@ class GlobalTable:
                 # No local write happens inside settle (unless another thread writes: then the
                 # next pump sees it and the loop goes on): deliver everything, then pump once.
                 self._deliver_due(last)
-                self.pump()
+                self.pump(full=True)
             return self.clock.now() - start
 
     def pending(self) -> int:

@@ -284,3 +284,15 @@ def test_mrsc_reads_are_strongly_consistent_from_every_region(make: Any) -> None
     assert caught.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
     assert gt.settle() == 0.0 and gt.converged()
     assert stream_records(gt, A) == stream_records(gt, C) and len(stream_records(gt, B)) == 1
+
+
+# ------------------------------------------------------------------------------ the seed's hazard
+def test_a_plain_add_counter_in_two_regions_loses_updates(dynamodb_endpoint: str) -> None:
+    """Issue 21: a plain ``ADD`` written in two Regions within the replication delay loses
+    acknowledged adds to last-writer-wins (proof/regions/add.py; `make proof` runs 150 schedules)."""
+    from proof.regions import add
+
+    (row,) = add.scenarios(dynamodb_endpoint, seed=4, count=20)
+    assert row.schedules == 20 and row.hits >= 18 and row.under > 0
+    assert "Regions diverged after settle: 0" in row.notes
+    assert row.verdict == "holds"
