@@ -2,11 +2,20 @@
 
 Each rule names the AWS page it follows (docs/regions-emulator.md has the same table):
 
-* [HOW] "Global tables: how it works", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/V2globaltables_HowItWorks.html
-* [DESIGN] "Global table design" (best practices), https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-global-table-design.html
-  (its "Key facts about MRSC")
-* [MRSC] "Multi-Region strong consistency", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/multi-region-strong-consistency-gt.html
-* [STREAMS] "Change data capture for DynamoDB Streams", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html
+* [HOW] "How DynamoDB global tables work",
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/V2globaltables_HowItWorks.html
+* [OVERVIEW] "Overview of global tables" (AWS Prescriptive Guidance, "Key facts about MREC/MRSC"),
+  https://docs.aws.amazon.com/prescriptive-guidance/latest/dynamodb-global-tables/overview.html
+* [DESIGN] "Best practices for DynamoDB global table design",
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-global-table-design.html
+* [MRSC] "Multi-Region strong consistency",
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/multi-region-strong-consistency-gt.html
+* [STREAMS] "Change data capture for DynamoDB Streams",
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html
+* [FIS] "AWS FIS actions reference" (aws:dynamodb:global-table-pause-replication),
+  https://docs.aws.amazon.com/fis/latest/userguide/fis-actions-reference.html
+* [API] "PutItem" (DynamoDB API Reference, Errors: ReplicatedWriteConflictException, HTTP 400),
+  https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html
 """
 
 from __future__ import annotations
@@ -94,8 +103,9 @@ def test_last_writer_wins_on_the_whole_item_deletes_included(make: Any) -> None:
 
 
 def test_an_older_version_arriving_late_is_dropped(make: Any) -> None:
-    """[HOW] replication is asynchronous with no ordering promise: deliveries of one item may
-    arrive out of order; last-writer-wins keeps the newest version wherever it arrives last."""
+    """[OVERVIEW] "the sequence of write operations within a remote Region might not match the
+    sequence ... in the source Region": deliveries of one item may arrive out of order;
+    last-writer-wins keeps the newest version wherever it arrives last."""
     gt = make(seed=11, delays=Delays(low=0.01, median=0.5, sigma=1.5, high=20, tail=0.0, duplicate=0.0))
     for n in range(30):
         put(gt, A, item("x", n=n))
@@ -125,7 +135,7 @@ def test_a_transaction_replicates_item_by_item(make: Any) -> None:
 
 
 def test_delays_reordering_and_duplicates_converge(make: Any) -> None:
-    """[HOW] "typically within a second" with no SLA ([DESIGN]: ReplicationLatency is only
+    """[HOW] "typically within a second" with no SLA ([OVERVIEW]: ReplicationLatency is only
     observed): seeded delays from ms to minutes, reordered and duplicated deliveries; once
     everything is delivered every Region holds the same items."""
     gt = make(seed=5, delays=Delays(duplicate=0.3, tail=0.1))
@@ -140,8 +150,8 @@ def test_delays_reordering_and_duplicates_converge(make: Any) -> None:
 
 
 def test_a_partition_holds_replication_then_heals_in_order(make: Any) -> None:
-    """[HOW] / AWS FIS "pause replication" for global tables: a Region pair can stop replicating
-    for as long as the experiment lasts; after it, the held changes replicate."""
+    """[FIS] pause replication of a global table: a Region pair can stop replicating for as long
+    as the experiment lasts; after it, the held changes replicate."""
     gt = make(delays=Delays.fixed(0.5))
     gt.partition(A, B)
     put(gt, A, item("p", v=1))
@@ -262,8 +272,9 @@ def test_mrsc_refuses_transactions_and_ttl(make: Any) -> None:
 
 
 def test_mrsc_concurrent_writes_to_one_item_get_replicated_write_conflict(make: Any) -> None:
-    """[DESIGN] "Key facts about MRSC": a write to an item being modified in another Region fails
-    with ReplicatedWriteConflictException (not applied; retryable). The layer retries it."""
+    """[DESIGN] / [OVERVIEW] "Key facts about MRSC", [API]: a write to an item being modified in
+    another Region fails with ReplicatedWriteConflictException (HTTP 400, not applied; retryable).
+    The layer retries it."""
     gt = make(Mode.MRSC, (A, B, C), conflicts=Conflicts(window=1.0, rate=1.0))
     gt.client(A).put_item(TableName=gt.table_name, Item=item("c", v=1))
     gt.client(A).put_item(TableName=gt.table_name, Item=item("c", v=2))  # the same Region: no conflict
