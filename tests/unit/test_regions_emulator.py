@@ -109,3 +109,26 @@ def test_a_schedule_report_holds_only_at_its_threshold() -> None:
 
 def test_the_plain_add_hazard_is_registered() -> None:
     assert "add" in REGISTRY
+
+
+def test_mrsc_finds_every_written_item_key_in_a_request() -> None:
+    """The conflict check needs the keys a write touches: PutItem's from its item (other
+    attributes ignored), UpdateItem/DeleteItem's Key, every request of a BatchWriteItem."""
+    from testkit.regions import GlobalTable, Mode
+
+    gt = GlobalTable("http://127.0.0.1:1", "never-made", ("a-1", "b-1", "c-1"), Mode.MRSC)
+    k1, k2 = {"PK": {"S": "1"}, "SK": {"S": "x"}}, {"PK": {"S": "2"}, "SK": {"S": "x"}}
+    assert gt._written_keys("PutItem", {"Item": {**k1, "n": {"N": "1"}}}) == [key_id(k1)]  # noqa: SLF001
+    assert gt._written_keys("UpdateItem", {"Key": k2}) == gt._written_keys("DeleteItem", {"Key": k2}) == [key_id(k2)]  # noqa: SLF001
+    batch = {"RequestItems": {"t": [{"PutRequest": {"Item": {**k1, "v": {"S": "z"}}}}, {"DeleteRequest": {"Key": k2}}]}}
+    assert gt._written_keys("BatchWriteItem", batch) == [key_id(k1), key_id(k2)]  # noqa: SLF001
+    assert gt._written_keys("GetItem", {"Key": k1}) == []  # noqa: SLF001
+
+
+def test_an_items_version_ignores_the_order_of_set_members() -> None:
+    from testkit.regions import _same
+
+    assert _same({"s": {"SS": ["b", "a"]}, "n": {"NS": ["2", "1"]}}, {"s": {"SS": ["a", "b"]}, "n": {"NS": ["1", "2"]}})
+    assert not _same({"s": {"SS": ["a"]}}, {"s": {"SS": ["a", "b"]}})
+    assert not _same({"l": {"L": [{"N": "1"}, {"N": "2"}]}}, {"l": {"L": [{"N": "2"}, {"N": "1"}]}})  # a list's order counts
+    assert _same(None, None) and not _same(None, {})
