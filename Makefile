@@ -72,9 +72,10 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install -q --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
-validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches translated (offline)
+validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches and every GlobalTableMode translated (offline)
 	$(SAM) validate --lint
 	$(SAM_VENV)/bin/python scripts/check_auth_modes.py
+	$(SAM_VENV)/bin/python scripts/check_region_modes.py
 
 build: $(SAM_VENV)/.installed ## sam build (python3.12: on PATH or pyenv's, found by scripts/python312-dir.sh)
 	$(WITH_PY312) $(SAM) build
