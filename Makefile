@@ -12,7 +12,7 @@ DOCS_VENV := .venv-docs
 # (PATH, then pyenv's versions), or the recipe stops at once with the fix in one line.
 WITH_PY312 = py312=$$(scripts/python312-dir.sh) && PATH="$$py312:$$PATH"
 
-.PHONY: help java setup dev test test-unit test-integration lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
+.PHONY: help java setup dev dev-regions test test-unit test-integration lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ java:
 
 dev: setup ## run DynamoDB Local + the API on http://127.0.0.1:3000 (Ctrl-C stops both)
 	$(PY) -m devstack $(ARGS)
+
+dev-regions: setup ## the local stack as 2 Regions of a global table (eu-west-1 :3000, us-east-1 :3001; ARGS="--regions a,b,c --mode mrsc"); Ctrl-C stops all
+	$(PY) -m devstack.regions $(ARGS)
 
 # pytest-xdist workers for `make test` / `make test-integration`: each worker starts its own
 # DynamoDB Local and local stack (tests sharing a module's stack carry an xdist_group mark, kept
