@@ -132,10 +132,35 @@ def replicator(endpoint: str, table: str, regions: list[str], seed: int, lag: fl
     """The MREC emulator between the Regions' tables (testkit/regions.py), started: each local
     write reaches the other Regions ``lag`` seconds later, or (``None``) after the emulator's
     seeded delays (milliseconds to minutes, a few duplicated)."""
+    layer = str(ROOT / "layers" / "counters")  # the emulator's clients take the layer's client config
+    if layer not in sys.path:
+        sys.path.insert(0, layer)
     from testkit.regions import Delays, GlobalTable, Mode
 
+    class StreamImages(GlobalTable):  # type: ignore[misc]
+        """DynamoDB Local's Streams API returns an empty map attribute as ``{}`` instead of
+        ``{"M": {}}`` (PutItem then refuses the image: "Supplied AttributeValue is empty"); the
+        image is mended before the emulator schedules it. (The fix belongs in testkit.regions.)"""
+
+        def _on_record(self, region: str, record: dict[str, Any], last_of_key: dict[Any, Any]) -> None:
+            data = record.get("dynamodb", {})
+            if "NewImage" in data:
+                data["NewImage"] = {k: mend(v) for k, v in data["NewImage"].items()}
+            super()._on_record(region, record, last_of_key)
+
     delays = None if lag is None else Delays.fixed(lag)
-    return GlobalTable(endpoint, table, regions=tuple(regions), mode=Mode.MREC, seed=seed, delays=delays).create().start()
+    return StreamImages(endpoint, table, regions=tuple(regions), mode=Mode.MREC, seed=seed, delays=delays).create().start()
+
+
+def mend(value: dict[str, Any]) -> dict[str, Any]:
+    """An AttributeValue with DynamoDB Local's stream quirk undone: ``{}`` is the empty map."""
+    if not value:
+        return {"M": {}}
+    if "M" in value:
+        return {"M": {k: mend(v) for k, v in value["M"].items()}}
+    if "L" in value:
+        return {"L": [mend(v) for v in value["L"]]}
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,8 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         for stack in stacks:
             print(f"Region {stack.region:12} {stack.url}{'   (HomeRegion)' if stack.region == home else ''}", flush=True)
         print(READY, flush=True)
+        reported = 0
         while all(s.process and s.process.poll() is None for s in stacks):
             time.sleep(0.5)
+            errors = table.live_errors if table is not None else []
+            for error in errors[reported:]:  # the replicator keeps going; say what it could not apply
+                print(f"Replicator       {error}", file=sys.stderr, flush=True)
+            reported = len(errors)
         print("a Region's stack exited; stopping the others", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
