@@ -70,3 +70,42 @@ def test_an_unknown_parameter_is_refused() -> None:
         parameter_overrides(["GlobalTablemode=mrec"])
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parameter_overrides(["mrec"])
+
+
+def test_dev_regions_runs_one_stack_per_region_with_its_region_and_the_global_tables_parameters() -> None:
+    from devstack.regions import region_stacks
+
+    stacks = region_stacks(
+        ["eu-west-1", "us-east-1"],
+        "mrec",
+        "eu-west-1",
+        endpoint="http://127.0.0.1:8000",
+        port=3000,
+        sqs_port=9324,
+        table="tally-local",
+        overrides=["LedgerRetryWindowSeconds=5"],
+        concurrency=2,
+        quiet=True,
+    )
+    assert [(s.region, s.port) for s in stacks] == [("eu-west-1", 3000), ("us-east-1", 3001)]
+    for i, stack in enumerate(stacks):
+        assert stack.env["AWS_REGION"] == stack.env["AWS_DEFAULT_REGION"] == stack.region
+        assert stack.env["AWS_ENDPOINT_URL_DYNAMODB"] == "http://127.0.0.1:8000"  # one DynamoDB Local for every Region
+        args = stack.command
+        assert args[args.index("--region") + 1] == stack.region and args[args.index("--sqs-port") + 1] == str(9324 + i)
+        overrides = args[args.index("--parameter-overrides") + 1 :]
+        assert overrides == [
+            "GlobalTableMode=mrec",
+            "ReplicaRegions=eu-west-1,us-east-1",
+            "HomeRegion=eu-west-1",
+            "LedgerRetryWindowSeconds=5",
+        ]
+
+
+def test_an_empty_map_from_dynamodb_locals_stream_is_mended() -> None:
+    """DynamoDB Local's Streams API gives an empty map as {}; replicated as is, PutItem refuses it."""
+    from devstack.regions import mend
+
+    assert mend({}) == {"M": {}}
+    assert mend({"M": {"a": {}, "b": {"L": [{}, {"S": "x"}]}}}) == {"M": {"a": {"M": {}}, "b": {"L": [{"M": {}}, {"S": "x"}]}}}
+    assert mend({"NULL": True}) == {"NULL": True}
