@@ -12,7 +12,7 @@ DOCS_VENV := .venv-docs
 # (PATH, then pyenv's versions), or the recipe stops at once with the fix in one line.
 WITH_PY312 = py312=$$(scripts/python312-dir.sh) && PATH="$$py312:$$PATH"
 
-.PHONY: help java setup dev test test-unit test-integration lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
+.PHONY: help java setup dev dev-regions test test-unit test-integration lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ java:
 
 dev: setup ## run DynamoDB Local + the API on http://127.0.0.1:3000 (Ctrl-C stops both)
 	$(PY) -m devstack $(ARGS)
+
+dev-regions: setup ## the local stack as 2 Regions of a global table (eu-west-1 :3000, us-east-1 :3001; ARGS="--regions a,b,c --mode mrsc"); Ctrl-C stops all
+	$(PY) -m devstack.regions $(ARGS)
 
 # pytest-xdist workers for `make test` / `make test-integration`: each worker starts its own
 # DynamoDB Local and local stack (tests sharing a module's stack carry an xdist_group mark, kept
@@ -72,9 +75,10 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install -q --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
-validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches translated (offline)
+validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches and every GlobalTableMode translated (offline)
 	$(SAM) validate --lint
 	$(SAM_VENV)/bin/python scripts/check_auth_modes.py
+	$(SAM_VENV)/bin/python scripts/check_region_modes.py
 
 build: $(SAM_VENV)/.installed ## sam build (python3.12: on PATH or pyenv's, found by scripts/python312-dir.sh)
 	$(WITH_PY312) $(SAM) build

@@ -4,7 +4,8 @@
   up to ``--wait-dynamodb`` seconds for it to answer, then failing in one line).
 * Starts an SQS emulator (moto's server) on 127.0.0.1:9324 (or uses ``AWS_ENDPOINT_URL_SQS``)
   and creates the template's queues, DLQ redrive included.
-* Creates the table from template.yaml's definition.
+* Creates the table from template.yaml's definition, for the template's parameter defaults or
+  ``--parameter-overrides Key=Value ...`` (as ``sam deploy`` takes them).
 * Serves the API on http://127.0.0.1:3000, each function in its own worker processes, and
   feeds every SQS event source to its function.
 * Logs one line per API request (method path status ms).
@@ -24,6 +25,23 @@ from devstack.stack import LocalStack
 from devstack.template import ROOT
 
 
+def parameter_overrides(pairs: list[str]) -> dict[str, str]:
+    """``Key=Value`` pairs (each may also hold several, space-separated, as one quoted argument) as a
+    dict; a key the template does not declare is refused, as CloudFormation refuses it."""
+    from devstack.template import load
+
+    declared = load()["Parameters"]
+    overrides: dict[str, str] = {}
+    for pair in (p for arg in pairs for p in arg.split()):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--parameter-overrides takes KEY=VALUE pairs, not {pair!r}")
+        if key not in declared:
+            raise ValueError(f"template.yaml has no parameter {key!r} (it has {', '.join(sorted(declared))})")
+        overrides[key] = value
+    return overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
@@ -40,6 +58,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the template's AuthMode (COGNITO: local tokens, python -m devstack.auth)",
     )
     parser.add_argument(
+        "--parameter-overrides",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="template parameters, as `sam deploy --parameter-overrides` takes them "
+        "(e.g. GlobalTableMode=mrec ReplicaRegions=eu-west-1,us-east-1 LedgerRetryWindowSeconds=5)",
+    )
+    parser.add_argument(
+        "--region",
+        default=None,
+        help="the AWS Region this stack plays (AWS_REGION and AWS_DEFAULT_REGION for it and its functions; "
+        "default: AWS_REGION, else us-east-1). One DynamoDB Local keeps a database per Region.",
+    )
+    parser.add_argument(
         "--backend-host",
         default="127.0.0.1",
         help="address DynamoDB Local and the SQS emulator listen on (172.17.0.1: reachable from `sam local` containers on Linux)",
@@ -54,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no access log line per request")
     parser.add_argument("--metrics", action="store_true", help="print the functions' EMF metrics blobs")
     args = parser.parse_args(argv)
+    try:
+        overrides = parameter_overrides(args.parameter_overrides)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.region:
+        os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = args.region
     os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
@@ -90,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
             sqs_endpoint=os.environ.get("AWS_ENDPOINT_URL_SQS") or None,
             sqs_port=args.sqs_port,
             sqs_host=args.backend_host,
-            params={"AuthMode": args.auth},
+            params={"AuthMode": args.auth, **overrides},
             access_log=None if args.quiet else sys.stdout,
         )
         stack.start()
-        print(f"Table            {args.table}   (from template.yaml)", flush=True)
+        print(f"Table            {args.table}   (from template.yaml, Region {os.environ['AWS_REGION']})", flush=True)
+        if overrides:
+            print("Parameters       " + " ".join(f"{k}={v}" for k, v in overrides.items()), flush=True)
         print("\n".join(stack.describe()), flush=True)
         print("Ctrl-C to stop.", flush=True)
         while True:

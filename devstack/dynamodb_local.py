@@ -67,11 +67,16 @@ def find_jar() -> Path:
 
 
 class DynamoDBLocal:
-    """An in-memory DynamoDB Local on 127.0.0.1:<port>; ``stop()`` (or the context) ends it."""
+    """An in-memory DynamoDB Local on 127.0.0.1:<port>; ``stop()`` (or the context) ends it.
 
-    def __init__(self, port: int | None = None, log: Path | None = None, host: str = "127.0.0.1") -> None:
+    Without ``shared_db`` it keeps one database per client Region (and access key), which is how
+    the local stack plays several Regions on one endpoint; ``shared_db`` gives every client one
+    database (``-sharedDb``), the one store an MRSC table shows every Region."""
+
+    def __init__(self, port: int | None = None, log: Path | None = None, host: str = "127.0.0.1", shared_db: bool = False) -> None:
         self.port = port or free_port()
         self.host = host
+        self.shared_db = shared_db
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
         self.started_in: float = 0.0
@@ -119,7 +124,7 @@ class DynamoDBLocal:
         """DynamoDB Local's CLI has no bind address (it listens on every interface); the
         launcher (a single-file Java program, run from source) binds its Jetty connector to
         ``host`` before starting. ``host`` "0.0.0.0" runs the jar as shipped."""
-        options = ["-inMemory", "-port", str(self.port), "-disableTelemetry"]
+        options = ["-inMemory", "-port", str(self.port), "-disableTelemetry", *(["-sharedDb"] if self.shared_db else [])]
         base = [java, f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}", "-Xms256m"]
         if self.host == "0.0.0.0":  # noqa: S104 - an explicit opt-in to every interface
             return [*base, "-jar", str(jar), *options]

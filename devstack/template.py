@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,21 +99,30 @@ class Stack:
 
 
 class Resolver:
-    """Resolves intrinsics with parameter defaults (or overrides) and local resource names."""
+    """Resolves intrinsics with parameter defaults (or overrides) and local resource names.
+
+    ``AWS::Region`` is the process's ``AWS_REGION`` (the Region the local stack plays), unless
+    ``params`` sets it; a ``CommaDelimitedList`` parameter resolves to its list of strings, as
+    CloudFormation passes it; ``AWS::NoValue`` drops the property or list entry it stands for.
+    """
 
     def __init__(
         self, template: dict[str, Any], names: dict[str, str], params: dict[str, str] | None = None, attrs: dict[str, str] | None = None
     ):
         self.attrs = attrs or {}
         self.values: dict[str, Any] = {
-            "AWS::Region": "us-east-1",
+            "AWS::Region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
             "AWS::StackName": "tally-local",
             "AWS::AccountId": "123456789012",
             "AWS::NoValue": None,
         }
+        lists = {k for k, spec in template.get("Parameters", {}).items() if spec.get("Type") == "CommaDelimitedList"}
         for key, spec in template.get("Parameters", {}).items():
             self.values[key] = str(spec.get("Default", ""))
         self.values.update(params or {})
+        for key in lists:
+            value = self.values[key]
+            self.values[key] = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
         self.values.update(names)
         self.conditions = template.get("Conditions", {})
 
@@ -130,12 +140,22 @@ class Resolver:
                 cond, yes, no = arg
                 return self(yes) if self.condition(cond) else self(no)
             if key == "Fn::Join":
-                return arg[0].join(str(self(v)) for v in arg[1])
+                return arg[0].join(str(v) for v in self._list(arg[1]))
+            if key == "Fn::Split":
+                return str(self(arg[1])).split(arg[0])
+            if key == "Fn::Select":
+                return self._list(arg[1])[int(self(arg[0]))]
         if isinstance(value, dict):
-            return {k: self(v) for k, v in value.items()}
+            return {k: r for k, r in ((k, self(v)) for k, v in value.items()) if r is not None}
         if isinstance(value, list):
-            return [self(v) for v in value]
+            return [r for r in (self(v) for v in value) if r is not None]
         return value
+
+    def _list(self, value: Any) -> list[Any]:
+        resolved = self(value)
+        if not isinstance(resolved, list):
+            raise ValueError(f"expected a list, got {resolved!r} from {value!r}")
+        return resolved
 
     def condition(self, name: str) -> bool:
         return self.evaluate(self.conditions.get(name, {}))
@@ -156,6 +176,54 @@ class Resolver:
         if key == "Fn::Not":
             return not self.evaluate(arg[0])
         raise ValueError(f"unsupported condition {key}")
+
+    def rule_holds(self, spec: Any) -> bool:
+        """A Rules assertion (the rule functions the template uses)."""
+        ((key, arg),) = spec.items()
+        if key == "Fn::Equals":
+            return bool(self(arg[0]) == self(arg[1]))
+        if key == "Fn::Not":
+            return not self.rule_holds(arg[0])
+        if key == "Fn::And":
+            return all(self.rule_holds(a) for a in arg)
+        if key == "Fn::Or":
+            return any(self.rule_holds(a) for a in arg)
+        if key == "Fn::Contains":
+            return self(arg[1]) in self(arg[0])
+        if key == "Fn::EachMemberEquals":
+            return all(v == self(arg[1]) for v in self(arg[0]))
+        raise ValueError(f"unsupported rule function {key}")
+
+    def refusals(self, template: dict[str, Any]) -> dict[str, str]:
+        """The template's Rules that refuse these parameters (CloudFormation then creates nothing):
+        rule name -> the failed assertion's description."""
+        failed = {}
+        for name, rule in template.get("Rules", {}).items():
+            if "RuleCondition" in rule and not self.rule_holds(rule["RuleCondition"]):
+                continue
+            for assertion in rule["Assertions"]:
+                if not self.rule_holds(assertion["Assert"]):
+                    failed[name] = " ".join(str(assertion.get("AssertDescription", name)).split())
+                    break
+        return failed
+
+
+TABLE_TYPES = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
+
+
+def _local_table(resources: dict[str, Any], table_ids: list[str], resolve: Resolver) -> str:
+    """The table this Region's stack uses: the one whose Condition holds (the single-Region table,
+    or the global table in the stack that declares it); in a Region whose stack only names the
+    global table, that table's definition (its replica exists here, as it does on AWS)."""
+    live = [k for k in table_ids if "Condition" not in resources[k] or resolve.condition(resources[k]["Condition"])]
+    if len(live) > 1:
+        raise ValueError(f"expected one DynamoDB table for these parameters, found {live}")
+    if live:
+        return live[0]
+    global_tables = [k for k in table_ids if resources[k]["Type"] == "AWS::DynamoDB::GlobalTable"]
+    if len(global_tables) != 1:
+        raise ValueError(f"no table for these parameters and not one global table to use: {table_ids}")
+    return global_tables[0]
 
 
 def queue_definitions(path: Path = TEMPLATE) -> dict[str, dict[str, Any]]:
@@ -178,14 +246,18 @@ def read_stack(
     """
     template = load(path)
     resources = template["Resources"]
-    table_ids = [k for k, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"]
-    if len(table_ids) != 1:
-        raise ValueError(f"expected one DynamoDB table in the template, found {table_ids}")
-    table_id = table_ids[0]
+    table_ids = [k for k, r in resources.items() if r["Type"] in TABLE_TYPES]
+    if not table_ids:
+        raise ValueError("expected a DynamoDB table in the template, found none")
     layers = {k: ROOT / r["Properties"]["ContentUri"] for k, r in resources.items() if r["Type"] == "AWS::Serverless::LayerVersion"}
     # Resources the local stack did not create resolve to "" (a function then runs without them).
-    names = {**{k: "" for k in resources}, table_id: table_name, **(refs or {})}
+    # Every table resource, and a global table's name, is the local table.
+    names = {**{k: "" for k in resources}, **{k: table_name for k in table_ids}, "GlobalTableName": table_name, **(refs or {})}
     resolve = Resolver(template, names, params, attrs)
+    refused = resolve.refusals(template)
+    if refused:  # as `sam deploy` would be: the template's Rules refuse these parameters
+        raise ValueError("template.yaml refuses these parameters: " + "; ".join(f"{k}: {v}" for k, v in refused.items()))
+    table_id = _local_table(resources, table_ids, resolve)
 
     glob = template.get("Globals", {}).get("Function", {})
     functions: dict[str, Function] = {}

@@ -46,7 +46,8 @@ def invoke_schedule(module: Any) -> dict[str, Any]:
 
 def test_schedule_outside_the_compaction_region_does_nothing(load_function: Any, table: str, layer_client: Any) -> None:
     compaction = load_function("LedgerCompactionFunction", table)
-    assert compaction.function.settings.compaction_region == "us-east-1"  # "" in the template = the stack's region
+    # The template no longer sets COMPACTION_REGION (compaction runs in every Region on its own
+    # items, issue 21); the layer's guard is set here until helper "ledger" removes it.
     elsewhere = replace(compaction.function.settings, compaction_region="eu-west-1")
     compaction.function.configure(elsewhere)
     assert invoke_schedule(compaction)["skipped"] == "wrong_region"

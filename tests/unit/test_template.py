@@ -91,6 +91,15 @@ def test_likes_function_may_only_touch_post_items_and_defer() -> None:
 
 
 STREAM_READS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
+# This Region's stream: the single-Region table's, the global table's in the stack that declares it,
+# or (the other Regions' stacks) the replica's, given as ReplicaStreamArn.
+TABLE_STREAM = {
+    "Fn::If": [
+        "OwnsGlobalTable",
+        {"Fn::GetAtt": ["CountersGlobalTable", "StreamArn"]},
+        {"Fn::If": ["GlobalTable", {"Ref": "ReplicaStreamArn"}, {"Fn::GetAtt": ["CountersTable", "StreamArn"]}]},
+    ]
+}
 
 
 @pytest.mark.parametrize(
@@ -100,11 +109,9 @@ def test_stream_consumers_read_only_the_tables_stream(name: str) -> None:
     """SAM's AWSLambdaDynamoDBExecutionRole grants the stream reads on "*"; a Deny on everything but
     the table's stream takes them back."""
     events = [e for e in FUNCTIONS[name]["Properties"]["Events"].values() if e["Type"] == "DynamoDB"]
-    assert {json.dumps(e["Properties"]["Stream"]) for e in events} == {json.dumps({"Fn::GetAtt": ["CountersTable", "StreamArn"]})}
+    assert {json.dumps(e["Properties"]["Stream"]) for e in events} == {json.dumps(TABLE_STREAM)}
     denies = [s for s in _statements(FUNCTIONS[name]) if s["Effect"] == "Deny"]
-    assert [(sorted(s["Action"]), s["NotResource"]) for s in denies] == [(STREAM_READS, {"Fn::GetAtt": ["CountersTable", "StreamArn"]})], (
-        name
-    )
+    assert [(sorted(s["Action"]), s["NotResource"]) for s in denies] == [(STREAM_READS, TABLE_STREAM)], name
     assert all("Resource" not in s and "Condition" not in s for s in denies), name
 
 
@@ -283,9 +290,9 @@ def _recorded_metric_names() -> set[str]:
 def test_dashboard_shows_every_metric_the_functions_emit() -> None:
     import re
 
-    body = RESOURCES["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
-    for ref in re.findall(r"\$\{([^}]+)\}", body):  # every substitution names a parameter, resource or pseudo parameter
-        assert ref.split(".")[0] in RESOURCES or ref in TEMPLATE["Parameters"] or ref.startswith("AWS::"), ref
+    body, variables = RESOURCES["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    for ref in re.findall(r"\$\{([^}]+)\}", body):  # every substitution names a parameter, resource, variable or pseudo parameter
+        assert ref.split(".")[0] in RESOURCES or ref in TEMPLATE["Parameters"] or ref in variables or ref.startswith("AWS::"), ref
     widgets = json.loads(re.sub(r"\$\{[^}]+\}", "x", body))["widgets"]
     shown = {m[1] for w in widgets for m in w["properties"].get("metrics", []) if m[0] == "Tally"}
     emitted = _recorded_metric_names() | {"ConsumedWCU", "ConsumedRCU", "Retries", "Deferred"}  # Deferred: counters.http.resolver
