@@ -1,0 +1,618 @@
+"""``make bench``'s Regions section: a global table emulated locally (testkit.regions, docs/regions-emulator.md).
+
+Three tables, each as Markdown lines for docs/bench-results.md (docs/regions.md explains them):
+
+* **Convergence after heal.** For each subject (a way of counting whose every Region must end up
+  reading the exact value) and each of N seeds: a fresh key, a partition between the two Regions,
+  seeded writes in both Regions during it (the emulator's seeded delays, reordering and
+  duplicates), then the heal. From the heal on, simulated time moves in small steps (50 ms, or 10 %
+  of the time since the heal, whichever is larger) until every Region reads the exact value: that
+  time in simulated seconds and the wall time the emulator took to get there, p50/p99 over seeds.
+  A subject whose Regions end identical but not exact (the plain ``ADD``) lost updates: counted,
+  never timed. Subjects are :data:`SUBJECTS`; the per-Region likes and ledger readers join it at merge.
+* **WCU per operation per mode** (none / mrec / mrsc), measured and by the cost model
+  (bench/regions_model.py): the local write as DynamoDB Local reports it (``ConsumedCapacity``) plus,
+  on MREC, every replicated write the emulator applied in the other Region, sized from that Region's
+  stream (on AWS each one is a replicated write unit there); MRSC is one store in the emulator, so
+  its replicated writes are the model's. Ratios are against single-Region measured in the same run.
+* **Escrow transfer latency**: ``proof.regions.reservations.bench_transfer_latency`` when it exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bench.regions_model import REPLICAS, ItemWrite, item_size, model_units, percentile, ratio, write_units
+from counters.core.regions import GlobalTableMode
+
+REGIONS = ("eu-west-1", "us-east-1")
+MRSC_REGIONS = ("eu-west-1", "us-east-1", "us-west-2")
+SINGLE_REGION = "ap-southeast-2"  # the single-Region table's own database on the same DynamoDB Local
+MIN_STEP = 0.05  # simulated seconds between reads after the heal...
+RESOLUTION = 0.10  # ...or this share of the time since the heal, whichever is larger
+GIVE_UP = 6 * 3600.0  # simulated seconds after the heal: stop stepping, settle and judge
+
+
+class Emulated(Protocol):
+    """The part of ``testkit.regions.GlobalTable`` this module uses (its API: docs/regions-emulator.md)."""
+
+    @property
+    def clock(self) -> Any: ...
+    def client(self, region: str) -> Any: ...
+    def pump(self) -> None: ...
+    def advance(self, seconds: float) -> None: ...
+    def partition(self, a: str, b: str) -> None: ...
+    def heal(self) -> None: ...
+    def settle(self) -> float: ...
+    def converged(self) -> bool: ...
+
+
+# -- convergence after heal -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Table:
+    """An emulated global table and its name."""
+
+    gt: Emulated
+    name: str
+
+    def client(self, region: str) -> Any:
+        return self.gt.client(region)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What converges: ``prepare(table, key)`` once, ``write(table, region, key, i)`` returns the amount
+    it acknowledged, ``read(table, region, key)`` the value that Region reads (consistently)."""
+
+    name: str
+    how: str
+    write: Callable[[Table, str, str, int], int]
+    read: Callable[[Table, str, str], int]
+    prepare: Callable[[Table, str], None] = lambda table, key: None
+
+
+@dataclass(frozen=True)
+class Sample:
+    seed: int
+    exact: bool
+    sim_seconds: float
+    wall_ms: float
+    lost: int = 0  # acknowledged minus read, when the Regions settled on a wrong value
+
+
+def time_to_exact(gt: Emulated, read: Callable[[str], int], expected: int, regions: Sequence[str], seed: int) -> Sample:
+    """Step simulated time from now (the heal) until every Region reads ``expected``.
+
+    Regions that hold identical tables but read a wrong value have lost an update: the rest is
+    settled, read again and, if still wrong, the sample is not exact (``lost`` = expected - the lowest read)."""
+    healed, began = gt.clock.now(), time.perf_counter()
+    check_at = 1.0  # simulated seconds since the heal at which to ask whether the Regions are identical
+    while True:
+        values = [read(r) for r in regions]
+        elapsed = gt.clock.now() - healed
+        if all(v == expected for v in values):
+            return Sample(seed, True, elapsed, (time.perf_counter() - began) * 1000)
+        if elapsed >= GIVE_UP or (elapsed >= check_at and gt.converged()):
+            gt.settle()
+            values = [read(r) for r in regions]
+            if all(v == expected for v in values):
+                return Sample(seed, True, gt.clock.now() - healed, (time.perf_counter() - began) * 1000)
+            return Sample(seed, False, gt.clock.now() - healed, (time.perf_counter() - began) * 1000, expected - min(values))
+        if elapsed >= check_at:
+            check_at *= 2
+        gt.advance(max(MIN_STEP, RESOLUTION * elapsed))
+
+
+def converge(
+    table: Table, subject: Subject, seed: int, *, writes: int, partition_seconds: float, regions: Sequence[str] = REGIONS
+) -> Sample:
+    """One seeded partition: ``writes`` writes spread over the Regions and over the partition, then
+    the heal, then :func:`time_to_exact`. Everything pending is settled before the next seed."""
+    gt, rng = table.gt, random.Random(seed)
+    key = f"s{seed}-{uuid.uuid4().hex[:6]}"
+    subject.prepare(table, key)
+    gt.settle()
+    gt.partition(regions[0], regions[1])
+    expected = 0
+    for i in range(writes):
+        expected += subject.write(table, rng.choice(regions), key, i)
+        gt.pump()
+        gt.advance(rng.uniform(0, 2 * partition_seconds / writes))
+    gt.heal()
+    sample = time_to_exact(gt, lambda r: subject.read(table, r, key), expected, regions, seed)
+    gt.settle()
+    return sample
+
+
+@dataclass(frozen=True)
+class Summary:
+    subject: str
+    how: str
+    samples: int
+    exact: int
+    sim: tuple[float, float] | None  # p50, p99 simulated seconds (exact samples only)
+    wall: tuple[float, float] | None  # p50, p99 wall ms
+    lost: tuple[float, int] = (0.0, 0)  # mean and max lost, over the samples that were not exact
+
+
+def summarize(subject: Subject, samples: Sequence[Sample]) -> Summary:
+    exact = [s for s in samples if s.exact]
+    wrong = [s.lost for s in samples if not s.exact]
+    sim = (percentile([s.sim_seconds for s in exact], 50), percentile([s.sim_seconds for s in exact], 99)) if exact else None
+    wall = (percentile([s.wall_ms for s in exact], 50), percentile([s.wall_ms for s in exact], 99)) if exact else None
+    lost = (statistics.mean(wrong), max(wrong)) if wrong else (0.0, 0)
+    return Summary(subject.name, subject.how, len(samples), len(exact), sim, wall, lost)
+
+
+def _query(table: Table, region: str, pk: str) -> list[dict[str, Any]]:
+    ddb, items, start = table.client(region), [], None
+    while True:
+        page = ddb.query(
+            TableName=table.name,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            ConsistentRead=True,
+            **({"ExclusiveStartKey": start} if start else {}),
+        )
+        items += page.get("Items", [])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items
+
+
+def _counter_write(table: Table, region: str, key: str, i: int) -> int:
+    amount = 1 + i % 5
+    table.client(region).update_item(
+        TableName=table.name,
+        Key={"PK": {"S": f"BENCHCTR#{key}"}, "SK": {"S": f"REGION#{region}"}},
+        UpdateExpression="ADD #n :n SET writerRegion = :r",
+        ExpressionAttributeNames={"#n": "n"},
+        ExpressionAttributeValues={":n": {"N": str(amount)}, ":r": {"S": region}},
+    )
+    return amount
+
+
+def _sum(table: Table, region: str, pk: str, attribute: str) -> int:
+    return sum(int(item[attribute]["N"]) for item in _query(table, region, pk) if attribute in item)
+
+
+def _entry_write(table: Table, region: str, key: str, i: int) -> int:
+    amount = 1 + i % 7
+    table.client(region).put_item(
+        TableName=table.name,
+        Item={"PK": {"S": f"BENCHLED#{key}"}, "SK": {"S": f"ENTRY#{uuid.uuid4().hex}"}, "amount": {"N": str(amount)}},
+        ConditionExpression="attribute_not_exists(PK)",
+    )
+    return amount
+
+
+def _plain_add(table: Table, region: str, key: str, i: int) -> int:
+    table.client(region).update_item(
+        TableName=table.name,
+        Key={"PK": {"S": f"BENCHADD#{key}"}, "SK": {"S": "META"}},
+        UpdateExpression="ADD #n :one",
+        ExpressionAttributeNames={"#n": "n"},
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    return 1
+
+
+SUBJECTS: list[Subject] = [
+    Subject(
+        "per-Region counter",
+        "one item per Region, `ADD` only in its own Region; a read sums the Regions' items",
+        _counter_write,
+        lambda table, region, key: _sum(table, region, f"BENCHCTR#{key}", "n"),
+    ),
+    Subject(
+        "ledger entries (raw items)",
+        "one item per entry (any Region); the balance is the sum of the entries",
+        _entry_write,
+        lambda table, region, key: _sum(table, region, f"BENCHLED#{key}", "amount"),
+    ),
+    Subject(
+        "plain `ADD` on one item (the hazard)",
+        "one item `ADD`ed in both Regions; last-writer-wins keeps one Region's version",
+        _plain_add,
+        lambda table, region, key: _sum(table, region, f"BENCHADD#{key}", "n"),
+    ),
+]
+"""The convergence subjects; per-Region likes and ledger readers are appended at merge."""
+
+
+def convergence(
+    endpoint: str, *, seeds: int, writes: int, partition_seconds: float, subjects: Sequence[Subject] | None = None
+) -> list[Summary]:
+    """Each subject on its own emulated MREC table, ``seeds`` partitions each."""
+    from testkit.regions import GlobalTable, Mode
+
+    summaries = []
+    for n, subject in enumerate(subjects or SUBJECTS):
+        name = f"bench-regions-{uuid.uuid4().hex[:8]}"
+        gt = GlobalTable(endpoint, name, regions=REGIONS, mode=Mode.MREC, seed=1000 + n)
+        gt.create()
+        table = Table(gt, name)
+        samples = [converge(table, subject, seed, writes=writes, partition_seconds=partition_seconds) for seed in range(seeds)]
+        summaries.append(summarize(subject, samples))
+    return summaries
+
+
+# -- WCU per operation per mode -----------------------------------------------------------------
+WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+_METHODS = {
+    "put_item": "PutItem",
+    "update_item": "UpdateItem",
+    "delete_item": "DeleteItem",
+    "transact_write_items": "TransactWriteItems",
+    "batch_write_item": "BatchWriteItem",
+}
+
+
+class Metered:
+    """A DynamoDB client that asks every write for ``ConsumedCapacity`` and adds up the write units
+    it reports (whatever client it wraps: botocore's, or the emulator's MRSC guard)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.write_units = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in _METHODS:
+            return attr
+
+        def call(**params: Any) -> Any:
+            params.setdefault("ReturnConsumedCapacity", "TOTAL")
+            response = attr(**params)
+            self.write_units += consumed_write_units(response)
+            return response
+
+        return call
+
+
+def consumed_write_units(response: dict[str, Any]) -> float:
+    consumed = response.get("ConsumedCapacity") or []
+    entries = consumed if isinstance(consumed, list) else [consumed]
+    return sum(float(e.get("WriteCapacityUnits", e.get("CapacityUnits", 0.0))) for e in entries)
+
+
+class StreamTail:
+    """Every record a Region's stream has shown since this tail was made (DynamoDB Streams API)."""
+
+    def __init__(self, streams: Any, ddb: Any, table: str) -> None:
+        self.streams = streams
+        self.arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        self.iterators: dict[str, str | None] = {}
+        self.records()  # skip what is already there
+
+    def records(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for shard in self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]:
+            sid = shard["ShardId"]
+            if sid not in self.iterators:
+                self.iterators[sid] = self.streams.get_shard_iterator(StreamArn=self.arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")[
+                    "ShardIterator"
+                ]
+            while self.iterators[sid]:
+                page = self.streams.get_records(ShardIterator=self.iterators[sid])
+                self.iterators[sid] = page.get("NextShardIterator")
+                out += page.get("Records", [])
+                if not page.get("Records"):
+                    break
+        return out
+
+
+def replicated_units(record: dict[str, Any]) -> int:
+    """Write units a replica spends applying one stream record (a delete: its old image's size)."""
+    image = record["dynamodb"].get("NewImage") or record["dynamodb"].get("OldImage") or record["dynamodb"].get("Keys", {})
+    return write_units(item_size(image))
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation: ``prepare(ddb, table)`` makes its state (the service on that client) once,
+    ``run(state, i)`` does operation ``i``; ``model`` is the items it writes (the cost model)."""
+
+    name: str
+    model: tuple[ItemWrite, ...]
+    prepare: Callable[[Any, str], Any]
+    run: Callable[[Any, int], Any]
+
+
+@dataclass
+class Measured:
+    local: float | None = None  # mean write units per operation in the Region it runs in
+    replicated: float | None = None  # mean write units per operation applied in the other Regions
+    refused: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+def _likes(mode: str) -> tuple[Callable[[Any, str], Any], Callable[[Any, int], Any]]:
+    def prepare(ddb: Any, table: str) -> Any:
+        from counters.services.likes import Likes
+
+        likes = Likes(table, dynamodb=ddb)
+        likes.create_post(author_id="bench", body="bench", post_id="p", mode=mode)
+        return likes
+
+    return prepare, lambda likes, i: likes.like("p", f"u{i}")
+
+
+def _reservation(strategy: str) -> tuple[Callable[[Any, str], Any], Callable[[Any, int], Any]]:
+    def prepare(ddb: Any, table: str) -> Any:
+        from counters.primitives.approaches import create
+        from counters.services.reservations import Reservations, resource_key
+
+        Reservations(table, dynamodb=ddb).create_resource("r", capacity=10**9, strategy=strategy)
+        return create(strategy, table, dynamodb=ddb), resource_key("r")
+
+    return prepare, lambda state, i: state[0].apply(state[1], 1, token=f"tok-{i}")
+
+
+def _ledger(ddb: Any, table: str) -> Any:
+    from counters.primitives.ledger import Ledger
+
+    return Ledger(table, dynamodb=ddb)
+
+
+def _ledger_run(ledger: Any, i: int) -> Any:
+    from counters.primitives.ledger import new_key
+
+    return ledger.append("l", 1, new_key())
+
+
+def _orders(ddb: Any, table: str) -> Any:
+    from counters.services.orders import Orders
+
+    return Orders(table, dynamodb=ddb, mode="fast")
+
+
+def _order_run(orders: Any, i: int) -> Any:
+    return orders.place(key=f"k{i}-{uuid.uuid4().hex[:6]}", customer_id="c", items=[{"sku": "a", "quantity": 1}])
+
+
+AGGREGATOR_BATCH = 500  # template.yaml: the LikeAggregatorFunction's stream BatchSize (a full batch: the best case)
+
+OPERATIONS: list[Operation] = [
+    Operation(
+        "like (standard)", (ItemWrite("like state", transactional=True), ItemWrite("tally", transactional=True)), *_likes("standard")
+    ),
+    Operation("like (hot)", (ItemWrite("like state"), ItemWrite("tally (aggregator)", per=1 / AGGREGATOR_BATCH)), *_likes("hot")),
+    Operation("ledger append", (ItemWrite("entry"),), _ledger, _ledger_run),
+    Operation("reservation (atomic)", (ItemWrite("capacity"),), *_reservation("atomic")),
+    Operation("reservation (crt)", (ItemWrite("capacity", transactional=True),), *_reservation("crt")),
+    Operation(
+        "order (fast)",
+        (ItemWrite("sequence"), ItemWrite("order", transactional=True), ItemWrite("key record", transactional=True)),
+        _orders,
+        _order_run,
+    ),
+]
+"""The operations of the WCU table; the Region-aware versions replace these at merge (same names)."""
+
+
+def _nothing() -> None:
+    return None
+
+
+def measure(endpoint: str, op: Operation, mode: GlobalTableMode, samples: int) -> Measured:
+    """``samples`` operations in the first Region of a fresh table in ``mode``."""
+    import boto3
+
+    from counters.core.client import CLIENT_CONFIG
+    from devstack.dynamodb_local import create_table
+    from devstack.template import read_stack
+
+    table = f"bench-wcu-{uuid.uuid4().hex[:8]}"
+    tails: list[StreamTail] = []
+    settle: Callable[[], Any] = _nothing
+    if mode is GlobalTableMode.NONE:
+        plain = boto3.session.Session(region_name=SINGLE_REGION).client("dynamodb", endpoint_url=endpoint, config=CLIENT_CONFIG)
+        create_table(plain, read_stack(table))
+        ddb = Metered(plain)
+    else:
+        from testkit.regions import GlobalTable, Mode
+
+        regions = REGIONS if mode is GlobalTableMode.MREC else MRSC_REGIONS
+        gt = GlobalTable(endpoint, table, regions=regions, mode=Mode.MREC if mode is GlobalTableMode.MREC else Mode.MRSC, seed=7)
+        gt.create()
+        ddb = Metered(gt.client(regions[0]))
+        settle = gt.settle
+        if mode is GlobalTableMode.MREC:
+            tails = [StreamTail(gt.streams_client(r), gt.client(r), table) for r in regions[1:]]
+    result = Measured()
+    try:
+        state = op.prepare(ddb, table)
+        op.run(state, samples)  # a warm-up: once-per-period writes (the ledger's dirty marker) stay out of the mean
+        settle()
+        for tail in tails:
+            tail.records()
+        ddb.write_units = 0.0
+        for i in range(samples):
+            op.run(state, i)
+        settle()
+    except Exception as exc:  # noqa: BLE001 - a refusal (MRSC: no transactions) or a failure: both are reported
+        result.refused = f"{'refused' if mode is GlobalTableMode.MRSC else 'failed'}: {type(exc).__name__}"
+        return result
+    result.local = ddb.write_units / samples
+    if tails:
+        result.replicated = sum(replicated_units(r) for tail in tails for r in tail.records()) / samples
+    return result
+
+
+@dataclass(frozen=True)
+class WcuRow:
+    operation: str
+    mode: GlobalTableMode
+    measured: Measured
+    model: float | None
+
+
+def wcu(endpoint: str, *, samples: int, operations: Sequence[Operation] | None = None) -> list[WcuRow]:
+    rows = []
+    for op in operations or OPERATIONS:
+        for mode in GlobalTableMode:
+            rows.append(WcuRow(op.name, mode, measure(endpoint, op, mode, samples), model_units(op.model, mode)))
+    return rows
+
+
+def total(row: WcuRow) -> float | None:
+    """Measured units over every Region: local plus replicated (MRSC: the model's replicated share)."""
+    m = row.measured
+    if m.local is None:
+        return None
+    if row.mode is GlobalTableMode.MRSC and row.model is not None:
+        return m.local * REPLICAS[row.mode]  # one store in the emulator: each replica applies the same write
+    return m.local + (m.replicated or 0.0)
+
+
+# -- escrow transfer latency ------------------------------------------------------------------------
+TRANSFER = ("proof.regions.reservations", "bench_transfer_latency")
+TRANSFER_COLUMNS = ("samples", "completed", "p50_s", "p99_s", "p50_wall_ms", "p99_wall_ms", "note")
+
+
+def transfer_latency(endpoint: str, samples: int) -> dict[str, Any] | None:
+    """``bench_transfer_latency(endpoint, samples)`` from the reservations' proof module, or ``None``."""
+    try:
+        module = importlib.import_module(TRANSFER[0])
+    except ImportError:
+        return None
+    fn = getattr(module, TRANSFER[1], None)
+    return fn(endpoint, samples) if callable(fn) else None
+
+
+# -- the section ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    seeds: int = 40
+    writes: int = 20
+    partition_seconds: float = 300.0
+    wcu_samples: int = 10
+    transfers: int = 50
+
+    @classmethod
+    def quick(cls) -> Plan:
+        return cls(seeds=8, writes=10, partition_seconds=120.0, wcu_samples=3, transfers=10)
+
+
+def run(*, quick: bool) -> list[str]:
+    """The section on a DynamoDB Local of its own (started without ``-sharedDb``: one database per
+    client Region, which the emulator builds its Regions on), the layer's default client pointed at it."""
+    import os
+
+    from counters.core import client
+    from devstack.dynamodb_local import DynamoDBLocal
+
+    with DynamoDBLocal() as ddb_local:
+        previous = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
+        client.reset_client()
+        try:
+            return section(ddb_local.endpoint, Plan.quick() if quick else Plan())
+        finally:
+            if previous is None:
+                os.environ.pop("AWS_ENDPOINT_URL_DYNAMODB", None)
+            else:
+                os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = previous
+            client.reset_client()
+
+
+def section(endpoint: str, plan: Plan) -> list[str]:
+    """Run the three measurements and return their Markdown (bench/report.py's style)."""
+    began = time.perf_counter()
+    try:
+        import testkit.regions  # noqa: F401
+    except ImportError:
+        return ["", "## Across Regions", "", "Not measured: the emulator (testkit/regions.py) is not on this branch."]
+    summaries = convergence(endpoint, seeds=plan.seeds, writes=plan.writes, partition_seconds=plan.partition_seconds)
+    rows = wcu(endpoint, samples=plan.wcu_samples)
+    transfer = transfer_latency(endpoint, plan.transfers)
+    return [
+        *convergence_table(summaries, plan),
+        *wcu_table(rows, plan),
+        *transfer_table(transfer),
+        "",
+        f"The Regions section took {time.perf_counter() - began:.0f} s of wall time.",
+    ]
+
+
+def _pair(values: tuple[float, float] | None, fmt: str) -> str:
+    return "-" if values is None else f"{values[0]:{fmt}} / {values[1]:{fmt}}"
+
+
+def convergence_table(summaries: Sequence[Summary], plan: Plan) -> list[str]:
+    lines = [
+        "",
+        "## Across Regions: convergence after heal (MREC, emulated)",
+        "",
+        f"Two Regions ({', '.join(REGIONS)}) on the local emulator (docs/regions-emulator.md). Per subject, {plan.seeds} seeds: "
+        f"a partition of ~{plan.partition_seconds:g} simulated seconds with {plan.writes} writes spread over both Regions "
+        "(the emulator's seeded delays, reordering and duplicates), then the heal. From the heal, simulated time moves "
+        f"in steps of {MIN_STEP * 1000:.0f} ms or {RESOLUTION:.0%} of the time since the heal (the resolution), reading "
+        "every Region (consistent reads) after each step, until all read the exact acknowledged value. Wall = the "
+        "emulator's work and the reads on this machine, not AWS's replication; the simulated time is what the emulator's "
+        "delays model. A row that is not exact lost acknowledged updates for good (its Regions ended identical).",
+        "",
+        "| subject | how it counts | exact / seeds | heal to exact p50 / p99 (simulated s) | p50 / p99 (wall ms) | lost per wrong seed (mean / max) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        lost = "-" if s.exact == s.samples else f"{s.lost[0]:.1f} / {s.lost[1]}"
+        lines.append(f"| {s.subject} | {s.how} | {s.exact} / {s.samples} | {_pair(s.sim, '.2f')} | {_pair(s.wall, '.0f')} | {lost} |")
+    lines += ["", "MRSC needs no convergence row: one strongly consistent store, every Region reads the exact value once a write returns."]
+    return lines
+
+
+def _num(value: float | None, refused: str = "") -> str:
+    if refused:
+        return refused
+    return "-" if value is None else f"{value:.2f}"
+
+
+def wcu_table(rows: Sequence[WcuRow], plan: Plan) -> list[str]:
+    lines = [
+        "",
+        "## Across Regions: write units per operation per mode (measured and by the cost model)",
+        "",
+        f"Each cell: {plan.wcu_samples} operations in {REGIONS[0]} on a fresh table. Local = `ConsumedCapacity` as DynamoDB Local "
+        "reports it (a constant for multi-item transactions: the model is what AWS bills); replicated = the writes the "
+        f"emulator applied in the other Region, sized from its stream (1 unit per KB each). MREC: {REPLICAS[GlobalTableMode.MREC]} "
+        f"Regions; MRSC: {REPLICAS[GlobalTableMode.MRSC]} replicas, one store in the emulator, so its measured total is the local "
+        "units times 3. Model: bench/regions_model.py and docs/regions.md (units, not prices: replicated units are priced "
+        "like single-Region ones). Ratios are against the `none` row of the same operation, measured in this run.",
+        "",
+        "| operation | mode | local units/op | replicated units/op (other Regions) | total measured | vs none | model total | model vs none |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    base: dict[str, tuple[float | None, float | None]] = {r.operation: (total(r), r.model) for r in rows if r.mode is GlobalTableMode.NONE}
+    for r in rows:
+        measured_base, model_base = base.get(r.operation, (None, None))
+        m = r.measured
+        lines.append(
+            f"| {r.operation} | {r.mode.value} | {_num(m.local, m.refused)} | {_num(m.replicated)} | {_num(total(r))} "
+            f"| {ratio(total(r), measured_base)} | {_num(r.model) if r.model is not None else 'refused'} | {ratio(r.model, model_base)} |"
+        )
+    return lines
+
+
+def transfer_table(result: dict[str, Any] | None) -> list[str]:
+    lines = [
+        "",
+        "## Across Regions: escrow transfer latency (reservations)",
+        "",
+        "A transfer moves capacity from one Region's share to another's in two idempotent steps (docs/regions.md): "
+        "from the request in the giving Region to the share usable in the receiving Region, over the emulator's delays.",
+        "",
+    ]
+    if result is None:
+        return [*lines, "not available (proof.regions.reservations.bench_transfer_latency is not on this branch)"]
+    columns = [c for c in TRANSFER_COLUMNS if c in result] + sorted(k for k in result if k not in TRANSFER_COLUMNS)
+    cells = [f"{result[c]:.2f}" if isinstance(result[c], float) else str(result[c]) for c in columns]
+    return [*lines, "| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns), "| " + " | ".join(cells) + " |"]
