@@ -93,7 +93,7 @@ def time_to_exact(gt: Emulated, read: Callable[[str], int], expected: int, regio
     Regions that hold identical tables but read a wrong value have lost an update: the rest is
     settled, read again and, if still wrong, the sample is not exact (``lost`` = expected - the lowest read)."""
     healed, began = gt.clock.now(), time.perf_counter()
-    check_at = 1.0  # simulated seconds since the heal at which to ask whether the Regions are identical
+    check_at = 0.1  # simulated seconds since the heal at which to ask whether the Regions are identical (doubling)
     while True:
         values = [read(r) for r in regions]
         elapsed = gt.clock.now() - healed
@@ -123,7 +123,6 @@ def converge(
     expected = 0
     for i in range(writes):
         expected += subject.write(table, rng.choice(regions), key, i)
-        gt.pump()
         gt.advance(rng.uniform(0, 2 * partition_seconds / writes))
     gt.heal()
     sample = time_to_exact(gt, lambda r: subject.read(table, r, key), expected, regions, seed)
@@ -230,18 +229,16 @@ SUBJECTS: list[Subject] = [
 def convergence(
     endpoint: str, *, seeds: int, writes: int, partition_seconds: float, subjects: Sequence[Subject] | None = None
 ) -> list[Summary]:
-    """Each subject on its own emulated MREC table, ``seeds`` partitions each."""
+    """Every subject on one emulated MREC table (each subject and seed on keys of its own), ``seeds``
+    partitions each."""
     from testkit.regions import GlobalTable, Mode
 
-    summaries = []
-    for n, subject in enumerate(subjects or SUBJECTS):
-        name = f"bench-regions-{uuid.uuid4().hex[:8]}"
-        gt = GlobalTable(endpoint, name, regions=REGIONS, mode=Mode.MREC, seed=1000 + n)
-        gt.create()
-        table = Table(gt, name)
-        samples = [converge(table, subject, seed, writes=writes, partition_seconds=partition_seconds) for seed in range(seeds)]
-        summaries.append(summarize(subject, samples))
-    return summaries
+    name = f"bench-regions-{uuid.uuid4().hex[:8]}"
+    table = Table(GlobalTable(endpoint, name, regions=REGIONS, mode=Mode.MREC, seed=1000).create(), name)
+    return [
+        summarize(subject, [converge(table, subject, seed, writes=writes, partition_seconds=partition_seconds) for seed in range(seeds)])
+        for subject in subjects or SUBJECTS
+    ]
 
 
 # -- WCU per operation per mode -----------------------------------------------------------------
@@ -284,28 +281,39 @@ def consumed_write_units(response: dict[str, Any]) -> float:
 
 
 class StreamTail:
-    """Every record a Region's stream has shown since this tail was made (DynamoDB Streams API)."""
+    """Every record a Region's stream has shown since this tail was made (DynamoDB Streams API).
+
+    Each read takes a new iterator after the last sequence number seen (an old iterator can be
+    refused with TrimmedDataAccessException by DynamoDB Local)."""
 
     def __init__(self, streams: Any, ddb: Any, table: str) -> None:
         self.streams = streams
         self.arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-        self.iterators: dict[str, str | None] = {}
+        self.last: dict[str, str] = {}
         self.records()  # skip what is already there
+
+    def _iterator(self, shard: str) -> str | None:
+        where = (
+            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self.last[shard]}
+            if shard in self.last
+            else {"ShardIteratorType": "TRIM_HORIZON"}
+        )
+        iterator: str | None = self.streams.get_shard_iterator(StreamArn=self.arn, ShardId=shard, **where)["ShardIterator"]
+        return iterator
 
     def records(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for shard in self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]:
             sid = shard["ShardId"]
-            if sid not in self.iterators:
-                self.iterators[sid] = self.streams.get_shard_iterator(StreamArn=self.arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")[
-                    "ShardIterator"
-                ]
-            while self.iterators[sid]:
-                page = self.streams.get_records(ShardIterator=self.iterators[sid])
-                self.iterators[sid] = page.get("NextShardIterator")
-                out += page.get("Records", [])
-                if not page.get("Records"):
+            iterator = self._iterator(sid)
+            while iterator:
+                page = self.streams.get_records(ShardIterator=iterator)
+                records = page.get("Records", [])
+                if not records:
                     break
+                out += records
+                self.last[sid] = records[-1]["dynamodb"]["SequenceNumber"]
+                iterator = page.get("NextShardIterator")
         return out
 
 
@@ -317,13 +325,15 @@ def replicated_units(record: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class Operation:
-    """One operation: ``prepare(ddb, table)`` makes its state (the service on that client) once,
-    ``run(state, i)`` does operation ``i``; ``model`` is the items it writes (the cost model)."""
+    """One operation: ``setup(ddb, table, key)`` once (a post, a resource), ``service(ddb, table)`` the
+    service on the metered client, ``run(service, key, i)`` operation ``i``; ``key`` is a fresh name
+    (post, resource, ledger) per measurement; ``model`` is the items it writes (the cost model)."""
 
     name: str
     model: tuple[ItemWrite, ...]
-    prepare: Callable[[Any, str], Any]
-    run: Callable[[Any, int], Any]
+    service: Callable[[Any, str], Any]
+    run: Callable[[Any, str, int], Any]
+    setup: Callable[[Any, str, str], Any] = lambda ddb, table, key: None
 
 
 @dataclass
@@ -334,26 +344,42 @@ class Measured:
     errors: list[str] = field(default_factory=list)
 
 
-def _likes(mode: str) -> tuple[Callable[[Any, str], Any], Callable[[Any, int], Any]]:
-    def prepare(ddb: Any, table: str) -> Any:
-        from counters.services.likes import Likes
+def _likes(ddb: Any, table: str) -> Any:
+    from counters.services.likes import Likes
 
-        likes = Likes(table, dynamodb=ddb)
-        likes.create_post(author_id="bench", body="bench", post_id="p", mode=mode)
-        return likes
-
-    return prepare, lambda likes, i: likes.like("p", f"u{i}")
+    return Likes(table, dynamodb=ddb)
 
 
-def _reservation(strategy: str) -> tuple[Callable[[Any, str], Any], Callable[[Any, int], Any]]:
-    def prepare(ddb: Any, table: str) -> Any:
+def _post(mode: str) -> Callable[[Any, str, str], Any]:
+    return lambda ddb, table, key: _likes(ddb, table).create_post(author_id="bench", body="bench", post_id=key, mode=mode)
+
+
+def _like_run(likes: Any, key: str, i: int) -> Any:
+    return likes.like(key, f"u{i}")
+
+
+def _resource(strategy: str) -> Callable[[Any, str, str], Any]:
+    def setup(ddb: Any, table: str, key: str) -> Any:
+        from counters.services.reservations import Reservations
+
+        return Reservations(table, dynamodb=ddb).create_resource(key, capacity=10**9, strategy=strategy)
+
+    return setup
+
+
+def _approach(strategy: str) -> Callable[[Any, str], Any]:
+    def service(ddb: Any, table: str) -> Any:
         from counters.primitives.approaches import create
-        from counters.services.reservations import Reservations, resource_key
 
-        Reservations(table, dynamodb=ddb).create_resource("r", capacity=10**9, strategy=strategy)
-        return create(strategy, table, dynamodb=ddb), resource_key("r")
+        return create(strategy, table, dynamodb=ddb)
 
-    return prepare, lambda state, i: state[0].apply(state[1], 1, token=f"tok-{i}")
+    return service
+
+
+def _reserve_run(approach: Any, key: str, i: int) -> Any:
+    from counters.services.reservations import resource_key
+
+    return approach.apply(resource_key(key), 1, token=f"{key}-{i}")
 
 
 def _ledger(ddb: Any, table: str) -> Any:
@@ -362,10 +388,10 @@ def _ledger(ddb: Any, table: str) -> Any:
     return Ledger(table, dynamodb=ddb)
 
 
-def _ledger_run(ledger: Any, i: int) -> Any:
+def _ledger_run(ledger: Any, key: str, i: int) -> Any:
     from counters.primitives.ledger import new_key
 
-    return ledger.append("l", 1, new_key())
+    return ledger.append(key, 1, new_key())
 
 
 def _orders(ddb: Any, table: str) -> Any:
@@ -374,20 +400,26 @@ def _orders(ddb: Any, table: str) -> Any:
     return Orders(table, dynamodb=ddb, mode="fast")
 
 
-def _order_run(orders: Any, i: int) -> Any:
-    return orders.place(key=f"k{i}-{uuid.uuid4().hex[:6]}", customer_id="c", items=[{"sku": "a", "quantity": 1}])
+def _order_run(orders: Any, key: str, i: int) -> Any:
+    return orders.place(key=f"{key}-{i}", customer_id="c", items=[{"sku": "a", "quantity": 1}])
 
 
 AGGREGATOR_BATCH = 500  # template.yaml: the LikeAggregatorFunction's stream BatchSize (a full batch: the best case)
 
 OPERATIONS: list[Operation] = [
     Operation(
-        "like (standard)", (ItemWrite("like state", transactional=True), ItemWrite("tally", transactional=True)), *_likes("standard")
+        "like (standard)",
+        (ItemWrite("like state", transactional=True), ItemWrite("tally", transactional=True)),
+        _likes,
+        _like_run,
+        _post("standard"),
     ),
-    Operation("like (hot)", (ItemWrite("like state"), ItemWrite("tally (aggregator)", per=1 / AGGREGATOR_BATCH)), *_likes("hot")),
+    Operation(
+        "like (hot)", (ItemWrite("like state"), ItemWrite("tally (aggregator)", per=1 / AGGREGATOR_BATCH)), _likes, _like_run, _post("hot")
+    ),
     Operation("ledger append", (ItemWrite("entry"),), _ledger, _ledger_run),
-    Operation("reservation (atomic)", (ItemWrite("capacity"),), *_reservation("atomic")),
-    Operation("reservation (crt)", (ItemWrite("capacity", transactional=True),), *_reservation("crt")),
+    Operation("reservation (atomic)", (ItemWrite("capacity"),), _approach("atomic"), _reserve_run, _resource("atomic")),
+    Operation("reservation (crt)", (ItemWrite("capacity", transactional=True),), _approach("crt"), _reserve_run, _resource("crt")),
     Operation(
         "order (fast)",
         (ItemWrite("sequence"), ItemWrite("order", transactional=True), ItemWrite("key record", transactional=True)),
@@ -398,12 +430,38 @@ OPERATIONS: list[Operation] = [
 """The operations of the WCU table; the Region-aware versions replace these at merge (same names)."""
 
 
-def _nothing() -> None:
-    return None
+def describe_failure(exc: Exception) -> str:
+    """``refused (...)`` for MRSC's refusal of transactions/TTL or the layer's UnsupportedInMode,
+    ``failed (...)`` for anything else (then the run has a bug to look at)."""
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "") or getattr(exc, "code", "") or type(exc).__name__
+    text = str(exc)
+    if "not supported for global tables with multi-Region strong consistency" in text:
+        return "refused (no transactions on MRSC)"
+    if code == "unsupported_in_region_mode" or type(exc).__name__ == "UnsupportedInMode":
+        return "refused (unsupported_in_region_mode)"
+    return f"failed ({code})"
 
 
-def measure(endpoint: str, op: Operation, mode: GlobalTableMode, samples: int) -> Measured:
-    """``samples`` operations in the first Region of a fresh table in ``mode``."""
+@dataclass
+class Env:
+    """One table in one mode, shared by every operation of the WCU table (each uses its own items):
+    ``setup`` is a plain client of the first Region, ``ddb`` the metered one the operations use."""
+
+    mode: GlobalTableMode
+    table: str
+    setup: Any
+    ddb: Metered
+    settle: Callable[[], Any] = lambda: None
+    pump: Callable[[], Any] = lambda: None
+    tails: list[StreamTail] = field(default_factory=list)
+
+
+def environment(endpoint: str, mode: GlobalTableMode) -> Env:
+    """A fresh table in ``mode``: single-Region, or emulated across :data:`REGIONS` / :data:`MRSC_REGIONS`.
+
+    The set-up of an operation (a post, a resource) goes through the plain client (on MRSC: past the
+    emulator's guard): a set-up that needs a transaction is its approach's refusal to report, not
+    this operation's cost."""
     import boto3
 
     from counters.core.client import CLIENT_CONFIG
@@ -411,39 +469,46 @@ def measure(endpoint: str, op: Operation, mode: GlobalTableMode, samples: int) -
     from devstack.template import read_stack
 
     table = f"bench-wcu-{uuid.uuid4().hex[:8]}"
-    tails: list[StreamTail] = []
-    settle: Callable[[], Any] = _nothing
+    regions = (SINGLE_REGION,) if mode is GlobalTableMode.NONE else REGIONS if mode is GlobalTableMode.MREC else MRSC_REGIONS
+    setup = boto3.session.Session(region_name=regions[0]).client("dynamodb", endpoint_url=endpoint, config=CLIENT_CONFIG)
     if mode is GlobalTableMode.NONE:
-        plain = boto3.session.Session(region_name=SINGLE_REGION).client("dynamodb", endpoint_url=endpoint, config=CLIENT_CONFIG)
-        create_table(plain, read_stack(table))
-        ddb = Metered(plain)
-    else:
-        from testkit.regions import GlobalTable, Mode
+        create_table(setup, read_stack(table))
+        return Env(mode, table, setup, Metered(setup))
+    from testkit.regions import Delays, GlobalTable, Mode
 
-        regions = REGIONS if mode is GlobalTableMode.MREC else MRSC_REGIONS
-        gt = GlobalTable(endpoint, table, regions=regions, mode=Mode.MREC if mode is GlobalTableMode.MREC else Mode.MRSC, seed=7)
-        gt.create()
-        ddb = Metered(gt.client(regions[0]))
-        settle = gt.settle
-        if mode is GlobalTableMode.MREC:
-            tails = [StreamTail(gt.streams_client(r), gt.client(r), table) for r in regions[1:]]
+    # one fixed delay: every version reaches the other Region in order (a reordered older version
+    # is dropped by last-writer-wins and never written there, which would hide a billed write)
+    gt = GlobalTable(endpoint, table, regions=regions, mode=Mode(mode.value), seed=7, delays=Delays.fixed(0.1))
+    gt.create()
+    tails = [StreamTail(gt.streams_client(r), gt.client(r), table) for r in regions[1:]] if mode is GlobalTableMode.MREC else []
+    return Env(mode, table, setup, Metered(gt.client(regions[0])), gt.settle, gt.pump, tails)
+
+
+def measure(env: Env, op: Operation, samples: int) -> Measured:
+    """``samples`` operations, after one warm-up (once-per-period writes, such as the ledger's dirty
+    marker, stay out of the mean), in the first Region of ``env``."""
     result = Measured()
     try:
-        state = op.prepare(ddb, table)
-        op.run(state, samples)  # a warm-up: once-per-period writes (the ledger's dirty marker) stay out of the mean
-        settle()
-        for tail in tails:
+        env.settle()  # nothing of the previous operation left to replicate
+        key = f"b{uuid.uuid4().hex[:10]}"
+        op.setup(env.setup, env.table, key)
+        service = op.service(env.ddb, env.table)
+        op.run(service, key, samples)
+        env.settle()
+        for tail in env.tails:
             tail.records()
-        ddb.write_units = 0.0
+        env.ddb.write_units = 0.0
         for i in range(samples):
-            op.run(state, i)
-        settle()
+            op.run(service, key, i)
+            env.pump()  # each write stamped and shipped on its own: the emulator ships an item's last version per pump
+        env.settle()
     except Exception as exc:  # noqa: BLE001 - a refusal (MRSC: no transactions) or a failure: both are reported
-        result.refused = f"{'refused' if mode is GlobalTableMode.MRSC else 'failed'}: {type(exc).__name__}"
+        result.refused = describe_failure(exc)
+        result.errors.append(f"{type(exc).__name__}: {exc}")
         return result
-    result.local = ddb.write_units / samples
-    if tails:
-        result.replicated = sum(replicated_units(r) for tail in tails for r in tail.records()) / samples
+    result.local = env.ddb.write_units / samples
+    if env.tails:
+        result.replicated = sum(replicated_units(r) for tail in env.tails for r in tail.records()) / samples
     return result
 
 
@@ -456,11 +521,14 @@ class WcuRow:
 
 
 def wcu(endpoint: str, *, samples: int, operations: Sequence[Operation] | None = None) -> list[WcuRow]:
-    rows = []
-    for op in operations or OPERATIONS:
-        for mode in GlobalTableMode:
-            rows.append(WcuRow(op.name, mode, measure(endpoint, op, mode, samples), model_units(op.model, mode)))
-    return rows
+    """Every operation in every mode; one table per mode, made just before its operations run."""
+    ops = list(operations or OPERATIONS)
+    cells: dict[tuple[str, GlobalTableMode], WcuRow] = {}
+    for mode in GlobalTableMode:
+        env = environment(endpoint, mode)
+        for op in ops:
+            cells[op.name, mode] = WcuRow(op.name, mode, measure(env, op, samples), model_units(op.model, mode))
+    return [cells[op.name, mode] for op in ops for mode in GlobalTableMode]
 
 
 def total(row: WcuRow) -> float | None:
@@ -491,15 +559,15 @@ def transfer_latency(endpoint: str, samples: int) -> dict[str, Any] | None:
 # -- the section ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
-    seeds: int = 40
-    writes: int = 20
+    seeds: int = 20
+    writes: int = 8
     partition_seconds: float = 300.0
     wcu_samples: int = 10
     transfers: int = 50
 
     @classmethod
     def quick(cls) -> Plan:
-        return cls(seeds=8, writes=10, partition_seconds=120.0, wcu_samples=3, transfers=10)
+        return cls(seeds=5, writes=6, partition_seconds=120.0, wcu_samples=3, transfers=10)
 
 
 def run(*, quick: bool) -> list[str]:
@@ -599,6 +667,9 @@ def wcu_table(rows: Sequence[WcuRow], plan: Plan) -> list[str]:
             f"| {r.operation} | {r.mode.value} | {_num(m.local, m.refused)} | {_num(m.replicated)} | {_num(total(r))} "
             f"| {ratio(total(r), measured_base)} | {_num(r.model) if r.model is not None else 'refused'} | {ratio(r.model, model_base)} |"
         )
+    failed = [f"{r.operation} ({r.mode.value}): {r.measured.errors[0][:240]}" for r in rows if r.measured.errors]
+    if failed:
+        lines += ["", "Why the refused or failed cells have no figure: " + "; ".join(failed) + "."]
     return lines
 
 

@@ -229,3 +229,17 @@ def test_transfer_table_without_the_reservations_helper_says_not_available() -> 
     lines = regions.transfer_table({"samples": 5, "p50_s": 1.5, "extra": "x"})
     assert lines[-3] == "| samples | p50_s | extra |"
     assert lines[-1] == "| 5 | 1.50 | x |"
+
+
+def test_a_refusal_is_told_apart_from_a_failure() -> None:
+    from botocore.exceptions import ClientError
+
+    def client_error(code: str, message: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": message}}, "TransactWriteItems")
+
+    mrsc = client_error("ValidationException", "Transactions are not supported for global tables with multi-Region strong consistency")
+    assert regions.describe_failure(mrsc) == "refused (no transactions on MRSC)"
+    assert (
+        regions.describe_failure(client_error("ValidationException", "Supplied AttributeValue is empty")) == "failed (ValidationException)"
+    )
+    assert regions.describe_failure(RuntimeError("boom")) == "failed (RuntimeError)"
