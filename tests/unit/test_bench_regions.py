@@ -84,6 +84,7 @@ def test_time_to_exact_measures_from_the_heal_within_the_resolution() -> None:
     assert 30.0 <= sample.sim_seconds <= 30.0 * (1 + regions.RESOLUTION) + regions.MIN_STEP
     assert gt.advanced[0] == regions.MIN_STEP  # small steps first
     assert max(gt.advanced) <= regions.RESOLUTION * 30.0 + regions.MIN_STEP
+    assert gt.settled == 0  # stepped to the value, not settled early (a settle jumps to the last delivery)
 
 
 def test_time_to_exact_is_zero_when_already_exact() -> None:
