@@ -77,13 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     lines = report.header(argv if argv is not None else sys.argv[1:])
     if not args.only:
         lines += coldstart.section(import_runs)
-    with DynamoDBLocal() as ddb_local:
-        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
-        cells = harness.throughput(ddb_local.endpoint, plan, levels, scenarios)
-        contended = [] if args.only else harness.contention(ddb_local.endpoint, contention_ops, levels)
+    cells, contended = [], []
+    if scenarios or not args.only:
+        with DynamoDBLocal() as ddb_local:
+            os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
+            cells = harness.throughput(ddb_local.endpoint, plan, levels, scenarios)
+            contended = [] if args.only else harness.contention(ddb_local.endpoint, contention_ops, levels)
     posts = report.hot_posts(quick=args.quick) if not args.only or "hot" in args.only.split(",") else []
     across = regions.run(quick=args.quick) if with_regions else []
-    lines += report.throughput(cells, plan) + report.contention(contended, contention_ops) + posts + across + report.footer(began)
+    lines += (
+        (report.throughput(cells, plan) if cells else [])
+        + report.contention(contended, contention_ops)
+        + posts
+        + across
+        + report.footer(began)
+    )
     text = "\n".join(lines)
     print(text)
     out = args.out or (None if args.only else report.DOC)

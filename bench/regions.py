@@ -547,7 +547,12 @@ TRANSFER_COLUMNS = ("samples", "completed", "p50_s", "p99_s", "p50_wall_ms", "p9
 
 
 def transfer_latency(endpoint: str, samples: int) -> dict[str, Any] | None:
-    """``bench_transfer_latency(endpoint, samples)`` from the reservations' proof module, or ``None``."""
+    """``bench_transfer_latency(endpoint, samples)`` from the reservations' proof module, or ``None``.
+
+    The table prints the keys of :data:`TRANSFER_COLUMNS` first, in that order, then any other key:
+    ``samples`` asked, ``completed`` transfers, ``p50_s``/``p99_s`` simulated seconds from the request
+    in the giving Region to the share usable in the receiving one, ``p50_wall_ms``/``p99_wall_ms``,
+    and a ``note`` (e.g. the delays used)."""
     try:
         module = importlib.import_module(TRANSFER[0])
     except ImportError:
