@@ -182,14 +182,25 @@ def _sum(table: Table, region: str, pk: str, attribute: str) -> int:
     return sum(int(item[attribute]["N"]) for item in _query(table, region, pk) if attribute in item)
 
 
-def _entry_write(table: Table, region: str, key: str, i: int) -> int:
+def _ledger_of(table: Table, region: str) -> Any:
+    from counters.primitives.ledger import Ledger
+
+    return Ledger(table.name, dynamodb=table.client(region))
+
+
+def _ledger_append(table: Table, region: str, key: str, i: int) -> int:
+    """The layer's append (approach 6) in ``region``; counts what it acknowledged."""
+    from counters.core.outcome import Outcome
+    from counters.primitives.ledger import new_key
+
     amount = 1 + i % 7
-    table.client(region).put_item(
-        TableName=table.name,
-        Item={"PK": {"S": f"BENCHLED#{key}"}, "SK": {"S": f"ENTRY#{uuid.uuid4().hex}"}, "amount": {"N": str(amount)}},
-        ConditionExpression="attribute_not_exists(PK)",
-    )
-    return amount
+    result = _ledger_of(table, region).append(f"bench-{key}", amount, new_key())
+    return amount if result.outcome is Outcome.APPLIED else 0
+
+
+def _ledger_balance(table: Table, region: str, key: str) -> int:
+    balance: int = _ledger_of(table, region).balance(f"bench-{key}").balance
+    return balance
 
 
 def _plain_add(table: Table, region: str, key: str, i: int) -> int:
@@ -211,10 +222,10 @@ SUBJECTS: list[Subject] = [
         lambda table, region, key: _sum(table, region, f"BENCHCTR#{key}", "n"),
     ),
     Subject(
-        "ledger entries (raw items)",
-        "one item per entry (any Region); the balance is the sum of the entries",
-        _entry_write,
-        lambda table, region, key: _sum(table, region, f"BENCHLED#{key}", "amount"),
+        "ledger balance (the layer, appends only)",
+        "`Ledger.append` in either Region (an entry per request); `Ledger.balance` in each Region; no compaction",
+        _ledger_append,
+        _ledger_balance,
     ),
     Subject(
         "plain `ADD` on one item (the hazard)",
