@@ -665,7 +665,9 @@ def wcu_table(rows: Sequence[WcuRow], plan: Plan) -> list[str]:
         "",
         "## Across Regions: write units per operation per mode (measured and by the cost model)",
         "",
-        f"Each cell: {plan.wcu_samples} operations in {REGIONS[0]} on a fresh table. Local = `ConsumedCapacity` as DynamoDB Local "
+        f"Each cell: {plan.wcu_samples} operations in {REGIONS[0]} after one warm-up, on one table per mode (each operation "
+        "on keys of its own); on MREC the emulator runs with one fixed delay and ships each write on its own, so every "
+        "replicated write is applied and seen. Local = `ConsumedCapacity` as DynamoDB Local "
         "reports it (a constant for multi-item transactions: the model is what AWS bills); replicated = the writes the "
         f"emulator applied in the other Region, sized from its stream (1 unit per KB each). MREC: {REPLICAS[GlobalTableMode.MREC]} "
         f"Regions; MRSC: {REPLICAS[GlobalTableMode.MRSC]} replicas, one store in the emulator, so its measured total is the local "
