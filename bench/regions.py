@@ -511,7 +511,7 @@ def measure(env: Env, op: Operation, samples: int) -> Measured:
         env.ddb.write_units = 0.0
         for i in range(samples):
             op.run(service, key, i)
-            env.pump()  # each write stamped and shipped on its own: the emulator ships an item's last version per pump
+            env.pump()  # each write stamped with its own write time, as on AWS
         env.settle()
     except Exception as exc:  # noqa: BLE001 - a refusal (MRSC: no transactions) or a failure: both are reported
         result.refused = describe_failure(exc)
