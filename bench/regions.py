@@ -554,22 +554,28 @@ def total(row: WcuRow) -> float | None:
 
 # -- escrow transfer latency ------------------------------------------------------------------------
 TRANSFER = ("proof.regions.reservations", "bench_transfer_latency")
-TRANSFER_COLUMNS = ("samples", "completed", "p50_s", "p99_s", "p50_wall_ms", "p99_wall_ms", "note")
+TRANSFER_COLUMNS = ("samples", "completed", "sim_seconds", "wall_ms")  # shown first, in this order
 
 
 def transfer_latency(endpoint: str, samples: int) -> dict[str, Any] | None:
     """``bench_transfer_latency(endpoint, samples)`` from the reservations' proof module, or ``None``.
 
-    The table prints the keys of :data:`TRANSFER_COLUMNS` first, in that order, then any other key:
-    ``samples`` asked, ``completed`` transfers, ``p50_s``/``p99_s`` simulated seconds from the request
-    in the giving Region to the share usable in the receiving one, ``p50_wall_ms``/``p99_wall_ms``,
-    and a ``note`` (e.g. the delays used)."""
+    The dict's keys become columns, :data:`TRANSFER_COLUMNS` first, a nested dict one column per
+    entry (``{"sim_seconds": {"p50": .., "p99": ..}}`` gives ``sim_seconds p50``, ``sim_seconds p99``):
+    the reservations' proof returns ``samples``, ``sim_seconds`` and ``wall_ms`` (p50, p99, max) and
+    ``poll_step_seconds``."""
     try:
         module = importlib.import_module(TRANSFER[0])
     except ImportError:
         return None
     fn = getattr(module, TRANSFER[1], None)
-    return fn(endpoint, samples) if callable(fn) else None
+    if not callable(fn):
+        return None
+    try:
+        result: dict[str, Any] = fn(endpoint, samples)
+    except Exception as exc:  # noqa: BLE001 - the table says what failed; the rest of the bench still prints
+        return {"failed": f"{type(exc).__name__}: {exc}"[:300]}
+    return result
 
 
 # -- the section ---------------------------------------------------------------------------------
@@ -702,6 +708,10 @@ def transfer_table(result: dict[str, Any] | None) -> list[str]:
     ]
     if result is None:
         return [*lines, "not available (proof.regions.reservations.bench_transfer_latency is not on this branch)"]
-    columns = [c for c in TRANSFER_COLUMNS if c in result] + sorted(k for k in result if k not in TRANSFER_COLUMNS)
-    cells = [f"{result[c]:.2f}" if isinstance(result[c], float) else str(result[c]) for c in columns]
-    return [*lines, "| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns), "| " + " | ".join(cells) + " |"]
+    keys = [c for c in TRANSFER_COLUMNS if c in result] + sorted(k for k in result if k not in TRANSFER_COLUMNS)
+    flat: list[tuple[str, Any]] = []
+    for k in keys:
+        value = result[k]
+        flat += [(f"{k} {sub}", v) for sub, v in value.items()] if isinstance(value, dict) else [(k, value)]
+    cells = [f"{v:.2f}" if isinstance(v, float) else str(v) for _, v in flat]
+    return [*lines, "| " + " | ".join(k for k, _ in flat) + " |", "|" + "---:|" * len(flat), "| " + " | ".join(cells) + " |"]

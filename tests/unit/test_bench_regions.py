@@ -227,9 +227,11 @@ def test_wcu_table_ratios_against_the_none_row() -> None:
 
 def test_transfer_table_without_the_reservations_helper_says_not_available() -> None:
     assert regions.transfer_table(None)[-1].startswith("not available")
-    lines = regions.transfer_table({"samples": 5, "p50_s": 1.5, "extra": "x"})
-    assert lines[-3] == "| samples | p50_s | extra |"
-    assert lines[-1] == "| 5 | 1.50 | x |"
+    lines = regions.transfer_table(
+        {"poll_step_seconds": 0.05, "wall_ms": {"p50": 3.0}, "samples": 5, "sim_seconds": {"p50": 1.5, "p99": 9.25}}
+    )
+    assert lines[-3] == "| samples | sim_seconds p50 | sim_seconds p99 | wall_ms p50 | poll_step_seconds |"
+    assert lines[-1] == "| 5 | 1.50 | 9.25 | 3.00 | 0.05 |"
 
 
 def test_a_refusal_is_told_apart_from_a_failure() -> None:
