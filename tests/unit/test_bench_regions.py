@@ -181,10 +181,12 @@ def test_ratio_against_single_region() -> None:
 
 def test_every_bench_operation_has_a_model_in_every_mode_or_is_refused_on_mrsc_only() -> None:
     for op in regions.OPERATIONS:
-        assert model_units(op.model, GlobalTableMode.NONE) is not None
-        assert model_units(op.model, GlobalTableMode.MREC) is not None
-    refused = {op.name for op in regions.OPERATIONS if model_units(op.model, GlobalTableMode.MRSC) is None}
-    assert refused == {"like (standard)", "reservation (crt)", "order (fast)"}
+        assert model_units(op.model_for(GlobalTableMode.NONE), GlobalTableMode.NONE) is not None
+        assert model_units(op.model_for(GlobalTableMode.MREC), GlobalTableMode.MREC) is not None
+    refused = {op.name for op in regions.OPERATIONS if model_units(op.model_for(GlobalTableMode.MRSC), GlobalTableMode.MRSC) is None}
+    assert refused == {"like (standard)", "reservation (crt)"}
+    orders = next(op for op in regions.OPERATIONS if op.name == "order (fast)")
+    assert model_units(orders.model_for(GlobalTableMode.MRSC), GlobalTableMode.MRSC) == 9  # 3 single-item writes x 3 replicas
 
 
 # -- metering and the tables ----------------------------------------------------------------------------
