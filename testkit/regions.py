@@ -63,6 +63,9 @@ TRANSACTIONS = ("TransactWriteItems", "TransactGetItems")
 WRITES = ("PutItem", "UpdateItem", "DeleteItem")
 UNAVAILABLE_IN_MRSC = ("TransactWriteItems", "TransactGetItems", "UpdateTimeToLive")
 SHARD_REFRESH = 1.0
+SETTLE_ROUNDS = 100
+"""settle() delivers everything pending, then pumps: a new round only when a write landed meanwhile
+(another thread); more rounds than this means writes that replicate forever (a bug)."""
 
 
 class Mode(StrEnum):
@@ -209,6 +212,20 @@ def plain(value: Any) -> Any:
 
 def to_plain(image: Image) -> dict[str, Any]:
     return {k: plain(_deserializer.deserialize(v)) for k, v in image.items()}
+
+
+def _canon(value: Any) -> Any:
+    """A DynamoDB JSON value with set members sorted (a set's order means nothing)."""
+    if isinstance(value, dict):
+        return {k: sorted(v) if k in ("SS", "NS") else sorted(v, key=repr) if k == "BS" else _canon(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canon(v) for v in value]
+    return value
+
+
+def _same(a: Image | None, b: Image | None) -> bool:
+    """The same item version (``None``: no item)."""
+    return a == b or (a is not None and b is not None and _canon(a) == _canon(b))
 
 
 def _body(request_dict: dict[str, Any]) -> dict[str, Any]:
@@ -484,8 +501,10 @@ class GlobalTable:
         key = key_id(data["Keys"])
         image = None if record["eventName"] == "REMOVE" else data.get("NewImage")
         expected = self._expected.get((region, key))
-        if expected and expected[0] == image:
+        if expected and _same(expected[0], image):
             expected.popleft()  # our own replicated write: not re-replicated
+            if not expected:
+                del self._expected[(region, key)]
             last_of_key[key] = (True, image)
             return
         now = self.clock.now()
@@ -511,7 +530,7 @@ class GlobalTable:
             if not replicated or self._expected.get((region, key)):
                 continue
             current = self._current.get((region, key))
-            if current is not None and current[1] != image:
+            if current is not None and not _same(current[1], image):
                 self.stats.repairs += 1
                 self._write(region, key, current[1])
 
@@ -524,7 +543,7 @@ class GlobalTable:
             changed = old is not None
         else:
             old = ddb.put_item(TableName=self.table_name, Item=image, ReturnValues="ALL_OLD").get("Attributes")
-            changed = old != image
+            changed = not _same(old, image)
         if changed:
             self._expected.setdefault((region, key), deque()).append(image)
 
@@ -574,10 +593,12 @@ class GlobalTable:
             if self.mode is Mode.MRSC:
                 return 0.0
             self.pump(full=True)
+            rounds = 0
             while self._pending:
+                rounds += 1
                 last = max(d.due for d in self._pending)
-                if last - start > limit:
-                    raise RuntimeError(f"replication did not settle within {limit} simulated seconds")
+                if last - start > limit or rounds > SETTLE_ROUNDS:
+                    raise RuntimeError(f"replication did not settle ({rounds} rounds, {last - start:.0f} simulated seconds)")
                 # No local write happens inside settle (unless another thread writes: then the
                 # next pump sees it and the loop goes on): deliver everything, then pump once.
                 self._deliver_due(last)
@@ -678,7 +699,7 @@ class GlobalTable:
             while not self._stop.is_set():
                 try:
                     with self._lock:
-                        self.pump()
+                        self.pump(full=True)  # any process may write (the local stack's functions)
                         if self.mode is Mode.MREC:
                             self._deliver_due(self.clock.now())
                 except Exception as exc:  # noqa: BLE001 - keep replicating, report it

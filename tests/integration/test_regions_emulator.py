@@ -172,6 +172,21 @@ def test_replicated_writes_show_in_the_destination_stream_and_are_not_replicated
     assert (gt.stats.local_records, gt.stats.replicated) == (1, 1)
 
 
+def test_a_replicated_write_that_changes_nothing_is_not_awaited_in_the_stream(make: Any) -> None:
+    """[STREAMS] a write that changes nothing leaves no stream record: the replicator must not wait
+    for one, or it would take a later local write of that same image for its own and never
+    replicate it."""
+    gt = make(delays=Delays.fixed(1.0))
+    put(gt, A, item("n", v=1))
+    put(gt, B, item("n", v=1))  # the same image, concurrently: B's version reaches A as a no-op
+    gt.settle()
+    put(gt, A, item("n", v=2))
+    gt.settle()
+    put(gt, A, item("n", v=1))  # a local write of the very image the no-op carried
+    gt.settle()
+    assert gt.items(A) == gt.items(B) == [plain("n", v=1)]
+
+
 def test_a_local_write_racing_a_replicated_apply_is_repaired(make: Any) -> None:
     """The emulator's own limit (live mode): a local write in B that lands between the pump and a
     replicated apply of an OLDER version is overwritten for a moment; the next pump sees the local
@@ -289,10 +304,13 @@ def test_mrsc_reads_are_strongly_consistent_from_every_region(make: Any) -> None
 # ------------------------------------------------------------------------------ the seed's hazard
 def test_a_plain_add_counter_in_two_regions_loses_updates(dynamodb_endpoint: str) -> None:
     """Issue 21: a plain ``ADD`` written in two Regions within the replication delay loses
-    acknowledged adds to last-writer-wins (proof/regions/add.py; `make proof` runs 150 schedules)."""
+    acknowledged adds to last-writer-wins on MREC, and none on MRSC (proof/regions/add.py;
+    `make proof` runs 150 schedules of each)."""
     from proof.regions import add
 
-    (row,) = add.scenarios(dynamodb_endpoint, seed=4, count=20)
-    assert row.schedules == 20 and row.hits >= 18 and row.under > 0
-    assert "Regions diverged after settle: 0" in row.notes
-    assert row.verdict == "holds"
+    mrec, mrsc = add.scenarios(dynamodb_endpoint, seed=4, count=20)
+    assert mrec.schedules == 20 and mrec.hits >= 18 and mrec.under > 0
+    assert mrsc.schedules == 20 and mrsc.hits == 20 and mrsc.under == 0
+    for row in (mrec, mrsc):
+        assert "Regions diverged after settle: 0" in row.notes
+        assert row.verdict == "holds"
