@@ -3,7 +3,8 @@
 The jobs, one module each: bench/coldstart.py (handler imports vs ``import boto3``, and where they
 go), bench/baselines.py (the scenarios: the layer's call and a hand-written boto3 one),
 bench/harness.py (timed alternating rounds, contention), bench/hot.py (one hot post),
-bench/report.py (the Markdown and docs/bench-results.md). This module parses the command line and
+bench/regions.py (across Regions on the emulator: convergence after heal, write units per mode, the escrow's
+transfer latency), bench/report.py (the Markdown and docs/bench-results.md). This module parses the command line and
 runs them in order.
 
 Prints Markdown tables and writes them to docs/bench-results.md (overwritten by every full run, with
@@ -33,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import ROOT, coldstart, harness, report
+from bench import ROOT, coldstart, harness, regions, report
 from bench.baselines import SCENARIOS
 from bench.harness import Plan
 from devstack.dynamodb_local import DynamoDBLocal
@@ -51,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         help="throughput scenarios whose name contains this (comma-separated; 'hot': the hot-post table); skips cold start and contention",
     )
+    parser.add_argument(
+        "--regions",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the across-Regions tables on the emulator (bench/regions.py; default: on, off with --only unless it names 'regions')",
+    )
     parser.add_argument("--out", type=Path, help=f"where the tables go (default {report.DOC.relative_to(ROOT)}; not written with --only)")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
@@ -64,16 +71,27 @@ def main(argv: list[str] | None = None) -> int:
         wanted = args.only.split(",")
         scenarios = [s for s in SCENARIOS if any(w in s.name for w in wanted)]
 
+    with_regions = args.regions if args.regions is not None else (not args.only or "regions" in args.only.split(","))
+
     began = time.perf_counter()
     lines = report.header(argv if argv is not None else sys.argv[1:])
     if not args.only:
         lines += coldstart.section(import_runs)
-    with DynamoDBLocal() as ddb_local:
-        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
-        cells = harness.throughput(ddb_local.endpoint, plan, levels, scenarios)
-        contended = [] if args.only else harness.contention(ddb_local.endpoint, contention_ops, levels)
+    cells, contended = [], []
+    if scenarios or not args.only:
+        with DynamoDBLocal() as ddb_local:
+            os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = ddb_local.endpoint
+            cells = harness.throughput(ddb_local.endpoint, plan, levels, scenarios)
+            contended = [] if args.only else harness.contention(ddb_local.endpoint, contention_ops, levels)
     posts = report.hot_posts(quick=args.quick) if not args.only or "hot" in args.only.split(",") else []
-    lines += report.throughput(cells, plan) + report.contention(contended, contention_ops) + posts + report.footer(began)
+    across = regions.run(quick=args.quick) if with_regions else []
+    lines += (
+        (report.throughput(cells, plan) if cells else [])
+        + report.contention(contended, contention_ops)
+        + posts
+        + across
+        + report.footer(began)
+    )
     text = "\n".join(lines)
     print(text)
     out = args.out or (None if args.only else report.DOC)
