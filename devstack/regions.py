@@ -137,30 +137,8 @@ def replicator(endpoint: str, table: str, regions: list[str], seed: int, lag: fl
         sys.path.insert(0, layer)
     from testkit.regions import Delays, GlobalTable, Mode
 
-    class StreamImages(GlobalTable):  # type: ignore[misc]
-        """DynamoDB Local's Streams API returns an empty map attribute as ``{}`` instead of
-        ``{"M": {}}`` (PutItem then refuses the image: "Supplied AttributeValue is empty"); the
-        image is mended before the emulator schedules it. (The fix belongs in testkit.regions.)"""
-
-        def _on_record(self, region: str, record: dict[str, Any], last_of_key: dict[Any, Any]) -> None:
-            data = record.get("dynamodb", {})
-            if "NewImage" in data:
-                data["NewImage"] = {k: mend(v) for k, v in data["NewImage"].items()}
-            super()._on_record(region, record, last_of_key)
-
     delays = None if lag is None else Delays.fixed(lag)
-    return StreamImages(endpoint, table, regions=tuple(regions), mode=Mode.MREC, seed=seed, delays=delays).create().start()
-
-
-def mend(value: dict[str, Any]) -> dict[str, Any]:
-    """An AttributeValue with DynamoDB Local's stream quirk undone: ``{}`` is the empty map."""
-    if not value:
-        return {"M": {}}
-    if "M" in value:
-        return {"M": {k: mend(v) for k, v in value["M"].items()}}
-    if "L" in value:
-        return {"L": [mend(v) for v in value["L"]]}
-    return value
+    return GlobalTable(endpoint, table, regions=tuple(regions), mode=Mode.MREC, seed=seed, delays=delays).create().start()
 
 
 def main(argv: list[str] | None = None) -> int:

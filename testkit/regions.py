@@ -190,6 +190,23 @@ class Stats:
         return dataclasses.asdict(self)
 
 
+def mend(value: dict[str, Any]) -> dict[str, Any]:
+    """An AttributeValue with DynamoDB Local's stream quirk undone: its stream shows an empty map as
+    ``{}`` (no type), which PutItem refuses ("Supplied AttributeValue is empty")."""
+    if not value:
+        return {"M": {}}
+    if "M" in value:
+        return {"M": {k: mend(v) for k, v in value["M"].items()}}
+    if "L" in value:
+        return {"L": [mend(v) for v in value["L"]]}
+    return value
+
+
+def mend_image(image: Image) -> Image:
+    """A stream record's image as the item it is (:func:`mend` on every attribute)."""
+    return {name: mend(value) for name, value in image.items()}
+
+
 def key_id(keys: Image) -> KeyId:
     return json.dumps(keys, sort_keys=True, separators=(",", ":"))
 
@@ -477,7 +494,9 @@ class GlobalTable:
             while self._iterators.get(position):
                 try:
                     page = streams.get_records(ShardIterator=self._iterators[position], Limit=1000)
-                except streams.exceptions.ExpiredIteratorException:
+                except (streams.exceptions.ExpiredIteratorException, streams.exceptions.TrimmedDataAccessException):
+                    # an iterator kept across other work can expire or point before the trim horizon:
+                    # resume after the last record read (TRIM_HORIZON if none was)
                     where: dict[str, str] = {"ShardIteratorType": "TRIM_HORIZON"}
                     if position in self._last_seq:
                         where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self._last_seq[position]}
@@ -499,7 +518,8 @@ class GlobalTable:
     def _on_record(self, region: str, record: dict[str, Any], last_of_key: dict[KeyId, tuple[bool, Image | None]]) -> None:
         data = record["dynamodb"]
         key = key_id(data["Keys"])
-        image = None if record["eventName"] == "REMOVE" else data.get("NewImage")
+        new_image = data.get("NewImage")
+        image = None if record["eventName"] == "REMOVE" or new_image is None else mend_image(new_image)
         expected = self._expected.get((region, key))
         if expected and _same(expected[0], image):
             expected.popleft()  # our own replicated write: not re-replicated

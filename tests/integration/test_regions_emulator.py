@@ -325,3 +325,13 @@ def test_a_plain_add_counter_in_two_regions_loses_updates(dynamodb_endpoint: str
     for row in (mrec, mrsc):
         assert "Regions diverged after settle: 0" in row.notes
         assert row.verdict == "holds"
+
+
+def test_an_item_holding_an_empty_map_replicates(make: Any) -> None:
+    """DynamoDB Local's stream shows an empty map as ``{}`` (no type); the replicated PutItem would be
+    refused ("Supplied AttributeValue is empty"). The replica holds the empty map (a hot post's META
+    starts with ``aggSeq = {}``)."""
+    gt = make(delays=Delays.fixed(0.5))
+    put(gt, A, {**key("m"), "lanes": {"M": {}}, "nested": {"M": {"inner": {"M": {}}}}, "list": {"L": [{"M": {}}]}})
+    gt.settle()
+    assert gt.items(B) == [plain("m", lanes={}, nested={"inner": {}}, list=[{}])]

@@ -104,7 +104,7 @@ def test_dev_regions_runs_one_stack_per_region_with_its_region_and_the_global_ta
 
 def test_an_empty_map_from_dynamodb_locals_stream_is_mended() -> None:
     """DynamoDB Local's Streams API gives an empty map as {}; replicated as is, PutItem refuses it."""
-    from devstack.regions import mend
+    from testkit.regions import mend
 
     assert mend({}) == {"M": {}}
     assert mend({"M": {"a": {}, "b": {"L": [{}, {"S": "x"}]}}}) == {"M": {"a": {"M": {}}, "b": {"L": [{"M": {}}, {"S": "x"}]}}}
