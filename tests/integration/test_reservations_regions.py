@@ -1,0 +1,317 @@
+"""Reservations across Regions (issue 21): MREC escrow and MRSC refusals, on DynamoDB Local.
+
+Two Regions are two ``region_name`` s on one DynamoDB Local (tests/integration/regions_support.py);
+replication is delivered explicitly where a test says, so each schedule is deterministic.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from counters.core.errors import IdempotencyKeyReused, InsufficientCapacity, UnsupportedInMode
+from counters.core.regions import GlobalTableMode, Topology
+from counters.services.reservations import Reservations
+from counters.store.resources import Transfer
+from tests.integration.regions_support import A, B, C, Regions
+
+MREC, MRSC = GlobalTableMode.MREC, GlobalTableMode.MRSC
+
+APPROACHES = [
+    pytest.param("atomic", 1, id="atomic"),
+    pytest.param("occ", 1, id="occ"),
+    pytest.param("occ_history", 1, id="occ_history"),
+    pytest.param("crt", 1, id="crt"),
+    pytest.param("marker", 1, id="marker"),
+    pytest.param("set", 1, id="set"),
+    pytest.param("atomic", 2, id="atomic-2-shards"),
+    pytest.param("crt", 2, id="crt-2-shards"),
+    pytest.param("marker", 2, id="marker-2-shards"),
+]
+
+
+@pytest.fixture
+def regions(dynamodb_endpoint: str) -> Iterator[Regions]:
+    found = Regions(dynamodb_endpoint, f"tally-regions-{uuid.uuid4().hex[:10]}")
+    yield found
+    found.drop()
+
+
+@pytest.fixture
+def mrsc(dynamodb_endpoint: str) -> Iterator[Regions]:
+    found = Regions(dynamodb_endpoint, f"tally-mrsc-{uuid.uuid4().hex[:10]}", (A, B, C), MRSC)
+    yield found
+    found.drop()
+
+
+def shares(regions: Regions, region: str, resource_id: str) -> dict[str, dict[str, int]]:
+    """Every share item's capacity/reserved/available as ``region`` holds them (by PK)."""
+    found = {}
+    for (pk, _sk), item in regions.items(region).items():
+        if pk.startswith(f"RES#{resource_id}@"):
+            found[pk] = {k: int(item[k]) for k in ("capacity", "reserved", "available")}
+    return found
+
+
+def in_flight(regions: Regions, region: str, resource_id: str) -> int:
+    items = regions.items(region)
+    sent = {sk: int(i["quantity"]) for (pk, sk), i in items.items() if pk == f"RES#{resource_id}#XFER" and not sk.endswith("#IN")}
+    received = {sk.removesuffix("#IN") for (pk, sk) in items if pk == f"RES#{resource_id}#XFER" and sk.endswith("#IN")}
+    return sum(q for tid, q in sent.items() if tid not in received)
+
+
+def conserved(regions: Regions, resource_id: str, capacity: int) -> None:
+    """After settling: every share item is consistent and shares + in flight == capacity, in every Region."""
+    for region in regions.regions:
+        items = shares(regions, region, resource_id)
+        assert all(s["reserved"] + s["available"] == s["capacity"] and s["available"] >= 0 for s in items.values()), items
+        assert sum(s["capacity"] for s in items.values()) + in_flight(regions, region, resource_id) == capacity, (region, items)
+
+
+def reserve_all(service: Reservations, resource_id: str, count: int, prefix: str) -> tuple[int, int]:
+    ok = refused = 0
+    for n in range(count):
+        try:
+            service.reserve(resource_id, 1, f"{prefix}-{n}")
+            ok += 1
+        except InsufficientCapacity:
+            refused += 1
+    return ok, refused
+
+
+# ------------------------------------------------------------------------------- the oversell
+def test_one_counter_for_every_region_oversells(regions: Regions) -> None:
+    """The issue's finding on the old path (one META counter, written in both Regions): capacity
+    10, 10 reservations CONFIRMED in each Region, and after replication META says 10."""
+    old_a, old_b = (regions.service(r, topology=Topology()) for r in (A, B))
+    old_a.create_resource("r1", capacity=10, strategy="crt")
+    regions.replicate(A, B)
+    assert reserve_all(old_a, "r1", 10, "a") == (10, 0)
+    assert reserve_all(old_b, "r1", 10, "b") == (10, 0)
+    regions.replicate(A, B, where="RSV#")
+    regions.replicate(B, A)  # B's META version is the later write: it wins everywhere
+    records = [i for (pk, _), i in regions.items(A).items() if pk.startswith("RSV#") and i["status"] == "CONFIRMED"]
+    assert len(records) == 20
+    assert int(regions.items(A)[("RES#r1", "META")]["reserved"]) == 10  # 20 held against a capacity of 10
+
+
+def test_the_old_path_is_refused_on_an_mrec_table(regions: Regions) -> None:
+    regions.service(A, topology=Topology()).create_resource("r1", capacity=10, strategy="crt")
+    with pytest.raises(UnsupportedInMode, match="one counter for every Region"):
+        regions.service(A).reserve("r1", 1, "k")
+
+
+@pytest.mark.parametrize(("strategy", "shards"), APPROACHES)
+def test_escrow_never_oversells(regions: Regions, strategy: str, shards: int) -> None:
+    """The same schedule with escrow: each Region sells its own share (5 + 5), then answers 409."""
+    a, b = regions.service(A), regions.service(B)
+    created = a.create_resource("r1", capacity=10, strategy=strategy, shards=shards)
+    assert created["capacity"] == 10
+    regions.replicate(A, B)
+    assert reserve_all(a, "r1", 10, "a") == (5, 5)
+    assert reserve_all(b, "r1", 10, "b") == (5, 5)
+    regions.settle()
+    for region in (A, B):
+        view = regions.service(region).get_resource("r1")
+        assert (view["reserved"], view["available"]) == (10, 0)
+        records = [i for (pk, _), i in regions.items(region).items() if pk.startswith("RSV#") and i["status"] == "CONFIRMED"]
+        assert len(records) == 10
+    conserved(regions, "r1", 10)
+
+
+def test_escrow_does_not_spend_another_regions_share(regions: Regions) -> None:
+    """Guard: a Region's takes (and transfers) touch only its own share items. All 10 units are
+    A's: B refuses (409, naming A), and nothing of A's share changes in either Region."""
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=10, strategy="atomic", shares={A: 10, B: 0})
+    regions.replicate(A, B)
+    before = shares(regions, B, "r1")
+    with pytest.raises(InsufficientCapacity, match=f"{A} 10"):
+        b.reserve("r1", 1, "k1")
+    with pytest.raises(InsufficientCapacity):
+        b.transfer("r1", A, 1, "t1")
+    assert shares(regions, B, "r1") == before
+    assert reserve_all(a, "r1", 11, "a") == (10, 1)
+    assert shares(regions, A, "r1")[f"RES#r1@{A}"] == {"capacity": 10, "reserved": 10, "available": 0}
+    assert shares(regions, A, "r1")[f"RES#r1@{B}"] == {"capacity": 0, "reserved": 0, "available": 0}
+
+
+# ------------------------------------------------------------------------------- transfers
+@pytest.mark.parametrize(("strategy", "shards"), APPROACHES)
+def test_a_transfer_moves_units_exactly_once(regions: Regions, strategy: str, shards: int) -> None:
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=10, strategy=strategy, shards=shards, shares={A: 8, B: 2})
+    regions.replicate(A, B)
+    first = a.transfer("r1", B, 3, "move-1")
+    again = a.transfer("r1", B, 3, "move-1")  # a re-send: the same transfer, nothing debited twice
+    assert first.created and not again.created and again.body["transferId"] == first.body["transferId"]
+    with pytest.raises(IdempotencyKeyReused):
+        a.transfer("r1", B, 4, "move-1")
+    assert sum(s["capacity"] for pk, s in shares(regions, A, "r1").items() if f"@{A}" in pk) == 5
+    conserved(regions, "r1", 10)  # 5 + 2 + 3 in flight, in A; B has not seen it: 8 + 2
+    assert b.receive_transfers("r1") == 0  # not replicated yet: nothing to credit
+    regions.replicate(A, B)
+    regions.replicate(A, B)  # a duplicate delivery changes nothing
+    assert b.receive_transfers("r1") == 3
+    assert b.receive_transfers("r1") == 0
+    regions.settle()
+    conserved(regions, "r1", 10)
+    assert reserve_all(b, "r1", 6, "b") == (5, 1)  # its 2 and the 3 it received
+    assert reserve_all(a, "r1", 6, "a") == (5, 1)
+    regions.settle()
+    conserved(regions, "r1", 10)
+
+
+def test_a_take_that_finds_its_share_short_receives_transfers_first(regions: Regions) -> None:
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=4, strategy="set", shares={A: 4, B: 0})
+    a.transfer("r1", B, 2, "move")
+    regions.replicate(A, B)
+    assert reserve_all(b, "r1", 3, "b") == (2, 1)
+
+
+def test_a_stale_listing_never_credits_a_transfer_twice(regions: Regions, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guard: two receivers in B race (each listed the transfer before the other's receipt): the
+    receipt's attribute_not_exists lets only one credit it."""
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=10, strategy="crt", shares={A: 5, B: 5})
+    a.transfer("r1", B, 3, "move")
+    regions.replicate(A, B)
+    listed = b.store.transfers("r1")
+    assert b.receive_transfers("r1") == 3
+    stale = [Transfer(t.transfer_id, t.source, t.target, t.quantity, t.request_id, received=False) for t in listed]
+    monkeypatch.setattr(b.store, "transfers", lambda *_a, **_k: stale)
+    assert b.receive_transfers("r1") == 0
+    assert shares(regions, B, "r1")[f"RES#r1@{B}"]["capacity"] == 8
+
+
+@pytest.mark.parametrize("strategy", ["occ", "occ_history"])
+def test_an_optimistic_take_planned_before_a_transfer_does_not_undo_it(regions: Regions, strategy: str) -> None:
+    """Guard: a transfer's debit moves the item's tag/version, so an optimistic write planned from
+    a read made before it fails its condition and re-plans (it would otherwise set ``available``
+    back and create capacity)."""
+    a = regions.service(A)
+    a.create_resource("r1", capacity=10, strategy=strategy, shares={A: 10, B: 0})
+    client = regions.clients[A]
+    fired = []
+
+    def transfer_in_between(**_: object) -> None:
+        if not fired:
+            fired.append(True)
+            a.transfer("r1", B, 4, "move")
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", transfer_in_between, unique_id=f"between-{uuid.uuid4()}")
+    try:
+        a.reserve("r1", 1, "k1")
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", unique_id=None)
+    assert fired
+    share = shares(regions, A, "r1")[f"RES#r1@{A}"]
+    assert share == {"capacity": 6, "reserved": 1, "available": 5}
+
+
+def test_transfers_are_refused_outside_mrec(mrsc: Regions, regions: Regions) -> None:
+    mrsc.service(A).create_resource("r1", capacity=10, strategy="set")
+    with pytest.raises(UnsupportedInMode, match="MREC"):
+        mrsc.service(A).transfer("r1", B, 1, "t")
+    single = regions.service(A, topology=Topology())
+    single.create_resource("r2", capacity=10, strategy="set")
+    with pytest.raises(UnsupportedInMode):
+        single.transfer("r2", B, 1, "t")
+
+
+# ------------------------------------------------------------------------------- releases, failover
+def test_a_release_gives_back_to_the_share_it_was_taken_from(regions: Regions) -> None:
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=4, strategy="marker")
+    regions.replicate(A, B)
+    taken = a.reserve("r1", 2, "k1")
+    regions.replicate(A, B)
+    rid = str(taken.body["reservationId"])
+    with pytest.raises(UnsupportedInMode, match=f"release it there \\(this is {B}\\)"):
+        b.release("r1", rid)
+    assert a.release("r1", rid).created
+    assert shares(regions, A, "r1")[f"RES#r1@{A}"] == {"capacity": 2, "reserved": 0, "available": 2}
+    regions.settle()
+    conserved(regions, "r1", 4)
+
+
+def test_a_failover_resend_after_replication_is_answered_from_the_record(regions: Regions) -> None:
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=4, strategy="crt")
+    regions.replicate(A, B)
+    first = a.reserve("r1", 1, "k1")
+    regions.replicate(A, B)
+    again = b.reserve("r1", 1, "k1")
+    assert first.created and not again.created and again.body == first.body
+    assert shares(regions, B, "r1")[f"RES#r1@{B}"]["reserved"] == 0
+
+
+def test_a_failover_resend_during_a_partition_under_uses_never_oversells(regions: Regions) -> None:
+    """Documented bound: B cannot see A's record, so it takes from its own share too; after the
+    heal one record wins (last writer) and the other Region's unit stays held: under-used, never
+    oversold."""
+    a, b = regions.service(A), regions.service(B)
+    a.create_resource("r1", capacity=2, strategy="set")
+    regions.replicate(A, B)
+    a.reserve("r1", 1, "k1")
+    b.reserve("r1", 1, "k1")  # partitioned: A's record is not here
+    regions.settle()
+    view = a.get_resource("r1")
+    assert view["reserved"] == 2 and view["reserved"] <= view["capacity"]
+    conserved(regions, "r1", 2)
+
+
+# ------------------------------------------------------------------------------- MRSC
+@pytest.mark.parametrize(("strategy", "shards"), [("crt", 1), ("marker", 1), ("atomic", 2), ("crt", 2), ("marker", 2)])
+def test_mrsc_refuses_transactional_strategies_at_creation(mrsc: Regions, strategy: str, shards: int) -> None:
+    with pytest.raises(UnsupportedInMode, match="MRSC") as refused:
+        mrsc.service(B).create_resource("r1", capacity=10, strategy=strategy, shards=shards)
+    assert refused.value.status == 409 and refused.value.code == "unsupported_in_region_mode"
+    assert mrsc.items(A) == {}
+
+
+def test_mrsc_refuses_a_transactional_strategy_at_first_call(mrsc: Regions) -> None:
+    """A resource whose strategy is named in an item already there (e.g. created before the mode)."""
+    item = {"PK": {"S": "RES#r1"}, "SK": {"S": "META"}, "resourceId": {"S": "r1"}, "capacity": {"N": "5"}}
+    item |= {"strategy": {"S": "crt"}, "shards": {"N": "1"}, "reserved": {"N": "0"}, "available": {"N": "5"}}
+    mrsc.plain[A].put_item(TableName=mrsc.table, Item=item)
+    with pytest.raises(UnsupportedInMode, match="TransactWriteItems"):
+        mrsc.service(C).reserve("r1", 1, "k1")
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "occ", "occ_history", "set"])
+def test_mrsc_single_item_strategies_stay_exact_without_transactions(mrsc: Regions, strategy: str) -> None:
+    services = {r: mrsc.service(r) for r in (A, B, C)}
+    services[A].create_resource("r1", capacity=5, strategy=strategy)
+    taken = []
+    for n in range(9):
+        region = (A, B, C)[n % 3]
+        try:
+            taken.append((region, services[region].reserve("r1", 1, f"k{n}")))
+        except InsufficientCapacity:
+            pass
+    assert len(taken) == 5
+    again = services[C].reserve("r1", 1, "k0")  # a failover re-send: answered from the record
+    assert not again.created
+    region, first = taken[0]
+    rid = str(first.body["reservationId"])
+    assert services[B].release("r1", rid).created  # any Region: one strongly consistent item
+    assert not services[C].release("r1", rid).created
+    view = services[C].get_resource("r1")
+    assert (view["reserved"], view["available"]) == (4, 1)
+    assert services[B].get_reservation("r1", rid)["status"] == "RELEASED"
+
+
+def test_an_interrupted_mrsc_release_is_redriven_by_a_token_strategy(mrsc: Regions) -> None:
+    a = mrsc.service(A)
+    a.create_resource("r1", capacity=3, strategy="set")
+    rid = str(a.reserve("r1", 2, "k1").body["reservationId"])
+    assert a.store.mark_releasing(rid, "crashed-request")[0].value == "applied"
+    answer = mrsc.service(B).release("r1", rid)  # the re-drive: the give-back and the last step
+    assert answer.body["status"] == "RELEASED"
+    assert mrsc.service(B).release("r1", rid).body["status"] == "RELEASED"
+    view = a.get_resource("r1")
+    assert (view["reserved"], view["available"]) == (0, 3)
