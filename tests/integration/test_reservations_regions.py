@@ -315,3 +315,47 @@ def test_an_interrupted_mrsc_release_is_redriven_by_a_token_strategy(mrsc: Regio
     assert mrsc.service(B).release("r1", rid).body["status"] == "RELEASED"
     view = a.get_resource("r1")
     assert (view["reserved"], view["available"]) == (0, 3)
+
+
+# ------------------------------------------------------------------------------- on the emulator
+def test_on_the_emulator_a_partitioned_transfer_and_failover_never_oversell(dynamodb_endpoint: str) -> None:
+    """The same rules under testkit.regions' last-writer-wins replication with seeded delays and
+    duplicates: 12 reservations per Region against a capacity of 10, a transfer and a failover
+    re-send during a partition; after heal + settle no Region holds more than 10."""
+    from testkit.regions import Delays, GlobalTable, Mode
+
+    gt = GlobalTable(
+        dynamodb_endpoint, f"tally-gt-{uuid.uuid4().hex[:8]}", regions=(A, B), mode=Mode.MREC, seed=3, delays=Delays(duplicate=0.3)
+    )
+    gt.create()
+    try:
+        svc = {r: Reservations(gt.table_name, dynamodb=gt.client(r), topology=Topology(MREC, r, (A, B))) for r in (A, B)}
+        svc[A].create_resource("r1", capacity=10, strategy="set")
+        gt.settle()
+        gt.partition(A, B)
+        taken = {A: [], B: []}
+        for n in range(12):
+            for region, wanted in ((A, 12), (B, 3)):
+                if n < wanted:
+                    try:
+                        taken[region].append(svc[region].reserve("r1", 1, f"{region}-{n}").body["reservationId"])
+                    except InsufficientCapacity:
+                        pass
+                gt.advance(1.0)
+        assert (len(taken[A]), len(taken[B])) == (5, 3)  # each Region sold its own share only
+        svc[B].reserve("r1", 1, f"{A}-0")  # a failover re-send: A's record has not arrived, B takes from its own share
+        svc[A].release("r1", str(taken[A][1]))
+        svc[A].transfer("r1", B, 1, "move")
+        gt.advance(300.0)
+        gt.heal()
+        gt.settle()
+        assert svc[B].receive_transfers("r1") == 1
+        gt.settle()
+        assert gt.converged()
+        for region in (A, B):
+            view = svc[region].get_resource("r1")
+            shares = view["regions"]
+            assert (view["reserved"], view["available"], view["inFlight"]) == (8, 2, 0), view
+            assert shares == {A: {"capacity": 4, "reserved": 4, "available": 0}, B: {"capacity": 6, "reserved": 4, "available": 2}}
+    finally:
+        gt.delete()
