@@ -323,7 +323,7 @@ def _report(name: str, documented: str, tally: Tally, faults: dict[str, FaultInj
         operations=tally.operations,
         faults=injected,
         over=tally.over,
-        under=tally.under if documented == "exact" else 0,
+        under=tally.under,
         duplicates=0,
         breaches=tally.breaches,
         bad_reads=0,

@@ -502,6 +502,7 @@ class Reservations:
             raise missing
         if caller is not None:
             caller.require_owner_or_hide(record.owner, "release this reservation", missing)
+        self.refuse_in_mode(resource.strategy, resource.shards)
         request_id = request_id or new_request_id()
         quantity = record.quantity
         if record.status is RELEASED:  # this request's own release (a re-drive), or an earlier one
