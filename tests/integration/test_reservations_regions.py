@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -359,3 +360,43 @@ def test_on_the_emulator_a_partitioned_transfer_and_failover_never_oversell(dyna
             assert shares == {A: {"capacity": 4, "reserved": 4, "available": 0}, B: {"capacity": 6, "reserved": 4, "available": 2}}
     finally:
         gt.delete()
+
+
+# ------------------------------------------------------------------------------- through the handler
+def test_transfer_routes_through_the_handler(load_function: Any, table: str, layer_client: Any) -> None:
+    """The function takes its topology from its settings (GLOBAL_TABLE_MODE, TABLE_REGIONS,
+    AWS_REGION); this Region is us-east-1 (the tests' AWS_REGION)."""
+    from counters.core.failures import RetryPolicy
+    from tests.conftest import api_event, invoke
+
+    fast = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
+    mrec = Topology(MREC, B, (A, B))
+    app = load_function("ReservationsFunction", table, build=lambda s: Reservations(table, retry=fast, topology=mrec))
+
+    def post(path: str, body: Any, key: str | None = None) -> tuple[int, Any]:
+        return invoke(app, api_event("POST", path, body, headers={"Idempotency-Key": key} if key else None))
+
+    status, body = post("/resources", {"resourceId": "r1", "capacity": 10, "strategy": "set", "shares": {A: 2, B: 8}})
+    assert status == 201, body
+    status, body = post("/resources/r1/transfers", {"to": A, "quantity": 3}, "move-1")
+    assert status == 201 and body["from"] == B and body["to"] == A and body["quantity"] == 3, body
+    assert post("/resources/r1/transfers", {"to": A, "quantity": 3}, "move-1")[0] == 200
+    assert post("/resources/r1/transfers", {"to": A, "quantity": 4}, "move-1")[0] == 422
+    assert post("/resources/r1/transfers", {"to": A, "quantity": 3})[0] == 400
+    assert post("/resources/r1/transfers", {"to": B, "quantity": 3}, "move-2")[0] == 400  # to itself
+    assert post("/resources/r1/transfers", {"to": A, "quantity": 6}, "move-3")[0] == 409  # 5 left here
+    status, view = invoke(app, api_event("GET", "/resources/r1"))
+    assert status == 200 and view["inFlight"] == 3 and view["regions"][B] == {"capacity": 5, "reserved": 0, "available": 5}, view
+    assert post("/resources/r1/transfers/receive", None) == (200, {"resourceId": "r1", "credited": 0})
+    single = load_function("ReservationsFunction", table, build=lambda s: Reservations(table, retry=fast))
+    status, body = invoke(single, api_event("POST", "/resources/r1/transfers", {"to": A, "quantity": 1}, headers={"Idempotency-Key": "k"}))
+    assert (status, body["error"]) == (409, "unsupported_in_region_mode")
+
+
+def test_region_settings_reach_the_reservations_service() -> None:
+    from counters.services.reservations import ReservationSettings
+
+    settings = ReservationSettings.from_env({"TABLE_NAME": "t", "GLOBAL_TABLE_MODE": "mrec", "AWS_REGION": B, "TABLE_REGIONS": f"{B},{A}"})
+    service = Reservations.from_settings(settings)
+    assert service.topology == Topology(MREC, B, (A, B))
+    assert Reservations.from_settings(ReservationSettings.from_env({"TABLE_NAME": "t"})).topology == Topology()
