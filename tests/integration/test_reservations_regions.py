@@ -250,19 +250,58 @@ def test_a_failover_resend_after_replication_is_answered_from_the_record(regions
     assert shares(regions, B, "r1")[f"RES#r1@{B}"]["reserved"] == 0
 
 
-def test_a_failover_resend_during_a_partition_under_uses_never_oversells(regions: Regions) -> None:
-    """Documented bound: B cannot see A's record, so it takes from its own share too; after the
-    heal one record wins (last writer) and the other Region's unit stays held: under-used, never
-    oversold."""
+def test_a_failover_resend_during_a_partition_is_taken_twice_then_reconciled(regions: Regions) -> None:
+    """B cannot see A's record, so it takes from its own share too (never oversold: each Region
+    spent its own). Each Region keeps its own record (no last-writer-wins between them, nothing
+    acknowledged is lost); once both are visible, the later Region gives its own back, once."""
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=2, strategy="set")
+    a.create_resource("r1", capacity=2, strategy="atomic")
     regions.replicate(A, B)
-    a.reserve("r1", 1, "k1")
-    b.reserve("r1", 1, "k1")  # partitioned: A's record is not here
+    first = a.reserve("r1", 1, "k1")
+    second = b.reserve("r1", 1, "k1")  # partitioned: A's record is not here
+    assert first.created and second.created and first.body == second.body
     regions.settle()
-    view = a.get_resource("r1")
-    assert view["reserved"] == 2 and view["reserved"] <= view["capacity"]
+    assert a.get_resource("r1")["reserved"] == 2
+    rid = str(first.body["reservationId"])
+    records = {(pk, sk): i["status"] for (pk, sk), i in regions.items(A).items() if pk == f"RSV#{rid}"}
+    assert records == {(f"RSV#{rid}", f"RSV@{A}"): "CONFIRMED", (f"RSV#{rid}", f"RSV@{B}"): "CONFIRMED"}
+    assert not a.reconcile("r1", rid)  # A's record comes first (same second: the Region name decides)
+    assert b.reconcile("r1", rid)
+    assert not b.reconcile("r1", rid)
+    regions.settle()
+    for region in (A, B):
+        assert regions.service(region).get_resource("r1")["reserved"] == 1
+        assert regions.service(region).get_reservation("r1", rid)["status"] == "CONFIRMED"
     conserved(regions, "r1", 2)
+
+
+def test_a_failover_claim_dropped_in_b_never_deletes_an_acknowledged_record(dynamodb_endpoint: str) -> None:
+    """atomic/occ claim the key first; B, partitioned, claims it too, finds its share empty and
+    drops its claim. With one record per token, that delete would replicate (last-writer-wins,
+    deletes included: the emulator models it) and erase A's acknowledged reservation; each
+    Region's own record keeps it."""
+    from testkit.regions import Delays, GlobalTable, Mode
+
+    gt = GlobalTable(
+        dynamodb_endpoint, f"tally-gt-{uuid.uuid4().hex[:8]}", regions=(A, B), mode=Mode.MREC, seed=5, delays=Delays.fixed(0.5)
+    )
+    gt.create()
+    try:
+        a, b = (Reservations(gt.table_name, dynamodb=gt.client(r), topology=Topology(MREC, r, (A, B))) for r in (A, B))
+        a.create_resource("r1", capacity=1, strategy="occ", shares={A: 1, B: 0})
+        gt.settle()
+        gt.partition(A, B)
+        rid = str(a.reserve("r1", 1, "k1").body["reservationId"])
+        gt.advance(1.0)
+        with pytest.raises(InsufficientCapacity):
+            b.reserve("r1", 1, "k1")
+        gt.advance(1.0)
+        gt.heal()
+        gt.settle()
+        for service in (a, b):
+            assert service.get_reservation("r1", rid)["status"] == "CONFIRMED"
+    finally:
+        gt.delete()
 
 
 # ------------------------------------------------------------------------------- MRSC
@@ -351,13 +390,15 @@ def test_on_the_emulator_a_partitioned_transfer_and_failover_never_oversell(dyna
         gt.heal()
         gt.settle()
         assert svc[B].receive_transfers("r1") == 1
+        rid = str(svc[A].get_reservation("r1", str(taken[A][0]))["reservationId"])
+        assert [svc[r].reconcile("r1", rid) for r in (A, B)] == [False, True]  # B's take of A's key goes back
         gt.settle()
         assert gt.converged()
         for region in (A, B):
             view = svc[region].get_resource("r1")
             shares = view["regions"]
-            assert (view["reserved"], view["available"], view["inFlight"]) == (8, 2, 0), view
-            assert shares == {A: {"capacity": 4, "reserved": 4, "available": 0}, B: {"capacity": 6, "reserved": 4, "available": 2}}
+            assert (view["reserved"], view["available"], view["inFlight"]) == (7, 3, 0), view
+            assert shares == {A: {"capacity": 4, "reserved": 4, "available": 0}, B: {"capacity": 6, "reserved": 3, "available": 3}}
     finally:
         gt.delete()
 

@@ -104,6 +104,8 @@ RELEASED_TTL_SECONDS = 30 * 24 * 3600
 CLAIM_SECONDS = 120
 """A claim still PENDING after this long was left by a caller that died (functions time out sooner)."""
 INSUFFICIENT = (Reason.THRESHOLD, sharding.ShardReason.SOLD_OUT)
+ESCROWED_CACHE = 1024
+"""How many escrowed resources' META a service keeps (oldest dropped first)."""
 
 Body = JSONObject
 """A public JSON body."""
@@ -157,6 +159,7 @@ class Reservations:
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
         self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry)
+        self.store.region = self.topology.region if self.topology.eventual else ""  # MREC: each Region its own records
         self.options: dict[str, dict[str, Any]] = {
             "atomic": {"policy": atomic_policy},
             "occ_history": {"history": history},
@@ -165,6 +168,7 @@ class Reservations:
         self.released_ttl_seconds = released_ttl_seconds
         self.rng = rng or random.Random()
         self._approaches: dict[str, Approach] = {}
+        self._escrowed: dict[str, Resource] = {}
 
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> Reservations:
@@ -172,7 +176,9 @@ class Reservations:
 
     def approach(self, name: str) -> Approach:
         if name not in self._approaches:
-            self._approaches[name] = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
+            made = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
+            made.store.region = self.store.region  # marker's and crt's records are written by the take
+            self._approaches[name] = made
         return self._approaches[name]
 
     # -- resources -------------------------------------------------------------------------------
@@ -257,7 +263,16 @@ class Reservations:
         return self._created(resource_id, self.store.create(meta, counters), resource)
 
     def resource(self, resource_id: str) -> Resource:
+        """The resource's META. An escrowed one's is cached: it is written once (its split, strategy
+        and shards never change; the counts live in the shares), so a take reads it once per process."""
+        cached = self._escrowed.get(resource_id)
+        if cached is not None:
+            return cached
         found = self.store.resource(resource_id, self.topology.writer)
+        if found is not None and found.shares is not None:
+            if len(self._escrowed) >= ESCROWED_CACHE:
+                self._escrowed.pop(next(iter(self._escrowed)))
+            self._escrowed[resource_id] = found
         if found is None:
             raise NotFound(f"resource {resource_id!r} not found")
         if self.topology.eventual and found.shares is None:
@@ -344,7 +359,7 @@ class Reservations:
             record[REGION_ATTRIBUTE] = self.topology.region
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
-            existing = self.store.record(rid)
+            existing = self._known(rid)
             if existing is not None:
                 return self._replay(existing, quantity, request_id)
             if not approach.needs_token:  # nothing else remembers the key: claim it before taking anything
@@ -362,6 +377,28 @@ class Reservations:
             if claimed and result.outcome in (Outcome.REJECTED, Outcome.CONTENTION):
                 self.store.drop_claim(rid)  # nothing was taken: free the key
             raise
+
+    def _known(self, rid: str) -> Record | None:
+        """The record that answers for a request token: the one record (one Region, MRSC), or
+        (MREC) the earliest of every Region's that this replica holds (a client that failed over
+        is answered from it, nothing is taken; a later Region's twin is given back by :meth:`reconcile`)."""
+        if not self.store.region:
+            return self.store.record(rid)
+        return first(self.store.records(rid))  # MREC: the earliest, wherever it was taken (see reconcile)
+
+    def reconcile(self, resource_id: str, rid: str) -> bool:
+        """MREC, after a failover re-send was taken in two Regions during a partition (each from its
+        own share; never oversold): once both records are visible here, the Region whose record does
+        not come first (earliest ``createdAt``, then Region name) releases its own, once (the usual
+        release, guarded by ``CONFIRMED``). Returns whether this call gave units back. Safe to call
+        any time, in any Region (a sweep or a stream consumer)."""
+        if not self.store.region:
+            return False
+        records = [r for r in self.store.records(rid) if r.resource_id == resource_id and r.status in (CONFIRMED, RELEASED, RELEASING)]
+        own = next((r for r in records if r.region == self.store.region), None)
+        if own is None or own.status is not CONFIRMED or first(records) is own:
+            return False
+        return self._release_record(self.resource(resource_id), own, f"reconcile:{rid}").created
 
     def _take(self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object]) -> Result:
         """The approach's take on this Region's counter items (escrowed: this Region's share only)."""
@@ -450,7 +487,7 @@ class Reservations:
     ) -> tuple[bool, Record]:
         """Put the record unless one exists; returns (created by this request, the stored record).
         No TTL: a hold never expires (only a released record does)."""
-        put = record_put(self.table_name, rid, quantity, allocation, record, status)
+        put = record_put(self.table_name, rid, quantity, allocation, record, status, self.store.region)
         answer = self.store.put_record(put, str(record["requestId"]))
         if answer is None or answer[1] is None:
             raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
@@ -479,7 +516,7 @@ class Reservations:
             )
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Body:
-        record = self.store.record(rid)
+        record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
             raise missing
@@ -496,14 +533,18 @@ class Reservations:
         that precedes every write (the owner never changes), so a refusal writes nothing; it
         answers 404 as for a missing reservation."""
         resource = self.resource(resource_id)
-        record = self.store.record(rid)
+        record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
             raise missing
         if caller is not None:
             caller.require_owner_or_hide(record.owner, "release this reservation", missing)
+        return self._release_record(resource, record, request_id or new_request_id())
+
+    def _release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation:
+        """Give back this record's quantity (in MREC: a record of this Region; another's is refused)."""
         self.refuse_in_mode(resource.strategy, resource.shards)
-        request_id = request_id or new_request_id()
+        rid, resource_id = record.reservation_id, resource.resource_id
         quantity = record.quantity
         if record.status is RELEASED:  # this request's own release (a re-drive), or an earlier one
             return Reservation(record.released_by == request_id, public_reservation(rid, quantity, RELEASED))
@@ -697,6 +738,11 @@ class Reservations:
         except NotFound as exc:
             return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
         return Verdict("APPLIED" if answer.created else "DUPLICATE", {**answer.body, "changed": answer.created})
+
+
+def first(records: list[Record]) -> Record | None:
+    """The record that answers for a token held in several Regions (MREC failover): the earliest."""
+    return min(records, key=lambda r: (r.created_at, r.region), default=None)
 
 
 def public_reservation(rid: str, quantity: int, status: Status) -> Body:

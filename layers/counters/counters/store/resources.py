@@ -63,7 +63,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "reservation",
         "RSV#<reservationId>",
-        "RSV",
+        "RSV (MREC: RSV@<region>, one per Region)",
         "quantity, status, allocation, `requestId`; the marker of approach 5; TTL only once released",
     ),
 )
@@ -135,9 +135,11 @@ def transfer_key(resource_id: str, transfer_id: str, *, receipt: bool = False) -
     return {"PK": transfers_pk(resource_id), "SK": transfer_id + (RECEIPT if receipt else "")}
 
 
-def record_key(token: str) -> Key:
-    """The reservation record (the marker of approach 5) of a request token."""
-    return {"PK": f"RSV#{token}", "SK": "RSV"}
+def record_key(token: str, region: str = "") -> Key:
+    """The reservation record (the marker of approach 5) of a request token. On an MREC table each
+    Region writes its own (``RSV@<region>``): a failover re-send taken in another Region during a
+    partition never overwrites (or, dropping its claim, deletes) the first Region's record."""
+    return {"PK": f"RSV#{token}", "SK": f"RSV@{region}" if region else "RSV"}
 
 
 # -- facts -----------------------------------------------------------------------------------------
@@ -321,11 +323,13 @@ def transfer_put(table: str, resource_id: str, transfer_id: str, fields: Fields,
     return Put(table, item=item).when(IS_NEW)
 
 
-def record_put(table: str, token: str, quantity: int, allocation: Mapping[str, int] | None, fields: Fields, status: Status) -> Put:
+def record_put(
+    table: str, token: str, quantity: int, allocation: Mapping[str, int] | None, fields: Fields, status: Status, region: str = ""
+) -> Put:
     """The reservation record, unless one exists (one record per request token: the double-apply
     guard). No TTL: a hold never expires (an expired record would strand its quantity; the
     release starts the TTL)."""
-    item: dict[str, object] = {**record_key(token), **fields, QUANTITY: quantity, STATUS: status, "createdAt": int(time.time())}
+    item: dict[str, object] = {**record_key(token, region), **fields, QUANTITY: quantity, STATUS: status, "createdAt": int(time.time())}
     if allocation is not None:
         item[ALLOCATION] = dict(allocation)
     return Put(table, item=item).when(IS_NEW)
@@ -355,7 +359,10 @@ class Taken:
 
 
 class ResourceStore(Store):
-    """The calls of this family, each through the retry engine."""
+    """The calls of this family, each through the retry engine. ``region``: the Region whose
+    reservation records it reads and writes (MREC; ``""``: the one record of every Region)."""
+
+    region: str = ""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
@@ -365,7 +372,13 @@ class ResourceStore(Store):
         return Counter.of(self._get(key, capacity))
 
     def record(self, token: str, capacity: Capacity | None = None) -> Record | None:
-        return Record.of(self._get(record_key(token), capacity))
+        return Record.of(self._get(record_key(token, self.region), capacity))
+
+    def records(self, token: str, capacity: Capacity | None = None) -> list[Record]:
+        """Every Region's record of a request token this replica holds (MREC; one consistent Query)."""
+        query = Query(self.table_name, (Path(PK) == record_key(token)["PK"]) & Path("SK").begins_with("RSV"), consistent=True)
+        response = read(self.dynamodb.query, self.retry, capacity, **query.params())
+        return [r for r in (Record.of(from_item(raw)) for raw in response.get("Items", [])) if r is not None]
 
     def resource(self, resource_id: str, region: str = "") -> Resource | None:
         """The resource's META; an escrowed one's counter keys are ``region``'s share."""
@@ -440,14 +453,16 @@ class ResourceStore(Store):
         """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
         follows as its own single-item write, then :meth:`finish_release`. Returns the record as
         it was when the condition failed."""
-        update = Update(self.table_name, record_key(rid)).set_all({STATUS: Status.RELEASING, RELEASED_BY: request_id})
+        update = Update(self.table_name, record_key(rid, self.region)).set_all({STATUS: Status.RELEASING, RELEASED_BY: request_id})
         report = run(self.dynamodb.update_item, update.when(Path(STATUS) == Status.CONFIRMED).params(), policy=self.retry, write=True)
         return report.outcome, Record.of(old_item(report.failure)) if report.outcome is Outcome.REJECTED else None
 
     def finish_release(self, rid: str, expires_in: int) -> Outcome:
         """MRSC release, step 3: ``RELEASED_PENDING -> RELEASED`` once the give-back applied."""
         now = int(time.time())
-        update = Update(self.table_name, record_key(rid)).set_all({STATUS: Status.RELEASED, RELEASED_AT: now, EXPIRES_AT: now + expires_in})
+        update = Update(self.table_name, record_key(rid, self.region)).set_all(
+            {STATUS: Status.RELEASED, RELEASED_AT: now, EXPIRES_AT: now + expires_in}
+        )
         return run(self.dynamodb.update_item, update.when(Path(STATUS) == Status.RELEASING).params(), policy=self.retry, write=True).outcome
 
     def snapshot(self, keys: list[Key], capacity: Capacity) -> list[Counter]:
@@ -527,13 +542,13 @@ class ResourceStore(Store):
 
     def drop_claim(self, rid: str) -> None:
         """Delete a ``PENDING`` claim (best effort: one left behind reads as UNKNOWN later)."""
-        delete = Delete(self.table_name, key=record_key(rid)).when(Path(STATUS) == Status.PENDING)
+        delete = Delete(self.table_name, key=record_key(rid, self.region)).when(Path(STATUS) == Status.PENDING)
         run(self.dynamodb.delete_item, delete.params(), policy=self.retry, write=True)
 
     def settle_claim(self, rid: str, status: Status, allocation: Mapping[str, int] | None) -> Outcome:
         """``PENDING`` -> ``status`` (with the allocation), conditioned on PENDING: a settled claim
         is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
-        update = Update(self.table_name, record_key(rid)).set(STATUS, status).when(Path(STATUS) == Status.PENDING)
+        update = Update(self.table_name, record_key(rid, self.region)).set(STATUS, status).when(Path(STATUS) == Status.PENDING)
         if allocation is not None:
             update.set(ALLOCATION, dict(allocation))
         return run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True).outcome
@@ -543,7 +558,7 @@ class ResourceStore(Store):
         counter item, in one transaction; ``record_failed``: the record was no longer CONFIRMED
         (``record``: as it was then)."""
         now = int(time.time())
-        record = Update(self.table_name, record_key(rid)).set_all(
+        record = Update(self.table_name, record_key(rid, self.region)).set_all(
             {STATUS: Status.RELEASED, RELEASED_AT: now, RELEASED_BY: request_id, EXPIRES_AT: now + expires_in}
         )
         record.when(Path(STATUS) == Status.CONFIRMED)
