@@ -18,8 +18,10 @@ Region with faults and injected ``ReplicatedWriteConflictException``; the transa
 (crt, marker, and write sharding) must be refused with nothing written.
 
 A failover re-send during a partition may take the key's quantity in both Regions (each from its
-own share): never oversold, but the losing Region's units stay held with no record after
-last-writer-wins picks one record (``stranded`` in the notes; docs/reservations.md).
+own share, each with its own record): never oversold; after the heal
+:meth:`~counters.services.reservations.Reservations.reconcile` gives the later Region's twin back
+(counted in the notes). ``stranded`` units are held with no record (atomic's documented double
+apply under an SDK re-send, or a take whose record was never written).
 
 :func:`bench_transfer_latency` measures an escrow transfer from step 1 to units usable in the target
 Region, in simulated seconds (replication) and in wall milliseconds (the layer's own calls).

@@ -35,6 +35,12 @@ Holds never expire: a ``CONFIRMED`` record has no TTL (a TTL deleting it would s
 quantity: release would answer 404 and the count would keep it forever). Only a ``RELEASED``
 record gets one (``expiresAt``, :data:`RELEASED_TTL_SECONDS` by default).
 
+Global tables (docs/reservations.md, "Global tables"): on MREC each Region owns an escrowed share
+of the capacity and its own reservation records, takes draw on the local share only, and
+:meth:`Reservations.transfer` / :meth:`Reservations.receive_transfers` move units between shares in
+two idempotent steps; on MRSC the transaction-based strategies and sharding are refused, and a
+release takes three single-item steps.
+
 Give back (``release``): one transaction on every strategy - the record's status
 ``CONFIRMED -> RELEASED`` (conditioned on ``CONFIRMED``; it records ``releasedBy``, the
 request's id, and starts the TTL) plus the approach's give-back on each counter item of the
