@@ -322,8 +322,18 @@ def mrsc_refusal(gt: GlobalTable, svc: dict[str, Reservations], strategy: str, s
         tally.notes.append(f"{strategy}: a refused creation wrote something")
 
 
-def _report(name: str, documented: str, tally: Tally, faults: dict[str, FaultInjector], schedules: int, elapsed: float) -> Report:
+def _report(
+    name: str,
+    documented: str,
+    tally: Tally,
+    faults: dict[str, FaultInjector],
+    schedules: int,
+    elapsed: float,
+    gt: GlobalTable | None = None,
+) -> Report:
+    replication = gt.stats.as_dict() if gt is not None else {}
     notes = [
+        "emulator " + ", ".join(f"{k} {v}" for k, v in replication.items() if v),
         f"{schedules} schedules, {elapsed:.1f} s",
         f"transfers {tally.transfers}, failovers {tally.failovers} (record visible {tally.failover_replays})",
         f"failover double takes given back by reconcile {tally.refunded}",
@@ -363,7 +373,7 @@ def _mrec_rows(endpoint: str, seed: int, per_row: int) -> list[Report]:
                 f.detach()
             finish(gt, svc, cases, tally)
             name = f"reservations {strategy}{f' x{shards} shards' if shards > 1 else ''} (MREC escrow, 2 Regions)"
-            reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started))
+            reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started, gt))
     finally:
         gt.delete()
     return reports
@@ -380,7 +390,7 @@ def _mrsc_rows(endpoint: str, seed: int, per_row: int) -> list[Report]:
                 f.detach()
             _check(gt, cases, tally)
             name = f"reservations {strategy} (MRSC, 3 Regions)"
-            reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started))
+            reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started, gt))
         svc, tally, started = _services(gt, GlobalTableMode.MRSC, seed), Tally(), time.monotonic()
         for n, (strategy, shards) in enumerate(MRSC_REFUSED * 3):
             mrsc_refusal(gt, svc, strategy, shards, n, tally)

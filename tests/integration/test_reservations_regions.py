@@ -441,3 +441,13 @@ def test_region_settings_reach_the_reservations_service() -> None:
     service = Reservations.from_settings(settings)
     assert service.topology == Topology(MREC, B, (A, B))
     assert Reservations.from_settings(ReservationSettings.from_env({"TABLE_NAME": "t"})).topology == Topology()
+
+
+def test_the_multi_region_proof_holds_on_a_few_schedules(dynamodb_endpoint: str) -> None:
+    """proof/regions/reservations.py, one schedule per row: every row holds (or is refused)."""
+    from proof.regions.reservations import scenarios
+
+    reports = scenarios(dynamodb_endpoint, seed=3, schedules=11)
+    assert len(reports) == 12
+    assert all(r.breaches == 0 and r.verdict in ("holds", "UNDERPOWERED") for r in reports), [(r.name, r.verdict, r.notes) for r in reports]
+    assert any("refused 9 of 9" in note for note in reports[-1].notes)
