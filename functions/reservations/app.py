@@ -33,6 +33,28 @@ class CreateResource(BaseModel):
     capacity: int = Field(ge=0, le=1_000_000_000)
     strategy: Literal["atomic", "occ", "occ_history", "crt", "marker", "set"]
     shards: int = Field(default=1, ge=1, le=20)
+    shares: dict[str, int] | None = Field(
+        default=None, description="MREC global table: each Region's share of the capacity (default: an even split)"
+    )
+
+
+class Transfer(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    to: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description="the Region receiving the units (this Region sends them)")
+    quantity: int = Field(ge=1, le=1_000_000_000)
+
+
+class Transferred(Body):
+    transferId: str
+    resourceId: str
+    quantity: int
+    status: Literal["SENT"]
+
+
+class Received(Body):
+    resourceId: str
+    credited: int
 
 
 class Reserve(BaseModel):
@@ -74,7 +96,9 @@ IdempotencyKey = Annotated[
 @app.post("/resources")
 def create_resource(body: CreateResource) -> Response[ResourceState]:
     app.caller.require_admin("creating a resource")
-    created = function.service.create_resource(body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards)
+    created = function.service.create_resource(
+        body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards, shares=body.shares
+    )
     metrics.add_metric(name="CreateResource.applied", unit=MetricUnit.Count, value=1)
     return json_response(201, created, headers={"Location": f"/resources/{body.resourceId}"})
 
@@ -91,6 +115,21 @@ def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey =
         record(metrics, "Reserve", answer.result)
     location = {"Location": f"/resources/{resourceId}/reservations/{answer.body['reservationId']}"}
     return json_response(201 if answer.created else 200, answer.body, headers=location)
+
+
+@app.post("/resources/<resourceId>/transfers")
+def transfer(resourceId: IdPath, body: Transfer, idempotency_key: IdempotencyKey = None) -> Response[Transferred]:
+    """MREC escrow: move units of this Region's share to another Region's (step 1; the target credits them)."""
+    app.caller.require_admin("transferring capacity")
+    answer = function.service.transfer(resourceId, body.to, body.quantity, idempotency_key or "")
+    return json_response(201 if answer.created else 200, answer.body)
+
+
+@app.post("/resources/<resourceId>/transfers/receive")
+def receive(resourceId: IdPath) -> Response[Received]:
+    """MREC escrow: credit this Region's share with every transfer to it that has replicated here (step 2)."""
+    app.caller.require_admin("receiving transfers")
+    return json_response(200, {"resourceId": resourceId, "credited": function.service.receive_transfers(resourceId)})
 
 
 @app.get("/resources/<resourceId>/reservations/<reservationId>")

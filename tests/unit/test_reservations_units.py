@@ -77,3 +77,22 @@ def test_registry_knows_the_six_and_not_the_ledger() -> None:
     assert [n for n in ("atomic", "crt", "marker") if approach_class(n).shardable] == ["atomic", "crt", "marker"]
     with pytest.raises(KeyError):
         approach_class("ledger")
+
+
+def test_mrsc_replicated_write_conflict_is_a_retryable_conflict() -> None:
+    from botocore.exceptions import ClientError
+
+    from counters.core.failures import Failure, classify
+
+    exc = ClientError({"Error": {"Code": "ReplicatedWriteConflictException", "Message": "x"}}, "UpdateItem")
+    classified = classify(exc)
+    assert classified is not None and classified.kind is Failure.CONFLICT
+
+
+def test_escrow_shares_default_to_an_even_split_and_keys_are_per_region() -> None:
+    from counters.store.resources import Resource
+
+    resource = Resource("r", 10, "crt", 2, shares={"eu-west-1": 5, "us-east-1": 5}, region="us-east-1")
+    assert [k["PK"] for k in resource.counter_keys] == ["RES#r@us-east-1#0", "RES#r@us-east-1#1"]
+    with pytest.raises(ValueError, match="no share"):
+        resource.keys_in("ap-south-1")

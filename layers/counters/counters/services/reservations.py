@@ -35,6 +35,12 @@ Holds never expire: a ``CONFIRMED`` record has no TTL (a TTL deleting it would s
 quantity: release would answer 404 and the count would keep it forever). Only a ``RELEASED``
 record gets one (``expiresAt``, :data:`RELEASED_TTL_SECONDS` by default).
 
+Global tables (docs/reservations.md, "Global tables"): on MREC each Region owns an escrowed share
+of the capacity and its own reservation records, takes draw on the local share only, and
+:meth:`Reservations.transfer` / :meth:`Reservations.receive_transfers` move units between shares in
+two idempotent steps; on MRSC the transaction-based strategies and sharding are refused, and a
+release takes three single-item steps.
+
 Give back (``release``): one transaction on every strategy - the record's status
 ``CONFIRMED -> RELEASED`` (conditioned on ``CONFIRMED``; it records ``releasedBy``, the
 request's id, and starts the TTL) plus the approach's give-back on each counter item of the
@@ -62,23 +68,50 @@ from counters.core.errors import (
     InvalidRequest,
     NotFound,
     SlotsFull,
+    UnsupportedInMode,
 )
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.settings import Settings, SettingsError, env
+from counters.core.regions import REGION_ATTRIBUTE, GlobalTableMode, RegionSettings, Topology
+from counters.core.settings import SettingsError, env
 from counters.primitives import sharding
 from counters.primitives.approaches import NAMES, Approach, Reason, create
 from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, release_command, reserve_command
-from counters.store.resources import MAX_SHARDS, Counter, Record, Resource, ResourceStore, Status, record_put, resource_key
+from counters.store.resources import (
+    MAX_SHARDS,
+    QUANTITY,
+    REQUEST_ID,
+    SHARES,
+    SOURCE,
+    TARGET,
+    Counter,
+    Key,
+    Record,
+    Resource,
+    ResourceStore,
+    Status,
+    record_put,
+    resource_key,
+    transfer_put,
+)
 
 NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
-CONFIRMED, RELEASED, PENDING, UNKNOWN = Status.CONFIRMED, Status.RELEASED, Status.PENDING, Status.UNKNOWN
+CONFIRMED, RELEASED, PENDING, UNKNOWN, RELEASING = Status.CONFIRMED, Status.RELEASED, Status.PENDING, Status.UNKNOWN, Status.RELEASING
+MRSC = GlobalTableMode.MRSC
+TRANSACTIONAL = {
+    "crt": "its take is a TransactWriteItems with a ClientRequestToken",
+    "marker": "its take writes the marker and the counter in one TransactWriteItems",
+}
+"""The strategies MRSC refuses (it has no transaction APIs); the others take with one conditional write."""
+SHARDED_WHY = "a sharded take splits over shards in one TransactWriteItems and reads them with TransactGetItems"
 RELEASED_TTL_SECONDS = 30 * 24 * 3600
 """How long a released record is kept (it answers replays of the release and of its key)."""
 CLAIM_SECONDS = 120
 """A claim still PENDING after this long was left by a caller that died (functions time out sooner)."""
 INSUFFICIENT = (Reason.THRESHOLD, sharding.ShardReason.SOLD_OUT)
+ESCROWED_CACHE = 1024
+"""How many escrowed resources' META a service keeps (oldest dropped first)."""
 
 Body = JSONObject
 """A public JSON body."""
@@ -101,7 +134,7 @@ class Reservation:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReservationSettings(Settings):
+class ReservationSettings(RegionSettings):
     """``ATOMIC_POLICY``: what ``atomic`` does after an unknown outcome (``under`` never re-sends, ``over`` re-sends)."""
 
     atomic_policy: str = env("ATOMIC_POLICY", "under")
@@ -125,11 +158,14 @@ class Reservations:
         max_tokens: int = 250,
         released_ttl_seconds: int = RELEASED_TTL_SECONDS,
         rng: random.Random | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.table_name = table_name
+        self.topology = topology or Topology()
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
         self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry)
+        self.store.region = self.topology.region if self.topology.eventual else ""  # MREC: each Region its own records
         self.options: dict[str, dict[str, Any]] = {
             "atomic": {"policy": atomic_policy},
             "occ_history": {"history": history},
@@ -138,18 +174,34 @@ class Reservations:
         self.released_ttl_seconds = released_ttl_seconds
         self.rng = rng or random.Random()
         self._approaches: dict[str, Approach] = {}
+        self._escrowed: dict[str, Resource] = {}
 
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> Reservations:
-        return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy)
+        return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy, topology=settings.topology)
 
     def approach(self, name: str) -> Approach:
         if name not in self._approaches:
-            self._approaches[name] = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
+            made = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
+            made.store.region = self.store.region  # marker's and crt's records are written by the take
+            self._approaches[name] = made
         return self._approaches[name]
 
     # -- resources -------------------------------------------------------------------------------
-    def create_resource(self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1) -> Body:
+    def refuse_in_mode(self, strategy: str, shards: int) -> None:
+        """MRSC has no transaction APIs: the strategies whose take is a transaction, and write
+        sharding, are refused (409 ``unsupported_in_region_mode``) at creation and at first call."""
+        if strategy in TRANSACTIONAL:
+            self.topology.refuse(f"strategy {strategy!r}", MRSC, why=TRANSACTIONAL[strategy])
+        if shards > 1:
+            self.topology.refuse("write sharding (shards > 1)", MRSC, why=SHARDED_WHY)
+
+    def create_resource(
+        self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1, shares: dict[str, int] | None = None
+    ) -> Body:
+        """A resource. On an MREC table its capacity is escrowed: ``shares`` (Region -> units,
+        summing to ``capacity``; default an even split, the remainder to the first Regions) each
+        become a share item only that Region writes."""
         if strategy not in NAMES:
             raise InvalidRequest(f"strategy must be one of {', '.join(NAMES)}")
         approach = self.approach(strategy)
@@ -157,6 +209,11 @@ class Reservations:
             raise InvalidRequest(f"strategy {strategy!r} does not support shards > 1 (shardable: atomic, crt, marker)")
         if not 1 <= shards <= MAX_SHARDS or capacity < 0:
             raise InvalidRequest(f"shards must be 1..{MAX_SHARDS} and capacity >= 0")
+        self.refuse_in_mode(strategy, shards)
+        if self.topology.eventual:
+            return self._create_escrowed(resource_id, capacity, approach, shards, shares)
+        if shares is not None:
+            raise InvalidRequest("shares split a capacity between the Regions of an MREC global table only")
         meta: dict[str, object] = {
             **resource_key(resource_id),
             "resourceId": resource_id,
@@ -172,24 +229,96 @@ class Reservations:
         else:
             for key, share in zip(resource.counter_keys, sharding.split_capacity(capacity, shards), strict=True):
                 counters.append((key, {"resourceId": resource_id, "capacity": share, **approach.initial_attributes(share)}))
-        outcome = self.store.create(meta, counters)
+        outcome = self.store.create_single(meta) if self.topology.mode is MRSC else self.store.create(meta, counters)
+        return self._created(resource_id, outcome, resource)
+
+    def _created(self, resource_id: str, outcome: Outcome, resource: Resource) -> Body:
         if outcome is Outcome.REJECTED:
             raise AlreadyExists(f"resource {resource_id!r} already exists")
         if outcome is not Outcome.APPLIED:
             raise ContentionError()
-        return self._public_resource(resource, 0, capacity)
+        return self._public_resource(resource, 0, resource.capacity)
+
+    def _create_escrowed(self, resource_id: str, capacity: int, approach: Approach, shards: int, shares: dict[str, int] | None) -> Body:
+        """META (written once) and every Region's share items, in one transaction in this Region.
+        A share item is written here once; after that only its own Region writes it, and only once
+        it has seen it (every write is conditioned on ``attribute_exists``)."""
+        regions = self.topology.regions
+        if shares is None:
+            shares = dict(zip(regions, sharding.split_capacity(capacity, len(regions)), strict=True))
+        if sorted(shares) != list(regions) or any(n < 0 for n in shares.values()) or sum(shares.values()) != capacity:
+            raise InvalidRequest(f"shares must give every Region {', '.join(regions)} a share >= 0, summing to the capacity {capacity}")
+        if shards * len(regions) > MAX_SHARDS:
+            raise InvalidRequest(f"shards x Regions must be <= {MAX_SHARDS} (one transaction creates them all)")
+        meta: dict[str, object] = {
+            **resource_key(resource_id),
+            "resourceId": resource_id,
+            "capacity": capacity,
+            "strategy": approach.name,
+            "shards": shards,
+            SHARES: dict(shares),
+            "createdAt": int(time.time()),
+            REGION_ATTRIBUTE: self.topology.region,
+        }
+        resource = Resource(resource_id, capacity, approach.name, shards, shares=dict(shares))
+        counters: list[tuple[Key, dict[str, object]]] = []
+        for region in regions:
+            for key, part in zip(resource.keys_in(region), sharding.split_capacity(shares[region], shards), strict=True):
+                attributes = {"resourceId": resource_id, "capacity": part, REGION_ATTRIBUTE: region, **approach.initial_attributes(part)}
+                counters.append((key, attributes))
+        return self._created(resource_id, self.store.create(meta, counters), resource)
 
     def resource(self, resource_id: str) -> Resource:
-        found = self.store.resource(resource_id)
+        """The resource's META. An escrowed one's is cached: it is written once (its split, strategy
+        and shards never change; the counts live in the shares), so a take reads it once per process."""
+        cached = self._escrowed.get(resource_id)
+        if cached is not None:
+            return cached
+        found = self.store.resource(resource_id, self.topology.writer)
+        if found is not None and found.shares is not None:
+            if len(self._escrowed) >= ESCROWED_CACHE:
+                self._escrowed.pop(next(iter(self._escrowed)))
+            self._escrowed[resource_id] = found
         if found is None:
             raise NotFound(f"resource {resource_id!r} not found")
+        if self.topology.eventual and found.shares is None:
+            raise UnsupportedInMode(
+                f"resource {resource_id!r} has one counter for every Region (created before the table was global): "
+                "on an MREC global table it would oversell (docs/reservations.md, Global tables)"
+            )
         return found
 
     def get_resource(self, resource_id: str) -> Body:
-        """The resource; a sharded one reads as the sum of one consistent snapshot of its shards."""
+        """The resource; a sharded one reads as the sum of one consistent snapshot of its shards;
+        an escrowed one as the sum of every Region's share as this Region's replica holds them
+        (exact once replication has settled), with each Region's share and the transfers in flight."""
         resource = self.resource(resource_id)
+        if resource.shares is not None:
+            return self._escrow_view(resource)
         counters = [resource.counter or Counter()] if resource.shards == 1 else self.store.snapshot(resource.counter_keys, Capacity())
         return self._public_resource(resource, sum(c.reserved for c in counters), sum(c.available for c in counters))
+
+    def _escrow_view(self, resource: Resource) -> Body:
+        regions: dict[str, JSONObject] = {}
+        for region in sorted(resource.shares or {}):
+            quotas = self.store.quotas(resource.keys_in(region), Capacity())
+            regions[region] = {
+                "capacity": sum(q for q, _ in quotas),
+                "reserved": sum(c.reserved for _, c in quotas),
+                "available": sum(c.available for _, c in quotas),
+            }
+        in_flight = sum(t.quantity for t in self.store.transfers(resource.resource_id) if not t.received)
+        reserved = sum(int(str(r["reserved"])) for r in regions.values())
+        available = sum(int(str(r["available"])) for r in regions.values())
+        return {**self._public_resource(resource, reserved, available), "regions": dict(regions), "inFlight": in_flight}
+
+    def shares_elsewhere(self, resource: Resource) -> dict[str, int]:
+        """What every other Region has available, as this Region's replica last saw it (a hint)."""
+        found = {}
+        for region in sorted(resource.shares or {}):
+            if region != resource.region:
+                found[region] = sum(c.available for _, c in self.store.quotas(resource.keys_in(region), Capacity()))
+        return {region: n for region, n in found.items() if n > 0}
 
     @staticmethod
     def _public_resource(resource: Resource, reserved: int, available: int) -> Body:
@@ -218,6 +347,7 @@ class Reservations:
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
         resource = self.resource(resource_id)
+        self.refuse_in_mode(resource.strategy, resource.shards)
         approach = self.approach(resource.strategy)
         if approach.needs_token and not idempotency_key:
             raise InvalidRequest(f"the Idempotency-Key header is required for strategy {resource.strategy!r}")
@@ -231,24 +361,21 @@ class Reservations:
         }
         if owner is not None:
             record["owner"] = owner
+        if self.topology.multi_region:
+            record[REGION_ATTRIBUTE] = self.topology.region
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
-            existing = self.store.record(rid)
+            existing = self._known(rid)
             if existing is not None:
                 return self._replay(existing, quantity, request_id)
             if not approach.needs_token:  # nothing else remembers the key: claim it before taking anything
                 claimed, stored = self._put_record(rid, record, quantity, None, status=PENDING)
                 if not claimed:
                     return self._replay(stored, quantity, request_id)
-        if resource.shards == 1:
-            result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
-            if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
-                result.value = {
-                    "allocation": {resource.counter_keys[0]["PK"]: quantity},
-                    **(result.value if isinstance(result.value, dict) else {}),
-                }
-        else:
-            result = sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
+        result = self._take(approach, resource, rid, quantity, record)
+        if resource.shares is not None and result.outcome is Outcome.REJECTED and result.reason in INSUFFICIENT:
+            if self.receive_transfers(resource_id) > 0:  # units sent to this Region: credit them, then try again
+                result = self._take(approach, resource, rid, quantity, record)
         claimed = bool(idempotency_key) and not approach.needs_token
         try:
             return self._answer(approach, resource, rid, quantity, record, result, claimed)
@@ -257,15 +384,54 @@ class Reservations:
                 self.store.drop_claim(rid)  # nothing was taken: free the key
             raise
 
+    def _known(self, rid: str) -> Record | None:
+        """The record that answers for a request token: the one record (one Region, MRSC), or
+        (MREC) the earliest of every Region's that this replica holds (a client that failed over
+        is answered from it, nothing is taken; a later Region's twin is given back by :meth:`reconcile`)."""
+        if not self.store.region:
+            return self.store.record(rid)
+        return first(self.store.records(rid))  # MREC: the earliest, wherever it was taken (see reconcile)
+
+    def reconcile(self, resource_id: str, rid: str) -> bool:
+        """MREC, after a failover re-send was taken in two Regions during a partition (each from its
+        own share; never oversold): once both records are visible here, the Region whose record does
+        not come first (earliest ``createdAt``, then Region name) releases its own, once (the usual
+        release, guarded by ``CONFIRMED``). Returns whether this call gave units back. Safe to call
+        any time, in any Region (a sweep or a stream consumer)."""
+        if not self.store.region:
+            return False
+        records = [r for r in self.store.records(rid) if r.resource_id == resource_id and r.status in (CONFIRMED, RELEASED, RELEASING)]
+        own = next((r for r in records if r.region == self.store.region), None)
+        if own is None or own.status is not CONFIRMED or first(records) is own:
+            return False
+        return self._release_record(self.resource(resource_id), own, f"reconcile:{rid}").created
+
+    def _take(self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object]) -> Result:
+        """The approach's take on this Region's counter items (escrowed: this Region's share only)."""
+        if resource.shards == 1:
+            result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
+            if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
+                result.value = {
+                    "allocation": {resource.counter_keys[0]["PK"]: quantity},
+                    **(result.value if isinstance(result.value, dict) else {}),
+                }
+            return result
+        return sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
+
     def _answer(
         self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object], result: Result, claimed: bool
     ) -> Reservation:
         value: dict[str, object] = result.value if isinstance(result.value, dict) else {}
         if result.outcome is Outcome.REJECTED:
             if result.reason in INSUFFICIENT:
-                raise InsufficientCapacity(
-                    f"resource {resource.resource_id!r} has {value.get('available', 'too little')} left; asked for {quantity}"
-                )
+                message = f"resource {resource.resource_id!r} has {value.get('available', 'too little')} left; asked for {quantity}"
+                if resource.shares is not None:
+                    elsewhere = ", ".join(f"{region} {n}" for region, n in self.shares_elsewhere(resource).items()) or "none"
+                    message = (
+                        f"resource {resource.resource_id!r} has {value.get('available', 'too little')} left in this Region's share "
+                        f"({resource.region}); asked for {quantity}; other Regions' shares (as last replicated here): {elsewhere}"
+                    )
+                raise InsufficientCapacity(message)
             if result.reason == Reason.SET_FULL:
                 raise SlotsFull()
             if result.reason == Reason.TOKEN_MISMATCH:
@@ -327,7 +493,7 @@ class Reservations:
     ) -> tuple[bool, Record]:
         """Put the record unless one exists; returns (created by this request, the stored record).
         No TTL: a hold never expires (only a released record does)."""
-        put = record_put(self.table_name, rid, quantity, allocation, record, status)
+        put = record_put(self.table_name, rid, quantity, allocation, record, status, self.store.region)
         answer = self.store.put_record(put, str(record["requestId"]))
         if answer is None or answer[1] is None:
             raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
@@ -356,7 +522,7 @@ class Reservations:
             )
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Body:
-        record = self.store.record(rid)
+        record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
             raise missing
@@ -373,13 +539,18 @@ class Reservations:
         that precedes every write (the owner never changes), so a refusal writes nothing; it
         answers 404 as for a missing reservation."""
         resource = self.resource(resource_id)
-        record = self.store.record(rid)
+        record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
             raise missing
         if caller is not None:
             caller.require_owner_or_hide(record.owner, "release this reservation", missing)
-        request_id = request_id or new_request_id()
+        return self._release_record(resource, record, request_id or new_request_id())
+
+    def _release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation:
+        """Give back this record's quantity (in MREC: a record of this Region; another's is refused)."""
+        self.refuse_in_mode(resource.strategy, resource.shards)
+        rid, resource_id = record.reservation_id, resource.resource_id
         quantity = record.quantity
         if record.status is RELEASED:  # this request's own release (a re-drive), or an earlier one
             return Reservation(record.released_by == request_id, public_reservation(rid, quantity, RELEASED))
@@ -387,8 +558,18 @@ class Reservations:
             raise IntegrityError(
                 f"reservation {rid!r} may or may not hold {quantity} ({resource.strategy} cannot tell): it cannot be released"
             )
+        if record.status is RELEASING:
+            return self._release_in_steps(resource, record, request_id)
         if record.status is not CONFIRMED:
             self._replay(record, quantity, request_id)  # PENDING: still completing (503), or left by a caller that died
+        local = {key["PK"] for key in resource.counter_keys}
+        if resource.shares is not None and not set(record.allocation or {}) <= local:
+            raise UnsupportedInMode(
+                f"reservation {rid!r} holds units of the share of {record.region or 'another Region'}: only that Region writes its "
+                f"share, so release it there (this is {resource.region}) (docs/reservations.md, Global tables)"
+            )
+        if self.topology.mode is MRSC:
+            return self._release_in_steps(resource, record, request_id)
         approach = self.approach(resource.strategy)
         gives = [approach.release_update(resource.key_for(pk), part, rid) for pk, part in (record.allocation or {}).items()]
         taken = self.store.release(rid, request_id, self.released_ttl_seconds, gives)
@@ -402,6 +583,130 @@ class Reservations:
             raise IntegrityError(f"reservation {rid!r} is confirmed but its counter cannot give {quantity} back")
         # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.
         raise ContentionError(f"reservation {rid!r} is busy; retry the release", command=release_command(resource_id, rid, request_id))
+
+    def _release_in_steps(self, resource: Resource, record: Record, request_id: str) -> Reservation:
+        """MRSC (no transactions): ``CONFIRMED -> RELEASED_PENDING``, the approach's own give-back
+        (one conditional write), then ``RELEASED``. An approach that remembers tokens (occ_history,
+        set) recognises a re-sent give-back, so an interrupted release is re-driven; atomic and occ
+        cannot tell, so theirs is only driven by the request that marked it (never given back
+        twice: at worst the quantity stays held, never oversold)."""
+        rid, quantity = record.reservation_id, record.quantity
+        approach = self.approach(resource.strategy)
+        marked_now = False
+        if record.status is CONFIRMED:
+            outcome, found = self.store.mark_releasing(rid, request_id)
+            if outcome is Outcome.APPLIED:
+                marked_now = True
+            elif outcome is Outcome.REJECTED:
+                record = found or self.store.record(rid) or record
+                if record.status is RELEASED:
+                    return Reservation(record.released_by == request_id, public_reservation(rid, quantity, RELEASED))
+            else:
+                raise ContentionError(
+                    f"reservation {rid!r} is busy; retry the release", command=release_command(resource.resource_id, rid, request_id)
+                )
+        if not marked_now and not (approach.exact and approach.needs_token):
+            raise IntegrityError(
+                f"the release of reservation {rid!r} was interrupted and strategy {resource.strategy!r} cannot tell whether its "
+                "give-back applied: it is not re-driven (the quantity may stay held; it is never given back twice)"
+            )
+        token = approach.give_back_token(rid)
+        for pk, part in (record.allocation or {}).items():
+            given = approach.apply(resource.key_for(pk), -part, token=token)
+            if given.outcome is Outcome.CONTENTION:
+                raise ContentionError(
+                    f"reservation {rid!r} is busy; retry the release", command=release_command(resource.resource_id, rid, request_id)
+                )
+            if not given.outcome.succeeded:
+                raise IntegrityError(f"reservation {rid!r}: the give-back of {part} answered {given.outcome} ({given.reason})")
+        if self.store.finish_release(rid, self.released_ttl_seconds) is Outcome.CONTENTION:
+            raise ContentionError(
+                f"reservation {rid!r} is busy; retry the release", command=release_command(resource.resource_id, rid, request_id)
+            )
+        return Reservation(record.released_by in (None, request_id) or marked_now, public_reservation(rid, quantity, RELEASED))
+
+    # -- escrow transfers (MREC) -------------------------------------------------------------------
+    def transfer(self, resource_id: str, target: str, quantity: int, idempotency_key: str, *, request_id: str | None = None) -> Reservation:
+        """Step 1 of an escrow transfer, in this (the source) Region: debit ``quantity`` from this
+        Region's share and write the transfer, in one transaction here. The target Region credits
+        it (:meth:`receive_transfers`) once the transfer has replicated there, exactly once. The
+        transfer id is derived from the key: a re-send answers the same transfer (200), another
+        quantity or target 422. Capacity is conserved at every instant: shares + in flight."""
+        if not self.topology.eventual:
+            raise UnsupportedInMode(
+                f"transfers move escrowed shares between the Regions of an MREC global table; this table is {self.topology.mode}: "
+                "one counter serves every Region (docs/reservations.md, Global tables)"
+            )
+        if quantity < 1:
+            raise InvalidRequest("quantity must be >= 1")
+        if target not in self.topology.regions or target == self.topology.region:
+            raise InvalidRequest(
+                f"target must be another of the table's Regions {', '.join(self.topology.regions)} (this is {self.topology.region})"
+            )
+        if not idempotency_key:
+            raise InvalidRequest("the Idempotency-Key header is required for a transfer")
+        resource = self.resource(resource_id)
+        approach = self.approach(resource.strategy)
+        request_id = request_id or new_request_id()
+        tid = str(uuid.uuid5(NAMESPACE, f"{resource_id}\ntransfer\n{idempotency_key}"))
+        fields: dict[str, object] = {
+            "transferId": tid,
+            "resourceId": resource_id,
+            SOURCE: self.topology.region,
+            TARGET: target,
+            QUANTITY: quantity,
+            REQUEST_ID: request_id,
+            REGION_ATTRIBUTE: self.topology.region,
+        }
+        for _ in range(sharding.ROUNDS):
+            existing = self.store.transfer(resource_id, tid)
+            if existing is not None:
+                if (existing.quantity, existing.target) != (quantity, target):
+                    raise IdempotencyKeyReused()
+                return Reservation(
+                    existing.request_id == request_id,
+                    transfer_body(resource_id, existing.transfer_id, self.topology.region, target, quantity),
+                )
+            keys = resource.counter_keys
+            counters = [c for _, c in self.store.quotas(keys, Capacity())]
+            left = sum(c.available for c in counters)
+            if left < quantity:
+                raise InsufficientCapacity(
+                    f"this Region's share of {resource_id!r} ({resource.region}) has {left} left to transfer; asked for {quantity}"
+                )
+            parts = sharding.plan(keys, counters, quantity)
+            updates = [approach.quota_update(key, -part, tid) for key, part in parts]
+            fields["allocation"] = {key["PK"]: part for key, part in parts}
+            outcome, exists, _ = self.store.move(updates, transfer_put(self.table_name, resource_id, tid, fields))
+            if outcome is Outcome.APPLIED:
+                return Reservation(True, transfer_body(resource_id, tid, self.topology.region, target, quantity))
+            if outcome is not Outcome.REJECTED:
+                raise ContentionError(f"resource {resource_id!r} is busy; retry the transfer (same Idempotency-Key)")
+            # the transfer exists (a twin's), or a take won a share item since the read: read again
+        raise ContentionError(f"resource {resource_id!r} is busy; retry the transfer (same Idempotency-Key)")
+
+    def receive_transfers(self, resource_id: str) -> int:
+        """Step 2, in this (the target) Region: credit every transfer to this Region that has
+        replicated here and has no receipt yet, each with its receipt in one transaction here (the
+        receipt's ``attribute_not_exists`` makes a second credit fail: exactly once). Returns the
+        units credited. Called by a take that finds the share short, and by the admin route."""
+        if not self.topology.eventual:
+            return 0
+        resource = self.resource(resource_id)
+        approach = self.approach(resource.strategy)
+        keys = resource.counter_keys
+        credited = 0
+        for sent in self.store.transfers(resource_id):
+            if sent.target != self.topology.region or sent.received:
+                continue
+            key = keys[uuid.UUID(sent.transfer_id).int % len(keys)]
+            fields = {SOURCE: sent.source, TARGET: sent.target, QUANTITY: sent.quantity, REGION_ATTRIBUTE: self.topology.region}
+            receipt = transfer_put(self.table_name, resource_id, sent.transfer_id, fields, receipt=True)
+            outcome, _, _ = self.store.move([approach.quota_update(key, sent.quantity, sent.transfer_id)], receipt)
+            if outcome is Outcome.APPLIED:
+                credited += sent.quantity
+            # REJECTED: a concurrent receiver credited it (its receipt exists); CONTENTION: the next call does
+        return credited
 
     # -- deferred commands (SQS-driven retries; the payloads are in reservation_commands) --------
     def replayables(self) -> dict[str, Replayable]:
@@ -441,5 +746,15 @@ class Reservations:
         return Verdict("APPLIED" if answer.created else "DUPLICATE", {**answer.body, "changed": answer.created})
 
 
+def first(records: list[Record]) -> Record | None:
+    """The record that answers for a token held in several Regions (MREC failover): the earliest."""
+    return min(records, key=lambda r: (r.created_at, r.region), default=None)
+
+
 def public_reservation(rid: str, quantity: int, status: Status) -> Body:
-    return {"reservationId": rid, "quantity": quantity, "status": str(status)}
+    """``RELEASED_PENDING`` (an MRSC release between its steps) reads as ``RELEASED``: it only ever completes."""
+    return {"reservationId": rid, "quantity": quantity, "status": str(RELEASED if status is RELEASING else status)}
+
+
+def transfer_body(resource_id: str, tid: str, source: str, target: str, quantity: int) -> Body:
+    return {"transferId": tid, "resourceId": resource_id, "from": source, "to": target, "quantity": quantity, "status": "SENT"}

@@ -5,6 +5,8 @@
 | resource | ``RES#<id>`` | ``META``: capacity, strategy, shards; the counter itself when unsharded |
 | shard | ``RES#<id>#<n>`` | ``SHARD``: a share of the capacity (write sharding) |
 | reservation | ``RSV#<reservationId>`` | ``RSV``: quantity, status, allocation, ``requestId`` (the marker of approach 5) |
+| share (MREC) | ``RES#<id>@<region>`` (``#<n>`` when sharded) | ``SHARE`` / ``SHARD``: a Region's escrowed share, written by that Region only |
+| transfer (MREC) | ``RES#<id>#XFER`` | ``<transferId>``: units leaving a Region (its writer); ``<transferId>#IN``: their receipt (the target's) |
 
 A *counter item* (a resource's ``META`` when unsharded, or a shard) holds ``reserved`` and
 ``available``, which always sum to its capacity, plus what its approach remembers (``tag``;
@@ -28,8 +30,9 @@ from botocore.exceptions import ClientError
 from counters.core.engine import Hook, Report, Stop, read, run
 from counters.core.failures import Classified
 from counters.core.outcome import Capacity, Outcome
+from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.base import Store
-from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Transaction, Update, list_append, old_item
+from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Query, Transaction, Update, list_append, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
 
@@ -43,9 +46,24 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape("resource shard", "RES#<id>#<n>", "SHARD", "write sharding: a share of the capacity"),
     Shape(
+        "resource share",
+        "RES#<id>@<region>[#<n>]",
+        "SHARE / SHARD",
+        "MREC escrow: one Region's share of the capacity (`capacity` is the share), written only by that Region",
+    ),
+    Shape(
+        "transfer", "RES#<id>#XFER", "<transferId>", "MREC escrow: units sent from one Region's share to another's (written by the sender)"
+    ),
+    Shape(
+        "transfer receipt",
+        "RES#<id>#XFER",
+        "<transferId>#IN",
+        "MREC escrow: the target Region credited the transfer (written by the target)",
+    ),
+    Shape(
         "reservation",
         "RSV#<reservationId>",
-        "RSV",
+        "RSV (MREC: RSV@<region>, one per Region)",
         "quantity, status, allocation, `requestId`; the marker of approach 5; TTL only once released",
     ),
 )
@@ -65,6 +83,9 @@ VERSION, TAGS = "version", "tags"  # occ_history
 TOKENS = "tokens"  # set
 STATUS, QUANTITY, ALLOCATION = "status", "quantity", "allocation"
 REQUEST_ID, RELEASED_BY, RELEASED_AT, EXPIRES_AT = "requestId", "releasedBy", "releasedAt", "expiresAt"
+QUOTA, SHARES = "capacity", "shares"  # a counter item's capacity (an escrowed share's moves with transfers); META's split
+SOURCE, TARGET = "source", "target"  # a transfer's Regions
+RECEIPT = "#IN"
 
 
 class Status(StrEnum):
@@ -73,6 +94,7 @@ class Status(StrEnum):
     CONFIRMED = "CONFIRMED"
     RELEASED = "RELEASED"
     PENDING = "PENDING"  # atomic/occ with a key: claimed, not yet applied
+    RELEASING = "RELEASED_PENDING"  # MRSC: released, the give-back not yet confirmed (no transaction to do both)
     UNKNOWN = "UNKNOWN"  # atomic/occ: the outcome is unknown (it may hold the quantity)
 
 
@@ -98,9 +120,26 @@ def shard_key(resource_id: str, n: int) -> Key:
     return {"PK": f"RES#{resource_id}#{n}", "SK": "SHARD"}
 
 
-def record_key(token: str) -> Key:
-    """The reservation record (the marker of approach 5) of a request token."""
-    return {"PK": f"RSV#{token}", "SK": "RSV"}
+def share_key(resource_id: str, region: str, n: int | None = None) -> Key:
+    """A Region's escrowed share (MREC): unsharded, or shard ``n`` of it."""
+    if n is None:
+        return {"PK": f"RES#{resource_id}@{region}", "SK": "SHARE"}
+    return {"PK": f"RES#{resource_id}@{region}#{n}", "SK": "SHARD"}
+
+
+def transfers_pk(resource_id: str) -> str:
+    return f"RES#{resource_id}#XFER"
+
+
+def transfer_key(resource_id: str, transfer_id: str, *, receipt: bool = False) -> Key:
+    return {"PK": transfers_pk(resource_id), "SK": transfer_id + (RECEIPT if receipt else "")}
+
+
+def record_key(token: str, region: str = "") -> Key:
+    """The reservation record (the marker of approach 5) of a request token. On an MREC table each
+    Region writes its own (``RSV@<region>``): a failover re-send taken in another Region during a
+    partition never overwrites (or, dropping its claim, deletes) the first Region's record."""
+    return {"PK": f"RSV#{token}", "SK": f"RSV@{region}" if region else "RSV"}
 
 
 # -- facts -----------------------------------------------------------------------------------------
@@ -142,12 +181,26 @@ class Resource:
     strategy: str
     shards: int
     counter: Counter | None = None
+    shares: dict[str, int] | None = None
+    """MREC escrow: each Region's share at creation (``None``: one counter for every Region)."""
+    region: str = ""
+    """The Region this resource is used from: its :attr:`counter_keys` are this Region's share."""
 
     @property
     def counter_keys(self) -> list[Key]:
+        if self.shares is not None:
+            return self.keys_in(self.region)
         if self.shards == 1:
             return [resource_key(self.resource_id)]
         return [shard_key(self.resource_id, n) for n in range(self.shards)]
+
+    def keys_in(self, region: str) -> list[Key]:
+        """An escrowed resource's counter items in ``region`` (only that Region writes them)."""
+        if self.shares is None or region not in self.shares:
+            raise ValueError(f"resource {self.resource_id!r} has no share in {region!r}")
+        if self.shards == 1:
+            return [share_key(self.resource_id, region)]
+        return [share_key(self.resource_id, region, n) for n in range(self.shards)]
 
     def key_for(self, pk: str) -> Key:
         return next(key for key in self.counter_keys if key["PK"] == pk)
@@ -167,6 +220,8 @@ class Record:
     created_at: int = 0
     released_at: int | None = None
     released_by: str | None = None
+    region: str = ""
+    """The Region that wrote it (multi-Region tables): an escrowed hold is given back there only."""
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Record | None:
@@ -185,7 +240,20 @@ class Record:
             created_at=int(item.get("createdAt", 0)),
             released_at=int(released_at) if released_at is not None else None,
             released_by=item.get(RELEASED_BY),
+            region=str(item.get(REGION_ATTRIBUTE, "")),
         )
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Units sent from one Region's share to another's (MREC escrow); ``received``: its receipt exists here."""
+
+    transfer_id: str
+    source: str
+    target: str
+    quantity: int
+    request_id: str = ""
+    received: bool = False
 
 
 # -- requests --------------------------------------------------------------------------------------
@@ -219,6 +287,13 @@ def occ_write(table: str, key: Key, seen: Counter, delta: int, tag: str) -> Upda
     return update.when(EXISTS & (Path(TAG) == seen.tag))
 
 
+def quota_adjust(table: str, key: Key, delta: int) -> Update:
+    """An escrow transfer's move of a counter item's capacity: ``available`` and ``capacity`` by
+    ``delta`` (``reserved`` untouched); a debit never takes more than is available."""
+    update = Update(table, key).add(AVAILABLE, delta).add(QUOTA, delta)
+    return update.when(EXISTS & (Path(AVAILABLE) >= -delta) if delta < 0 else EXISTS)
+
+
 def chain_write(table: str, key: Key, seen: Counter, delta: int, chain: list[str]) -> Update:
     """Approach 3: the values from ``seen``, the next version and the chain, if nobody wrote since."""
     update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta)
@@ -242,11 +317,19 @@ def set_write(table: str, key: Key, delta: int, token: str, *, bounded: bool = T
     return update.delete(TOKENS, {token}).when(tokens.contains(token))
 
 
-def record_put(table: str, token: str, quantity: int, allocation: Mapping[str, int] | None, fields: Fields, status: Status) -> Put:
+def transfer_put(table: str, resource_id: str, transfer_id: str, fields: Fields, *, receipt: bool = False) -> Put:
+    """A transfer (written by its source Region) or its receipt (by its target), never overwritten."""
+    item = {**transfer_key(resource_id, transfer_id, receipt=receipt), **fields, "createdAt": int(time.time())}
+    return Put(table, item=item).when(IS_NEW)
+
+
+def record_put(
+    table: str, token: str, quantity: int, allocation: Mapping[str, int] | None, fields: Fields, status: Status, region: str = ""
+) -> Put:
     """The reservation record, unless one exists (one record per request token: the double-apply
     guard). No TTL: a hold never expires (an expired record would strand its quantity; the
     release starts the TTL)."""
-    item: dict[str, object] = {**record_key(token), **fields, QUANTITY: quantity, STATUS: status, "createdAt": int(time.time())}
+    item: dict[str, object] = {**record_key(token, region), **fields, QUANTITY: quantity, STATUS: status, "createdAt": int(time.time())}
     if allocation is not None:
         item[ALLOCATION] = dict(allocation)
     return Put(table, item=item).when(IS_NEW)
@@ -276,7 +359,10 @@ class Taken:
 
 
 class ResourceStore(Store):
-    """The calls of this family, each through the retry engine."""
+    """The calls of this family, each through the retry engine. ``region``: the Region whose
+    reservation records it reads and writes (MREC; ``""``: the one record of every Region)."""
+
+    region: str = ""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
@@ -286,14 +372,98 @@ class ResourceStore(Store):
         return Counter.of(self._get(key, capacity))
 
     def record(self, token: str, capacity: Capacity | None = None) -> Record | None:
-        return Record.of(self._get(record_key(token), capacity))
+        return Record.of(self._get(record_key(token, self.region), capacity))
 
-    def resource(self, resource_id: str) -> Resource | None:
+    def records(self, token: str, capacity: Capacity | None = None) -> list[Record]:
+        """Every Region's record of a request token this replica holds (MREC; one consistent Query)."""
+        query = Query(self.table_name, (Path(PK) == record_key(token)["PK"]) & Path("SK").begins_with("RSV"), consistent=True)
+        response = read(self.dynamodb.query, self.retry, capacity, **query.params())
+        return [r for r in (Record.of(from_item(raw)) for raw in response.get("Items", [])) if r is not None]
+
+    def resource(self, resource_id: str, region: str = "") -> Resource | None:
+        """The resource's META; an escrowed one's counter keys are ``region``'s share."""
         item = self._get(resource_key(resource_id), None)
         if item is None:
             return None
         counter = Counter.of(item) if RESERVED in item else None
-        return Resource(resource_id, int(item["capacity"]), str(item["strategy"]), int(item["shards"]), counter)
+        raw = item.get(SHARES)
+        shares = {str(k): int(v) for k, v in raw.items()} if isinstance(raw, Mapping) else None
+        return Resource(resource_id, int(item["capacity"]), str(item["strategy"]), int(item["shards"]), counter, shares, region)
+
+    def quotas(self, keys: list[Key], capacity: Capacity) -> list[tuple[int, Counter]]:
+        """Counter items' capacities (an escrowed share's) and counts, each one strongly consistent
+        read of this Region's replica (no snapshot: MRSC has no TransactGetItems); missing: 0/0."""
+        found = []
+        for key in keys:
+            item = self._get(key, capacity)
+            found.append((int(item.get(QUOTA, 0)) if item else 0, Counter.of(item) or Counter()))
+        return found
+
+    def transfers(self, resource_id: str, capacity: Capacity | None = None) -> list[Transfer]:
+        """Every transfer of the resource this Region's replica holds, each marked ``received``
+        when its receipt is here too (one consistent Query of the transfers' partition)."""
+        query = Query(self.table_name, Path(PK) == transfers_pk(resource_id), consistent=True)
+        params = query.params()
+        sent: dict[str, dict[str, Any]] = {}
+        receipts: set[str] = set()
+        while True:
+            page = read(self.dynamodb.query, self.retry, capacity, **params)
+            for raw in page.get("Items", []):
+                item = from_item(raw) or {}
+                sk = str(item["SK"])
+                if sk.endswith(RECEIPT):
+                    receipts.add(sk.removesuffix(RECEIPT))
+                else:
+                    sent[sk] = item
+            if "LastEvaluatedKey" not in page:
+                break
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [
+            Transfer(tid, str(i[SOURCE]), str(i[TARGET]), int(i[QUANTITY]), str(i.get(REQUEST_ID, "")), tid in receipts)
+            for tid, i in sorted(sent.items())
+        ]
+
+    def transfer(self, resource_id: str, transfer_id: str) -> Transfer | None:
+        item = self._get(transfer_key(resource_id, transfer_id), None)
+        if item is None:
+            return None
+        return Transfer(transfer_id, str(item[SOURCE]), str(item[TARGET]), int(item[QUANTITY]), str(item.get(REQUEST_ID, "")))
+
+    def move(self, updates: list[Update], put: Put) -> tuple[Outcome, bool, Counter | None]:
+        """A transfer's step in one Region: capacity moves on counter items and the transfer's (or
+        receipt's) Put, in one transaction with a fresh ClientRequestToken re-sent after an unknown
+        outcome. Returns (outcome, the Put's condition failed: it exists, the counter item that
+        failed its condition as it was)."""
+        tx: Transaction[Action] = Transaction()
+        for name, update in zip(COUNTERS, updates, strict=False):
+            tx.update(name, update)
+        tx.put(Action.RECORD, put)
+        report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
+        if report.outcome is not Outcome.REJECTED:
+            return report.outcome, False, None
+        cancelled = tx.cancellation(report.failure)
+        failed = [name for name in COUNTERS if cancelled.failed(name)]
+        return report.outcome, cancelled.failed(Action.RECORD), Counter.of(cancelled.old(failed[0])) if failed else None
+
+    def create_single(self, meta: Fields) -> Outcome:
+        """An unsharded resource as one conditional Put (MRSC has no transactions)."""
+        return run(self.dynamodb.put_item, Put(self.table_name, item=meta).when(IS_NEW).params(), policy=self.retry, write=True).outcome
+
+    def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
+        """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
+        follows as its own single-item write, then :meth:`finish_release`. Returns the record as
+        it was when the condition failed."""
+        update = Update(self.table_name, record_key(rid, self.region)).set_all({STATUS: Status.RELEASING, RELEASED_BY: request_id})
+        report = run(self.dynamodb.update_item, update.when(Path(STATUS) == Status.CONFIRMED).params(), policy=self.retry, write=True)
+        return report.outcome, Record.of(old_item(report.failure)) if report.outcome is Outcome.REJECTED else None
+
+    def finish_release(self, rid: str, expires_in: int) -> Outcome:
+        """MRSC release, step 3: ``RELEASED_PENDING -> RELEASED`` once the give-back applied."""
+        now = int(time.time())
+        update = Update(self.table_name, record_key(rid, self.region)).set_all(
+            {STATUS: Status.RELEASED, RELEASED_AT: now, EXPIRES_AT: now + expires_in}
+        )
+        return run(self.dynamodb.update_item, update.when(Path(STATUS) == Status.RELEASING).params(), policy=self.retry, write=True).outcome
 
     def snapshot(self, keys: list[Key], capacity: Capacity) -> list[Counter]:
         """Every shard item, read in one serializable snapshot (2 RCU per item up to 4 KB); a missing
@@ -372,13 +542,13 @@ class ResourceStore(Store):
 
     def drop_claim(self, rid: str) -> None:
         """Delete a ``PENDING`` claim (best effort: one left behind reads as UNKNOWN later)."""
-        delete = Delete(self.table_name, key=record_key(rid)).when(Path(STATUS) == Status.PENDING)
+        delete = Delete(self.table_name, key=record_key(rid, self.region)).when(Path(STATUS) == Status.PENDING)
         run(self.dynamodb.delete_item, delete.params(), policy=self.retry, write=True)
 
     def settle_claim(self, rid: str, status: Status, allocation: Mapping[str, int] | None) -> Outcome:
         """``PENDING`` -> ``status`` (with the allocation), conditioned on PENDING: a settled claim
         is never settled twice (a re-send after an unknown outcome fails harmlessly)."""
-        update = Update(self.table_name, record_key(rid)).set(STATUS, status).when(Path(STATUS) == Status.PENDING)
+        update = Update(self.table_name, record_key(rid, self.region)).set(STATUS, status).when(Path(STATUS) == Status.PENDING)
         if allocation is not None:
             update.set(ALLOCATION, dict(allocation))
         return run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True).outcome
@@ -388,7 +558,7 @@ class ResourceStore(Store):
         counter item, in one transaction; ``record_failed``: the record was no longer CONFIRMED
         (``record``: as it was then)."""
         now = int(time.time())
-        record = Update(self.table_name, record_key(rid)).set_all(
+        record = Update(self.table_name, record_key(rid, self.region)).set_all(
             {STATUS: Status.RELEASED, RELEASED_AT: now, RELEASED_BY: request_id, EXPIRES_AT: now + expires_in}
         )
         record.when(Path(STATUS) == Status.CONFIRMED)

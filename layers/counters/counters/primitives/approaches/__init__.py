@@ -55,7 +55,7 @@ from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.expr import Update
-from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back
+from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back, quota_adjust
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
 
@@ -138,6 +138,18 @@ class Approach:
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
         """A transaction's Update giving ``quantity`` back (the caller adds its own guard)."""
         return give_back(self.table_name, key, quantity)
+
+    def give_back_token(self, token: str) -> str:
+        """The token a give-back made with :meth:`apply` (MRSC: no transaction) carries: the
+        approaches that remember tokens recognise a re-sent give-back by it."""
+        return f"release:{token}"
+
+    def quota_update(self, key: Key, delta: int, token: str) -> Update:
+        """An escrow transfer's Update moving ``delta`` of capacity on the counter item (``available``
+        and ``capacity``; a debit never below what is available), marked as this approach marks
+        every change (occ: a new tag; occ_history: the next version and the transfer's tag), so an
+        optimistic write planned before it fails its condition instead of overwriting it."""
+        return quota_adjust(self.table_name, key, delta)
 
     def shard_order(self, count: int, token: str | None, rng: random.Random) -> list[int]:
         """Which shard to try first, then the others (random start; crt overrides)."""

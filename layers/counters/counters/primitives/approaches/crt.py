@@ -74,7 +74,11 @@ class Crt(Approach):
         false "sold out" over the split's own take)."""
         updates = [adjust(self.table_name, key, part) for key, part in parts]
         quantity, allocation = sum(part for _, part in parts), allocation_of(parts)
-        put = record_put(self.table_name, token, quantity, allocation, record, Status.CONFIRMED) if record is not None else None
+        put = (
+            record_put(self.table_name, token, quantity, allocation, record, Status.CONFIRMED, self.store.region)
+            if record is not None
+            else None
+        )
         crt = client_request_token(token, f"{self.table_name}|split#{round_}")
         done = self._run(updates, put, crt, (Outcome.DUPLICATE, Reason.SPLIT_TOKEN_USED), token=token, quantity=quantity)
         if done.outcome is Outcome.APPLIED:

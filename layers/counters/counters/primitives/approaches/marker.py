@@ -52,7 +52,9 @@ class Marker(Approach):
     def _run(self, parts: list[tuple[Key, int]], token: str, quantity: int, record: Fields | None, bounded: bool) -> Result:
         allocation = allocation_of(parts)
         updates = [adjust(self.table_name, key, part, bounded) for key, part in parts]
-        taken = self.store.take(updates, record_put(self.table_name, token, quantity, allocation, record or {}, Status.CONFIRMED))
+        taken = self.store.take(
+            updates, record_put(self.table_name, token, quantity, allocation, record or {}, Status.CONFIRMED, self.store.region)
+        )
         capacity, attempts = taken.capacity, taken.attempts
         if taken.outcome is Outcome.APPLIED:
             reason = Reason.CONFIRMED_AFTER_UNKNOWN if taken.unknown_seen else None

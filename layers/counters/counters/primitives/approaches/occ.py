@@ -86,5 +86,8 @@ class Occ(Approach):
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
         return super().release_update(key, quantity, token).set(TAG, new_tag())  # every change moves the tag: OCC readers see it
 
+    def quota_update(self, key: Key, delta: int, token: str) -> Update:
+        return super().quota_update(key, delta, token).set(TAG, new_tag())
+
 
 APPROACH = Occ

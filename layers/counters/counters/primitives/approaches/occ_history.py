@@ -36,7 +36,7 @@ from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import Approach, Fields, Key, Reason, result
 from counters.primitives.approaches.occ import breaches
-from counters.store.expr import Update
+from counters.store.expr import Path, Update, list_append
 from counters.store.resources import TAGS, VERSION, Counter, chain_give_back, chain_write, found
 
 DEFAULT_HISTORY = 32
@@ -124,6 +124,10 @@ class OccHistory(Approach):
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
         """Give back and append the release's tag: ``version`` keeps matching the chain's end."""
         return chain_give_back(self.table_name, key, quantity, tag_for(f"release:{token}"))
+
+    def quota_update(self, key: Key, delta: int, token: str) -> Update:
+        """The transfer's move, the next version and its tag (``version`` keeps matching the chain's end)."""
+        return super().quota_update(key, delta, token).add(VERSION, 1).set(TAGS, list_append(Path(TAGS), [tag_for(f"transfer:{token}")]))
 
 
 APPROACH = OccHistory

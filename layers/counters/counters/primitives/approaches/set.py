@@ -79,6 +79,9 @@ class TokenSet(Approach):
         reason, value = rejection(counter)
         return result(Outcome.REJECTED, capacity, attempt, reason, **value)
 
+    def give_back_token(self, token: str) -> str:
+        return token  # a give-back deletes the take's own token
+
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
         return set_write(self.table_name, key, -quantity, token)
 
