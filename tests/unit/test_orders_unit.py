@@ -116,13 +116,13 @@ def _statements(function: str) -> list[dict[str, Any]]:
 def test_iam_is_action_level_and_scoped_to_key_prefixes() -> None:
     pointer = [s for s in _statements("OrderPointerFunction") if s["Effect"] == "Allow"]  # its Deny: the stream (test_template)
     assert [(s["Action"], s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]) for s in pointer] == [
-        (["dynamodb:UpdateItem"], ["POINTER#LAST_ORDER"])
+        (["dynamodb:UpdateItem"], ["POINTER#LAST_ORDER", "POINTER#LAST_ORDER#*"])  # the one item, or this Region's (MREC)
     ]
     statements = _statements("OrdersFunction")
     orders = {tuple(s["Action"]): s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] for s in statements if "Condition" in s}
     assert orders == {
-        ("dynamodb:GetItem",): ["ORDER#*", "ORDERKEY#*", "SEQ#ORDER", "POINTER#LAST_ORDER"],
-        ("dynamodb:UpdateItem",): ["SEQ#ORDER"],
+        ("dynamodb:GetItem",): ["ORDER#*", "ORDERKEY#*", "SEQ#ORDER", "SEQ#ORDER#*", "POINTER#LAST_ORDER", "POINTER#LAST_ORDER#*"],
+        ("dynamodb:UpdateItem",): ["SEQ#ORDER", "SEQ#ORDER#*"],  # the one sequence, or this Region's (MREC fast ids)
         ("dynamodb:PutItem",): ["ORDER#*", "ORDERKEY#*"],
         ("dynamodb:PutItem", "dynamodb:DeleteItem"): ["OP#*"],  # operation records of deferred requests
     }

@@ -53,6 +53,14 @@ THROTTLE_CODES = frozenset(
         "ProvisionedThroughputExceeded",
     }
 )
+CONFLICT_CODES = frozenset(
+    {
+        "TransactionConflictException",
+        # MRSC: the item is being written in another Region; this write was not applied (retry).
+        # AWS: "Multi-Region strong consistency" (V2globaltables_HowItWorks.html)
+        "ReplicatedWriteConflictException",
+    }
+)
 UNKNOWN_CODES = frozenset(
     {
         "InternalServerError",
@@ -114,7 +122,7 @@ def classify(exc: BaseException) -> Classified | None:
             return None  # ValidationError, ItemCollectionSizeLimitExceeded...: a bug, re-raise
         if code == "ConditionalCheckFailedException":
             return Classified(Failure.CONDITION, code, (_reason({"Code": "ConditionalCheckFailed", "Item": exc.response.get("Item")}),))
-        if code == "TransactionConflictException":
+        if code in CONFLICT_CODES:
             return Classified(Failure.CONFLICT, code)
         if code in THROTTLE_CODES:
             return Classified(Failure.THROTTLED, code)
