@@ -3,6 +3,7 @@ wiring (mode parameter, scoped IAM, stream filter) and the pointer function's ba
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from moto import mock_aws
 
 from counters.core import client as dynamo
 from counters.core.outcome import Outcome, Result
+from counters.core.regions import GlobalTableMode
 from counters.core.settings import SettingsError
 from counters.services.orders import OrderSettings
 from devstack.dynamodb_local import create_table
@@ -193,3 +195,24 @@ def test_a_failed_advance_reports_the_greatest_record_so_the_shard_restarts_ther
     pointer_app.function.configure(pointer_app.function.settings, FakePointer(busy={9}))
     event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#9"), ("INSERT", "ORDER#5"))
     assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": [{"itemIdentifier": "1001"}]}
+
+
+def test_on_mrec_the_pointer_function_follows_only_orders_placed_in_its_region(pointer_app: Any) -> None:
+    """Each Region's stream also carries the orders replicated into it (AWS: global tables). On MREC
+    this Region's pointer item counts only its own Region's orders (``writerRegion``); the other
+    Region's function counts the rest in its own item, and a read takes the max. Counting a
+    replicated order here would make this Region's item a second writer of facts it does not own."""
+    fake = FakePointer()
+    settings = dataclasses.replace(
+        pointer_app.function.settings, global_table_mode=GlobalTableMode.MREC, region="eu-west-1", table_regions="us-east-1,eu-west-1"
+    )
+    pointer_app.function.configure(settings, fake)
+    event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#10"), ("INSERT", "ORDER#5"), ("INSERT", "ORDER#12"))
+    for record, region in zip(event["Records"], ["eu-west-1", "us-east-1", "eu-west-1", None], strict=True):
+        if region:
+            record["dynamodb"]["NewImage"]["writerRegion"] = {"S": region}
+    assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert fake.calls == [5]  # 10 was replicated from us-east-1; 12 names no Region: not this Region's
+    pointer_app.function.configure(dataclasses.replace(settings, global_table_mode=GlobalTableMode.NONE), fake)
+    pointer_app.lambda_handler(event, LambdaContext())
+    assert fake.calls == [5, 12]  # one Region: every order counts
