@@ -32,7 +32,7 @@ class Failure(StrEnum):
     CONDITION = "condition"
     """A condition failed: definitely not applied."""
     CONFLICT = "conflict"
-    """TransactionConflict: not applied; retry."""
+    """TransactionConflict, or (MRSC global tables) ReplicatedWriteConflict: not applied; retry."""
     THROTTLED = "throttled"
     """Throttling / capacity: not applied; retry with backoff."""
     NOT_SENT = "not_sent"
@@ -56,8 +56,8 @@ THROTTLE_CODES = frozenset(
 CONFLICT_CODES = frozenset(
     {
         "TransactionConflictException",
-        # MRSC: the item is being written in another Region; this write was not applied (retry).
-        # AWS: "Multi-Region strong consistency" (V2globaltables_HowItWorks.html)
+        # An MRSC global table refuses a write to an item that a request in another Region is
+        # modifying: not applied, retryable (the DynamoDB service model marks it retryable).
         "ReplicatedWriteConflictException",
     }
 )
