@@ -30,6 +30,7 @@ from counters.primitives.pointer import Pointer
 from counters.services.orders import POINTER, Orders
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
+from testkit.faults import FaultInjector
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 A, B, C = "eu-west-1", "us-east-1", "us-west-2"
@@ -255,3 +256,23 @@ def test_mrec_pointer_reads_the_max_over_regions_and_never_goes_back(regions: di
     assert (pa.read()[0], pb.read()[0]) == (9, 9)
     assert pb.advance(6).outcome.value == "applied" and pb.read()[0] == 9  # B's own item moves; the max holds
     assert pa.advance(5).reason == "stale"
+
+
+def test_mrsc_an_order_write_whose_answer_was_lost_is_this_requests_order(mrsc_regions: dict[str, Region]) -> None:
+    """MRSC writes the order after its key record, as a plain PutItem: its answer is lost (a 500
+    after it applied), the retry fails ``attribute_not_exists`` on the order it wrote itself. That
+    is this request's order (the order's ``requestId``), not a sequence behind its orders."""
+    region = mrsc_regions[B]
+    faults = FaultInjector(region.client, seed=3)
+
+    def arm_on_the_order_put(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "PutItem" and params["Item"]["PK"]["S"].startswith("ORDER#") and not faults.rules:
+            faults.add("after_commit", operations={"PutItem"}, limit=1)
+
+    region.client.meta.events.register("provide-client-params.dynamodb", arm_on_the_order_put)
+    try:
+        placed = region.orders(mrsc(B)).place(key="k1", customer_id="alice", items=ALICE)
+    finally:
+        faults.detach()
+    assert faults.injected["after_commit"] == 1
+    assert (placed.created, placed.order["orderId"], placed.order["items"]) == (True, 1, ALICE)

@@ -189,6 +189,12 @@ class Orders:
             # The key is taken (a concurrent twin, or an earlier attempt of this request): its order is the answer.
             result.outcome = Outcome.DUPLICATE
             return self._replay(key, taken_by, fingerprint, result, request_id)
+        own = claim.conflicts.get(OrderAction.ORDER)
+        if result.outcome is Outcome.REJECTED and claim.value is not None and own and own.get("requestId") == request_id:
+            # MRSC (order written after its key record): an earlier attempt of this call wrote the
+            # order and its answer was lost; the retry found it. It is this request's order.
+            result.outcome, result.reason, result.value = Outcome.APPLIED, None, claim.value
+            return Placed(public_order(order_item(claim.value)), created=True, result=result)
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).

@@ -119,9 +119,9 @@ def order_writes(table_name: str, order: dict[str, object], record: dict[str, ob
     after the other in this order, so an order never exists without its key record."""
     tx: Transaction[Enum] = Transaction()
     tx.put(OrderAction.KEY_RECORD, Put(table_name, item=record).when(ITEM_IS_NEW))
-    order_put = Put(table_name, item=order).when(ITEM_IS_NEW)
-    order_put.on_failure = False
-    tx.put(OrderAction.ORDER, order_put)
+    # ALL_OLD on both: the loser learns whose order the id holds (its own, written by an attempt
+    # whose answer was lost, when the two are separate writes)
+    tx.put(OrderAction.ORDER, Put(table_name, item=order).when(ITEM_IS_NEW))
     return tx
 
 
