@@ -410,7 +410,7 @@ def _report(name: str, tally: Tally, seconds: float) -> Report:
     if tally.refused:
         report.notes.append(f"{tally.refused} gapless requests refused (unsupported_in_region_mode)")
     report.notes.extend(tally.problems)
-    if not tally.faults:
+    if tally.acknowledged and not tally.faults:  # a refusal-only row writes nothing a fault could hit
         report.unexercised.append("client faults")
     return report
 

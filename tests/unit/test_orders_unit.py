@@ -16,7 +16,7 @@ from counters.core import client as dynamo
 from counters.core.outcome import Outcome, Result
 from counters.core.regions import GlobalTableMode
 from counters.core.settings import SettingsError
-from counters.services.orders import OrderSettings
+from counters.services.orders import Orders, OrderSettings
 from devstack.dynamodb_local import create_table
 from devstack.runtime import LambdaContext
 from devstack.streams import matches, subscriptions
@@ -216,3 +216,23 @@ def test_on_mrec_the_pointer_function_follows_only_orders_placed_in_its_region(p
     pointer_app.function.configure(dataclasses.replace(settings, global_table_mode=GlobalTableMode.NONE), fake)
     pointer_app.lambda_handler(event, LambdaContext())
     assert fake.calls == [5, 12]  # one Region: every order counts
+
+
+def test_gapless_outside_its_home_region_is_a_409_naming_the_home_region(load_function: Any) -> None:
+    """RegionSettings reach the orders function: a gapless order in a Region that is not the MREC
+    home Region is refused before anything is read or written (no table is touched here)."""
+    orders = load_function("OrdersFunction", "unused")
+    settings = dataclasses.replace(
+        orders.function.settings,
+        sequence_mode="gapless",
+        global_table_mode=GlobalTableMode.MREC,
+        region="us-east-1",
+        table_regions="eu-west-1,us-east-1",
+        home_region="eu-west-1",
+    )
+    orders.function.configure(settings, Orders.from_settings(settings))
+    status, body = invoke(
+        orders,
+        api_event("POST", "/orders", {"customerId": "c1", "items": [{"sku": "a", "quantity": 1}]}, headers={"Idempotency-Key": "k1"}),
+    )
+    assert (status, body["error"]) == (409, "unsupported_in_region_mode") and "eu-west-1" in body["message"]
