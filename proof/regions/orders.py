@@ -342,7 +342,7 @@ class GaplessRun:
         self.regions = MRSC_REGIONS if mode is Mode.MRSC else MREC_REGIONS
         self.gt = GlobalTable(endpoint, f"proof-rg-{uuid.uuid4().hex[:8]}", self.regions, mode, seed=seed, delays=Delays()).create()
         self.home = self.regions[seed % len(self.regions)]
-        self.injectors = []
+        self.injectors: list[FaultInjector] = []
         self.orders: dict[str, Orders] = {}
         for name in self.regions:
             injector = FaultInjector(self.gt.client(name), seed=seed * 17 + len(self.injectors))
@@ -416,25 +416,24 @@ def _report(name: str, tally: Tally, seconds: float) -> Report:
 
 
 def scenarios(endpoint: str, seed: int, schedules: int = 150) -> list[Report]:
-    """``schedules`` seeded schedules: 45 % MREC and 40 % MRSC fast ids + pointer (one table per
-    mode), 10 % gapless on MREC (home Region) and 5 % on MRSC (refused), a table each."""
+    """``schedules`` seeded schedules in all: 45 % MREC and 40 % MRSC fast ids + pointer, 10 %
+    gapless on MREC (home Region) and the rest gapless on MRSC (refused); one table per row."""
+    counts = [max(1, schedules * share // 100) for share in (45, 40, 10)]
+    counts.append(max(1, schedules - sum(counts)))
+    rows: list[tuple[str, Mode, type[Run] | type[GaplessRun]]] = [
+        ("orders + pointer (MREC, 2 Regions)", Mode.MREC, Run),
+        ("orders + pointer (MRSC, 3 Regions)", Mode.MRSC, Run),
+        ("orders gapless (MREC: home Region only)", Mode.MREC, GaplessRun),
+        ("orders gapless (MRSC: refused)", Mode.MRSC, GaplessRun),
+    ]
     reports = []
-    for name, mode, share in (("orders + pointer (MREC, 2 Regions)", Mode.MREC, 45), ("orders + pointer (MRSC, 3 Regions)", Mode.MRSC, 40)):
+    for (name, mode, kind), count in zip(rows, counts, strict=True):
         tally, start = Tally(), time.monotonic()
-        run = Run(endpoint, mode, seed, tally)
+        run = kind(endpoint, mode, seed, tally)
         try:
-            for n in range(max(1, schedules * share // 100)):
+            for n in range(count):
                 run.schedule(seed * 10_000 + n)
         finally:
             run.close()
-        reports.append(_report(f"regions: {name}", tally, time.monotonic() - start))
-    for name, mode, share in (("orders gapless (MREC: home Region only)", Mode.MREC, 10), ("orders gapless (MRSC: refused)", Mode.MRSC, 5)):
-        tally, start = Tally(), time.monotonic()
-        gapless = GaplessRun(endpoint, mode, seed, tally)
-        try:
-            for n in range(max(1, schedules * share // 100)):
-                gapless.schedule(seed * 10_000 + n)
-        finally:
-            gapless.close()
         reports.append(_report(f"regions: {name}", tally, time.monotonic() - start))
     return reports
