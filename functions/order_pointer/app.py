@@ -20,9 +20,18 @@ One write per batch
     ``batchItemFailures``, Lambda restarts the shard from it, and the skipped records before
     it are covered by it when the retry succeeds.
 
+Across Regions (docs/orders.md "Global tables")
+    On an MREC table each Region's function advances only its **own** Region's pointer item, from
+    the orders **its** Region placed (``writerRegion``, stamped by the orders service): each
+    Region's stream also carries the orders replicated into it, and this function skips them (their
+    Region's own function counts them there). ``GET /orders/latest`` reads the max over Regions. On
+    MRSC (and one Region) every record moves the one pointer item.
+
 The event source filter (template.yaml) delivers only INSERTs of ``ORDER#`` items; the
 handler checks again, so an unfiltered stream (the local stack, a misconfiguration) is safe.
 """
+
+from dataclasses import dataclass
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -34,13 +43,18 @@ from counters.core.function import Function
 from counters.core.json import JSONObject
 from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
-from counters.core.settings import Settings
+from counters.core.regions import RegionSettings
 from counters.primitives.pointer import Pointer
-from counters.services.orders import POINTER, order_id_from_pk
+from counters.services.orders import POINTER, order_id_from_pk, placed_here
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(RegionSettings):
+    """This function's environment: the table and the global table's topology."""
 
 
 def pointer(settings: Settings) -> Pointer:
-    return Pointer(settings.table_name, POINTER, attribute="orderId", retry=settings.retry)
+    return Pointer(settings.table_name, POINTER, attribute="orderId", retry=settings.retry, topology=settings.topology)
 
 
 function = Function(Settings, pointer)
@@ -49,8 +63,11 @@ processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
 def new_order_id(record: DynamoDBRecord) -> int | None:
-    """The order id of an ``ORDER#`` INSERT; ``None`` for any other record."""
+    """The order id of an ``ORDER#`` INSERT this Region placed; ``None`` for any other record
+    (on MREC: an order replicated in from another Region, whose own pointer counts it)."""
     if record.event_name is not DynamoDBRecordEventName.INSERT or record.dynamodb is None:
+        return None
+    if not placed_here(record.dynamodb.new_image, function.settings.topology):
         return None
     return order_id_from_pk(str(record.dynamodb.keys.get("PK", "")))
 

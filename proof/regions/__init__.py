@@ -155,9 +155,10 @@ def describe(count: int) -> str:
     )
 
 
-from proof.regions import add, reservations  # noqa: E402 - the approaches use the helpers above
+from proof.regions import add, orders, reservations  # noqa: E402 - the approaches use the helpers above
 
 REGISTRY: dict[str, Scenario] = {
     "add": add.scenarios,
     "reservations": reservations.scenarios,
+    "orders": orders.scenarios,
 }

@@ -3,6 +3,7 @@ wiring (mode parameter, scoped IAM, stream filter) and the pointer function's ba
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +14,9 @@ from moto import mock_aws
 
 from counters.core import client as dynamo
 from counters.core.outcome import Outcome, Result
+from counters.core.regions import GlobalTableMode
 from counters.core.settings import SettingsError
-from counters.services.orders import OrderSettings
+from counters.services.orders import Orders, OrderSettings
 from devstack.dynamodb_local import create_table
 from devstack.runtime import LambdaContext
 from devstack.streams import matches, subscriptions
@@ -116,13 +118,13 @@ def _statements(function: str) -> list[dict[str, Any]]:
 def test_iam_is_action_level_and_scoped_to_key_prefixes() -> None:
     pointer = [s for s in _statements("OrderPointerFunction") if s["Effect"] == "Allow"]  # its Deny: the stream (test_template)
     assert [(s["Action"], s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]) for s in pointer] == [
-        (["dynamodb:UpdateItem"], ["POINTER#LAST_ORDER"])
+        (["dynamodb:UpdateItem"], ["POINTER#LAST_ORDER", "POINTER#LAST_ORDER#*"])  # the one item, or this Region's (MREC)
     ]
     statements = _statements("OrdersFunction")
     orders = {tuple(s["Action"]): s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] for s in statements if "Condition" in s}
     assert orders == {
-        ("dynamodb:GetItem",): ["ORDER#*", "ORDERKEY#*", "SEQ#ORDER", "POINTER#LAST_ORDER"],
-        ("dynamodb:UpdateItem",): ["SEQ#ORDER"],
+        ("dynamodb:GetItem",): ["ORDER#*", "ORDERKEY#*", "SEQ#ORDER", "SEQ#ORDER#*", "POINTER#LAST_ORDER", "POINTER#LAST_ORDER#*"],
+        ("dynamodb:UpdateItem",): ["SEQ#ORDER", "SEQ#ORDER#*"],  # the one sequence, or this Region's (MREC fast ids)
         ("dynamodb:PutItem",): ["ORDER#*", "ORDERKEY#*"],
         ("dynamodb:PutItem", "dynamodb:DeleteItem"): ["OP#*"],  # operation records of deferred requests
     }
@@ -193,3 +195,44 @@ def test_a_failed_advance_reports_the_greatest_record_so_the_shard_restarts_ther
     pointer_app.function.configure(pointer_app.function.settings, FakePointer(busy={9}))
     event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#9"), ("INSERT", "ORDER#5"))
     assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": [{"itemIdentifier": "1001"}]}
+
+
+def test_on_mrec_the_pointer_function_follows_only_orders_placed_in_its_region(pointer_app: Any) -> None:
+    """Each Region's stream also carries the orders replicated into it (AWS: global tables). On MREC
+    this Region's pointer item counts only its own Region's orders (``writerRegion``); the other
+    Region's function counts the rest in its own item, and a read takes the max. Counting a
+    replicated order here would make this Region's item a second writer of facts it does not own."""
+    fake = FakePointer()
+    settings = dataclasses.replace(
+        pointer_app.function.settings, global_table_mode=GlobalTableMode.MREC, region="eu-west-1", table_regions="us-east-1,eu-west-1"
+    )
+    pointer_app.function.configure(settings, fake)
+    event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#10"), ("INSERT", "ORDER#5"), ("INSERT", "ORDER#12"))
+    for record, region in zip(event["Records"], ["eu-west-1", "us-east-1", "eu-west-1", None], strict=True):
+        if region:
+            record["dynamodb"]["NewImage"]["writerRegion"] = {"S": region}
+    assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert fake.calls == [5]  # 10 was replicated from us-east-1; 12 names no Region: not this Region's
+    pointer_app.function.configure(dataclasses.replace(settings, global_table_mode=GlobalTableMode.NONE), fake)
+    pointer_app.lambda_handler(event, LambdaContext())
+    assert fake.calls == [5, 12]  # one Region: every order counts
+
+
+def test_gapless_outside_its_home_region_is_a_409_naming_the_home_region(load_function: Any) -> None:
+    """RegionSettings reach the orders function: a gapless order in a Region that is not the MREC
+    home Region is refused before anything is read or written (no table is touched here)."""
+    orders = load_function("OrdersFunction", "unused")
+    settings = dataclasses.replace(
+        orders.function.settings,
+        sequence_mode="gapless",
+        global_table_mode=GlobalTableMode.MREC,
+        region="us-east-1",
+        table_regions="eu-west-1,us-east-1",
+        home_region="eu-west-1",
+    )
+    orders.function.configure(settings, Orders.from_settings(settings))
+    status, body = invoke(
+        orders,
+        api_event("POST", "/orders", {"customerId": "c1", "items": [{"sku": "a", "quantity": 1}]}, headers={"Idempotency-Key": "k1"}),
+    )
+    assert (status, body["error"]) == (409, "unsupported_in_region_mode") and "eu-west-1" in body["message"]

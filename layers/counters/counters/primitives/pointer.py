@@ -18,6 +18,17 @@ Outcomes of :meth:`Pointer.advance` (``Result.value`` is the value stored afterw
 * ``contention``: throttling/unknown outcomes outlasted the retry budget; re-driving the
   same update is always safe.
 
+Across Regions (:class:`~counters.core.regions.Topology`)
+    On MREC a pointer updated in place by two Regions can go **backward**: last-writer-wins keeps
+    the later write, and a condition sees only the local replica, so B's ``5`` written after A's
+    ``9`` (before ``9`` reached B) replaces ``9`` everywhere. So each Region advances its **own**
+    item ``POINTER#<name>#<Region>`` (one writing Region per item) and :meth:`Pointer.read` answers
+    the greatest of the Regions' items. Each item only moves forward in its Region; its replicas
+    receive its versions in write-time order (an older version arriving late loses LWW), so each
+    replica only moves forward too, and so does the max: monotonic in every Region, before and
+    after a heal, whatever the delay. A read costs one strongly consistent GetItem per Region.
+    On MRSC the one item is strongly consistent and its condition sees every Region's writes.
+
 Both ``duplicate`` and ``rejected`` cost one WCU (a failed condition is still a write) and
 read nothing extra: ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells them apart.
 """
@@ -29,6 +40,7 @@ from enum import StrEnum
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.regions import Topology
 from counters.store.sequences import SequenceStore, pointer_key
 
 
@@ -50,17 +62,24 @@ class Pointer:
         attribute: str = "value",
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.table_name = table_name
         self.name = name
         self.attribute = attribute
-        self.key = pointer_key(name)
+        self.topology = topology or Topology()
+        self.writer = self.topology.writer if self.topology.eventual else ""
+        """The Region whose own item :meth:`advance` moves (``""``: the one shared item)."""
+        self.key = pointer_key(name, self.writer)
+        readers = self.topology.regions if self.topology.eventual else ("",)
+        self.keys = [pointer_key(name, region) for region in readers]
+        """What :meth:`read` reads: every Region's item on MREC, else the one item."""
         self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.store.retry
 
     def advance(self, value: int) -> Result:
         """Move the pointer to ``value`` if that is forward (see the module doc for outcomes)."""
-        move = self.store.advance(self.name, self.attribute, value)
+        move = self.store.advance(self.name, self.attribute, value, self.writer)
         report = move.report
         result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts, value=value)
         if report.outcome is Outcome.REJECTED and move.stored is not None:
@@ -79,7 +98,9 @@ class Pointer:
 
         Strongly consistent on purpose: the pointer itself never moves backward, and a
         consistent read makes that true of what readers see too (an eventually consistent
-        read could return an older value after a newer one). One GetItem, 1 RCU.
+        read could return an older value after a newer one). One GetItem, 1 RCU; on MREC one per
+        Region, answering the greatest (see the module doc).
         """
         capacity = Capacity()
-        return self.store.read_number(self.key, self.attribute, capacity), capacity
+        values = [self.store.read_number(key, self.attribute, capacity) for key in self.keys]
+        return max((v for v in values if v is not None), default=None), capacity

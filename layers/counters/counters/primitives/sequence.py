@@ -25,6 +25,18 @@ its requests are :mod:`counters.store.sequences`.
     a cancelled transaction. Threads sharing one :class:`Sequence` queue on a local lock
     first, so only separate processes/environments race at DynamoDB.
 
+Across Regions (:class:`~counters.core.regions.Topology`, docs/orders.md "Global tables")
+    ``fast`` on MREC: each Region ADDs to its **own** item ``SEQ#<name>#<Region>`` (one writing
+    Region per item: last-writer-wins never meets two writers) and turns its n-th value into
+    ``(n - 1) * stride + index + 1`` (``stride`` = the number of Regions, ``index`` = this
+    Region's position): the Regions' id sets are disjoint, so ids are unique across Regions
+    without any coordination and whatever the replication delay. ``fast`` on MRSC: the one
+    strongly consistent item, as in one Region; the caller's items are written one by one in
+    order (MRSC has no transactions; :meth:`SequenceStore.write_each`).
+    ``gapless`` on MREC: only in the home Region (``HOME_REGION``), which alone writes the counter;
+    every other Region is refused (:class:`~counters.core.errors.UnsupportedInMode`, naming the
+    home Region). ``gapless`` on MRSC: refused (its value and items commit in one transaction).
+
 Outcomes of :meth:`Sequence.claim`: ``applied`` (``value`` is ours and the items are
 written); ``rejected`` (caller's items failed their conditions: ``conflicts`` says which and
 what was there; in ``fast`` mode ``value`` was burned);
@@ -41,10 +53,12 @@ from enum import Enum, StrEnum
 
 from counters.core.client import DynamoDBClient, Params
 from counters.core.engine import Report, Resend, Stop
+from counters.core.errors import UnsupportedInMode
 from counters.core.failures import Classified, Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.store.expr import Transaction
+from counters.core.regions import GlobalTableMode, Topology
+from counters.store.expr import Transaction, old_item
 from counters.store.sequences import VALUE, SequenceAction, SequenceStore, counter_bump, sequence_key
 
 
@@ -109,11 +123,17 @@ class Sequence:
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.table_name = table_name
         self.name = name
         self.mode = SequenceMode(mode)
-        self.key = sequence_key(name)
+        self.topology = topology or Topology()
+        strided = self.mode is SequenceMode.FAST and self.topology.eventual
+        self.writer = self.topology.writer if strided else ""
+        """The Region whose own item this sequence counts on (``""``: the one shared item)."""
+        self.stride, self.index = (self.topology.stride, self.topology.index) if strided else (1, 0)
+        self.key = sequence_key(name, self.writer)
         self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.store.retry
         """Transient failures of one call (conflict, throttle, unknown outcome)."""
@@ -123,13 +143,35 @@ class Sequence:
 
     # ------------------------------------------------------------------ reading
     def current(self) -> tuple[int | None, Capacity]:
-        """The last value taken (strongly consistent), ``None`` before the first."""
+        """The last value taken (in this Region, on MREC; strongly consistent), ``None`` before the first."""
         capacity = Capacity()
-        return self.store.read_number(self.key, VALUE, capacity), capacity
+        raw = self.store.read_number(self.key, VALUE, capacity)
+        return (None if raw is None else self._id(raw)), capacity
+
+    def _id(self, raw: int) -> int:
+        """This Region's ``raw``-th value -> the id (``raw`` itself in one Region and on MRSC)."""
+        return (raw - 1) * self.stride + self.index + 1
+
+    def check_mode(self) -> None:
+        """Refuse a mode this table's topology cannot keep exact (see the module doc)."""
+        if self.mode is not SequenceMode.GAPLESS:
+            return
+        why = "its value and its items commit in one TransactWriteItems, which MRSC does not offer"
+        self.topology.refuse("a gapless sequence", GlobalTableMode.MRSC, why=why)
+        if self.topology.eventual and not self.topology.home_region:
+            raise UnsupportedInMode(
+                "a gapless sequence on an MREC global table needs a home Region (HOME_REGION) that alone takes its values"
+            )
+        if not self.topology.is_home:
+            raise UnsupportedInMode(
+                f"gapless ids are taken only in the home Region {self.topology.home_region} of this MREC global table; "
+                f"this is {self.topology.region}: send the request to {self.topology.home_region} (docs/orders.md)"
+            )
 
     # ------------------------------------------------------------------ taking values
     def next(self) -> Result:
         """The next value with nothing written alongside it (``Result.value``)."""
+        self.check_mode()
         if self.mode is SequenceMode.FAST:
             return self._add()
         claim = self.claim(lambda _value: Transaction())
@@ -138,6 +180,7 @@ class Sequence:
 
     def claim(self, items_for: ItemsFor) -> Claim:
         """Take the next value and write ``items_for(value)`` with it (see the module doc)."""
+        self.check_mode()
         if self.mode is SequenceMode.FAST:
             return self._claim_fast(items_for)
         # Threads sharing this object queue here instead of racing each other's transactions
@@ -147,10 +190,10 @@ class Sequence:
             return self._claim_gapless(items_for)
 
     def _add(self) -> Result:
-        report, value = self.store.add_one(self.name)
+        report, raw = self.store.add_one(self.name, self.writer)
         result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
         if report.outcome is Outcome.APPLIED:
-            result.value = value
+            result.value = None if raw is None else self._id(raw)
             if report.unknown_seen:
                 result.reason = Reason.MAY_HAVE_BURNED  # an earlier attempt may have applied: a gap
         return result
@@ -163,12 +206,16 @@ class Sequence:
         tx = items_for(value)
         if not len(tx):
             return Claim(taken, value=value)
-        report = self.store.write(tx)
+        failed: Enum | None = None
+        if self.topology.mode is GlobalTableMode.MRSC:
+            report, failed = self.store.write_each(tx)  # no transactions on MRSC: one by one, in order
+        else:
+            report = self.store.write(tx)
         # attempts - 1 = retries over both calls (what the Retries metric reports)
         result = Result(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
         claim = Claim(result, value=value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)
         if report.outcome is Outcome.REJECTED:
-            claim.conflicts = _conflicts(tx, report.failure)
+            claim.conflicts = {failed: old_item(report.failure)} if failed is not None else _conflicts(tx, report.failure)
             result.reason = Reason.ITEM_EXISTS  # taken.value is burned: a gap
         return claim
 

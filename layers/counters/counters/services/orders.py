@@ -26,6 +26,24 @@ Idempotency
       twin; an unknown outcome of the ADD (retried: the first ADD may have applied); a
       request whose order transaction ran out of retries (503: the client resends, the key
       record decides).
+
+The key record carries the answer
+    The key record holds the order's content (``customerId``, ``items``, ``createdAt``) beside its
+    ``orderId``: a replay answers from the key's **own** record, and reads ``ORDER#<n>`` only to
+    check that it belongs to this key (same ``idempotencyKey`` and ``requestId``; the body's hash
+    for records written before ``requestId``). An order that does not belong is an
+    :class:`IntegrityError` (409), never the answer: before ids were unique across Regions, two
+    Regions' ``ORDER#5`` met under last-writer-wins and a re-send of one key answered 200 with
+    the other customer's items (issue 21).
+
+Across Regions (docs/orders.md "Global tables")
+    MREC: ids are Region-strided (:mod:`counters.primitives.sequence`), orders are stamped with
+    their Region (``writerRegion``) and the pointer is per Region. An order and its key record
+    replicate separately: a replay that finds the record but not yet the order answers from the
+    record. MRSC: no transactions, so the key record is Put first and the order second (each
+    ``attribute_not_exists``); a replay that finds the record without its order (the request died
+    in between) completes the order from the record. ``gapless``: home Region only on MREC,
+    refused on MRSC.
 """
 
 from __future__ import annotations
@@ -33,8 +51,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
@@ -44,13 +64,24 @@ from counters.core.ids import valid_id
 from counters.core.items import Record
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.settings import Settings, env
+from counters.core.regions import REGION_ATTRIBUTE, GlobalTableMode, RegionSettings, Topology
+from counters.core.settings import env
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence, SequenceMode
 from counters.store.expr import Transaction
 from counters.store.sequences import OrderAction, idempotency_key, order_id_from_pk, order_key, order_writes
 
-__all__ = ["Orders", "OrderSettings", "PlacePayload", "Placed", "idempotency_key", "order_id_from_pk", "order_key", "public_order"]
+__all__ = [
+    "Orders",
+    "OrderSettings",
+    "PlacePayload",
+    "Placed",
+    "idempotency_key",
+    "order_id_from_pk",
+    "order_key",
+    "placed_here",
+    "public_order",
+]
 
 SEQUENCE = "ORDER"
 POINTER = "LAST_ORDER"
@@ -75,8 +106,9 @@ class Placed:
 
 
 @dataclass(frozen=True, kw_only=True)
-class OrderSettings(Settings):
-    """``SEQUENCE_MODE`` (template parameter ``SequenceMode``): ``fast`` or ``gapless`` order ids."""
+class OrderSettings(RegionSettings):
+    """``SEQUENCE_MODE`` (template parameter ``SequenceMode``): ``fast`` or ``gapless`` order ids;
+    the global table's topology (:class:`RegionSettings`)."""
 
     sequence_mode: SequenceMode = env("SEQUENCE_MODE", SequenceMode.FAST)
 
@@ -93,16 +125,18 @@ class Orders:
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
         key_ttl_seconds: int = KEY_TTL_SECONDS,
+        topology: Topology | None = None,
     ) -> None:
         self.table_name = table_name
         self.key_ttl_seconds = key_ttl_seconds
         self.retry = retry or RetryPolicy()
-        self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ)
-        self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry)
+        self.topology = topology or Topology()
+        self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ, topology=self.topology)
+        self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry, topology=self.topology)
 
     @classmethod
     def from_settings(cls, settings: OrderSettings) -> Orders:
-        return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry)
+        return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry, topology=settings.topology)
 
     @property
     def mode(self) -> SequenceMode:
@@ -114,22 +148,19 @@ class Orders:
         """Create the order for ``key`` once; a replay answers the same order (``created=False``,
         unless the key record carries this request's id: a re-drive of the request that made it).
         ``owner`` (the verified caller) scopes the key: each caller has their own keys."""
+        self.sequence.check_mode()  # gapless outside its home Region, or on MRSC: refused before anything is read
         request_id = request_id or new_request_id()
         fingerprint = request_hash(customer_id, items)
         record, capacity = self._get(idempotency_key(key, owner))
         if record is not None:
             return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id)
         now = int(time.time())
+        region = self.topology.writer
 
         def order_item(order_id: int) -> dict[str, object]:
-            return {
-                **order_key(order_id),
-                "orderId": order_id,
-                "customerId": customer_id,
-                "items": items,
-                "idempotencyKey": key,
-                "createdAt": now,
-            }
+            return _order_item(
+                order_id, key=key, customer_id=customer_id, items=items, request_id=request_id, created_at=now, region=region
+            )
 
         def items_for(order_id: int) -> Transaction[Enum]:
             record: dict[str, object] = {
@@ -138,7 +169,13 @@ class Orders:
                 "requestHash": fingerprint,
                 "requestId": request_id,
                 "expiresAt": now + self.key_ttl_seconds,
+                # the answer itself: a replay never depends on ORDER#<n> (which replicates apart from this record)
+                "customerId": customer_id,
+                "items": items,
+                "createdAt": now,
             }
+            if region:
+                record[REGION_ATTRIBUTE] = region
             return order_writes(self.table_name, order_item(order_id), record)
 
         claim = self.sequence.claim(items_for)
@@ -152,6 +189,12 @@ class Orders:
             # The key is taken (a concurrent twin, or an earlier attempt of this request): its order is the answer.
             result.outcome = Outcome.DUPLICATE
             return self._replay(key, taken_by, fingerprint, result, request_id)
+        own = claim.conflicts.get(OrderAction.ORDER)
+        if result.outcome is Outcome.REJECTED and claim.value is not None and own and own.get("requestId") == request_id:
+            # MRSC (order written after its key record): an earlier attempt of this call wrote the
+            # order and its answer was lost; the retry found it. It is this request's order.
+            result.outcome, result.reason, result.value = Outcome.APPLIED, None, claim.value
+            return Placed(public_order(order_item(claim.value)), created=True, result=result)
         if result.outcome is Outcome.REJECTED:
             raise IntegrityError(f"an order with the next id already exists: the {self.sequence.name} sequence is behind its orders")
         # Safe to re-drive: the ORDERKEY# record makes a replay answer the same order (fast mode may burn an id: a gap, never a duplicate).
@@ -178,7 +221,32 @@ class Orders:
     def _replay(self, key: str, record: Record, fingerprint: str, result: Result, request_id: str) -> Placed:
         if record.get("requestHash") != fingerprint:
             raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different order request")
-        order = self.read(int(record["orderId"]))
+        order_id = int(record["orderId"])
+        stored, _ = self._get(order_key(order_id))
+        if stored is not None and not _belongs(stored, record, key):
+            # Never answer another request's order (issue 21: ids that collided across Regions).
+            raise IntegrityError(f"order {order_id} recorded for Idempotency-Key {key!r} holds another request's order")
+        if "items" not in record:  # a key record written before it carried its order
+            if stored is None:
+                raise NotFound(f"order {order_id} not found")
+            order = public_order(stored)
+        else:
+            order = public_order(record)
+            if stored is None and self.topology.mode is GlobalTableMode.MRSC:
+                # MRSC writes the key record, then the order: the request that wrote this record
+                # died before its order. Complete it from the record (only if still absent).
+                self.sequence.store.put_if_new(
+                    _order_item(
+                        order_id,
+                        key=key,
+                        customer_id=str(record["customerId"]),
+                        items=list(record["items"]),
+                        request_id=str(record.get("requestId", "")),
+                        created_at=record.get("createdAt"),
+                        region=str(record.get(REGION_ATTRIBUTE, "")),
+                    )
+                )
+            # else (MREC): the order replicates apart from its key record; the record is the answer
         result.value = order["orderId"]
         mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
         if mine:
@@ -199,6 +267,38 @@ class Orders:
     def _get(self, key: dict[str, str]) -> tuple[Record | None, Capacity]:
         capacity = Capacity()
         return self.sequence.store.read_item(key, capacity), capacity
+
+
+def placed_here(order: Mapping[str, object], topology: Topology) -> bool:
+    """An order (its stream image) was placed in this Region: on MREC its ``writerRegion`` is this
+    Region (each Region's pointer follows its own orders); in one Region and on MRSC, always."""
+    return not topology.eventual or order.get(REGION_ATTRIBUTE) == topology.region
+
+
+def _order_item(
+    order_id: int, *, key: str, customer_id: str, items: list[Any], request_id: str, created_at: object, region: str
+) -> dict[str, object]:
+    item: dict[str, object] = {
+        **order_key(order_id),
+        "orderId": order_id,
+        "customerId": customer_id,
+        "items": items,
+        "idempotencyKey": key,
+        "requestId": request_id,
+        "createdAt": created_at,
+    }
+    if region:
+        item[REGION_ATTRIBUTE] = region  # which Region took the id: its order pointer follows it
+    return item
+
+
+def _belongs(order: Record, record: Record, key: str) -> bool:
+    """``order`` is the one the key ``record`` was written with."""
+    if order.get("idempotencyKey") != key:
+        return False
+    if "requestId" in order and "requestId" in record:
+        return bool(order["requestId"] == record["requestId"])
+    return request_hash(str(order.get("customerId")), list(order.get("items") or [])) == record.get("requestHash")
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@
 
 | item | PK | SK |
 |---|---|---|
-| sequence | ``SEQ#<name>`` | ``META`` (``value``: the last value taken) |
+| sequence | ``SEQ#<name>``; ``SEQ#<name>#<Region>`` per Region on an MREC table | ``META`` (``value``: the last value taken) |
 | order | ``ORDER#<n>`` | ``META`` |
 | order key | ``ORDERKEY#<key>`` (``ORDERKEY#<owner>#<key>`` with authorization on) | ``META`` |
-| pointer | ``POINTER#<name>`` | ``META`` (the greatest value seen) |
+| pointer | ``POINTER#<name>``; ``POINTER#<name>#<Region>`` per Region on an MREC table | ``META`` (the greatest value seen) |
+
+A per-Region item (``writer`` = the Region's name) is written only by its own Region
+(:class:`counters.core.regions.Topology`): last-writer-wins never meets two writers of one item.
 
 The counting rules are the primitives' (:mod:`counters.primitives.sequence`,
 :mod:`counters.primitives.pointer`) and the service's (:mod:`counters.services.orders`); this module
@@ -21,7 +24,8 @@ from enum import Enum
 from counters.core.engine import Hook, Report, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.items import Record
-from counters.core.outcome import Capacity
+from counters.core.outcome import Capacity, Outcome
+from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.base import Store
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
 from counters.store.items import from_item
@@ -33,9 +37,23 @@ UPDATED_AT = "updatedAt"
 
 SHAPES = (
     Shape("sequence", "SEQ#ORDER", "META", "auto-increment ids, `value` ([orders.md](orders.md))"),
-    Shape("order", "ORDER#<n>", "META", "`orderId`, `customerId`, `items`, `idempotencyKey`, `createdAt`; written with its key record"),
-    Shape("order key", "ORDERKEY#<key>", "META", "`ORDERKEY#<sub>#<key>` with Cognito; `orderId`, `requestHash`, 24 h TTL"),
+    Shape(
+        "region sequence", "SEQ#ORDER#<region>", "META", "MREC fast ids: written only by its Region; id = (value-1) x Regions + index + 1"
+    ),
+    Shape(
+        "order",
+        "ORDER#<n>",
+        "META",
+        "`orderId`, `customerId`, `items`, `idempotencyKey`, `requestId`, `createdAt` (`writerRegion` on a global table); with its key record",
+    ),
+    Shape(
+        "order key",
+        "ORDERKEY#<key>",
+        "META",
+        "`ORDERKEY#<sub>#<key>` with Cognito; `orderId`, `requestHash`, the order's content, 24 h TTL",
+    ),
     Shape("pointer", "POINTER#LAST_ORDER", "META", "monotonic: only ever moves forward"),
+    Shape("region pointer", "POINTER#LAST_ORDER#<region>", "META", "MREC: its Region's local orders only; read = max over Regions"),
 )
 
 
@@ -52,12 +70,14 @@ class OrderAction(Enum):
     KEY_RECORD = "key_record"
 
 
-def sequence_key(name: str) -> dict[str, str]:
-    return {"PK": f"SEQ#{name}", "SK": "META"}
+def sequence_key(name: str, writer: str = "") -> dict[str, str]:
+    """The sequence ``name``; with ``writer`` (a Region), that Region's own sequence item."""
+    return {"PK": f"SEQ#{name}#{writer}" if writer else f"SEQ#{name}", "SK": "META"}
 
 
-def pointer_key(name: str) -> dict[str, str]:
-    return {"PK": f"POINTER#{name}", "SK": "META"}
+def pointer_key(name: str, writer: str = "") -> dict[str, str]:
+    """The pointer ``name``; with ``writer`` (a Region), that Region's own pointer item."""
+    return {"PK": f"POINTER#{name}#{writer}" if writer else f"POINTER#{name}", "SK": "META"}
 
 
 def order_key(order_id: int) -> dict[str, str]:
@@ -93,12 +113,15 @@ def counter_bump(table_name: str, name: str, observed: int | None) -> Update:
 
 
 def order_writes(table_name: str, order: dict[str, object], record: dict[str, object]) -> Transaction[Enum]:
-    """The order and its key record, each only if new (the losing twin learns which order the key is)."""
+    """The key record and its order, each only if new (the losing twin learns which order the key is).
+
+    The key record comes first: where they cannot be one transaction (MRSC), they are written one
+    after the other in this order, so an order never exists without its key record."""
     tx: Transaction[Enum] = Transaction()
-    order_put = Put(table_name, item=order).when(ITEM_IS_NEW)
-    order_put.on_failure = False
-    tx.put(OrderAction.ORDER, order_put)
     tx.put(OrderAction.KEY_RECORD, Put(table_name, item=record).when(ITEM_IS_NEW))
+    # ALL_OLD on both: the loser learns whose order the id holds (its own, written by an attempt
+    # whose answer was lost, when the two are separate writes)
+    tx.put(OrderAction.ORDER, Put(table_name, item=order).when(ITEM_IS_NEW))
     return tx
 
 
@@ -125,9 +148,12 @@ class SequenceStore(Store):
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
         return from_item(response.get("Item"))
 
-    def add_one(self, name: str) -> tuple[Report, int | None]:
-        """``fast``: ``ADD value 1``, answering the new value (UPDATED_NEW)."""
-        update = Update(self.table_name, sequence_key(name)).add(VALUE, 1).returning("UPDATED_NEW")
+    def add_one(self, name: str, writer: str = "") -> tuple[Report, int | None]:
+        """``fast``: ``ADD value 1``, answering the new value (UPDATED_NEW); with ``writer``, on that
+        Region's own sequence item, stamped with the Region (``writerRegion``)."""
+        update = Update(self.table_name, sequence_key(name, writer)).add(VALUE, 1).returning("UPDATED_NEW")
+        if writer:
+            update.set(REGION_ATTRIBUTE, writer)
         report = run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True)
         new = from_item(report.attributes)
         return report, (int(new[VALUE]) if new and VALUE in new else None)
@@ -153,16 +179,38 @@ class SequenceStore(Store):
             rounds=rounds,
         )
 
-    def advance(self, name: str, attribute: str, value: int) -> PointerMove:
+    def write_each(self, tx: Transaction[Enum], *, capacity: Capacity | None = None) -> tuple[Report, Enum | None]:
+        """``tx``'s actions as single-item writes, in order, where a transaction is not available
+        (MRSC); stops at the first that does not apply and answers it (``None``: all applied)."""
+        report = Report(outcome=Outcome.APPLIED, capacity=capacity if capacity is not None else Capacity())
+        calls = {"Put": self.dynamodb.put_item, "Update": self.dynamodb.update_item, "Delete": self.dynamodb.delete_item}
+        for name, action in zip(tx, tx.items(), strict=True):
+            (kind, body), *_ = action.items()
+            step = run(calls[kind], dict(body), policy=self.retry, capacity=report.capacity, write=True)
+            report.attempts += step.attempts
+            report.unknown_seen = report.unknown_seen or step.unknown_seen
+            if step.outcome is not Outcome.APPLIED:
+                report.outcome, report.failure = step.outcome, step.failure
+                return report, name
+        return report, None
+
+    def put_if_new(self, item: dict[str, object]) -> Report:
+        """Put ``item`` only if no item has its key (e.g. completing an order its key record carries)."""
+        return run(self.dynamodb.put_item, Put(self.table_name, item=item).when(ITEM_IS_NEW).params(), policy=self.retry, write=True)
+
+    def advance(self, name: str, attribute: str, value: int, writer: str = "") -> PointerMove:
         """Move a pointer to ``value`` only if that is forward (the first value, or a greater one:
-        stale, replayed and reordered updates fail here); the loser learns what is stored."""
+        stale, replayed and reordered updates fail here); the loser learns what is stored. With
+        ``writer`` (a Region), that Region's own pointer item, stamped with the Region."""
         stored = Path(attribute)
         update = (
-            Update(self.table_name, pointer_key(name))
+            Update(self.table_name, pointer_key(name, writer))
             .set(attribute, int(value))
             .set(UPDATED_AT, int(time.time()))
             .when(stored.missing() | (stored < int(value)))
         )
+        if writer:
+            update.set(REGION_ATTRIBUTE, writer)
         report = run(self.dynamodb.update_item, update.params(), policy=self.retry, write=True)
         found = old_item(report.failure)
         return PointerMove(report.failure is None and report.response is not None, int(found[attribute]) if found else None, report)
