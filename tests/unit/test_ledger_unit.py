@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from counters.core.errors import IdempotencyKeyExpired, InvalidRequest, WrongRegion
+from counters.core.errors import IdempotencyKeyExpired, InvalidRequest
 from counters.primitives.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
 from counters.store.ledger import Checkpoint, Entry
 
@@ -107,13 +107,3 @@ def test_balance_ignores_entries_the_checkpoint_read_last_already_merged() -> No
     assert (read.balance, read.pending_entries, read.ignored_entries) == (15, 1, 2)
     assert read.capacity.calls == 2 and fake.calls[0]["ConsistentRead"] is True
     assert {"S": SNAPSHOT} in fake.calls[0]["ExpressionAttributeValues"].values()
-
-
-def test_compaction_runs_in_its_region_only() -> None:
-    here = Ledger("t", dynamodb=FakeClient(region="eu-west-1"), compaction_region="eu-west-1")
-    here.guard_region()
-    Ledger("t", dynamodb=FakeClient(region="eu-west-1")).guard_region()  # no region set: anywhere
-    with pytest.raises(WrongRegion):
-        Ledger("t", dynamodb=FakeClient(region="us-east-1"), compaction_region="eu-west-1").guard_region()
-    with pytest.raises(WrongRegion):
-        Ledger("t", dynamodb=FakeClient(), compaction_region="eu-west-1", region="ap-south-1").compact("l")
