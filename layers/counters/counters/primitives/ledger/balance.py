@@ -45,7 +45,7 @@ class Balance:
     checkpoints: dict[str, JSONObject] | None = None
     """MREC: every Region's checkpoint by Region (``checkpoint`` is then this Region's)."""
     duplicate_keys: list[str] | None = None
-    """MREC: entry ids pending in more than one Region (a failover re-send made during a partition,
+    """MREC: entry ids pending in more than one Region (a failover re-send that beat replication,
     counted once per Region: docs/ledgers.md, "Global tables")."""
     versions: int = 0
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
