@@ -415,3 +415,65 @@ def test_clock_skew_and_topology_come_from_the_environment() -> None:
     assert (ledger.clock_skew, ledger.writer, ledger.topology.regions) == (5.0, B, (A, B))
     single = Ledger("t", **options(LedgerSettings.from_env({"TABLE_NAME": "t"})))
     assert (single.clock_skew, single.writer, single.store.transactions) == (60.0, "", True)
+
+
+# ---------------------------------------------------------------------------- the same on the local global table (LWW replicator)
+@pytest.fixture
+def global_table(dynamodb_endpoint: str) -> Any:
+    from testkit.regions import Delays, GlobalTable, Mode
+
+    made: list[Any] = []
+
+    def build(seed: int = 7) -> Any:
+        gt = GlobalTable(
+            dynamodb_endpoint, f"gt-ledger-{uuid4_hex()}", (A, B), Mode.MREC, seed, Delays.fixed(0.7)
+        ).create()  # the issue's lag
+        made.append(gt)
+        return gt
+
+    yield build
+    for gt in made:
+        gt.delete()
+
+
+def uuid4_hex() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:10]
+
+
+def emulated(gt: Any, region: str, **kw: Any) -> Ledger:
+    kw.setdefault("retry_window", WINDOW)
+    kw.setdefault("margin", MARGIN)
+    topology = Topology(GlobalTableMode.MREC, region, (A, B))
+    return Ledger(gt.table_name, dynamodb=gt.client(region), retry=FAST, clock=gt.clock.now, topology=topology, **kw)
+
+
+@pytest.mark.parametrize("clock_skew", [0.0, 60.0])  # the fast and the slow append path, as the issue measured both
+def test_on_the_emulator_the_issues_stranded_entry_and_reverted_merge_hold(global_table: Callable[..., Any], clock_skew: float) -> None:
+    gt = global_table()
+    a, b = emulated(gt, A, clock_skew=clock_skew), emulated(gt, B, clock_skew=clock_skew)
+    # the reverted merge: A's 100 and 200 replicate, then A compacts them during a partition while B appends 1000
+    for amount in (100, 200):
+        assert a.append("merge", amount, new_key(gt.clock.now())).outcome is Outcome.APPLIED
+        gt.advance(0.01)
+    gt.settle()
+    gt.partition(A, B)
+    # the stranded entry: during the partition B appends 10 and 20, A appends 1 and 2, keys interleaved
+    for ledger, amount in ((a, 1), (b, 10), (b, 20), (a, 2)):
+        assert ledger.append("strand", amount, new_key(gt.clock.now())).outcome is Outcome.APPLIED
+        gt.advance(0.1)
+    gt.advance(WINDOW + MARGIN + 5)
+    assert a.compact("merge").merged == 2 and a.compact("strand").merged == 2  # past its own later entry, after B's keys
+    assert b.append("merge", 1000, new_key(gt.clock.now())).outcome is Outcome.APPLIED
+    gt.advance(60.0)
+    gt.heal()
+    gt.settle()
+    strand, merge = ([emulated(gt, r).balance(ledger_id).balance for r in (A, B)] for ledger_id in ("strand", "merge"))
+    assert (strand, merge) == (
+        [33, 33],
+        [1300, 1300],
+    )  # one shared checkpoint: [3, 3] and, on the slow path, [1000, 1000], as the issue measured
+    assert b.compact("strand").merged == 2
+    gt.settle()
+    assert [emulated(gt, r).balance("strand").balance for r in (A, B)] == [33, 33] and gt.converged()
