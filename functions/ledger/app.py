@@ -41,6 +41,8 @@ class LedgerBalance(Body):
     balance: int
     pendingEntries: int
     checkpoint: Checkpoint | None
+    # On an MREC global table the answer also carries "checkpoints" (each Region's, by Region) and
+    # "duplicateKeys" (entry ids pending in two Regions: a failover re-send during a partition).
 
 
 class NewEntry(BaseModel):

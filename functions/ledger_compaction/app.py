@@ -1,5 +1,6 @@
 """Ledger compaction: on the EventBridge schedule (every ledger with due entries) and on
-demand (``POST /ledgers/{ledgerId}/compact``, an admin route). Runs in COMPACTION_REGION only."""
+demand (``POST /ledgers/{ledgerId}/compact``, an admin route). On a global table it runs in every
+Region: each compacts only the entries and checkpoint its own Region wrote (docs/ledgers.md)."""
 
 from dataclasses import dataclass
 
@@ -8,7 +9,6 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.core.errors import WrongRegion
 from counters.core.json import JSONObject
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.resolver import Body, IdPath, ProxyResponse, json_response
@@ -22,7 +22,7 @@ ROUTE_MAX_CHUNKS = 100  # ~9,900 entries per request; "complete": false says cal
 
 @dataclass(frozen=True, kw_only=True)
 class Settings(ApiSettings, LedgerSettings):
-    """This function's environment (COMPACTION_REGION: the one region that compacts)."""
+    """This function's environment."""
 
 
 function = ApiFunction(Settings, Ledgers.from_settings)  # nothing to defer: a compaction is re-run, not queued
@@ -46,13 +46,8 @@ def compact(ledgerId: IdPath) -> Response[Compaction]:
     return json_response(200, report.as_dict())
 
 
-def scheduled(context: LambdaContext) -> ScheduledSummary | dict[str, str]:
-    try:
-        report = function.service.compact_due(should_stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)
-    except WrongRegion as exc:
-        # A global table's other regions deploy the same schedule: doing nothing is the job.
-        logger.info("compaction skipped", extra={"reason": exc.message})
-        return {"skipped": exc.code, "message": exc.message}
+def scheduled(context: LambdaContext) -> ScheduledSummary:
+    report = function.service.compact_due(should_stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)
     summary = report.as_dict()
     metrics.add_metric(name="LedgerEntriesMerged", unit=MetricUnit.Count, value=summary["merged"])
     metrics.add_metric(name="LedgersCompacted", unit=MetricUnit.Count, value=summary["ledgers"])
@@ -62,7 +57,7 @@ def scheduled(context: LambdaContext) -> ScheduledSummary | dict[str, str]:
 
 
 @function.handler(correlation_paths.API_GATEWAY_REST)  # None on the schedule
-def lambda_handler(event: JSONObject, context: LambdaContext) -> ScheduledSummary | dict[str, str] | ProxyResponse:
+def lambda_handler(event: JSONObject, context: LambdaContext) -> ScheduledSummary | ProxyResponse:
     if event.get("source") == "aws.events" and event.get("detail-type") == "Scheduled Event":
         return scheduled(context)
     return app.resolve(event, context)

@@ -155,10 +155,11 @@ def describe(count: int) -> str:
     )
 
 
-from proof.regions import add, orders, reservations  # noqa: E402 - the approaches use the helpers above
+from proof.regions import add, ledger, orders, reservations  # noqa: E402 - the approaches use the helpers above
 
 REGISTRY: dict[str, Scenario] = {
     "add": add.scenarios,
+    "ledger": ledger.scenarios,
     "reservations": reservations.scenarios,
     "orders": orders.scenarios,
 }

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from counters.core.errors import WrongRegion
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.ledger import Ledger, ledger_pk, new_key
@@ -481,17 +480,6 @@ def test_scheduled_compaction_finds_dirty_ledgers_without_a_scan(ledger: Ledger,
     assert [ledger.balance(x).balance for x in "abc"] == [106, 6, 6]
 
 
-def test_compaction_refuses_to_run_outside_its_region(table: str, layer_client: Any, clock: Clock) -> None:
-    elsewhere = Ledger(table, retry=FAST, compaction_region="eu-west-1", clock=clock)  # the client is in us-east-1
-    with pytest.raises(WrongRegion):
-        elsewhere.compact("l1")
-    with pytest.raises(WrongRegion):
-        elsewhere.compact_due()
-    here = Ledger(table, retry=FAST, compaction_region="us-east-1", clock=clock)
-    assert here.compact("l1").outcome is Outcome.APPLIED
-    assert elsewhere.append("l1", 1, key_at(clock)).outcome is Outcome.APPLIED  # appends work in every region
-
-
 # ---------------------------------------------------------------------------- handlers
 @pytest.fixture
 def ledger_app(load_function: Any, table: str, layer_client: Any, clock: Clock) -> Any:
@@ -533,7 +521,3 @@ def test_http_routes(ledger_app: Any, compaction_app: Any, clock: Clock, table: 
     assert status == 200 and body["merged"] == 2 and body["complete"] is True
     status, body = invoke(ledger_app, api_event("GET", "/ledgers/l1?verify=true"))
     assert body["balance"] == 3 and body["pendingEntries"] == 0 and body["checkpoint"]["version"] == 1
-    elsewhere = Ledgers(table, retry=FAST, clock=clock, retry_window=WINDOW, margin=MARGIN, compaction_region="eu-west-1")
-    compaction_app.function.configure(compaction_app.function.settings, elsewhere)
-    status, body = invoke(compaction_app, api_event("POST", "/ledgers/l1/compact"))
-    assert (status, body["error"]) == (409, "wrong_region")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from counters.core.failures import RetryPolicy
@@ -42,12 +41,3 @@ def invoke_schedule(module: Any) -> dict[str, Any]:
     from devstack.runtime import LambdaContext
 
     return module.lambda_handler(load_event("ledger/schedule.json"), LambdaContext.for_function("compaction", 512, 60))
-
-
-def test_schedule_outside_the_compaction_region_does_nothing(load_function: Any, table: str, layer_client: Any) -> None:
-    compaction = load_function("LedgerCompactionFunction", table)
-    # The template no longer sets COMPACTION_REGION (compaction runs in every Region on its own
-    # items, issue 21); the layer's guard is set here until helper "ledger" removes it.
-    elsewhere = replace(compaction.function.settings, compaction_region="eu-west-1")
-    compaction.function.configure(elsewhere)
-    assert invoke_schedule(compaction)["skipped"] == "wrong_region"

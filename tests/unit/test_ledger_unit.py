@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from counters.core.errors import IdempotencyKeyExpired, InvalidRequest, WrongRegion
+from counters.core.errors import IdempotencyKeyExpired, InvalidRequest
+from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
-from counters.store.ledger import Checkpoint, Entry
+from counters.store.ledger import Checkpoint, Entry, entry_id_of, entry_writer, snapshot_writer
 
 NOW = 1_800_000_000.0
 
@@ -109,11 +110,44 @@ def test_balance_ignores_entries_the_checkpoint_read_last_already_merged() -> No
     assert {"S": SNAPSHOT} in fake.calls[0]["ExpressionAttributeValues"].values()
 
 
-def test_compaction_runs_in_its_region_only() -> None:
-    here = Ledger("t", dynamodb=FakeClient(region="eu-west-1"), compaction_region="eu-west-1")
-    here.guard_region()
-    Ledger("t", dynamodb=FakeClient(region="eu-west-1")).guard_region()  # no region set: anywhere
-    with pytest.raises(WrongRegion):
-        Ledger("t", dynamodb=FakeClient(region="us-east-1"), compaction_region="eu-west-1").guard_region()
-    with pytest.raises(WrongRegion):
-        Ledger("t", dynamodb=FakeClient(), compaction_region="eu-west-1", region="ap-south-1").compact("l")
+MREC = Topology(GlobalTableMode.MREC, "us-east-1", ("eu-west-1", "us-east-1"))
+
+
+def region_entry(ms: int, amount: int, region: str, key: str = "K") -> dict[str, Any]:
+    return {"SK": {"S": f"{ENTRY_PREFIX}{ms:013d}-{key}#{region}"}, "amount": {"N": str(amount)}}
+
+
+def region_snapshot(region: str, balance: int, through_ms: int, version: int = 1) -> dict[str, Any]:
+    item = snapshot(balance, through_ms, version)
+    item["SK"] = {"S": f"{SNAPSHOT}#{region}"}
+    item["mergedThrough"] = {"S": f"{ENTRY_PREFIX}{through_ms:013d}-K#{region}"}
+    return item
+
+
+def test_keys_name_their_region_only_on_an_mrec_table() -> None:
+    key = parse_key(new_key(NOW))
+    assert key.sk_in("") == key.sk and key.withdrawn_sk("r") == f"WITHDRAWN#{key.entry_id}#r"  # single-Region: unchanged
+    assert key.sk_in("eu-west-1") == f"{key.sk}#eu-west-1" and key.withdrawn_sk("r", "eu-west-1") == f"WITHDRAWN#{key.entry_id}#eu-west-1#r"
+    assert (entry_writer(key.sk_in("eu-west-1")), entry_id_of(key.sk_in("eu-west-1"))) == ("eu-west-1", key.entry_id)
+    assert (snapshot_writer(SNAPSHOT), snapshot_writer(f"{SNAPSHOT}#us-east-1"), snapshot_writer("WITHDRAWN#x")) == ("", "us-east-1", None)
+    assert Ledger("t", dynamodb=FakeClient()).writer == ""
+    assert Ledger("t", dynamodb=FakeClient(), topology=MREC).writer == "us-east-1"
+    mrsc = Ledger("t", dynamodb=FakeClient(), topology=Topology(GlobalTableMode.MRSC, "a", ("a", "b", "c")))
+    assert (mrsc.writer, mrsc.store.transactions) == ("", False)  # MRSC: one layout, no transactions
+
+
+def test_an_mrec_balance_compares_each_entry_with_its_own_regions_checkpoint() -> None:
+    """eu-west-1 merged through ms 3; us-east-1 through ms 2. The eu entry at ms 3 is merged (ignored), the
+    us entry at ms 3 is pending; a key pending in both Regions (ms 4, "D") is counted in each and reported."""
+    pages = [
+        [region_entry(1, 1, "us-east-1"), region_entry(3, 10, "eu-west-1"), region_entry(3, 20, "us-east-1")],
+        [region_entry(4, 5, "eu-west-1", "D"), region_entry(4, 5, "us-east-1", "D"), region_entry(6, 100, "eu-west-1")],
+        [region_snapshot("eu-west-1", 1000, 3, 3), region_snapshot("us-east-1", 50, 2, 2)],
+    ]
+    fake = FakeClient(pages)
+    read = Ledger("t", dynamodb=fake, topology=MREC).balance("l", page_size=3)
+    assert (read.balance, read.pending_entries, read.ignored_entries) == (1000 + 50 + 20 + 5 + 5 + 100, 4, 2)
+    assert read.duplicate_keys == ["0000000000004-D"] and read.versions == 5
+    assert read.checkpoint is not None and read.checkpoint["balance"] == 50  # this Region's
+    assert read.checkpoints is not None and sorted(read.checkpoints) == ["eu-west-1", "us-east-1"]
+    assert {"S": "SNAPSHOT#~"} in fake.calls[0]["ExpressionAttributeValues"].values()

@@ -65,11 +65,11 @@ class Ledgers:
         return self.ledger.balance(ledger_id, verify=verify)
 
     def compact(self, ledger_id: str, *, max_chunks: int | None = None) -> CompactionReport:
-        """Compact one ledger now (raises :class:`~counters.core.errors.WrongRegion` outside the compaction region)."""
+        """Compact one ledger now (this Region's entries, on an MREC global table)."""
         return self.ledger.compact(ledger_id, max_chunks=max_chunks)
 
     def compact_due(self, *, should_stop: Callable[[], bool] | None = None) -> ScheduledReport:
-        """The scheduled run: every ledger with due entries (raises ``WrongRegion`` likewise)."""
+        """The scheduled run: every ledger with due entries (this Region's, on an MREC global table)."""
         return self.ledger.compact_due(should_stop=should_stop)
 
     def replayables(self) -> dict[str, Replayable]:

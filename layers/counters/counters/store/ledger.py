@@ -1,5 +1,11 @@
 """Ledger items: entries, the checkpoint, withdrawals and dirty markers (seed 02, approach 6).
 
+On an MREC global table every item updated in place belongs to one writing Region: each Region
+writes its own entries (``ENTRY#<id>#<Region>``), its own checkpoint (``SNAPSHOT#<Region>``) and its
+own dirty markers (``LEDGERS#DIRTY#<Region>``); a single-Region table (and MRSC, strongly consistent)
+keeps the unsuffixed layout (``writer == ""``). On MRSC (no transactions) a compaction chunk and a
+withdrawal are single-item writes (:attr:`LedgerStore.transactions` is False).
+
 This module owns the ledger family's keys, attribute names and requests, makes its DynamoDB calls
 (through :mod:`counters.core.engine`) and turns what comes back into typed facts. Why each
 condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they are kept"); the rules
@@ -15,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
+from counters.core.client import DynamoDBClient
 from counters.core.engine import read, run, transact
 from counters.core.errors import InvalidRequest
-from counters.core.failures import Failure
+from counters.core.failures import Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
@@ -28,6 +35,7 @@ from counters.store.layout import Shape
 LEDGER_PREFIX = "LEDGER#"
 ENTRY_PREFIX = "ENTRY#"
 SNAPSHOT = "SNAPSHOT"  # sorts after every ENTRY#: a balance Query reads the checkpoint last
+SNAPSHOTS_END = "SNAPSHOT#~"  # after every SNAPSHOT#<Region> ("~" sorts after Region names)
 WITHDRAWN_PREFIX = "WITHDRAWN#"  # sorts after SNAPSHOT: outside every balance read
 DIRTY_PK = "LEDGERS#DIRTY"
 MAX_TX_ACTIONS = 100
@@ -41,6 +49,7 @@ BALANCE = "balance"
 MERGED_THROUGH = "mergedThrough"
 VERSION = "version"
 MERGED_ENTRIES = "mergedEntries"
+PENDING_DELETES = "pendingDeletes"  # MRSC: the last chunk's merged entries, deleted after the checkpoint moved
 UPDATED_AT = "updatedAt"
 LEDGER_ID = "ledgerId"
 WITHDRAWN_AT = "withdrawnAt"
@@ -55,6 +64,14 @@ SHAPES: tuple[Shape, ...] = (
         "a stranded entry its own request deleted; after `SNAPSHOT`",
     ),
     Shape("dirty marker", "LEDGERS#DIRTY", "<bucket ms>#<ledgerId>", "which ledgers have entries to merge"),
+    Shape(
+        "ledger entry (MREC)",
+        "LEDGER#<id>",
+        "ENTRY#<ms:13>-<key>#<Region>",
+        "written, compacted and withdrawn only in `<Region>`; one key's entries are adjacent (the failover check)",
+    ),
+    Shape("ledger checkpoint (MREC)", "LEDGER#<id>", "SNAPSHOT#<Region>", "the `<Region>` entries merged; written only in `<Region>`"),
+    Shape("dirty marker (MREC)", "LEDGERS#DIRTY#<Region>", "<bucket ms>#<ledgerId>", "written and cleared only in `<Region>`"),
 )
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -65,6 +82,36 @@ _UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0
 # -- keys ------------------------------------------------------------------------------------------
 def ledger_pk(ledger_id: str) -> str:
     return f"{LEDGER_PREFIX}{ledger_id}"
+
+
+def _in(writer: str) -> str:
+    """The suffix of a per-Region item (``""``: the single-Region layout)."""
+    return f"#{writer}" if writer else ""
+
+
+def snapshot_sk(writer: str = "") -> str:
+    return SNAPSHOT + _in(writer)
+
+
+def dirty_pk(writer: str = "") -> str:
+    return DIRTY_PK + _in(writer)
+
+
+def entry_writer(sk: str) -> str:
+    """The Region an entry's sort key names (``""``: the single-Region layout)."""
+    return sk[len(ENTRY_PREFIX) :].partition("#")[2]
+
+
+def entry_id_of(sk: str) -> str:
+    """An entry's id (``<ms:13>-<key>``): the same in every Region."""
+    return sk[len(ENTRY_PREFIX) :].partition("#")[0]
+
+
+def snapshot_writer(sk: str) -> str | None:
+    """The Region a checkpoint's sort key names (``""``: single-Region), ``None``: not a checkpoint."""
+    if sk == SNAPSHOT:
+        return ""
+    return sk[len(SNAPSHOT) + 1 :] if sk.startswith(SNAPSHOT + "#") else None
 
 
 @dataclass(frozen=True)
@@ -82,8 +129,12 @@ class EntryKey:
     def sk(self) -> str:
         return ENTRY_PREFIX + self.entry_id
 
-    def withdrawn_sk(self, request_id: str) -> str:
-        return f"{WITHDRAWN_PREFIX}{self.entry_id}#{request_id}"
+    def sk_in(self, writer: str) -> str:
+        """The sort key of this key's entry written by ``writer`` (``""``: single-Region)."""
+        return self.sk + _in(writer)
+
+    def withdrawn_sk(self, request_id: str, writer: str = "") -> str:
+        return f"{WITHDRAWN_PREFIX}{self.entry_id}{_in(writer)}#{request_id}"
 
 
 def parse_key(raw: str | None) -> EntryKey:
@@ -125,11 +176,13 @@ class Checkpoint:
     """The sort key of the last entry merged (``""``: none yet)."""
     merged_entries: int = 0
     updated_at: int | None = None
+    pending_deletes: tuple[str, ...] = ()
+    """MRSC: the sort keys the last chunk merged, deleted after it moved the checkpoint."""
 
     @property
     def merged_through_id(self) -> str | None:
-        """The last merged entry's id (its sort key without ``ENTRY#``)."""
-        return self.merged_through[len(ENTRY_PREFIX) :] or None
+        """The last merged entry's id (its sort key without ``ENTRY#`` and the Region)."""
+        return entry_id_of(self.merged_through) or None
 
 
 def _checkpoint(item: Record | None) -> Checkpoint | None:
@@ -142,6 +195,7 @@ def _checkpoint(item: Record | None) -> Checkpoint | None:
         merged_through=str(item.get(MERGED_THROUGH) or ""),
         merged_entries=int(item.get(MERGED_ENTRIES, 0)),
         updated_at=int(updated) if updated is not None else None,
+        pending_deletes=tuple(str(sk) for sk in item.get(PENDING_DELETES) or ()),
     )
 
 
@@ -151,6 +205,15 @@ class Entry:
 
     sk: str
     amount: int
+
+    @property
+    def writer(self) -> str:
+        """The Region that wrote it (``""``: single-Region layout)."""
+        return entry_writer(self.sk)
+
+    @property
+    def entry_id(self) -> str:
+        return entry_id_of(self.sk)
 
 
 @dataclass(frozen=True)
@@ -188,11 +251,25 @@ class Fence(StrEnum):
 
 
 @dataclass(frozen=True)
+class Sighting:
+    """This key's entry as a Region wrote it, seen in this Region's replica (the failover check)."""
+
+    writer: str
+    amount: int
+    request_id: str | None
+
+
+@dataclass(frozen=True)
 class LedgerRead:
-    """One balance Query: every entry up to the checkpoint, and the checkpoint (read last)."""
+    """One balance Query: every entry, then the checkpoints (read last), by writing Region."""
 
     entries: list[Entry]
-    checkpoint: Checkpoint | None
+    checkpoints: dict[str, Checkpoint]
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The single-Region checkpoint (``SNAPSHOT``)."""
+        return self.checkpoints.get("")
 
 
 class Withdrawal(Enum):
@@ -236,25 +313,57 @@ def entry_is_mine(request_id: str) -> Cond:
 
 # -- the calls -------------------------------------------------------------------------------------
 class LedgerStore(Store):
-    """The ledger family's DynamoDB calls on one table, each retried by the engine under ``retry``."""
+    """The ledger family's DynamoDB calls on one table, each retried by the engine under ``retry``.
 
-    @property
-    def region(self) -> str | None:
-        """The region of the DynamoDB client (where a compaction would write)."""
-        region: str | None = getattr(getattr(self.dynamodb, "meta", None), "region_name", None)
-        return region
+    ``writer`` is the Region whose items this store writes (``""``: one layout for every Region, a
+    single-Region or MRSC table); ``transactions=False`` (MRSC) builds chunks and withdrawals from
+    single-item writes.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: DynamoDBClient | None = None,
+        retry: RetryPolicy | None = None,
+        writer: str = "",
+        transactions: bool = True,
+    ) -> None:
+        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
+        self.writer = writer
+        self.transactions = transactions
+
+    def _entry_key(self, ledger_id: str, key: EntryKey) -> dict[str, str]:
+        return {PK: ledger_pk(ledger_id), SK: key.sk_in(self.writer)}
+
+    def _snapshot_key(self, ledger_id: str, writer: str | None = None) -> dict[str, str]:
+        return {PK: ledger_pk(ledger_id), SK: snapshot_sk(self.writer if writer is None else writer)}
 
     # appends
     def mark_dirty(self, ledger_id: str, bucket_ms: int, capacity: Capacity) -> bool:
-        """Record that ``ledger_id`` has entries in this time bucket (an idempotent Put)."""
-        put = Put(self.table_name, item={PK: DIRTY_PK, SK: marker_sk(bucket_ms, ledger_id), LEDGER_ID: ledger_id})
+        """Record that ``ledger_id`` has entries in this time bucket (an idempotent Put, this Region's marker)."""
+        put = Put(self.table_name, item={PK: dirty_pk(self.writer), SK: marker_sk(bucket_ms, ledger_id), LEDGER_ID: ledger_id})
         return run(self.dynamodb.put_item, put.params(), policy=self.retry, capacity=capacity, write=True).response is not None
+
+    def sightings(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> list[Sighting]:
+        """Every Region's entry for ``key`` that this Region's replica holds (one Query: they are adjacent)."""
+        query = Query(self.table_name, (Path(PK) == ledger_pk(ledger_id)) & Path(SK).begins_with(key.sk), consistent=True).project(
+            SK, AMOUNT, REQUEST_ID
+        )
+        page = read(self.dynamodb.query, self.retry, capacity, **query.params())
+        found = []
+        for raw in page.get("Items", []):
+            sk = raw[SK]["S"]
+            if entry_id_of(sk) == key.entry_id:
+                request = raw.get(REQUEST_ID, {}).get("S")
+                found.append(Sighting(entry_writer(sk), int(raw[AMOUNT]["N"]), request))
+        return found
 
     def put_entry(
         self, ledger_id: str, key: EntryKey, amount: int, request_id: str, capacity: Capacity, *, before: Callable[[], bool]
     ) -> EntryPut:
-        """Put the key's entry unless it exists; ``before`` may veto each attempt."""
-        item = {PK: ledger_pk(ledger_id), SK: key.sk, AMOUNT: amount, REQUEST_ID: request_id}
+        """Put the key's entry (this Region's) unless it exists; ``before`` may veto each attempt."""
+        item = {**self._entry_key(ledger_id, key), AMOUNT: amount, REQUEST_ID: request_id}
         put = Put(self.table_name, item=item).when(entry_is_new())
         call = run(self.dynamodb.put_item, put.params(), policy=self.retry, capacity=capacity, write=True, before=before)
         if call.stopped:
@@ -269,11 +378,11 @@ class LedgerStore(Store):
         return EntryPut(PutStatus.FOUND, call.attempts, call.unknown_seen, found)
 
     def fence(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> Fence:
-        """Bump the checkpoint's version if nothing was merged past ``key``'s entry yet."""
+        """Bump this Region's checkpoint's version if nothing was merged past ``key``'s entry yet."""
         update = (
-            Update(self.table_name, {PK: ledger_pk(ledger_id), SK: SNAPSHOT})
+            Update(self.table_name, self._snapshot_key(ledger_id))
             .set(VERSION, plus(if_not_exists(VERSION, 0), 1))
-            .when(checkpoint_below(key.sk))
+            .when(checkpoint_below(key.sk_in(self.writer)))
         )
         update.on_failure = False
         call = run(self.dynamodb.update_item, update.params(), policy=self.retry, capacity=capacity, write=True)
@@ -284,60 +393,99 @@ class LedgerStore(Store):
         return Fence.CONTENTION
 
     def withdraw(self, ledger_id: str, key: EntryKey, request_id: str, now_ms: int, capacity: Capacity) -> Outcome:
-        """Delete this request's own entry and record that it did, in one transaction: APPLIED,
-        REJECTED (the entry is gone, or is another request's) or CONTENTION."""
-        pk = ledger_pk(ledger_id)
-        record = {PK: pk, SK: key.withdrawn_sk(request_id), REQUEST_ID: request_id, WITHDRAWN_AT: now_ms}
-        entry = Delete(self.table_name, key={PK: pk, SK: key.sk}).when(entry_is_mine(request_id))
+        """Delete this request's own entry and record that it did: APPLIED, REJECTED (the entry is
+        gone, or is another request's) or CONTENTION. One transaction; on MRSC (no transactions)
+        :meth:`_withdraw_single`."""
+        record = {PK: ledger_pk(ledger_id), SK: key.withdrawn_sk(request_id, self.writer), REQUEST_ID: request_id, WITHDRAWN_AT: now_ms}
+        entry = Delete(self.table_name, key=self._entry_key(ledger_id, key)).when(entry_is_mine(request_id))
         entry.on_failure = False
+        if not self.transactions:
+            return self._withdraw_single(ledger_id, key, request_id, record, entry, capacity)
         tx: Transaction[Withdrawal] = Transaction()
         tx.delete(Withdrawal.ENTRY, entry).put(Withdrawal.RECORD, Put(self.table_name, item=record))
         report = transact(tx.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
         return report.outcome
 
+    def _withdraw_single(
+        self, ledger_id: str, key: EntryKey, request_id: str, record: Record, entry: Delete, capacity: Capacity
+    ) -> Outcome:
+        """The withdrawal without a transaction (MRSC: strongly consistent single-item calls).
+
+        The fence failed, so the entry is merged (gone, or still listed in the checkpoint's
+        ``pendingDeletes``: counted) or stranded (there, never listed by a compactor, and only its own
+        request removes it). Record first, then delete: a crash between leaves a stranded entry and its
+        record, never a gone entry without one (which would read as merged).
+        """
+        checkpoint = self.checkpoint(ledger_id, capacity)
+        sk = key.sk_in(self.writer)
+        if checkpoint is not None and sk in checkpoint.pending_deletes:
+            return Outcome.REJECTED  # merged: its deletion is still pending
+        owner = self.entry_owner(ledger_id, key, capacity)
+        if owner is None or owner.request_id != request_id:
+            return Outcome.REJECTED  # gone (merged and deleted), or another request's
+        put = run(self.dynamodb.put_item, Put(self.table_name, item=record).params(), policy=self.retry, capacity=capacity, write=True)
+        if put.response is None:
+            return Outcome.CONTENTION
+        call = run(self.dynamodb.delete_item, entry.params(), policy=self.retry, capacity=capacity, write=True)
+        if call.response is not None or (call.failure is not None and call.failure.kind is Failure.CONDITION):
+            return Outcome.APPLIED  # deleted now, or by another delivery of this request (its record exists)
+        return Outcome.CONTENTION
+
     def withdrawn(self, ledger_id: str, key: EntryKey, request_id: str, capacity: Capacity) -> bool:
         """Did ``request_id`` withdraw the key's entry (its WITHDRAWN# record exists)?"""
-        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: key.withdrawn_sk(request_id)}).project(PK).strongly()
+        sk = key.withdrawn_sk(request_id, self.writer)
+        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: sk}).project(PK).strongly()
         return "Item" in read(self.dynamodb.get_item, self.retry, capacity, **get.params())
 
     def entry_owner(self, ledger_id: str, key: EntryKey, capacity: Capacity) -> Found | None:
-        """The key's entry as it is now (``None``: gone), projected to its request id."""
-        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: key.sk}).project(REQUEST_ID).strongly()
+        """This Region's entry for the key as it is now (``None``: gone), projected to its request id."""
+        get = Get(self.table_name, self._entry_key(ledger_id, key)).project(REQUEST_ID).strongly()
         item = from_item(read(self.dynamodb.get_item, self.retry, capacity, **get.params()).get("Item"))
         return None if item is None else Found(None, item.get(REQUEST_ID))
 
     # reads
-    def checkpoint(self, ledger_id: str, capacity: Capacity, *, version_only: bool = False) -> Checkpoint | None:
-        """The checkpoint, strongly consistent (``version_only``: 1 small read for a version check)."""
-        get = Get(self.table_name, {PK: ledger_pk(ledger_id), SK: SNAPSHOT}).strongly()
+    def checkpoint(self, ledger_id: str, capacity: Capacity, *, version_only: bool = False, writer: str | None = None) -> Checkpoint | None:
+        """A checkpoint (this Region's unless ``writer``), strongly consistent (``version_only``: 1 small read)."""
+        get = Get(self.table_name, self._snapshot_key(ledger_id, writer)).strongly()
         if version_only:
             get.project(VERSION)
         return _checkpoint(from_item(read(self.dynamodb.get_item, self.retry, capacity, **get.params()).get("Item")))
 
-    def read_ledger(self, ledger_id: str, page_size: int | None, capacity: Capacity, *, between_pages: Callable[[], object]) -> LedgerRead:
-        """One consistent Query from ``ENTRY#`` to ``SNAPSHOT``, every page, in key order."""
+    def read_ledger(
+        self, ledger_id: str, page_size: int | None, capacity: Capacity, *, between_pages: Callable[[], object], per_region: bool = False
+    ) -> LedgerRead:
+        """One consistent Query from ``ENTRY#`` to the checkpoint(s), every page, in key order.
+
+        ``per_region``: up to ``SNAPSHOT#~`` (every Region's checkpoint, after every entry);
+        otherwise up to ``SNAPSHOT`` exactly, as a single-Region table always read.
+        """
+        upper = SNAPSHOTS_END if per_region else SNAPSHOT
         query = Query(
-            self.table_name, (Path(PK) == ledger_pk(ledger_id)) & Path(SK).between(ENTRY_PREFIX, SNAPSHOT), consistent=True, limit=page_size
+            self.table_name, (Path(PK) == ledger_pk(ledger_id)) & Path(SK).between(ENTRY_PREFIX, upper), consistent=True, limit=page_size
         ).project(SK, AMOUNT, BALANCE, MERGED_THROUGH, VERSION, MERGED_ENTRIES, UPDATED_AT)
         params = query.params()
         entries: list[Entry] = []
-        snapshot: Checkpoint | None = None
+        snapshots: dict[str, Checkpoint] = {}
         while True:
             page = read(self.dynamodb.query, self.retry, capacity, **params)
             for raw in page.get("Items", []):
                 sk = raw[SK]["S"]
-                if sk == SNAPSHOT:
-                    snapshot = _checkpoint(from_item(raw))
-                else:  # the hot loop of a long read: no generic deserialiser
+                if sk.startswith(ENTRY_PREFIX):  # the hot loop of a long read: no generic deserialiser
                     entries.append(Entry(sk, int(raw[AMOUNT]["N"])))
+                else:
+                    writer = snapshot_writer(sk)
+                    snapshot = _checkpoint(from_item(raw))
+                    if writer is not None and snapshot is not None:
+                        snapshots[writer] = snapshot
             if "LastEvaluatedKey" not in page:
-                return LedgerRead(entries, snapshot)
+                return LedgerRead(entries, snapshots)
             between_pages()
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     # compaction
     def due_entries(self, ledger_id: str, after: str, cutoff_ms: int, limit: int, capacity: Capacity) -> list[Entry]:
-        """Up to ``limit`` entries after the sort key ``after`` with a key time before ``cutoff_ms``, in order."""
+        """Up to ``limit`` of this Region's entries after the sort key ``after`` with a key time before
+        ``cutoff_ms``, in order (other Regions' entries in the range are read past, never returned)."""
         upper = f"{ENTRY_PREFIX}{cutoff_ms:013d}"
         if after >= upper:
             return []  # a compactor with a later clock (or a later start) already merged past our cutoff
@@ -349,16 +497,23 @@ class LedgerStore(Store):
             consistent=True,
             limit=limit + 1,
         ).project(SK, AMOUNT)
-        page = read(self.dynamodb.query, self.retry, capacity, **query.params())
-        entries = [Entry(raw[SK]["S"], int(raw[AMOUNT]["N"])) for raw in page.get("Items", [])]
-        return [entry for entry in entries if entry.sk != after][:limit]
+        params = query.params()
+        entries: list[Entry] = []
+        while True:
+            page = read(self.dynamodb.query, self.retry, capacity, **params)
+            for raw in page.get("Items", []):
+                entry = Entry(raw[SK]["S"], int(raw[AMOUNT]["N"]))
+                if entry.sk != after and entry.writer == self.writer:
+                    entries.append(entry)
+            if len(entries) >= limit or "LastEvaluatedKey" not in page:
+                return entries[:limit]
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def chunk(self, ledger_id: str, checkpoint: Checkpoint | None, entries: list[Entry], now_ms: int) -> Transaction[Chunk]:
-        """Merge ``entries`` (after ``checkpoint``, in order) into the checkpoint and delete them."""
-        pk = ledger_pk(ledger_id)
+        """Merge ``entries`` (after ``checkpoint``, in order) into this Region's checkpoint and delete them."""
         base = checkpoint or Checkpoint()
         update = (
-            Update(self.table_name, {PK: pk, SK: SNAPSHOT})
+            Update(self.table_name, self._snapshot_key(ledger_id))
             .set(BALANCE, base.balance + sum(e.amount for e in entries))
             .set(MERGED_THROUGH, entries[-1].sk)
             .set(VERSION, base.version + 1)
@@ -367,19 +522,45 @@ class LedgerStore(Store):
             .set(LEDGER_ID, ledger_id)
             .when(checkpoint_absent() if checkpoint is None else checkpoint_unchanged(base.version))
         )
-        deletes = [Delete(self.table_name, key={PK: pk, SK: e.sk}).when(entry_still_exists()) for e in entries]
+        if not self.transactions:
+            update.set(PENDING_DELETES, [e.sk for e in entries])
+        deletes = [Delete(self.table_name, key={PK: ledger_pk(ledger_id), SK: e.sk}).when(entry_still_exists()) for e in entries]
         for delete in deletes:
             delete.on_failure = False
         tx: Transaction[Chunk] = Transaction()
         return tx.update(Chunk.CHECKPOINT, update).delete_each(Chunk.ENTRIES, deletes)
 
     def commit(self, chunk: Transaction[Chunk], capacity: Capacity) -> Outcome:
-        """APPLIED; REJECTED (another compactor moved the checkpoint, or an entry vanished); CONTENTION."""
-        return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome
+        """APPLIED; REJECTED (another compactor moved the checkpoint, or an entry vanished); CONTENTION.
+
+        On MRSC: the checkpoint update alone (its ``pendingDeletes`` lists the entries), then
+        :meth:`delete_merged`; the balance read ignores entries at or below ``mergedThrough`` meanwhile.
+        """
+        if self.transactions:
+            return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome
+        update = chunk.items()[0]["Update"]
+        call = run(self.dynamodb.update_item, update, policy=self.retry, capacity=capacity, write=True)
+        if call.response is None:
+            return Outcome.REJECTED if call.failure is not None and call.failure.kind is Failure.CONDITION else Outcome.CONTENTION
+        return Outcome.APPLIED
+
+    def delete_merged(self, ledger_id: str, checkpoint: Checkpoint, capacity: Capacity) -> bool:
+        """MRSC: delete the entries the checkpoint's last chunk merged (idempotent), then clear the list
+        (if the checkpoint did not move meanwhile). False: out of budget (the next compaction re-does it)."""
+        for sk in checkpoint.pending_deletes:
+            delete = Delete(self.table_name, key={PK: ledger_pk(ledger_id), SK: sk})
+            if run(self.dynamodb.delete_item, delete.params(), policy=self.retry, capacity=capacity, write=True).response is None:
+                return False
+        clear = (
+            Update(self.table_name, self._snapshot_key(ledger_id)).remove(PENDING_DELETES).when(checkpoint_unchanged(checkpoint.version))
+        )
+        clear.on_failure = False
+        run(self.dynamodb.update_item, clear.params(), policy=self.retry, capacity=capacity, write=True)
+        return True
 
     def dirty_markers(self, due_before_ms: int, capacity: Capacity) -> dict[str, list[str]]:
-        """The markers of buckets before ``due_before_ms``, by ledger id (one Query, no Scan)."""
-        query = Query(self.table_name, (Path(PK) == DIRTY_PK) & (Path(SK) < f"{due_before_ms:013d}"))
+        """This Region's markers of buckets before ``due_before_ms``, by ledger id (one Query, no Scan)."""
+        query = Query(self.table_name, (Path(PK) == dirty_pk(self.writer)) & (Path(SK) < f"{due_before_ms:013d}"))
         params = query.params()
         markers: dict[str, list[str]] = {}
         while True:
@@ -392,5 +573,5 @@ class LedgerStore(Store):
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def clear_marker(self, sk: str, capacity: Capacity) -> bool:
-        delete = Delete(self.table_name, key={PK: DIRTY_PK, SK: sk})
+        delete = Delete(self.table_name, key={PK: dirty_pk(self.writer), SK: sk})
         return run(self.dynamodb.delete_item, delete.params(), policy=self.retry, capacity=capacity, write=True).response is not None

@@ -8,7 +8,7 @@ The parts, by job:
   ``LEDGERS#DIRTY``), idempotency keys (:func:`parse_key`, :func:`new_key`), requests, facts;
 * :mod:`.append`: append, then settle (fast path, the checkpoint fence, withdrawal);
 * :mod:`.balance`: the balance read and :class:`Balance`;
-* :mod:`.compaction`: compaction by ledger and by schedule, their reports, the region guard;
+* :mod:`.compaction`: compaction by ledger and by schedule, their reports (per Region on an MREC table; single-item chunks on MRSC);
 * :mod:`.base`: settings, :class:`Reason`, the state they share.
 
 The request-level service (answers, deferral) is :mod:`counters.services.ledgers`.

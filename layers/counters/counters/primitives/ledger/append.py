@@ -48,6 +48,8 @@ class Appends(LedgerBase):
         except IdempotencyKeyExpired:
             result.outcome, result.reason = Outcome.REJECTED, Reason.KEY_EXPIRED
             return result
+        if self.topology.eventual and self._seen_elsewhere(ledger_id, key, amount, result):
+            return result  # a failover re-send: another Region's entry for this key answers it
         if not self._mark_dirty(ledger_id, key, result.capacity):
             return result
         # the entry carries the id of the request that wrote it: a re-drive of that request knows it is its own
@@ -80,13 +82,41 @@ class Appends(LedgerBase):
         result.outcome = Outcome.APPLIED if owner == mine else Outcome.DUPLICATE
         return self._settle(ledger_id, key, result, owner=owner, mine=mine, unknown_seen=put.unknown_seen)
 
+    def _within_fast_path(self, key: EntryKey) -> bool:
+        """No compaction in any Region can have merged past ``key`` yet (clocks within ``clock_skew``)."""
+        return self._now_ms() <= key.at_ms + int((self.retry_window + self.margin - self.clock_skew) * 1000)
+
+    def _seen_elsewhere(self, ledger_id: str, key: EntryKey, amount: int, result: Result) -> bool:
+        """MREC failover: answer from another Region's entry for ``key`` if this replica holds one.
+
+        True when ``result`` is the answer: ``duplicate`` (same amount; the entry exists, so by the
+        fast-path bound no compaction of its Region can have stranded it), ``key_reused`` (another
+        amount), ``key_expired`` (past the fast path: it cannot be told here whether it counted), or
+        contention. An entry that has not replicated here yet is not seen: docs/ledgers.md, "Global
+        tables" (the failover guarantee).
+        """
+        try:
+            sightings = self.store.sightings(ledger_id, key, result.capacity)
+        except ContentionError:
+            return True  # result is CONTENTION: safe to re-drive with the same key
+        if not sightings or any(s.writer == self.writer for s in sightings):
+            return False  # none, or this Region's own entry: the Put decides as in one Region
+        first = min(sightings, key=lambda s: s.writer)
+        if first.amount != amount:
+            result.outcome, result.reason = Outcome.REJECTED, Reason.KEY_REUSED
+        elif self._within_fast_path(key):
+            result.outcome = Outcome.DUPLICATE
+        else:
+            result.outcome, result.reason = Outcome.REJECTED, Reason.KEY_EXPIRED
+        return True
+
     def _settle(self, ledger_id: str, key: EntryKey, result: Result, *, owner: str | None, mine: str, unknown_seen: bool) -> Result:
         """Acknowledge the entry (``result`` as it is) only if it is, or will be, counted.
 
         ``owner`` is the request id on the entry found (``mine`` when this request wrote it).
         See "After the Put" in docs/ledgers.md for why every branch is exact.
         """
-        if self._now_ms() <= key.at_ms + int((self.retry_window + self.margin - self.clock_skew) * 1000):
+        if self._within_fast_path(key):
             return result  # fast path: no compaction anywhere can have merged past this key yet
         try:
             fence = self.store.fence(ledger_id, key, result.capacity)

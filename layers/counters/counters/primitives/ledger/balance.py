@@ -1,5 +1,8 @@
 """The balance read: the checkpoint plus the entries after it, in one consistent Query.
 
+On an MREC global table: the sum over writing Regions of (that Region's checkpoint + its entries
+after it), still one Query (every ``ENTRY#``, then every ``SNAPSHOT#<Region>``).
+
 Why reading the checkpoint last (and ignoring entries at or below ``mergedThrough``) is exact
 while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
 """
@@ -39,9 +42,21 @@ class Balance:
     capacity: Capacity
     ignored_entries: int = 0
     """Entries at or below ``mergedThrough`` (seen mid-merge or written too late): not counted."""
+    checkpoints: dict[str, JSONObject] | None = None
+    """MREC: every Region's checkpoint by Region (``checkpoint`` is then this Region's)."""
+    duplicate_keys: list[str] | None = None
+    """MREC: entry ids pending in more than one Region (a failover re-send that beat replication,
+    counted once per Region: docs/ledgers.md, "Global tables")."""
+    versions: int = 0
+    """The sum of the checkpoints' versions read (``verify`` compares it)."""
 
     def as_dict(self) -> JSONObject:
-        return {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": self.checkpoint}
+        out: JSONObject = {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": self.checkpoint}
+        if self.checkpoints is not None:
+            checkpoints: JSONObject = dict(self.checkpoints)
+            out["checkpoints"] = checkpoints
+            out["duplicateKeys"] = list(self.duplicate_keys or [])
+        return out
 
 
 class Balances(LedgerBase):
@@ -61,15 +76,45 @@ class Balances(LedgerBase):
             if not verify:
                 return read
             self._stage("balance_verify")
-            confirm = self.store.checkpoint(ledger_id, capacity, version_only=True)
-            if (confirm.version if confirm else 0) == (read.checkpoint or {}).get("version", 0):
+            if self._versions(ledger_id, capacity) == read.versions:
                 return read
         raise ContentionError(f"ledger {ledger_id!r} kept compacting during {max_reads} reads; retry")
 
+    def _versions(self, ledger_id: str, capacity: Capacity) -> int:
+        """The sum of the checkpoints' versions (each only grows: equal sums mean no checkpoint moved)."""
+        total = 0
+        for writer in self._writers():
+            confirm = self.store.checkpoint(ledger_id, capacity, version_only=True, writer=writer)
+            total += confirm.version if confirm else 0
+        return total
+
+    def _writers(self) -> tuple[str, ...]:
+        return self.topology.writers if self.writer else ("",)
+
     def _read_balance(self, ledger_id: str, page_size: int | None, capacity: Capacity) -> Balance:
-        read = self.store.read_ledger(ledger_id, page_size, capacity, between_pages=lambda: self._stage("balance_page"))
-        through = read.checkpoint.merged_through if read.checkpoint else ""
-        pending = [entry.amount for entry in read.entries if entry.sk > through]  # <= through: in the checkpoint
-        total = (read.checkpoint.balance if read.checkpoint else 0) + sum(pending)
+        per_region = bool(self.writer)
+        read = self.store.read_ledger(
+            ledger_id, page_size, capacity, between_pages=lambda: self._stage("balance_page"), per_region=per_region
+        )
+        total = sum(c.balance for c in read.checkpoints.values())
+        through = {writer: c.merged_through for writer, c in read.checkpoints.items()}
+        # each Region's entries at or below its own checkpoint's mergedThrough are in that checkpoint
+        pending = [entry for entry in read.entries if entry.sk > through.get(entry.writer, "")]
+        total += sum(entry.amount for entry in pending)
         ignored = len(read.entries) - len(pending)
-        return Balance(total, len(pending), public_checkpoint(read.checkpoint), capacity, ignored_entries=ignored)
+        versions = sum(c.version for c in read.checkpoints.values())
+        if not per_region:
+            return Balance(total, len(pending), public_checkpoint(read.checkpoint), capacity, ignored_entries=ignored, versions=versions)
+        seen: dict[str, int] = {}
+        for entry in pending:
+            seen[entry.entry_id] = seen.get(entry.entry_id, 0) + 1
+        return Balance(
+            total,
+            len(pending),
+            public_checkpoint(read.checkpoints.get(self.writer)),
+            capacity,
+            ignored_entries=ignored,
+            checkpoints={w: public_checkpoint(cp) or {} for w, cp in sorted(read.checkpoints.items())},
+            duplicate_keys=sorted(k for k, n in seen.items() if n > 1),
+            versions=versions,
+        )

@@ -10,7 +10,8 @@ from typing import Self, TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
-from counters.core.settings import Settings, env
+from counters.core.regions import GlobalTableMode, RegionSettings, Topology
+from counters.core.settings import env
 from counters.store.ledger import LedgerStore
 
 AMOUNT_LIMIT = 10**15  # |amount| bound: sums stay exact in DynamoDB's 38-digit numbers
@@ -24,12 +25,12 @@ class Reason(StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LedgerSettings(Settings):
-    """The retry window and compaction margin (seconds), and the one region that compacts."""
+class LedgerSettings(RegionSettings):
+    """The retry window, compaction margin and clock skew (seconds), and the global table's topology."""
 
     retry_window: float = env("LEDGER_RETRY_WINDOW_SECONDS", 600.0)
     margin: float = env("LEDGER_COMPACTION_MARGIN_SECONDS", 900.0)
-    compaction_region: str | None = env("COMPACTION_REGION", None)
+    clock_skew: float = env("LEDGER_CLOCK_SKEW_SECONDS", 60.0)
 
 
 class LedgerOptions(TypedDict, total=False):
@@ -42,8 +43,7 @@ class LedgerOptions(TypedDict, total=False):
     max_future_skew: float
     clock_skew: float
     marker_bucket: float
-    compaction_region: str | None
-    region: str | None
+    topology: Topology
     clock: Callable[[], float]
 
 
@@ -53,7 +53,8 @@ def options(settings: LedgerSettings) -> LedgerOptions:
         retry=settings.retry,
         retry_window=settings.retry_window,
         margin=settings.margin,
-        compaction_region=settings.compaction_region,
+        clock_skew=settings.clock_skew,
+        topology=settings.topology,
     )
 
 
@@ -67,6 +68,10 @@ class LedgerBase:
     can interleave: ``balance_page``, ``balance_verify``, ``snapshot_read``, ``entries_read``,
     ``chunk_committed``, ``put_sending`` (an append's freshness check passed, its Put not sent yet)
     and ``entry_written`` (the Put answered or found the entry).
+
+    ``topology``: on an MREC global table each Region writes, compacts and fences only its own
+    entries, checkpoint and markers (``writer`` = this Region); on MRSC the single-Region layout is
+    kept (one checkpoint, strongly consistent) and chunks/withdrawals avoid transactions.
     """
 
     def __init__(
@@ -80,21 +85,22 @@ class LedgerBase:
         max_future_skew: float = 60.0,
         clock_skew: float = 60.0,
         marker_bucket: float = 300.0,
-        compaction_region: str | None = None,
-        region: str | None = None,
+        topology: Topology | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if retry_window <= 0 or margin < 0 or marker_bucket <= 0 or clock_skew < 0:
             raise ValueError("retry_window and marker_bucket must be > 0, margin and clock_skew >= 0")
         self.table_name = table_name
-        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry)
+        self.topology = topology or Topology()
+        self.writer = self.topology.writer if self.topology.eventual else ""
+        """The Region whose items this ledger writes (``""``: the one layout of a single-Region or MRSC table)."""
+        transactions = self.topology.mode is not GlobalTableMode.MRSC
+        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, transactions=transactions)
         self.retry_window = retry_window
         self.margin = margin
         self.max_future_skew = max_future_skew
         self.clock_skew = clock_skew
         self.marker_bucket_ms = int(marker_bucket * 1000)
-        self.compaction_region = compaction_region or None
-        self.region = region
         self.clock = clock
         self.hook: Callable[[str], None] | None = None
         self._marked: set[tuple[str, int]] = set()  # (ledger, bucket) dirty markers this process wrote

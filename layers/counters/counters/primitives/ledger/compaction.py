@@ -1,6 +1,8 @@
 """Compaction: merge entries older than the retry window + margin into the checkpoint, chunk by
 chunk, per ledger (:meth:`Compaction.compact`) or every ledger with due entries
-(:meth:`Compaction.compact_due`), in the compaction region only.
+(:meth:`Compaction.compact_due`). On an MREC global table every Region compacts its own entries into
+its own checkpoint (no Region writes another's); on MRSC a chunk is the checkpoint update, then the
+deletes (no transactions).
 
 Why two compactors, a crash mid-way and a slow append cannot lose or double-count an entry:
 docs/ledgers.md, "Guarantees and how they are kept" and "Global tables".
@@ -12,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from counters.core.errors import WrongRegion
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome
 from counters.primitives.ledger.balance import public_checkpoint
@@ -77,12 +78,6 @@ class ScheduledReport:
 class Compaction(LedgerBase):
     """:meth:`compact` and :meth:`compact_due` (the ledger's other parts are in the sibling modules)."""
 
-    def guard_region(self) -> None:
-        """Refuse to compact outside ``compaction_region`` (global tables: one merger only)."""
-        here = self.region or self.store.region
-        if self.compaction_region and here != self.compaction_region:
-            raise WrongRegion(f"ledger compaction runs in {self.compaction_region} only; this is {here}")
-
     def cutoff_ms(self) -> int:
         """Entries with a key time before this are merged; later ones may still be retried."""
         return self._now_ms() - int((self.retry_window + self.margin) * 1000)
@@ -91,7 +86,6 @@ class Compaction(LedgerBase):
         self, ledger_id: str, *, chunk_size: int = MAX_CHUNK, max_chunks: int | None = None, max_lost_races: int = 5
     ) -> CompactionReport:
         """Merge entries older than the retry window + margin into the checkpoint, chunk by chunk."""
-        self.guard_region()
         if not 1 <= chunk_size <= MAX_CHUNK:
             raise ValueError(f"chunk_size must be in 1..{MAX_CHUNK}")
         cutoff = self.cutoff_ms()
@@ -100,6 +94,13 @@ class Compaction(LedgerBase):
             checkpoint = self.store.checkpoint(ledger_id, report.capacity)
             report.checkpoint = public_checkpoint(checkpoint)
             self._stage("snapshot_read")
+            if (
+                checkpoint is not None
+                and checkpoint.pending_deletes
+                and not self.store.delete_merged(ledger_id, checkpoint, report.capacity)
+            ):
+                report.outcome, report.complete = Outcome.CONTENTION, False  # MRSC: merged entries left; the next run deletes them
+                return report
             through = checkpoint.merged_through if checkpoint else ""
             if max_chunks is not None and report.chunks >= max_chunks:
                 report.complete = not self.store.due_entries(ledger_id, through, cutoff, 1, report.capacity)
@@ -114,7 +115,10 @@ class Compaction(LedgerBase):
                 report.chunks += 1
                 self._stage("chunk_committed")
                 if len(entries) < chunk_size:
-                    report.checkpoint = public_checkpoint(self.store.checkpoint(ledger_id, report.capacity))
+                    checkpoint = self.store.checkpoint(ledger_id, report.capacity)
+                    report.checkpoint = public_checkpoint(checkpoint)
+                    if checkpoint is not None and checkpoint.pending_deletes:
+                        self.store.delete_merged(ledger_id, checkpoint, report.capacity)
                     return report
                 continue
             if outcome is Outcome.REJECTED:
@@ -132,7 +136,6 @@ class Compaction(LedgerBase):
         after their ledger compacted completely; ``should_stop`` lets a Lambda stop before
         its timeout (the next run picks up what is left).
         """
-        self.guard_region()
         report = ScheduledReport()
         cutoff = self.cutoff_ms()
         due_before = cutoff - cutoff % self.marker_bucket_ms  # buckets that end at or before the cutoff
