@@ -198,12 +198,11 @@ class GlobalTable:
         self.stats["replicated"] += 1
 
     def advance(self, seconds: float) -> None:
+        """Pump, then deliver what is due (call it between operations, never during one)."""
         self.pump()
         self.clock.t += seconds
         while self._pending and self._pending[0].due <= self.clock.t:
-            d = heapq.heappop(self._pending)
-            self.pump()  # local writes up to now are versioned before a delivery is weighed against them
-            self._deliver(d)
+            self._deliver(heapq.heappop(self._pending))  # local writes were pumped (versioned) above
 
     def partition(self, a: str, b: str) -> None:
         self._partitioned.add(frozenset((a, b)))

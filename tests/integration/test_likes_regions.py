@@ -167,6 +167,22 @@ def test_a_like_re_sent_in_the_other_region_after_a_failover_counts_once(mrec: G
         assert liked(mrec, region, "p") == 1 and tally(rs, region, "p") == 1
 
 
+@pytest.mark.parametrize("mode", ["standard", "hot"])
+def test_a_like_sent_again_in_the_other_region_makes_the_version_its_own_and_counts_once(mrec: GlobalTable, mode: str) -> None:
+    """A liked in A, seen in B, liked again in B (a newer request): B's version replaces A's
+    everywhere, so B counts it (+1) and A takes its own off (-1) when B's version reaches it."""
+    rs = regions(mrec)
+    rs[A].likes.create_post(author_id="a", body="b", post_id="p", mode=mode)
+    mrec.settle()
+    rs[A].likes.like("p", "u1")
+    mrec.settle()
+    assert not rs[B].likes.like("p", "u1").changed  # already liked: a newer stamp, written by B
+    settle(mrec, rs)
+    for region in (A, B):
+        assert liked(mrec, region, "p") == 1 and tally(rs, region, "p") == 1
+    assert {i.get("writerRegion", {}).get("S") for i in mrec.items(A) if i["SK"]["S"].startswith("LIKE#")} == {B}
+
+
 def counting_replicated_deltas(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the guard: a record written in another Region counts its own delta here too."""
     original = posts.regional_streamed
