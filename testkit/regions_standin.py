@@ -33,12 +33,12 @@ from enum import StrEnum
 from typing import Any
 
 import boto3
-from botocore.config import Config
 
+from counters.core.client import CLIENT_CONFIG
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
 
-CLIENT = Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=30)
+CLIENT = CLIENT_CONFIG  # the layer's: SDK retries off
 WRITER = "writerRegion"
 
 
@@ -83,17 +83,18 @@ class StreamReader:
     def __init__(self, streams: Any, ddb: Any, table: str) -> None:
         self.streams, self.ddb, self.table = streams, ddb, table
         self.iterators: dict[str, str | None] = {}
+        self.arn: str | None = None
 
     def read(self) -> list[dict[str, Any]]:
-        arn = self.ddb.describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
-        shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+        arn = self.arn = self.arn or self.ddb.describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
+        if not self.iterators or not all(self.iterators.values()):  # a new shard appears only when one closes
+            for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+                if shard["ShardId"] not in self.iterators:
+                    self.iterators[shard["ShardId"]] = self.streams.get_shard_iterator(
+                        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+                    )["ShardIterator"]
         out: list[dict[str, Any]] = []
-        for shard in shards:
-            sid = shard["ShardId"]
-            if sid not in self.iterators:
-                self.iterators[sid] = self.streams.get_shard_iterator(StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")[
-                    "ShardIterator"
-                ]
+        for sid in sorted(self.iterators):
             while self.iterators[sid]:
                 page = self.streams.get_records(ShardIterator=self.iterators[sid], Limit=1000)
                 self.iterators[sid] = page.get("NextShardIterator")
@@ -105,7 +106,7 @@ class StreamReader:
                     if hasattr(created, "timestamp"):  # boto3 parses it; Lambda delivers epoch seconds
                         record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
                     out.append(record)
-                if not page["Records"]:
+                if len(page["Records"]) < 1000:  # DynamoDB Local answers everything it has
                     break
         return out
 
@@ -121,6 +122,7 @@ class GlobalTable:
         self.endpoint, self.table_name, self.regions, self.mode = endpoint, table_name, tuple(sorted(regions)), mode
         self.rng, self.max_delay, self.clock = random.Random(seed), max_delay, Clock()
         self._clients: dict[str, Any] = {}
+        self._internal: dict[str, Any] = {}  # the replicator's own clients (faults on client() never hit it)
         self._streams: dict[str, Any] = {}
         self._readers: dict[str, StreamReader] = {}
         self._pending: list[_Delivery] = []
@@ -143,6 +145,11 @@ class GlobalTable:
             self._clients[region] = self._session(region).client("dynamodb", endpoint_url=self.endpoint, config=CLIENT)
         return self._clients[region]
 
+    def _own(self, region: str) -> Any:
+        if region not in self._internal:
+            self._internal[region] = self._session(region).client("dynamodb", endpoint_url=self.endpoint, config=CLIENT)
+        return self._internal[region]
+
     def streams_client(self, region: str) -> Any:
         if region not in self._streams:
             self._streams[region] = self._session(region).client("dynamodbstreams", endpoint_url=self.endpoint, config=CLIENT)
@@ -150,13 +157,13 @@ class GlobalTable:
 
     def create(self) -> None:
         for region in {self._store(r) for r in self.regions}:
-            create_table(self.client(region), read_stack(self.table_name))
+            create_table(self._own(region), read_stack(self.table_name))
         if self.mode is Mode.MREC:
-            self._readers = {r: StreamReader(self.streams_client(r), self.client(r), self.table_name) for r in self.regions}
+            self._readers = {r: StreamReader(self.streams_client(r), self._own(r), self.table_name) for r in self.regions}
 
     def drop(self) -> None:
         for region in {self._store(r) for r in self.regions}:
-            self.client(region).delete_table(TableName=self.table_name)
+            self._own(region).delete_table(TableName=self.table_name)
 
     # -------------------------------------------------------------------- replication (MREC)
     def pump(self) -> None:
@@ -194,7 +201,7 @@ class GlobalTable:
             return
         self._versions[(d.target, d.key)] = d.written
         self._echo[d.target].append(d.key + json.dumps(d.image, sort_keys=True))
-        self.client(d.target).put_item(TableName=self.table_name, Item=d.image)
+        self._own(d.target).put_item(TableName=self.table_name, Item=d.image)
         self.stats["replicated"] += 1
 
     def advance(self, seconds: float) -> None:
@@ -215,19 +222,19 @@ class GlobalTable:
         self._held = []
 
     def settle(self) -> float:
+        """Heal, then deliver everything pending in order of due time (advancing simulated time)."""
         start = self.clock.t
+        self.heal()
         self.pump()
-        while self._pending or self._held:
-            if self._held and not self._partitioned:
-                self.heal()
-            if not self._pending:
-                break
-            self.advance(max(0.0, self._pending[0].due - self.clock.t))
-            self.pump()
+        while self._pending:
+            d = heapq.heappop(self._pending)
+            self.clock.t = max(self.clock.t, d.due)
+            self._deliver(d)
+        self.pump()  # the deliveries' own records (not replicated again)
         return self.clock.t - start
 
     def items(self, region: str) -> list[dict[str, Any]]:
-        ddb, out, kwargs = self.client(region), [], {"TableName": self.table_name, "ConsistentRead": True}
+        ddb, out, kwargs = self._own(region), [], {"TableName": self.table_name, "ConsistentRead": True}
         while True:
             page = ddb.scan(**kwargs)
             out.extend(page["Items"])
