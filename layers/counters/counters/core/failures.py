@@ -114,7 +114,7 @@ def classify(exc: BaseException) -> Classified | None:
             return None  # ValidationError, ItemCollectionSizeLimitExceeded...: a bug, re-raise
         if code == "ConditionalCheckFailedException":
             return Classified(Failure.CONDITION, code, (_reason({"Code": "ConditionalCheckFailed", "Item": exc.response.get("Item")}),))
-        if code == "TransactionConflictException":
+        if code in ("TransactionConflictException", "ReplicatedWriteConflictException"):  # the latter: MRSC, not applied
             return Classified(Failure.CONFLICT, code)
         if code in THROTTLE_CODES:
             return Classified(Failure.THROTTLED, code)
