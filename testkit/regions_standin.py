@@ -84,6 +84,19 @@ class StreamReader:
         self.streams, self.ddb, self.table = streams, ddb, table
         self.iterators: dict[str, str | None] = {}
         self.arn: str | None = None
+        self.last: dict[str, str] = {}
+
+    def _page(self, arn: str, sid: str) -> Any:
+        """One GetRecords; an iterator DynamoDB Local refuses (trimmed, expired: seen under
+        concurrent tables) is made again after the last record read."""
+        try:
+            return self.streams.get_records(ShardIterator=self.iterators[sid], Limit=1000)
+        except (self.streams.exceptions.TrimmedDataAccessException, self.streams.exceptions.ExpiredIteratorException):
+            where: dict[str, str] = {"ShardIteratorType": "TRIM_HORIZON"}
+            if sid in self.last:
+                where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self.last[sid]}
+            self.iterators[sid] = self.streams.get_shard_iterator(StreamArn=arn, ShardId=sid, **where)["ShardIterator"]
+            return self.streams.get_records(ShardIterator=self.iterators[sid], Limit=1000)
 
     def read(self) -> list[dict[str, Any]]:
         arn = self.arn = self.arn or self.ddb.describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
@@ -96,7 +109,7 @@ class StreamReader:
         out: list[dict[str, Any]] = []
         for sid in sorted(self.iterators):
             while self.iterators[sid]:
-                page = self.streams.get_records(ShardIterator=self.iterators[sid], Limit=1000)
+                page = self._page(arn, sid)
                 self.iterators[sid] = page.get("NextShardIterator")
                 for record in page["Records"]:
                     for image in ("NewImage", "OldImage"):
@@ -106,6 +119,7 @@ class StreamReader:
                     if hasattr(created, "timestamp"):  # boto3 parses it; Lambda delivers epoch seconds
                         record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
                     out.append(record)
+                    self.last[sid] = record["dynamodb"]["SequenceNumber"]
                 if len(page["Records"]) < 1000:  # DynamoDB Local answers everything it has
                     break
         return out
