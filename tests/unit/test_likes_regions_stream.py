@@ -51,3 +51,17 @@ def test_other_items_are_not_changes() -> None:
     probe = {"eventName": "MODIFY", "dynamodb": {"Keys": {"PK": {"S": "POST#p#S3"}, "SK": {"S": "PROBE"}}, "SequenceNumber": "1"}}
     assert regional_change(probe, A) is None
     assert regional_change({"eventName": "MODIFY", "dynamodb": {"Keys": {"PK": {"S": "ORDER#1"}, "SK": {"S": "X"}}}}, A) is None
+
+
+def test_likes_and_their_replays_take_the_global_table_from_the_environment(monkeypatch: Any) -> None:
+    """A deferred like replayed by the retry worker must be written as the Region it runs in."""
+    from counters.services.likes import Likes
+    from testkit.functions import handler_module, template_function
+
+    env = {"GLOBAL_TABLE_MODE": "mrec", "TABLE_REGIONS": f"{A},{B}", "AWS_REGION": B, "TABLE_NAME": "t", "RETRY_DLQ_URL": "q"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for function in ("LikesFunction", "RetryWorkerFunction"):
+        module = handler_module(template_function(function, "t"))
+        likes = Likes.from_settings(module.Settings.from_env())
+        assert likes.topology.multi_region and likes.topology.region == B, function

@@ -35,7 +35,7 @@ from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
-from counters.core.regions import ONE_REGION, Topology
+from counters.core.regions import ONE_REGION, RegionSettings, Topology
 from counters.core.settings import Settings
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import Toggle
@@ -189,7 +189,7 @@ class Likes:
     def from_settings(cls, settings: Settings) -> Likes:
         hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
         secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
-        topology = settings.topology if isinstance(settings, LikeSettings) else ONE_REGION
+        topology = settings.topology if isinstance(settings, RegionSettings) else ONE_REGION  # a replay too (the retry worker)
         return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after, cursor_secret=secret, topology=topology)
 
     @property
