@@ -33,6 +33,7 @@ for key, value in {
     os.environ.setdefault(key, value)
 
 from devstack.dynamodb_local import DynamoDBLocal, dynamodb_client  # noqa: E402
+from proof import regions  # noqa: E402
 from proof.checker import Report, details, table  # noqa: E402
 from proof.scenarios import FAULT_RATES, SCENARIOS  # noqa: E402
 from proof.stress import Stress  # noqa: E402
@@ -72,10 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http-scale", type=float, default=0.8, help="multiplies the HTTP scenarios' request counts")
     parser.add_argument("--http-clients", type=int, default=16)
     parser.add_argument("--stress", type=int, default=0, metavar="N", help="N busy processes (CPU spin loops) beside the proof")
+    parser.add_argument("--regions", default=",".join(regions.REGISTRY), help="comma-separated multi-Region scenario names ('' for none)")
+    parser.add_argument("--schedules", type=int, default=regions.SCHEDULES, metavar="N", help="seeded schedules per multi-Region scenario")
     args = parser.parse_args(argv)
     names = [n for n in (args.only.split(",") if args.only is not None else SCENARIOS) if n]
     http_names = [n for n in args.http.split(",") if n]
+    region_names = [n for n in args.regions.split(",") if n]
     reports: list[Report] = []
+    region_reports: list[Report] = []
     http_reports: list[Any] = []
     started = time.monotonic()
     timings = {}
@@ -85,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             reports += SCENARIOS[name](ddb, args.seed, args.clients, args.size)
         timings["in-process"] = time.monotonic() - started
+        if region_names:
+            regions_started = time.monotonic()
+            region_reports = regions.run(region_names, ddb_local.endpoint, args.seed, args.schedules)
+            timings["multi-Region"] = time.monotonic() - regions_started
         if http_names:
             from devstack.sqs import SqsEmulator
 
@@ -113,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         found = details(reports)
         if found:
             text += f"{found}\n\n"
+    if region_reports:
+        text += f"{regions.describe(args.schedules)}\n\n{table(region_reports)}\n\n{details(region_reports)}\n\n"
     if http_reports:
         text += f"{http.describe()} {args.http_clients} HTTP clients (functions' output: proof/results/http-functions.log).\n\n"
         text += f"{http.table(http_reports)}\n\n"
@@ -134,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"written to {(RESULTS / 'latest.md').relative_to(ROOT)} and {DOCS_RESULTS.relative_to(ROOT)}")
-    return 0 if all(r.verdict == "holds" for r in [*reports, *http_reports]) else 1
+    return 0 if all(r.verdict == "holds" for r in [*reports, *region_reports, *http_reports]) else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Likes across Regions (issue 21): seeded schedules over a global table, standard and hot, MREC and MRSC.
 
-Each schedule takes a fresh post on one global table per mode (testkit.regions_standin: MREC with 2
-Regions, MRSC with 3): a few users like and unlike it through every Region with the proof's client
+Each schedule takes a fresh post on one global table per (mode, post mode) (testkit.regions: MREC
+with 2 Regions, MRSC with 3): a few users like and unlike it through every Region with the proof's client
 faults on each Region's client (after-commit, re-sends, conflicts, throttles, unavailable),
 seeded replication delays up to minutes (reordered, some twice), a partition of simulated
 minutes, and a client failover (a request re-sent with its own id and time in another Region).
@@ -25,27 +25,23 @@ from counters.primitives.toggle import now_ms
 from counters.services.likes import SPREAD, Likes, lane_of, like_aggregator
 from counters.streams import regional_change
 from proof.checker import Report
-from proof.scenarios import CONFLICTING, FAULT_RATES
-from testkit.faults import FaultInjector
-from testkit.regions_standin import GlobalTable, Mode, StreamReader
+from proof.regions import MREC_REGIONS, MRSC_REGIONS, detach, global_table, region_faults
+from testkit.regions import Delays, GlobalTable, Mode
+from testkit.stream_reader import StreamReader
 
 RETRY = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
-MREC_REGIONS = ("eu-west-1", "us-east-1")
-MRSC_REGIONS = ("eu-west-1", "us-east-1", "us-west-2")
+DELAYS = Delays(tail=0.15, tail_max=600.0)  # a good share of minute-long deliveries
 USERS = 4
 OPS = 6
 
 
 class _Region:
-    def __init__(self, gt: GlobalTable, region: str, mode: GlobalTableMode, seed: int) -> None:
+    def __init__(self, gt: GlobalTable, region: str, mode: GlobalTableMode) -> None:
         self.region, self.gt = region, gt
         ddb = gt.client(region)
-        self.faults = FaultInjector(ddb, seed=seed)
-        for kind, rate in FAULT_RATES.items():
-            self.faults.add(kind, rate=rate, operations=CONFLICTING if kind == "conflict" else None)
         self.likes = Likes(gt.table_name, dynamodb=ddb, retry=RETRY, topology=Topology(mode, region, gt.regions))
         self.aggregator = like_aggregator(gt.table_name, dynamodb=ddb, retry=RETRY, region=region)
-        self.reader = StreamReader(gt.streams_client(region), gt._own(region), gt.table_name)
+        self.reader = StreamReader(gt.streams_client(region), gt.table_name)
         self.pending: list[dict[str, Any]] = []
 
     def aggregate(self, rng: random.Random, everything: bool = False) -> None:
@@ -64,21 +60,21 @@ class _Region:
 
 def _truth(gt: GlobalTable, region: str, post: str) -> tuple[int, list[str]]:
     """(users whose like item says liked, every like item as text) in this Region's replica."""
-    keys = [{"PK": {"S": f"POST#{post}#S{lane_of(f'u{u}', SPREAD)}"}, "SK": {"S": f"LIKE#USER#u{u}"}} for u in range(USERS)]
-    found = gt._own(region).batch_get_item(RequestItems={gt.table_name: {"Keys": keys, "ConsistentRead": True}})
-    items = found["Responses"][gt.table_name]
-    liked = sum(item.get("liked", {}).get("BOOL", True) is True for item in items)
-    return liked, sorted(repr(sorted(item.items())) for item in items)
+    found = [
+        gt.item(region, {"PK": {"S": f"POST#{post}#S{lane_of(f'u{u}', SPREAD)}"}, "SK": {"S": f"LIKE#USER#u{u}"}}) for u in range(USERS)
+    ]
+    items = [i for i in found if i is not None]
+    return sum(i.get("liked", True) is True for i in items), sorted(repr(sorted(i.items())) for i in items)
 
 
-def _tally(gt: GlobalTable, region: str, post: str) -> int:
-    page = gt._own(region).query(
-        TableName=gt.table_name,
-        KeyConditionExpression="PK = :pk AND begins_with(SK, :t)",
-        ExpressionAttributeValues={":pk": {"S": f"POST#{post}"}, ":t": {"S": "TALLY#"}},
-        ConsistentRead=True,
-    )
-    return sum(int(i["likeTally"]["N"]) for i in page["Items"])
+def _tally(rs: dict[str, _Region], region: str, post: str) -> int:
+    """The post's tally as ``GET /posts/{id}`` answers in ``region`` (the sum of its Region items)."""
+    for _ in range(8):
+        try:
+            return int(str(rs[region].likes.get_post(post)["likeTally"]))
+        except ContentionError:
+            continue
+    raise RuntimeError("the tally could not be read")
 
 
 def _schedule(gt: GlobalTable, regions: dict[str, _Region], post_mode: str, seed: int, report: Report) -> None:
@@ -118,7 +114,8 @@ def _schedule(gt: GlobalTable, regions: dict[str, _Region], post_mode: str, seed
             gt.advance(rng.choice((0.5, 5.0, 60.0, 300.0)))
         if rng.random() < 0.3:
             rng.choice(list(regions.values())).aggregate(rng)
-    gt.settle()  # heals, delivers every like version everywhere
+    gt.heal()
+    gt.settle()  # every like version everywhere
     for r in regions.values():
         r.aggregate(rng, everything=True)
     gt.settle()  # the Regions' tally items (no like item moves any more)
@@ -127,7 +124,7 @@ def _schedule(gt: GlobalTable, regions: dict[str, _Region], post_mode: str, seed
         report.bad_reads += 1
         report.notes.append(f"seed {seed}: Regions did not converge")
     for name, (liked, _) in views.items():
-        total = _tally(gt, name, post)
+        total = _tally(regions, name, post)
         report.final, report.acknowledged, report.possible = total, liked, liked
         if total > liked:
             report.over += 1
@@ -151,11 +148,10 @@ def _refusal(regions: dict[str, _Region], report: Report) -> None:
 
 def _group(endpoint: str, seed: int, mode: Mode, post_mode: str, schedules: int) -> Report:
     """``schedules`` schedules of one (table mode, post mode) on its own global table."""
-    names = MRSC_REGIONS if mode is Mode.MRSC else MREC_REGIONS
     started = time.monotonic()
-    gt = GlobalTable(endpoint, f"proof-gt-{uuid.uuid4().hex[:8]}", regions=names, mode=mode, seed=seed, max_delay=600.0)
-    gt.create()
-    regions = {r: _Region(gt, r, GlobalTableMode(mode.value), seed + i) for i, r in enumerate(gt.regions)}
+    gt = global_table(endpoint, seed, mode, regions=MRSC_REGIONS if mode is Mode.MRSC else MREC_REGIONS, delays=DELAYS)
+    faults = region_faults(gt, seed)
+    regions = {r: _Region(gt, r, GlobalTableMode(mode.value)) for r in gt.regions}
     report = Report(
         f"likes across Regions ({mode.value.upper()}, {post_mode}): summed Region tallies == liked users",
         operations=0,
@@ -175,12 +171,10 @@ def _group(endpoint: str, seed: int, mode: Mode, post_mode: str, schedules: int)
             _schedule(gt, regions, post_mode, seed * 1000 + n, report)
         if mode is Mode.MRSC:
             _refusal(regions, report)
-        report.faults = sum(sum(r.faults.injected.values()) for r in regions.values())
     finally:
-        for r in regions.values():
-            r.faults.detach()
-        gt.drop()
-    report.notes.insert(0, f"{schedules} schedules in {time.monotonic() - started:.1f} s; replication {dict(gt.stats)}")
+        report.faults = detach(faults)
+        gt.delete()
+    report.notes.insert(0, f"{schedules} schedules in {time.monotonic() - started:.1f} s; replication {gt.stats.as_dict()}")
     if not report.faults:
         report.unexercised.append("client faults")
     if mode is Mode.MREC and not gt.stats["held_by_partition"]:

@@ -50,7 +50,7 @@ def test_classification_never_reads_the_message() -> None:
     [
         (client_error("ConditionalCheckFailedException"), Failure.CONDITION),
         (client_error("TransactionConflictException"), Failure.CONFLICT),
-        (client_error("ReplicatedWriteConflictException"), Failure.CONFLICT),  # MRSC: racing a write in another Region
+        (client_error("ReplicatedWriteConflictException"), Failure.CONFLICT),  # MRSC: not applied, retryable
         (client_error("ProvisionedThroughputExceededException"), Failure.THROTTLED),
         (client_error("ThrottlingException"), Failure.THROTTLED),
         (client_error("RequestLimitExceeded"), Failure.THROTTLED),

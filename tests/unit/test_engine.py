@@ -121,3 +121,14 @@ def test_the_guard_refuses_a_call_made_outside_the_engine(monkeypatch: pytest.Mo
         assert engine.read(ddb.get_item, NO_SLEEP, TableName="guarded", Key={"PK": {"S": "x"}}).get("Item") is None
     finally:
         dynamo.reset_client()
+
+
+def test_a_replicated_write_conflict_is_retried_like_a_transaction_conflict() -> None:
+    """MRSC global tables: ReplicatedWriteConflictException means "not applied, retry" (the
+    service model marks it retryable), so the engine backs off and sends again; the write
+    applies once, and the retries count as contended."""
+    op = Script(error("ReplicatedWriteConflictException"), error("ReplicatedWriteConflictException"))
+    report = run(op, {"TableName": "t"}, policy=NO_SLEEP)
+    assert (report.outcome, report.attempts, report.unknown_seen, report.contended_retries) == (Outcome.APPLIED, 3, False, 2)
+    report = run(Script(*[error("ReplicatedWriteConflictException")] * 4), {}, policy=NO_SLEEP)
+    assert report.outcome is Outcome.CONTENTION and report.failure is not None and report.failure.code == "ReplicatedWriteConflictException"

@@ -32,7 +32,7 @@ class Failure(StrEnum):
     CONDITION = "condition"
     """A condition failed: definitely not applied."""
     CONFLICT = "conflict"
-    """TransactionConflict: not applied; retry."""
+    """TransactionConflict, or (MRSC global tables) ReplicatedWriteConflict: not applied; retry."""
     THROTTLED = "throttled"
     """Throttling / capacity: not applied; retry with backoff."""
     NOT_SENT = "not_sent"
@@ -51,6 +51,14 @@ THROTTLE_CODES = frozenset(
         # CancellationReasons codes
         "ThrottlingError",
         "ProvisionedThroughputExceeded",
+    }
+)
+CONFLICT_CODES = frozenset(
+    {
+        "TransactionConflictException",
+        # An MRSC global table refuses a write to an item that a request in another Region is
+        # modifying: not applied, retryable (the DynamoDB service model marks it retryable).
+        "ReplicatedWriteConflictException",
     }
 )
 UNKNOWN_CODES = frozenset(
@@ -114,7 +122,7 @@ def classify(exc: BaseException) -> Classified | None:
             return None  # ValidationError, ItemCollectionSizeLimitExceeded...: a bug, re-raise
         if code == "ConditionalCheckFailedException":
             return Classified(Failure.CONDITION, code, (_reason({"Code": "ConditionalCheckFailed", "Item": exc.response.get("Item")}),))
-        if code in ("TransactionConflictException", "ReplicatedWriteConflictException"):  # the latter: MRSC, not applied
+        if code in CONFLICT_CODES:
             return Classified(Failure.CONFLICT, code)
         if code in THROTTLE_CODES:
             return Classified(Failure.THROTTLED, code)
