@@ -58,10 +58,11 @@ def test_likes_and_their_replays_take_the_global_table_from_the_environment(monk
     from counters.services.likes import Likes
     from testkit.functions import handler_module, template_function
 
-    env = {"GLOBAL_TABLE_MODE": "mrec", "TABLE_REGIONS": f"{A},{B}", "AWS_REGION": B, "TABLE_NAME": "t", "RETRY_DLQ_URL": "q"}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    env = {"GLOBAL_TABLE_MODE": "mrec", "TABLE_REGIONS": f"{A},{B}", "AWS_REGION": B}
     for function in ("LikesFunction", "RetryWorkerFunction"):
-        module = handler_module(template_function(function, "t"))
-        likes = Likes.from_settings(module.Settings.from_env())
+        fn = template_function(function, "t", refs={"RetryDLQ": "q"})
+        for name, value in fn.environment.items():
+            monkeypatch.setenv(name, value)  # imported (once per process) in its own environment, as load_function does
+        module = handler_module(fn)
+        likes = Likes.from_settings(module.function.settings_type.from_env({**fn.environment, **env}))
         assert likes.topology.multi_region and likes.topology.region == B, function
