@@ -12,8 +12,15 @@ Partial failures: a post whose write met contention is reported by its first rec
 number in ``batchItemFailures``; Lambda restarts the shard from the lowest one, and the posts
 already applied from that point on are skipped by their checkpoints. The handler checks every
 record again, so an unfiltered stream (the local stack, a misconfiguration) is safe.
+
+On a global table (``GLOBAL_TABLE_MODE`` mrec/mrsc) each Region's function keeps only its own
+Region's tally item (``TALLY#<Region>``, docs/likes.md "Global tables"): a record written in its
+Region counts its ``delta``; a record replicated in never counts its own ``delta`` (its Region
+did) and takes -1 off when it replaced a liked version this Region wrote. It needs the stream's
+old images (NEW_AND_OLD_IMAGES) and runs for standard posts too.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -21,14 +28,20 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from counters.core.function import Function
 from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
-from counters.core.settings import Settings
-from counters.primitives.aggregator import Aggregator, padded
+from counters.core.regions import RegionSettings
+from counters.primitives.aggregator import Aggregator, Change, padded
 from counters.services.likes import like_aggregator
-from counters.streams import hot_change
+from counters.streams import hot_change, regional_change
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(RegionSettings):
+    """This function's environment: the table, and on a global table this Region and its peers."""
 
 
 def aggregator(settings: Settings) -> Aggregator:
-    return like_aggregator(settings.table_name, retry=settings.retry)
+    topology = settings.topology
+    return like_aggregator(settings.table_name, retry=settings.retry, region=topology.writer)
 
 
 function = Function(Settings, aggregator)
@@ -37,7 +50,10 @@ metrics, logger = function.metrics, function.logger
 
 @function.handler()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    changes = [c for c in (hot_change(r) for r in event.get("Records", [])) if c is not None]
+    region = function.settings.topology.writer
+    records = event.get("Records", [])
+    found = (regional_change(r, region) for r in records) if region else (hot_change(r) for r in records)
+    changes: list[Change] = [c for c in found if c is not None]
     failed: list[str] = []
     for applied in function.service.apply(changes):
         record_metrics(metrics, "AggregateLikes", applied.result)

@@ -18,13 +18,13 @@ from counters.core.json import JSONObject
 from counters.deferral.queue import Replayer, ReplaySettings
 from counters.primitives.ledger import LedgerSettings
 from counters.services.ledgers import Ledgers
-from counters.services.likes import Likes
+from counters.services.likes import Likes, LikeSettings
 from counters.services.orders import Orders, OrderSettings
 from counters.services.reservations import Reservations, ReservationSettings
 
 
 @dataclass(frozen=True, kw_only=True)
-class Settings(ReplaySettings, ReservationSettings, OrderSettings, LedgerSettings):
+class Settings(ReplaySettings, ReservationSettings, OrderSettings, LedgerSettings, LikeSettings):
     """This function's environment: the DLQ, and what every replayed service reads."""
 
 

@@ -155,11 +155,12 @@ def describe(count: int) -> str:
     )
 
 
-from proof.regions import add, ledger, orders, reservations  # noqa: E402 - the approaches use the helpers above
+from proof.regions import add, ledger, likes, orders, reservations  # noqa: E402 - the approaches use the helpers above
 
 REGISTRY: dict[str, Scenario] = {
     "add": add.scenarios,
     "ledger": ledger.scenarios,
+    "likes": likes.scenarios,
     "reservations": reservations.scenarios,
     "orders": orders.scenarios,
 }

@@ -83,3 +83,29 @@ def test_without_bisect_the_whole_batch_is_retried_then_sent_to_on_failure(monke
     assert poller._deliver(sub, _records(3), "shard-1", "arn") == 3
     assert calls == [3] * 6  # the first attempt and MaximumRetryAttempts (5) retries
     assert len(sqs.sent) == 1 and '"batchSize": 3' in sqs.sent[0][1]
+
+
+def _like_record(event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"Keys": {"PK": {"S": "POST#p"}, "SK": {"S": "LIKE#3#USER#u"}}}
+    if old is not None:
+        data["OldImage"] = old
+    if new is not None:
+        data["NewImage"] = new
+    return {"eventName": event, "dynamodb": data}
+
+
+def test_the_aggregator_receives_a_regions_like_replaced_from_another_region_even_with_delta_zero() -> None:
+    """On a global table the −1 for a Region's liked version replaced by another Region's version rides
+    on a record whose new delta may be 0 (the other Region counted nothing): the filter must pass it."""
+    from devstack.streams import matches
+
+    (sub,) = [s for s in subscriptions() if s.function == "LikeAggregatorFunction"]
+    passes = lambda record: any(matches(p, record) for p in sub.filters)  # noqa: E731
+    mine_liked = {"liked": {"BOOL": True}, "writerRegion": {"S": "eu-west-1"}, "delta": {"N": "1"}}
+    theirs_unliked = {"liked": {"BOOL": False}, "writerRegion": {"S": "us-east-1"}, "delta": {"N": "0"}}
+    assert passes(_like_record("MODIFY", mine_liked, theirs_unliked))
+    assert passes(_like_record("REMOVE", mine_liked, None))
+    # one Region: no writerRegion, a tombstone that changed nothing stays filtered out
+    assert not passes(
+        _like_record("MODIFY", {"liked": {"BOOL": True}, "delta": {"N": "1"}}, {"liked": {"BOOL": False}, "delta": {"N": "0"}})
+    )

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from counters.primitives.aggregator import Change
-from counters.store.posts import streamed
+from counters.store.posts import regional_streamed, streamed
 
-__all__ = ["hot_change"]
+__all__ = ["hot_change", "regional_change"]
 
 
 def hot_change(record: Mapping[str, Any]) -> Change | None:
@@ -37,4 +37,22 @@ def hot_change(record: Mapping[str, Any]) -> Change | None:
         delta=found.delta,
         created_ms=int(float(created) * 1000),
         probe=found.probe,
+    )
+
+
+def regional_change(record: Mapping[str, Any], region: str) -> Change | None:
+    """A record of ``region``'s stream of a global table (NEW_AND_OLD_IMAGES) as what it changes
+    ``region``'s own like tally by (:func:`counters.store.posts.regional_streamed`): a version
+    written in ``region`` counts its ``delta``; a version written elsewhere (replicated in) or a
+    removal counts -1 if it replaced a liked version ``region`` wrote, else nothing. A replicated
+    record never counts its own ``delta`` here (its Region counted it). ``None``: nothing to count."""
+    if record.get("eventName") not in ("INSERT", "MODIFY", "REMOVE"):
+        return None
+    ddb = record.get("dynamodb") or {}
+    found = regional_streamed(ddb.get("Keys") or {}, ddb.get("NewImage") or {}, ddb.get("OldImage") or {}, region)
+    if found is None or not found.delta:
+        return None
+    created = ddb.get("ApproximateCreationDateTime") or 0
+    return Change(
+        parent=found.post_id, lane=found.lane, seq=str(ddb["SequenceNumber"]), delta=found.delta, created_ms=int(float(created) * 1000)
     )

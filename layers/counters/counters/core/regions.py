@@ -126,3 +126,7 @@ class RegionSettings(Settings):
             return Topology(self.global_table_mode, self.region, regions, self.home_region)
         except ValueError as exc:
             raise SettingsError(f"GLOBAL_TABLE_MODE/TABLE_REGIONS/AWS_REGION/HOME_REGION: {exc}") from None
+
+
+ONE_REGION = Topology()
+"""A single-Region table: the default topology of every service."""

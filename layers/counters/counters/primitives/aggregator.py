@@ -139,6 +139,10 @@ class Aggregator:
                 return applied(Outcome.APPLIED, None, net, pending)
             if report.outcome is not Outcome.REJECTED or report.failure is None:
                 return applied(report.outcome, None, 0, pending)
+            if not written.parent_found and self.store.writer is not None:
+                if not self.store.create(parent, policy=self.retry, capacity=capacity):  # a Region's own item: made here
+                    return applied(Outcome.CONTENTION, Reason.CHECKPOINT_MOVING, 0, pending)
+                continue
             if not written.parent_found:
                 return applied(Outcome.REJECTED, Reason.PARENT_MISSING, 0, pending)
             done = written.applied

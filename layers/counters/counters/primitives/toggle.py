@@ -45,7 +45,7 @@ from typing import Generic, TypeVar
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.expr import Cond, Key
-from counters.store.toggles import Guard, Stamp, StateItem, ToggleStore, Written
+from counters.store.toggles import Guard, Owner, RegionalWrite, Stamp, StateItem, StateWrite, ToggleStore, Written
 
 __all__ = ["HORIZON_MS", "Guard", "Reason", "Stamp", "StateItem", "Toggle", "newer_than", "now_ms"]
 
@@ -217,6 +217,77 @@ class Toggle(Generic[P]):
                 assert written.stored is not None  # _decide answers a write when nothing is stored
                 return self._verdict(written.stored, on, stamp, done)
         return done(Outcome.CONTENTION)  # the state kept moving under concurrent requests
+
+    # ------------------------------------------------------------------------ across Regions
+    def set_regional(
+        self,
+        key: Key,
+        on: bool,
+        stamp: Stamp,
+        *,
+        region: str,
+        tally: Key | None,
+        attributes: Mapping[str, object] | None = None,
+        delta_attribute: str = "delta",
+    ) -> Result:
+        """:meth:`set` on a global table, written in ``region`` (module doc, "Across Regions").
+
+        Every write (a stamp-only one too) names ``region`` as the version's writer, and counts
+        for this Region ``[the new version is on] - [the replaced version was on and written here]``
+        (conditioned on the stored writer, so the count and the replaced version agree).
+        ``tally`` given (standard): a write that counts is one TransactWriteItems with ``ADD`` on
+        that key (this Region's own tally item), ``delta_attribute`` 0 on the state item. ``tally``
+        None (hot): the state item alone, ``delta_attribute`` = what it counted, for this Region's
+        stream aggregator. A version replaced by another Region's (replicated in) is taken off
+        this Region's tally by its aggregator (:func:`counters.streams.regional_change`).
+        Outcomes as :meth:`set` (``tally_would_go_negative`` only with ``tally``)."""
+        capacity, attempts, contended = Capacity(), 0, 0
+        extra = dict(attributes or {})
+
+        def done(outcome: Outcome, reason: Reason | None = None, value: object = None) -> Result:
+            return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, contended_retries=contended, value=value)
+
+        if stamp.at < now_ms() - self.horizon_ms:
+            return done(Outcome.REJECTED, Reason.STALE)
+        plan: tuple[StateWrite, Owner, int] | None = (StateWrite.FLIP, Owner.ANY, 1) if on else (StateWrite.FLIP, Owner.MINE, -1)
+        for _ in range(ROUNDS):
+            assert plan is not None
+            kind, owner, delta = plan
+            every = {delta_attribute: 0 if tally is not None else delta}
+            write = RegionalWrite(kind, on, stamp, owner, every, extra, self.expires_at(stamp))
+            written = self.store.regional(key, write, region=region, tally=tally, delta=delta, policy=self.retry, capacity=capacity)
+            report = written.report
+            attempts += report.attempts
+            contended += report.contended_retries
+            if report.outcome is Outcome.APPLIED:
+                return done(Outcome.APPLIED) if kind is StateWrite.FLIP else done(Outcome.REJECTED, Reason.ALREADY_SET)
+            if report.outcome is not Outcome.REJECTED or report.failure is None:
+                return done(report.outcome)
+            if written.parent_refused and not written.state_refused:
+                return done(Outcome.REJECTED, Reason.TALLY_WOULD_GO_NEGATIVE, written.parent)
+            plan = self._decide_regional(written.stored, on, stamp, region)
+            if plan is None:
+                assert written.stored is not None
+                return self._verdict(written.stored, on, stamp, done)
+        return done(Outcome.CONTENTION)
+
+    @staticmethod
+    def _decide_regional(stored: StateItem | None, on: bool, stamp: Stamp, region: str) -> tuple[StateWrite, Owner, int] | None:
+        """The next regional write (kind, the writer it may replace, what it counts here), or None."""
+        if stored is None:
+            return (StateWrite.FLIP, Owner.ANY, 1) if on else (StateWrite.TOMBSTONE, Owner.ANY, 0)
+        newer, mine = newer_than(stamp, stored.stamp), stored.writer == region
+        if stored.on == on:
+            if not newer or stored.request_id == stamp.by:
+                return None
+            if on:  # a liked version re-written here: this Region's now (another Region's counts it off)
+                return (StateWrite.RESTAMP, Owner.MINE, 0) if mine else (StateWrite.RESTAMP, Owner.THEIRS, 1)
+            return StateWrite.RESTAMP, Owner.ANY, 0
+        if not newer:
+            return None
+        if on:
+            return StateWrite.FLIP, Owner.ANY, 1
+        return (StateWrite.FLIP, Owner.MINE, -1) if mine else (StateWrite.FLIP, Owner.THEIRS, 0)
 
     @staticmethod
     def _decide(stored: StateItem | None, on: bool, stamp: Stamp) -> Write | None:

@@ -17,7 +17,7 @@ from counters.core.client import client
 from counters.core.engine import Report, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
-from counters.store.expr import Cond, Key, Path, Update, all_of, old_item
+from counters.store.expr import Cond, Key, Path, Update, all_of, if_not_exists, old_item
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,13 @@ class CheckpointStore:
         probe_attribute: str,
         revision_attribute: str | None = None,
         lag_attribute: str | None = None,
+        writer: tuple[str, str] | None = None,
         pk: str = "PK",
         dynamodb: Any = None,
     ) -> None:
+        """``writer`` (attribute, Region): the parent is this Region's own item on a global table;
+        each write names the Region, and :meth:`create` makes the parent when it is missing."""
+        self.writer = writer
         self.table_name = table_name
         self.key_of = key_of
         self.tally, self.seq, self.at, self.probe = tally_attribute, seq_attribute, at_attribute, probe_attribute
@@ -86,6 +90,8 @@ class CheckpointStore:
             condition = all_of(condition, lane_not_applied(Path(self.seq, run_.lane), run_.first))
         if self.lag and lag_ms is not None:
             update.set(self.lag, lag_ms)
+        if self.writer is not None:
+            update.set(*self.writer)
         update.add(self.tally, net)
         if self.revision:
             update.add(self.revision, changes)
@@ -112,6 +118,19 @@ class CheckpointStore:
         if not stored or self.seq not in stored:
             return Checkpointed(report, parent_found=False)
         return Checkpointed(report, applied={str(lane): str(seq) for lane, seq in (stored.get(self.seq) or {}).items()})
+
+    def create(self, parent: str, *, policy: RetryPolicy, capacity: Capacity) -> bool:
+        """A Region's own parent item (``writer`` set) with its tally, revision and empty checkpoint
+        maps where they are missing (a like's transaction may have made the item with its tally
+        alone). Only this Region writes the item. False if the write did not go through."""
+        if self.writer is None:
+            raise ValueError("only a Region's own parent item is created by its aggregator")
+        update = Update(self.table_name, self.key_of(parent)).set(*self.writer)
+        for name, empty in ((self.tally, 0), (self.revision, 0), (self.seq, {}), (self.at, {}), (self.probe, {})):
+            if name:
+                update.set(name, if_not_exists(name, empty))
+        report = run(self.dynamodb.update_item, update.params(), policy=policy, capacity=capacity, write=True)
+        return report.failure is None
 
 
 def watermark(lanes: Mapping[str, object]) -> int | None:

@@ -22,6 +22,7 @@ from counters.core.engine import Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome
+from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.aggregates import CheckpointStore
 from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
 from counters.store.items import from_item
@@ -47,6 +48,8 @@ PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by th
 PROBE_SEQ = "probeSeq"  # on a probe item: ADDed by every probe, so probes of one lane are numbered in write order
 PROBE_LEGACY = "probe"  # on a probe item written before probeSeq
 PROBED_AT = "probedAt"
+REGION_TALLY_PREFIX = "TALLY#"  # a post's tally kept by one Region of a global table (sort key TALLY#<Region>)
+WRITER = REGION_ATTRIBUTE  # on a like item version and a Region's tally: the Region that wrote it
 
 SHAPES: tuple[Shape, ...] = (
     Shape(
@@ -68,6 +71,14 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "like, post stored before `spread`", "POST#<postId>", "LIKE#USER#<userId>", "seed 01's item collection; such a post stays standard"
+    ),
+    Shape(
+        "like tally of a Region",
+        "POST#<postId>",
+        "TALLY#<Region>",
+        "a global table only: the likes this Region counts (`likeTally`, `tallyRev`), its aggregator's `aggSeq`, `aggAt`, "
+        "`aggProbe` per spread key and `aggLagMs`, `writerRegion`; written only by that Region, summed on read "
+        "([likes.md](likes.md#global-tables))",
     ),
     Shape(
         "audit probe",
@@ -92,6 +103,11 @@ def post_pk(post_id: str) -> str:
 
 def post_key(post_id: str) -> dict[str, str]:
     return {PK: post_pk(post_id), SK: "META"}
+
+
+def region_tally_key(post_id: str, region: str) -> dict[str, str]:
+    """The tally item ``region`` keeps for a post on a global table (only that Region writes it)."""
+    return {PK: post_pk(post_id), SK: f"{REGION_TALLY_PREFIX}{region}"}
 
 
 def like_key(post_id: str, user_id: str) -> dict[str, str]:
@@ -228,17 +244,26 @@ STANDARD_GUARD: Guard[Post] = Guard(
 
 
 def like_toggles(table_name: str, *, dynamodb: Any = None) -> ToggleStore[Post]:
-    """The toggle's requests for likes: state ``liked``, tally ``likeTally`` and ``tallyRev`` on META."""
+    """The toggle's requests for likes: state ``liked``, tally ``likeTally`` and ``tallyRev`` on META
+    (on a global table: on the Region's own tally item, and each version names its ``writerRegion``)."""
     return ToggleStore(
-        table_name, state_attribute=LIKED, tally_attribute=TALLY, revision_attribute=REVISION, parent=post_of, dynamodb=dynamodb
+        table_name,
+        state_attribute=LIKED,
+        tally_attribute=TALLY,
+        revision_attribute=REVISION,
+        writer_attribute=WRITER,
+        parent=post_of,
+        dynamodb=dynamodb,
     )
 
 
-def like_checkpoints(table_name: str, *, dynamodb: Any = None) -> CheckpointStore:
-    """The aggregator's write for likes: ``likeTally``, ``tallyRev`` and the ``agg*`` maps on META."""
+def like_checkpoints(table_name: str, *, dynamodb: Any = None, region: str = "") -> CheckpointStore:
+    """The aggregator's write for likes: ``likeTally``, ``tallyRev`` and the ``agg*`` maps on META,
+    or with ``region`` (a global table) on that Region's tally item, which it creates."""
     return CheckpointStore(
         table_name,
-        post_key,
+        (lambda post_id: region_tally_key(post_id, region)) if region else post_key,
+        writer=(WRITER, region) if region else None,
         tally_attribute=TALLY,
         seq_attribute=AGG_SEQ,
         at_attribute=AGG_AT,
@@ -333,6 +358,22 @@ class PostStore:
         last = from_item(response.get("LastEvaluatedKey"))
         return found, (None if not last else {str(k): str(v) for k, v in last.items()})
 
+    def region_tallies(self, post_id: str, policy: RetryPolicy, capacity: Capacity | None = None) -> list[Post]:
+        """The tally item of every Region that counted likes of the post (a global table; one
+        strongly consistent Query of this Region's replica): each as a :class:`Post` with its
+        ``tally``, ``watermarks`` and ``lag_ms``."""
+        query = Query(self.table_name, (Path(PK) == post_pk(post_id)) & Path(SK).begins_with(REGION_TALLY_PREFIX))
+        query.consistent = True
+        found: list[Post] = []
+        start: dict[str, Any] | None = None
+        while True:
+            query.start = start
+            response = read(self.dynamodb.query, policy, capacity, **query.params())
+            found.extend(post_of({POST_ID: post_id, **(from_item(raw) or {})}) for raw in response.get("Items", []))
+            start = from_item(response.get("LastEvaluatedKey"))
+            if not start:
+                return found
+
     def probe(self, post_id: str, lane: int, now_ms: int, policy: RetryPolicy) -> int | None:
         """Write a probe into one spread key: its number (``probeSeq``), ``None`` if not written."""
         update = (
@@ -386,6 +427,27 @@ class Streamed:
     lane: str  # ``S<n>``
     delta: int
     probe: str | None = None
+
+
+def _liked_by(image: Mapping[str, Any], region: str) -> bool:
+    """Whether a stream image (DynamoDB JSON) is a liked version written by ``region``."""
+    return bool(image) and (image.get(WRITER) or {}).get("S") == region and (image.get(LIKED) or {}).get("BOOL", True) is True
+
+
+def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapping[str, Any], region: str) -> Streamed | None:
+    """A stream record of ``region``'s replica of a global table (``Keys``, ``NewImage``,
+    ``OldImage``; DynamoDB JSON) as what it changes ``region``'s tally by (docs/likes.md "Global
+    tables"): a version written in ``region`` counts its own ``delta`` (0 in standard mode: its
+    transaction counted it); any other record (a version written elsewhere and replicated in, or
+    a removal) takes off ``region``'s liked version it replaced: -1, else 0. ``None`` for a record
+    that is not a spread key's like (probes are not used across Regions)."""
+    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
+    if parsed is None or not str((keys.get(SK) or {}).get("S", "")).startswith(LIKE_PREFIX):
+        return None
+    post_id, lane = parsed
+    if new and (new.get(WRITER) or {}).get("S") == region:
+        return Streamed(post_id, lane, int((new.get(DELTA) or {}).get("N", "0")))
+    return Streamed(post_id, lane, -1 if _liked_by(old, region) else 0)
 
 
 def streamed(keys: Mapping[str, Any], image: Mapping[str, Any]) -> Streamed | None:

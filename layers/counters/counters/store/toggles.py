@@ -41,6 +41,22 @@ class Stamp:
     by: str
 
 
+class StateWrite(Enum):
+    """What a regional write does to the state item."""
+
+    FLIP = "flip"  # the state flipped (or a new item switched on)
+    TOMBSTONE = "tombstone"  # switching off a key with no item
+    RESTAMP = "restamp"  # the same state, a newer stamp
+
+
+class Owner(Enum):
+    """Which Region's version a regional write may replace (a condition on the stored writer)."""
+
+    ANY = "any"  # not conditioned (a switch-on over a tombstone or nothing: it replaces nothing counted)
+    MINE = "mine"  # a version this Region wrote
+    THEIRS = "theirs"  # a version another Region wrote (or none recorded)
+
+
 class ToggleAction(Enum):
     """The actions of a toggle's transaction: the state item and the parent."""
 
@@ -56,6 +72,7 @@ class StateItem:
     on: bool
     stamp: Stamp | None
     request_id: str | None
+    writer: str | None = None  # the Region that wrote this version (a global table; ``None``: not recorded)
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,21 @@ class Written(Generic[P]):
     parent_refused: bool = False
     stored: StateItem | None = None
     parent: P | None = None
+
+
+@dataclass(frozen=True)
+class RegionalWrite:
+    """One write of a toggle on a global table (:meth:`ToggleStore.regional`): ``kind``, the state asked for, the request's stamp, the stored writer it
+    may replace (``owner``), the attributes of every write (``attributes``) and of a flip or a
+    new tombstone only (``flip_attributes``), and a tombstone's TTL."""
+
+    kind: StateWrite
+    on: bool
+    stamp: Stamp
+    owner: Owner
+    attributes: Mapping[str, object]
+    flip_attributes: Mapping[str, object]
+    expires_at: int
 
 
 @dataclass(frozen=True)
@@ -99,6 +131,7 @@ class ToggleStore(Generic[P]):
         tally_attribute: str,
         parent: Callable[[Mapping[str, Any]], P],
         revision_attribute: str | None = None,
+        writer_attribute: str | None = None,
         pk: str = "PK",
         sk: str = "SK",
         dynamodb: Any = None,
@@ -106,6 +139,7 @@ class ToggleStore(Generic[P]):
         """``parent`` turns a stored parent item into the caller's fact (e.g. a post)."""
         self.table_name = table_name
         self.state, self.tally, self.revision = state_attribute, tally_attribute, revision_attribute
+        self.writer = writer_attribute  # a global table's "which Region wrote this version" (regional writes)
         self.pk, self.sk = pk, sk
         self.parent_of = parent
         self._dynamodb = dynamodb
@@ -120,7 +154,9 @@ class ToggleStore(Generic[P]):
             return None
         stamp = Stamp(int(item[CHANGED_AT]), str(item.get(CHANGED_BY, ""))) if CHANGED_AT in item else None
         request = item.get(REQUEST_ID)
-        return StateItem(item.get(self.state, True) is not False, stamp, None if request is None else str(request))
+        writer = item.get(self.writer) if self.writer else None
+        on = item.get(self.state, True) is not False
+        return StateItem(on, stamp, None if request is None else str(request), None if writer is None else str(writer))
 
     def is_on(self) -> Cond:
         """The items that count: state on (an item without the attribute is on)."""
@@ -264,6 +300,57 @@ class ToggleStore(Generic[P]):
         """A newer stamp on an item already in the requested state (UpdateItem, no count)."""
         params = self._restamp(key, on, stamp, attributes, expires_at).params()
         return self._single(run(self.dynamodb.update_item, params, policy=policy, capacity=capacity, write=True))
+
+    def owned(self, owner: Owner, region: str) -> Cond | None:
+        """The condition on the stored version's writer (``None``: any)."""
+        if self.writer is None or owner is Owner.ANY:
+            return None
+        writer = Path(self.writer)
+        return writer == region if owner is Owner.MINE else writer.missing() | (writer != region)
+
+    def regional(
+        self,
+        key: Key,
+        write: RegionalWrite,
+        *,
+        region: str,
+        tally: Key | None,
+        delta: int,
+        policy: RetryPolicy,
+        capacity: Capacity,
+    ) -> Written[P]:
+        """One write of a global table's toggle in ``region`` (:class:`RegionalWrite`): the state
+        item (every version names its writer), and, with ``tally`` and a non-zero ``delta``, in one
+        TransactWriteItems ``ADD tally delta`` on this Region's own tally item (created by its first
+        ADD; a -1 only while it is >= 1)."""
+        if self.writer is None:
+            raise ValueError("a regional write needs the writer attribute")
+        attributes = {**write.attributes, self.writer: region}
+        owned = self.owned(write.owner, region)
+        request: Update | Put
+        if write.kind is StateWrite.TOMBSTONE:
+            request = self._tombstone(key, write.stamp, {**attributes, **write.flip_attributes}, write.expires_at)
+        elif write.kind is StateWrite.RESTAMP:
+            request = self._restamp(key, write.on, write.stamp, attributes, write.expires_at)
+        else:
+            request = self._flip_state(key, write.on, write.stamp, {**attributes, **write.flip_attributes}, write.expires_at)
+        if owned is not None:
+            request.when(owned)
+        if tally is None or not delta:
+            send = self.dynamodb.put_item if isinstance(request, Put) else self.dynamodb.update_item
+            return self._single(run(send, request.params(), policy=policy, capacity=capacity, write=True))
+        move = Update(self.table_name, tally).add(self.tally, delta).set(self.writer, region)
+        if self.revision:
+            move.add(self.revision, 1)
+        if delta < 0:
+            move.when(Path(self.tally) >= -delta)
+        tx: Transaction[ToggleAction] = Transaction()
+        if isinstance(request, Put):
+            tx.put(ToggleAction.STATE, request)
+        else:
+            tx.update(ToggleAction.STATE, request)
+        tx.update(ToggleAction.PARENT, move)
+        return self._transact(tx, policy, capacity)
 
     # ------------------------------------------------------------------ reads
     def read_state(self, key: Key, policy: RetryPolicy) -> StateItem | None:

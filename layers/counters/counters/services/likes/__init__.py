@@ -35,6 +35,7 @@ from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
+from counters.core.regions import ONE_REGION, RegionSettings, Topology
 from counters.core.settings import Settings
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import Toggle
@@ -156,11 +157,14 @@ class Likes:
         hot_after_retries: int = 0,
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
+        topology: Topology = ONE_REGION,
     ) -> None:
-        """``hot_after_retries``: promote a standard post to hot once this process has retried that
+        """``topology``: the global table this Region writes in (docs/likes.md "Global tables"; the
+        default: one Region). ``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
         ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU)."""
         self.table_name = table_name
+        self.topology = topology
         self.retry = retry or RetryPolicy()
         store = PostStore(table_name, dynamodb=dynamodb)
         likes = like_toggles(table_name, dynamodb=dynamodb)
@@ -174,15 +178,19 @@ class Likes:
             mode_ttl_ms=mode_ttl_ms,
             cache_size=cache_size,
             cursor_secret=cursor_secret,
+            topology=topology,
         )
-        self.toggling = Toggling(self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size)
-        self.audits = Audits(store, self.refcount, self.toggle.counted(), retry=self.retry)
+        self.toggling = Toggling(
+            self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size, topology=topology
+        )
+        self.audits = Audits(store, self.refcount, self.toggle.counted(), retry=self.retry, topology=topology)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
         hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
         secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
-        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after, cursor_secret=secret)
+        topology = settings.topology if isinstance(settings, RegionSettings) else ONE_REGION  # a replay too (the retry worker)
+        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after, cursor_secret=secret, topology=topology)
 
     @property
     def mode_ttl_ms(self) -> int:

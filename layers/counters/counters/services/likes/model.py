@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from counters.core.commands import require
 from counters.core.errors import InvalidRequest
@@ -12,7 +12,8 @@ from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.json import JSONObject
 from counters.core.outcome import Result
-from counters.core.settings import Settings, env
+from counters.core.regions import RegionSettings
+from counters.core.settings import env
 from counters.primitives.aggregator import Aggregator, as_of
 from counters.primitives.toggle import now_ms
 from counters.store.posts import Mode, Post, hot_like_key, hot_pk, like_checkpoints, like_key, post_key
@@ -30,9 +31,10 @@ PublicPost = JSONObject
 
 
 @dataclass(frozen=True, kw_only=True)
-class LikeSettings(Settings):
+class LikeSettings(RegionSettings):
     """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
-    hot after this many retried attempts of its likes in one process within 10 s; 0: never."""
+    hot after this many retried attempts of its likes in one process within 10 s; 0: never.
+    The global table's topology (:class:`RegionSettings`): docs/likes.md "Global tables"."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
     cursor_secret: str = env("CURSOR_SECRET", "")
@@ -100,10 +102,16 @@ def derived_form(post_id: str) -> bool:
 
 
 def like_aggregator(
-    table_name: str, *, dynamodb: object = None, retry: RetryPolicy | None = None, clock: Callable[[], int] | None = None
+    table_name: str,
+    *,
+    dynamodb: object = None,
+    retry: RetryPolicy | None = None,
+    clock: Callable[[], int] | None = None,
+    region: str = "",
 ) -> Aggregator:
-    """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META."""
-    return Aggregator(like_checkpoints(table_name, dynamodb=dynamodb), retry=retry, clock=clock)
+    """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META;
+    with ``region`` (a global table), onto that Region's own tally item (docs/likes.md "Global tables")."""
+    return Aggregator(like_checkpoints(table_name, dynamodb=dynamodb, region=region), retry=retry, clock=clock)
 
 
 def aggregated_post(info: PostInfo) -> bool:
@@ -118,14 +126,23 @@ def require_mode(mode: str) -> Mode:
     return Mode(mode)
 
 
-def public_post(post: Post) -> PublicPost:
+def public_post(post: Post, *, regions: list[Post] | None = None) -> PublicPost:
     """The post as the API shows it; a hot post's tally is exact as of ``asOf`` (ms: the oldest
     lane watermark of the aggregator, ``None`` before its first batch), and ``lagMs`` is the lag
     of what was pending when the aggregator last counted for it: how long the oldest like of its
     last write to META had waited (``None`` before the first). It does not grow while the post is
     idle: a post whose likes are all aggregated is not behind, however old ``asOf`` is. A like not
     delivered to the aggregator yet is invisible here (a hot like writes nothing shared); the
-    aggregator's iterator-age alarm watches for that."""
+    aggregator's iterator-age alarm watches for that.
+
+    ``regions`` (a global table): the tally items of the Regions that counted; ``likeTally`` is
+    their sum, ``asOf`` the least of their watermarks and ``lagMs`` the largest lag. Each Region's
+    item trails what was replicated into it by its aggregator's lag; the sum is exact once the
+    Regions have converged and their aggregators have caught up (docs/likes.md "Global tables")."""
+    if regions is not None:
+        marks = {f"{n}.{lane}": at for n, r in enumerate(regions) for lane, at in r.watermarks.items()}
+        lags = [r.lag_ms for r in regions if r.lag_ms is not None]
+        post = replace(post, tally=sum(r.tally for r in regions), watermarks=marks, lag_ms=max(lags, default=None))
     public: PublicPost = {
         "postId": post.post_id,
         "authorId": post.author_id,

@@ -16,6 +16,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
+from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
 from counters.primitives.toggle import now_ms
 from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
 from counters.services.likes.model import (
@@ -30,7 +31,7 @@ from counters.services.likes.model import (
     require_mode,
 )
 from counters.store.expr import Cond
-from counters.store.posts import LIKE_PREFIX, Liker, Post, PostStore
+from counters.store.posts import LIKE_PREFIX, Liker, Mode, Post, PostStore
 from counters.store.toggles import ToggleStore
 
 LIKERS_QUERIES = 12  # queries per likers page once it lists a liker (tombstones and empty spread keys make pages short)
@@ -59,8 +60,10 @@ class Posts:
         mode_ttl_ms: int = MODE_TTL_MS,
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
+        topology: Topology = ONE_REGION,
     ) -> None:
         self.table_name = table_name
+        self.topology = topology
         self.store, self.likes, self.retry = store, likes, retry
         self.mode_ttl_ms = mode_ttl_ms
         self.cursor_key = cursor_key(cursor_secret, table_name)
@@ -86,6 +89,10 @@ class Posts:
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         wanted = require_mode(mode)
+        if wanted is not Mode.HOT:
+            self.topology.refuse(
+                "a standard post", GlobalTableMode.MRSC, why="standard mode counts in a transaction and MRSC has none: create it hot"
+            )
         if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
             raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
         if post_id is None:
@@ -108,6 +115,8 @@ class Posts:
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
         self.known[post_id] = PostInfo.of(post)
+        if self.topology.multi_region:
+            return public_post(post, regions=self.store.region_tallies(post_id, self.retry))
         return public_post(post)
 
     def info(self, post_id: str) -> PostInfo:
@@ -148,6 +157,12 @@ class Posts:
         earlier attempt of this call switched it and its answer was lost). A post stored before
         ``spread`` cannot switch (:class:`NotSwitchable`).
         """
+        self.topology.refuse(
+            "switching a post's mode",
+            GlobalTableMode.MREC,
+            GlobalTableMode.MRSC,
+            why="META is one item every Region would write in place; a post keeps the mode it was created in",
+        )
         written = self.store.switch_mode(post_id, require_mode(mode), now_ms(), self.retry)
         if written.outcome is Outcome.APPLIED and written.post is not None:
             post, switched = written.post, True

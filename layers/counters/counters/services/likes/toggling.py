@@ -8,22 +8,32 @@ from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
+from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
 from counters.primitives.toggle import Reason, Stamp, Toggle, now_ms
 from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
 from counters.services.likes.posts import Posts
-from counters.store.posts import DELTA, LIKED_AT, POST_ID, STANDARD_GUARD, USER_ID, Post, post_key
+from counters.store.posts import DELTA, LIKED_AT, POST_ID, STANDARD_GUARD, USER_ID, Post, post_key, region_tally_key
 
 
 class Toggling:
     """Likes and unlikes exactly once, the latest request of a user on a post winning."""
 
     def __init__(
-        self, posts: Posts, toggle: Toggle[Post], *, retry: RetryPolicy, hot_after_retries: int = 0, cache_size: int = CACHE_SIZE
+        self,
+        posts: Posts,
+        toggle: Toggle[Post],
+        *,
+        retry: RetryPolicy,
+        hot_after_retries: int = 0,
+        cache_size: int = CACHE_SIZE,
+        topology: Topology = ONE_REGION,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
-        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never."""
+        many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never
+        (and never on a global table: a post's mode is fixed there, docs/likes.md "Global tables")."""
         self.posts, self.toggle, self.retry = posts, toggle, retry
-        self.hot_after_retries = hot_after_retries
+        self.topology = topology
+        self.hot_after_retries = 0 if topology.multi_region else hot_after_retries
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
 
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
@@ -82,6 +92,8 @@ class Toggling:
         if liked:
             attributes[LIKED_AT] = stamp.at // 1000
         key = info.like_key(post_id, user_id)
+        if self.topology.multi_region:
+            return self._write_regional(post_id, key, liked, stamp, info, attributes)
         if info.spread is None:  # seed 01's layout: standard for good
             return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, guard=STANDARD_GUARD)
         attributes[POST_ID] = post_id
@@ -89,6 +101,28 @@ class Toggling:
             return self.toggle.set_alone(key, liked, stamp, attributes=attributes, delta_attribute=DELTA)
         # standard: counted in the transaction; every write says delta 0 so the aggregator skips it
         return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, every_write={DELTA: 0}, guard=STANDARD_GUARD)
+
+    def _write_regional(
+        self, post_id: str, key: dict[str, str], liked: bool, stamp: Stamp, info: PostInfo, attributes: dict[str, object]
+    ) -> Result:
+        """A like or unlike on a global table: the like item names this Region as its writer, and
+        this Region counts it on its own tally item (standard: in the transaction; hot: by its
+        stream aggregator). docs/likes.md "Global tables"."""
+        topology = self.topology
+        if info.spread is None:
+            topology.refuse(
+                "liking a post stored before spread",
+                GlobalTableMode.MREC,
+                GlobalTableMode.MRSC,
+                why="its tally is one item on META, which every Region would write",
+            )
+        if info.mode != HOT:
+            topology.refuse("a standard post's like", GlobalTableMode.MRSC, why="standard mode counts in a transaction; MRSC has none")
+        attributes[POST_ID] = post_id
+        tally = None if info.mode == HOT else region_tally_key(post_id, topology.region)
+        return self.toggle.set_regional(
+            key, liked, stamp, region=topology.region, tally=tally, attributes=attributes, delta_attribute=DELTA
+        )
 
     @staticmethod
     def _change(result: Result, command: Command) -> LikeChange:
