@@ -29,7 +29,7 @@ from testkit.regions import Conflicts, Delays, GlobalTable, Mode
 Scenario = Callable[[str, int, int], list[Report]]
 """``(endpoint, seed, schedules) -> rows``: one approach's multi-Region scenarios."""
 
-SCHEDULES = 150
+SCHEDULES = 200
 """Schedules per approach by default (``--schedules``)."""
 MREC_REGIONS = ("eu-west-1", "us-east-1")
 MRSC_REGIONS = ("eu-west-1", "us-east-1", "us-west-2")

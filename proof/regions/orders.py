@@ -387,6 +387,8 @@ class GaplessRun:
 
 
 def _report(name: str, tally: Tally, seconds: float) -> Report:
+    if tally.twins:
+        name += f"; failover re-sends that beat replication made a second order: {tally.twins} of {tally.failovers} (documented)"
     report = Report(
         name=name,
         operations=tally.operations,
