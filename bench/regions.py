@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bench.regions_model import REPLICAS, ItemWrite, item_size, model_units, percentile, ratio, write_units
-from counters.core.regions import GlobalTableMode
+from counters.core.regions import GlobalTableMode, Topology
 
 REGIONS = ("eu-west-1", "us-east-1")
 MRSC_REGIONS = ("eu-west-1", "us-east-1", "us-west-2")
@@ -52,6 +52,8 @@ class Emulated(Protocol):
     def heal(self) -> None: ...
     def settle(self) -> float: ...
     def converged(self) -> bool: ...
+    @property
+    def regions(self) -> tuple[str, ...]: ...
 
 
 # -- convergence after heal -------------------------------------------------------------------------
@@ -183,9 +185,11 @@ def _sum(table: Table, region: str, pk: str, attribute: str) -> int:
 
 
 def _ledger_of(table: Table, region: str) -> Any:
+    """The layer's ledger as ``region`` runs it on an MREC table (its own entries; the balance sums every Region's)."""
     from counters.primitives.ledger import Ledger
 
-    return Ledger(table.name, dynamodb=table.client(region))
+    topology = Topology(GlobalTableMode.MREC, region, tuple(sorted(table.gt.regions)))
+    return Ledger(table.name, dynamodb=table.client(region), topology=topology)
 
 
 def _ledger_append(table: Table, region: str, key: str, i: int) -> int:
@@ -342,9 +346,9 @@ class Operation:
 
     name: str
     model: tuple[ItemWrite, ...]
-    service: Callable[[Any, str], Any]
+    service: Callable[[Any, str, Topology], Any]
     run: Callable[[Any, str, int], Any]
-    setup: Callable[[Any, str, str], Any] = lambda ddb, table, key: None
+    setup: Callable[[Any, str, str, Topology], Any] = lambda ddb, table, key, topology: None
     on_mrsc: tuple[ItemWrite, ...] | None = None  # the items it writes on MRSC, when the design differs there
 
     def model_for(self, mode: GlobalTableMode) -> tuple[ItemWrite, ...]:
@@ -359,22 +363,24 @@ class Measured:
     errors: list[str] = field(default_factory=list)
 
 
-def _likes(ddb: Any, table: str) -> Any:
+def _likes(ddb: Any, table: str, topology: Topology) -> Any:
     from counters.services.likes import Likes
 
-    return Likes(table, dynamodb=ddb)
+    return Likes(table, dynamodb=ddb, topology=topology)
 
 
-def _post(mode: str) -> Callable[[Any, str, str], Any]:
-    return lambda ddb, table, key: _likes(ddb, table).create_post(author_id="bench", body="bench", post_id=key, mode=mode)
+def _post(mode: str) -> Callable[[Any, str, str, Topology], Any]:
+    return lambda ddb, table, key, topology: _likes(ddb, table, topology).create_post(
+        author_id="bench", body="bench", post_id=key, mode=mode
+    )
 
 
 def _like_run(likes: Any, key: str, i: int) -> Any:
     return likes.like(key, f"u{i}")
 
 
-def _resource(strategy: str) -> Callable[[Any, str, str], Any]:
-    def setup(ddb: Any, table: str, key: str) -> Any:
+def _resource(strategy: str) -> Callable[[Any, str, str, Topology], Any]:
+    def setup(ddb: Any, table: str, key: str, topology: Topology) -> Any:  # the META counter the primitive takes from
         from counters.services.reservations import Reservations
 
         return Reservations(table, dynamodb=ddb).create_resource(key, capacity=10**9, strategy=strategy)
@@ -382,8 +388,8 @@ def _resource(strategy: str) -> Callable[[Any, str, str], Any]:
     return setup
 
 
-def _approach(strategy: str) -> Callable[[Any, str], Any]:
-    def service(ddb: Any, table: str) -> Any:
+def _approach(strategy: str) -> Callable[[Any, str, Topology], Any]:
+    def service(ddb: Any, table: str, topology: Topology) -> Any:  # a share is written like META: same units
         from counters.primitives.approaches import create
 
         return create(strategy, table, dynamodb=ddb)
@@ -397,10 +403,10 @@ def _reserve_run(approach: Any, key: str, i: int) -> Any:
     return approach.apply(resource_key(key), 1, token=f"{key}-{i}")
 
 
-def _ledger(ddb: Any, table: str) -> Any:
+def _ledger(ddb: Any, table: str, topology: Topology) -> Any:
     from counters.primitives.ledger import Ledger
 
-    return Ledger(table, dynamodb=ddb)
+    return Ledger(table, dynamodb=ddb, topology=topology)
 
 
 def _ledger_run(ledger: Any, key: str, i: int) -> Any:
@@ -409,10 +415,10 @@ def _ledger_run(ledger: Any, key: str, i: int) -> Any:
     return ledger.append(key, 1, new_key())
 
 
-def _orders(ddb: Any, table: str) -> Any:
+def _orders(ddb: Any, table: str, topology: Topology) -> Any:
     from counters.services.orders import Orders
 
-    return Orders(table, dynamodb=ddb, mode="fast")
+    return Orders(table, dynamodb=ddb, mode="fast", topology=topology)
 
 
 def _order_run(orders: Any, key: str, i: int) -> Any:
@@ -471,6 +477,8 @@ class Env:
     settle: Callable[[], Any] = lambda: None
     pump: Callable[[], Any] = lambda: None
     tails: list[StreamTail] = field(default_factory=list)
+    topology: Topology = field(default_factory=Topology)
+    """The Region the operations run in, as the layer sees it (per-Region items, strides, refusals)."""
 
 
 def environment(endpoint: str, mode: GlobalTableMode) -> Env:
@@ -498,7 +506,8 @@ def environment(endpoint: str, mode: GlobalTableMode) -> Env:
     gt = GlobalTable(endpoint, table, regions=regions, mode=Mode(mode.value), seed=7, delays=Delays.fixed(0.1))
     gt.create()
     tails = [StreamTail(gt.streams_client(r), gt.client(r), table) for r in regions[1:]] if mode is GlobalTableMode.MREC else []
-    return Env(mode, table, setup, Metered(gt.client(regions[0])), gt.settle, gt.pump, tails)
+    topology = Topology(mode, regions[0], tuple(sorted(regions)))
+    return Env(mode, table, setup, Metered(gt.client(regions[0])), gt.settle, gt.pump, tails, topology)
 
 
 def measure(env: Env, op: Operation, samples: int) -> Measured:
@@ -508,8 +517,8 @@ def measure(env: Env, op: Operation, samples: int) -> Measured:
     try:
         env.settle()  # nothing of the previous operation left to replicate
         key = f"b{uuid.uuid4().hex[:10]}"
-        op.setup(env.setup, env.table, key)
-        service = op.service(env.ddb, env.table)
+        op.setup(env.setup, env.table, key, env.topology)
+        service = op.service(env.ddb, env.table, env.topology)
         op.run(service, key, samples)
         env.settle()
         for tail in env.tails:

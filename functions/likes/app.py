@@ -36,10 +36,11 @@ class CreatePost(BaseModel):
     )
     authorId: str = Field(pattern=ID_PATTERN)
     body: str = Field(min_length=1, max_length=4000)
-    mode: Literal["standard", "hot"] = Field(
-        default="standard",
+    mode: Literal["standard", "hot"] | None = Field(
+        default=None,
         description="hot: likes are single writes spread over several keys and the tally is kept from the table's stream "
-        "(exact as of asOf); standard: each like counts in its own transaction",
+        "(exact as of asOf); standard: each like counts in its own transaction. Default: standard, or hot on an MRSC "
+        "global table (standard is refused there: it needs a transaction)",
     )
 
 

@@ -105,5 +105,5 @@ def test_the_proof_schedules_hold(dynamodb_endpoint: str, seed: int) -> None:
     reports = proof_orders.scenarios(dynamodb_endpoint, seed, schedules=8)
     assert [(r.name, r.verdict) for r in reports if r.verdict == "VIOLATED"] == []
     assert all(r.faults for r in reports if "pointer" in r.name), [(r.name, r.faults) for r in reports]
-    exercised: dict[str, Any] = {r.name: r.notes for r in reports}
+    exercised: dict[str, Any] = {r.name.split(";")[0]: r.notes for r in reports}  # a title may go on with its documented caveat
     assert any("partitions" in n for n in exercised["regions: orders + pointer (MREC, 2 Regions)"])

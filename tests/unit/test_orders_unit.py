@@ -146,7 +146,7 @@ def test_the_stream_event_is_filtered_to_order_inserts() -> None:
     assert not matches(pattern, record("INSERT", "ORDERKEY#k1"))
     assert not matches(pattern, record("INSERT", "SEQ#ORDER"))
     assert not matches(pattern, record("INSERT", "POINTER#LAST_ORDER"))
-    assert read_stack("t").table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    assert read_stack("t").table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
 # ---------------------------------------------------------------------------- the pointer function

@@ -212,7 +212,7 @@ class Likes:
 
     # -- posts (:class:`Posts`) ----------------------------------------------------------------------
     def create_post(
-        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str = STANDARD
+        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str | None = None
     ) -> tuple[PublicPost, bool]:
         """:meth:`Posts.create_post`: (the post, created now?)."""
         return self.posts.create_post(author_id=author_id, body=body, post_id=post_id, idempotency_key=idempotency_key, mode=mode)

@@ -20,6 +20,7 @@ from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
 from counters.primitives.toggle import now_ms
 from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
 from counters.services.likes.model import (
+    HOT,
     MODE_TTL_MS,
     SPREAD,
     STANDARD,
@@ -70,7 +71,7 @@ class Posts:
         self.known: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
 
     def create_post(
-        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str = STANDARD
+        self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str | None = None
     ) -> tuple[PublicPost, bool]:
         """Create a post with ``likeTally = 0``; returns (the post, created now?).
 
@@ -84,10 +85,12 @@ class Posts:
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
         Without either, the id is random and a re-send creates another post.
 
-        ``mode`` (``standard`` or ``hot``) is stored on the post with ``modeEpoch`` 0 (each
+        ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on an MRSC table, the one mode it has) is stored on the post with ``modeEpoch`` 0 (each
         :meth:`switch_mode` adds one), its ``spread`` (where its likes live, fixed for its life)
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
+        if mode is None:
+            mode = HOT if self.topology.mode is GlobalTableMode.MRSC else STANDARD
         wanted = require_mode(mode)
         if wanted is not Mode.HOT:
             self.topology.refuse(
