@@ -25,23 +25,12 @@ from counters.primitives.ledger.base import options
 from counters.store.ledger import DIRTY_PK, ENTRY_PREFIX, SNAPSHOT, WITHDRAWN_PREFIX, entry_id_of, entry_writer
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
+from tests.integration.test_ledger import Clock
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 A, B = "eu-west-1", "us-east-1"
 MRSC_REGIONS = ("eu-west-1", "us-east-1", "us-west-2")
 WINDOW, MARGIN = 5.0, 10.0  # the scale-down of a 25-minute partition (seconds, fake clock)
-T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def owner(pk: str, sk: str) -> str | None:
