@@ -207,6 +207,22 @@ def test_a_repair_whose_answer_was_lost_is_reported_repaired(table: str, layer_c
     assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
 
 
+def test_a_repair_the_sdk_sent_twice_is_reported_repaired(table: str, layer_client: Any, ddb: Any, faults: Any) -> None:
+    """The repair commits, then the identical request goes again (an SDK re-send after a lost reply:
+    seed 02's pitfall) and the caller sees only the second answer, a refusal on the tallyRev the
+    first bumped, with no unknown outcome seen. Its ALL_OLD still carries this repair's fresh token:
+    only this repair can have written it (make proof's hot likes row caught this answered ``moving``)."""
+    likes = Likes(table, retry=FAST)
+    likes.create_post(author_id="a", body="b", post_id="p1")
+    likes.like("p1", "u1")
+    corrupt(ddb, table, "p1", 8)  # +7
+    faults.add("resend", operations={"UpdateItem"}, limit=1)  # the repair is the audit's only UpdateItem
+    [result] = likes.audit_posts(["p1"], repair=True)
+    assert faults.injected["resend"] == 1
+    assert (result.settled, result.drift, result.repaired, result.reason) == (True, 7, True, None)
+    assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
+
+
 def test_a_repair_refused_after_a_lost_answer_of_another_repair_is_not_ours(table: str, layer_client: Any, ddb: Any, faults: Any) -> None:
     """The token tells our write from another's: a concurrent repair (or like) that moved tallyRev
     after our lost attempt is not ours, and the refusal stays ``moving``."""

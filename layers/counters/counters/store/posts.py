@@ -395,8 +395,10 @@ class PostStore:
 
     def repair(self, post: Post, counted: int, token: str, policy: RetryPolicy, capacity: Capacity) -> Repair:
         """``likeTally = counted``, ``repairToken = token``, ``tallyRev`` + 1, if ``tallyRev`` and
-        ``modeEpoch`` are still those of ``post``. A re-send refused after an unknown outcome
-        whose refusal holds ``token`` was refused by this repair's own first write: repaired."""
+        ``modeEpoch`` are still those of ``post``. A refusal whose ``ALL_OLD`` holds ``token`` was
+        refused by this repair's own earlier write: repaired. ``token`` is fresh per repair, so only
+        this repair can have stored it, whether the engine saw the earlier attempt's outcome as unknown
+        or an SDK re-sent the request after a lost reply (the caller then sees only the refusal)."""
         conditions: list[Cond] = []
         for attribute, seen in ((REVISION, post.revision), (MODE_EPOCH, post.stored_epoch)):
             conditions.append(Path(attribute).missing() if seen is None else Path(attribute) == seen)
@@ -410,7 +412,7 @@ class PostStore:
 
         def was_it_us(report: Report, failure: Classified) -> Stop | None:
             stored = old_item(failure) or {}
-            return Stop(True) if report.unknown_seen and stored.get(REPAIRED_BY) == token else None
+            return Stop(True) if stored.get(REPAIRED_BY) == token else None
 
         report = run(self.dynamodb.update_item, update.params(), policy=policy, capacity=capacity, write=True, on_condition=was_it_us)
         if report.outcome is Outcome.APPLIED or (report.stopped and report.value is True):
