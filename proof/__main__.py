@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         timings["in-process"] = time.monotonic() - started
         if region_names:
             regions_started = time.monotonic()
-            region_reports = regions.run(region_names, ddb_local.endpoint, args.seed, args.schedules)
+            region_reports = regions.run_fresh(region_names, args.seed, args.schedules)
             timings["multi-Region"] = time.monotonic() - regions_started
         if http_names:
             from devstack.sqs import SqsEmulator
