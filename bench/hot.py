@@ -342,7 +342,8 @@ def _aggregator_module(table: str) -> tuple[Any, Any]:
 
 
 def _restore(env: Any) -> None:
-    env.__exit__(None, None, None)
+    if env is not None:  # a standard post runs no aggregator: no environment was entered
+        env.__exit__(None, None, None)
 
 
 def _like_bytes(ddb: Any, table: str) -> int:
@@ -391,7 +392,7 @@ def measure_post(
     likes.like_state(post, "nobody")  # the post's mode, read and cached before the model: its reads are the reader's
     applied: list[Any] = []
     poller: Any = None
-    saved: dict[str, str | None] = {}
+    saved: Any = None  # the aggregator's environment (hot mode only), left by _restore
     if mode == "hot":
         module, saved = _aggregator_module(table)
         settings = module.function.settings_type.from_env()
