@@ -110,6 +110,8 @@ class LocalApi:
             protocol_version = "HTTP/1.1"
 
             status: int | str = "-"
+            began: float = 0.0
+            logged: bool = False
 
             def log_message(self, fmt: str, *args: Any) -> None:  # the access log below replaces it
                 pass
@@ -118,13 +120,24 @@ class LocalApi:
                 self.status = code
                 super().send_response(code, message)
 
+            def end_headers(self) -> None:
+                # the access line goes out before the response does: a client that got its answer
+                # (and then stops the stack) finds the line already written
+                self._log()
+                super().end_headers()
+
+            def _log(self) -> None:
+                if not self.logged:
+                    self.logged = True
+                    api.log_request(self.command, self.path, self.status, time.perf_counter() - self.began)
+
             def _handle(self) -> None:
-                began = time.perf_counter()
+                self.began, self.logged = time.perf_counter(), False
                 self.status = "-"
                 try:
                     api.handle(self)
                 finally:
-                    api.log_request(self.command, self.path, self.status, time.perf_counter() - began)
+                    self._log()
 
             def __getattr__(self, name: str) -> Any:  # any method (TRACE, QUERY...) reaches the router
                 if name.startswith("do_"):
