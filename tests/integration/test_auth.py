@@ -233,3 +233,20 @@ def test_json_media_types_and_hostile_json_over_http(users: dict[str, Client], u
             for path, headers in (("/posts", {}), (f"/ledgers/{ALICE}/entries", {"Idempotency-Key": new_key()})):
                 r = alice("POST", path, data=body, headers={"Content-Type": "application/json", **headers})
                 assert r.status_code == 400 and r.json()["error"] == "invalid_json", r.text
+
+
+def test_only_an_admin_may_move_or_receive_a_share_of_capacity(users: dict[str, Client], unchanged: Any) -> None:
+    """Issue 21's escrow routes: a signed-in stranger (or the resource's own customers) may not move
+    a Region's share elsewhere or credit one; the refusal writes nothing."""
+    admin = users["admin"]
+    assert admin("POST", "/resources", json={"resourceId": "escrow-1", "capacity": 10, "strategy": "atomic"}).status_code == 201
+    for who in ("alice", "bob"):
+        with unchanged():
+            refused(
+                users[who](
+                    "POST", "/resources/escrow-1/transfers", json={"to": "us-east-1", "quantity": 5}, headers={"Idempotency-Key": "t1"}
+                )
+            )
+            refused(users[who]("POST", "/resources/escrow-1/transfers/receive"))
+    with unchanged():
+        refused(users["anonymous"]("POST", "/resources/escrow-1/transfers", json={"to": "us-east-1", "quantity": 5}), 401)
