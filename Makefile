@@ -110,7 +110,7 @@ start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on P
 	$(WITH_PY312) exec $(PY) scripts/sam_local.py start-api $(ARGS)
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
-	$(PY) -m proof
+	$(PY) -m proof --fresh 2 $(ARGS)
 
 bench: setup ## benchmarks: prints the tables and writes docs/bench-results.md (ARGS=--quick: a smaller run)
 	$(PY) -m bench $(ARGS)

@@ -9,6 +9,10 @@ processes beside it all. Exits non-zero if any scenario breaks its documented gu
 Results: printed, written to proof/results/latest.md, and written to docs/proof-results.md
 (the page docs/proof.md links to) under a header naming the commit, date, seed and stress level.
 Both files are overwritten by every run.
+
+``--fresh N`` searches beyond the default seed: the multi-Region schedules run again on N fresh
+seeds (:func:`proof.regions.fresh_seeds`: from the commit and the date), each printed with the one command that
+replays it. ``make proof`` passes ``--fresh 2``; a replay command never does.
 """
 
 from __future__ import annotations
@@ -75,12 +79,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stress", type=int, default=0, metavar="N", help="N busy processes (CPU spin loops) beside the proof")
     parser.add_argument("--regions", default=",".join(regions.REGISTRY), help="comma-separated multi-Region scenario names ('' for none)")
     parser.add_argument("--schedules", type=int, default=regions.SCHEDULES, metavar="N", help="seeded schedules per multi-Region scenario")
+    parser.add_argument(
+        "--fresh",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the multi-Region scenarios on N fresh seeds (from the commit and the date)",
+    )
+    parser.add_argument(
+        "--fresh-schedules", type=int, default=60, metavar="N", help="schedules per multi-Region scenario on each fresh seed"
+    )
     args = parser.parse_args(argv)
     names = [n for n in (args.only.split(",") if args.only is not None else SCENARIOS) if n]
     http_names = [n for n in args.http.split(",") if n]
     region_names = [n for n in args.regions.split(",") if n]
     reports: list[Report] = []
     region_reports: list[Report] = []
+    fresh_reports: list[tuple[int, list[Report]]] = []
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    fresh_names = [n for n in region_names if n not in regions.BASELINES]
+    seeds = regions.fresh_seeds(args.fresh, commit=commit, date=time.strftime("%Y-%m-%d", time.gmtime())) if fresh_names else []
+    for seed in seeds:
+        print(f"fresh seed {seed}; replay: {regions.replay_command(seed, fresh_names, args.fresh_schedules)}", flush=True)
     http_reports: list[Any] = []
     started = time.monotonic()
     timings = {}
@@ -94,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             regions_started = time.monotonic()
             region_reports = regions.run_fresh(region_names, args.seed, args.schedules)
             timings["multi-Region"] = time.monotonic() - regions_started
+        if seeds:
+            fresh_started = time.monotonic()
+            for seed in seeds:
+                fresh_reports.append((seed, regions.run_fresh(fresh_names, seed, args.fresh_schedules)))
+            timings["fresh seeds"] = time.monotonic() - fresh_started
         if http_names:
             from devstack.sqs import SqsEmulator
 
@@ -112,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 emulator.stop()
             timings["HTTP"] = time.monotonic() - http_started
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
     rates = ", ".join(f"{k} {v:.0%}" for k, v in FAULT_RATES.items())
     stress = f", --stress {args.stress} ({args.stress} CPU spin processes on {os.cpu_count()} cores)" if args.stress else ""
     spent = "; ".join(f"{k} {v:.0f} s" for k, v in timings.items())
@@ -124,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             text += f"{found}\n\n"
     if region_reports:
         text += f"{regions.describe(args.schedules)}\n\n{table(region_reports)}\n\n{details(region_reports)}\n\n"
+    for seed, rows in fresh_reports:
+        text += f"Fresh seed {seed} ({args.fresh_schedules} schedules per approach); replay: `{regions.replay_command(seed, fresh_names, args.fresh_schedules)}`\n\n"
+        text += f"{table(rows)}\n\n"
+        found = details([r for r in rows if r.verdict != "holds"])
+        if found:
+            text += f"{found}\n\n"
     if http_reports:
         text += f"{http.describe()} {args.http_clients} HTTP clients (functions' output: proof/results/http-functions.log).\n\n"
         text += f"{http.table(http_reports)}\n\n"
@@ -145,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"written to {(RESULTS / 'latest.md').relative_to(ROOT)} and {DOCS_RESULTS.relative_to(ROOT)}")
-    return 0 if all(r.verdict == "holds" for r in [*reports, *region_reports, *http_reports]) else 1
+    fresh_rows = [r for _, rows in fresh_reports for r in rows]
+    return 0 if all(r.verdict == "holds" for r in [*reports, *region_reports, *fresh_rows, *http_reports]) else 1
 
 
 if __name__ == "__main__":

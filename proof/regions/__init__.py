@@ -15,7 +15,9 @@ after the in-process scenarios. The helpers here keep every approach's runs alik
 
 from __future__ import annotations
 
+import hashlib
 import random
+import shlex
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -170,6 +172,33 @@ def run_fresh(names: list[str], seed: int, count: int) -> list[Report]:
             reset_clients()
 
 
+def fresh_seeds(count: int, *, commit: str, date: str) -> list[int]:
+    """``count`` seeds nobody has run yet: a hash of the commit and the UTC date (so a new commit or
+    a new day searches new schedules, and the same commit on the same day replays the same ones)."""
+    return [int(hashlib.sha256(f"{commit}:{date}:{i}".encode()).hexdigest()[:12], 16) % 10**9 for i in range(count)]
+
+
+def replay_command(seed: int, names: list[str], schedules: int) -> str:
+    """The one command that replays a multi-Region run of ``seed``."""
+    return shlex.join(
+        [
+            "python",
+            "-m",
+            "proof",
+            "--seed",
+            str(seed),
+            "--only",
+            "",
+            "--http",
+            "",
+            "--regions",
+            ",".join(names),
+            "--schedules",
+            str(schedules),
+        ]
+    )
+
+
 def describe(count: int) -> str:
     return (
         f"Multi-Region ({count} seeded schedules per approach, testkit/regions.py: one DynamoDB Local, a table per Region, "
@@ -186,3 +215,8 @@ REGISTRY: dict[str, Scenario] = {
     "reservations": reservations.scenarios,
     "orders": orders.scenarios,
 }
+
+BASELINES = frozenset({"add"})
+"""Scenarios that show a hazard of a plain approach (a share of schedules must lose updates) rather
+than a guarantee of Tally's: run on the default seed at full count, left out of the fresh-seed
+search and the CI sweep, where a few dozen schedules make a share a coin toss."""
