@@ -15,12 +15,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
+from typing import Any
 
 from devstack.dynamodb_local import DynamoDBLocal, EndpointUnreachable, wait_for_dynamodb
+from devstack.sqs import DeliveryFaults
 from devstack.stack import LocalStack
 from devstack.template import ROOT
 
@@ -40,6 +43,32 @@ def parameter_overrides(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"template.yaml has no parameter {key!r} (it has {', '.join(sorted(declared))})")
         overrides[key] = value
     return overrides
+
+
+DELIVERY_KEYS = {"duplicate", "late", "stream_duplicate", "seed", "visibility", "queue_pollers"}
+
+
+def delivery_options(text: str | None) -> dict[str, Any]:
+    """``--deliveries`` JSON as :class:`LocalStack` arguments (delivery faults, visibility, pollers)."""
+    if not text:
+        return {}
+    try:
+        spec = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"--deliveries is not JSON: {error}") from None
+    if not isinstance(spec, dict) or set(spec) - DELIVERY_KEYS:
+        raise ValueError(f"--deliveries takes an object with keys among {', '.join(sorted(DELIVERY_KEYS))}")
+    options: dict[str, Any] = {
+        "delivery_faults": DeliveryFaults(
+            duplicate=float(spec.get("duplicate", 0)), late=float(spec.get("late", 0)), seed=int(spec.get("seed", 0))
+        ),
+        "stream_duplicates": float(spec.get("stream_duplicate", 0)),
+    }
+    if "visibility" in spec:
+        options["visibility_override"] = int(spec["visibility"])
+    if "queue_pollers" in spec:
+        options["queue_pollers"] = int(spec["queue_pollers"])
+    return options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,11 +112,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="how long to wait for AWS_ENDPOINT_URL_DYNAMODB to answer before giving up (default 30, env DEVSTACK_WAIT_DYNAMODB)",
     )
+    parser.add_argument(
+        "--deliveries",
+        default=None,
+        metavar="JSON",
+        help="test hook (the HTTP proofs): seeded delivery faults, e.g. "
+        '\'{"duplicate": 0.15, "late": 0.1, "stream_duplicate": 0.25, "seed": 7, "visibility": 2, "queue_pollers": 2}\'',
+    )
     parser.add_argument("--quiet", action="store_true", help="no access log line per request")
     parser.add_argument("--metrics", action="store_true", help="print the functions' EMF metrics blobs")
     args = parser.parse_args(argv)
     try:
         overrides = parameter_overrides(args.parameter_overrides)
+        deliveries = delivery_options(args.deliveries)
     except ValueError as error:
         parser.error(str(error))
     if args.region:
@@ -130,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             sqs_host=args.backend_host,
             params={"AuthMode": args.auth, **overrides},
             access_log=None if args.quiet else sys.stdout,
+            **deliveries,
         )
         stack.start()
         print(f"Table            {args.table}   (from template.yaml, Region {os.environ['AWS_REGION']})", flush=True)

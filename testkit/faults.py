@@ -17,6 +17,14 @@ service), at a seeded rate, and counts what it injected:
 ``throttle``      cancelled before sending: ThrottlingError reason / ThrottlingException
                   (SQS: RequestThrottled)
 ``unavailable``   a 500 before sending: not applied, but the caller cannot know that
+``replicated_conflict``  DynamoDB only, cancelled before sending: ReplicatedWriteConflictException
+                  (MRSC: "a write to an item that is being modified in another Region fails",
+                  "Key facts about MRSC" in bp-global-table-design); drawn only for the
+                  single-item writes it is modelled on (PutItem, UpdateItem, DeleteItem,
+                  BatchWriteItem). For the local stack's MRSC Regions, which run as separate
+                  processes and cannot see each other's in-flight writes as testkit.regions does
+``mrsc_unsupported``  DynamoDB only: a ValidationException for the APIs an MRSC table refuses
+                  (TransactWriteItems, TransactGetItems, UpdateTimeToLive); give it rate 1
 
 Reads are faulted like writes when a rule has no ``operations`` (GetItem, Query, Scan,
 TransactGetItems, ReceiveMessage...). Queue *delivery* faults (a message delivered twice, or
@@ -32,8 +40,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable")
+KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable", "replicated_conflict", "mrsc_unsupported")
 TRANSACTIONS = frozenset({"TransactWriteItems", "TransactGetItems"})
+SINGLE_ITEM_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
+MRSC_UNSUPPORTED = frozenset({*TRANSACTIONS, "UpdateTimeToLive"})
 
 
 @dataclass
@@ -112,8 +122,12 @@ class FaultInjector:
     def _applies(self, rule: Rule, operation: str) -> bool:
         if rule.operations and operation not in rule.operations:
             return False
-        if rule.kind == "conflict" and not self.dynamodb:
-            return False  # a queue has no transactions to conflict with
+        if rule.kind in ("conflict", "replicated_conflict", "mrsc_unsupported") and not self.dynamodb:
+            return False  # a queue has no transactions to conflict with, and no Regions
+        if rule.kind == "replicated_conflict" and operation not in SINGLE_ITEM_WRITES:
+            return False
+        if rule.kind == "mrsc_unsupported" and operation not in MRSC_UNSUPPORTED:
+            return False
         return rule.limit is None or rule.fired < rule.limit
 
     def _fire(self, rule: Rule, operation: str) -> str:
@@ -148,9 +162,16 @@ class FaultInjector:
         operation = model.name
         with self._lock:
             self.calls[operation] += 1
-        kind = self._draw(operation, ("conflict", "throttle", "unavailable"))
+        kind = self._draw(operation, ("mrsc_unsupported", "replicated_conflict", "conflict", "throttle", "unavailable"))
         if kind is None:
             return None
+        if kind == "mrsc_unsupported":
+            what = "Transactions are" if operation in TRANSACTIONS else "Time to Live (TTL) is"
+            return _error(400, "ValidationException", f"{what} not supported for global tables with multi-Region strong consistency")
+        if kind == "replicated_conflict":
+            return _error(
+                400, "ReplicatedWriteConflictException", "injected: one or more items are being modified by a request in another Region"
+            )
         if kind == "unavailable":
             return _error(500, self._internal_code, "injected: internal server error (not applied)")
         if not self.dynamodb:

@@ -109,3 +109,25 @@ def test_an_empty_map_from_dynamodb_locals_stream_is_mended() -> None:
     assert mend({}) == {"M": {}}
     assert mend({"M": {"a": {}, "b": {"L": [{}, {"S": "x"}]}}}) == {"M": {"a": {"M": {}}, "b": {"L": [{"M": {}}, {"S": "x"}]}}}
     assert mend({"NULL": True}) == {"NULL": True}
+
+
+def test_deliveries_json_becomes_the_local_stacks_delivery_faults() -> None:
+    from devstack.__main__ import delivery_options
+    from devstack.sqs import DeliveryFaults
+
+    options = delivery_options('{"duplicate": 0.15, "late": 0.1, "stream_duplicate": 0.25, "seed": 7, "visibility": 2, "queue_pollers": 2}')
+    assert options == {
+        "delivery_faults": DeliveryFaults(duplicate=0.15, late=0.1, seed=7),
+        "stream_duplicates": 0.25,
+        "visibility_override": 2,
+        "queue_pollers": 2,
+    }
+    assert delivery_options(None) == {}
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"duplicates": 0.1}'])
+def test_deliveries_refuses_what_it_does_not_know(text: str) -> None:
+    from devstack.__main__ import delivery_options
+
+    with pytest.raises(ValueError, match="--deliveries"):
+        delivery_options(text)

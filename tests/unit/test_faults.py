@@ -184,3 +184,32 @@ def test_poller_late_delivery_runs_while_the_first_still_runs(sqs: tuple[Any, st
         poller.stop()
     assert len(pool.deliveries) >= 2 and len(set(pool.deliveries)) == 1  # the same message, delivered again
     assert pool.overlapped >= 2 and poller.expired >= 1  # a redelivery ran while the first delivery still ran
+
+
+def test_mrsc_unsupported_refuses_the_transaction_apis_and_ttl_and_nothing_else(ddb: Any) -> None:
+    """The local stack's MRSC Regions: what the service refuses on an MRSC table, before sending."""
+    injector = FaultInjector(ddb).add("mrsc_unsupported", rate=1.0)
+    write = [{"Put": {"TableName": "t", "Item": {"PK": {"S": "x"}}}}]
+    failure, error = _failure(lambda: ddb.transact_write_items(TransactItems=write))
+    assert error.response["Error"]["Code"] == "ValidationException"
+    assert "not supported" in error.response["Error"]["Message"]
+    _failure(lambda: ddb.transact_get_items(TransactItems=[{"Get": {"TableName": "t", "Key": {"PK": {"S": "a"}}}}]))
+    _failure(lambda: ddb.update_time_to_live(TableName="t", TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}))
+    ddb.put_item(TableName="t", Item={"PK": {"S": "y"}})  # single-item calls go through
+    assert ddb.get_item(TableName="t", Key={"PK": {"S": "y"}})["Item"]
+    assert "Item" not in ddb.get_item(TableName="t", Key={"PK": {"S": "x"}})  # the refused transaction wrote nothing
+    assert injector.injected["mrsc_unsupported"] == 3
+
+
+def test_replicated_conflict_fails_single_item_writes_only_and_is_retryable(ddb: Any) -> None:
+    injector = FaultInjector(ddb).add("replicated_conflict", rate=1.0)
+    assert ddb.get_item(TableName="t", Key={"PK": {"S": "a"}})["Item"]  # reads are not writes
+    failure, error = _failure(
+        lambda: ddb.update_item(
+            TableName="t", Key={"PK": {"S": "a"}}, UpdateExpression="SET n = :n", ExpressionAttributeValues={":n": {"N": "5"}}
+        )
+    )
+    assert error.response["Error"]["Code"] == "ReplicatedWriteConflictException"
+    assert failure.kind is Failure.CONFLICT
+    assert ddb.get_item(TableName="t", Key={"PK": {"S": "a"}})["Item"]["n"] == {"N": "1"}  # not applied
+    assert injector.injected["replicated_conflict"] == 1
