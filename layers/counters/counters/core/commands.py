@@ -4,8 +4,9 @@ A service that runs out of in-line retries raises :class:`~counters.core.errors.
 carrying a :class:`Command` (operation name, typed payload, the request's id). The service also
 registers, per operation, a :class:`Replayable` (the payload dataclass and the executor) that
 :mod:`counters.deferral` uses to replay the command from the retry queue; the replay answers a
-:class:`Verdict`. This module is below the services (they build commands); the queue and the
-operation records that carry them are in :mod:`counters.deferral`.
+:class:`Verdict`, or raises: :meth:`Replayable.run` turns a final error into ``REJECTED`` and lets
+any other one propagate (redelivered). This module is below the services (they build commands);
+the queue and the operation records that carry them are in :mod:`counters.deferral`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from counters.core.errors import CounterError
 from counters.core.json import JSONObject
 
 MAX_MESSAGE_BYTES = 200_000  # SQS allows 256 KiB; stay well below
@@ -110,11 +112,20 @@ class Replayable:
     existential type there, so the pairing is checked at run time (``payload(**fields)``)."""
 
     def run(self, command: Command) -> Verdict:
+        """Replay ``command``. The one place a replay's error becomes an outcome, for every
+        operation: a final error (:attr:`CounterError.final`) ends it ``REJECTED`` with the error's
+        code and message; any other error propagates, so SQS redelivers the message (and after
+        ``maxReceiveCount`` it lands in the DLQ). Executors never catch errors to reject."""
         try:
             payload = self.payload(**command.payload)
         except (TypeError, ValueError) as exc:
             raise PoisonMessage(f"{command.op}: {exc}") from exc
-        return self.execute(payload, command)
+        try:
+            return self.execute(payload, command)
+        except CounterError as exc:
+            if not exc.final:
+                raise
+            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
 
 
 def require(ok: bool, message: str) -> None:

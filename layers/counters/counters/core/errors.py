@@ -4,6 +4,8 @@ Botocore errors never reach a handler as such: :func:`counters.core.failures.cla
 each into a failure kind inside the engine, the primitives answer an outcome, and the services
 raise these (a contention that outlasted the budget is :class:`ContentionError`, carrying the
 command that replays the request). The HTTP glue maps them to statuses in one place.
+Each class also says whether it is **final** (:attr:`CounterError.final`): what the retry worker
+does when a deferred request's replay raises it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ class CounterError(Exception):
     code = "counter_error"
     default_message = "counter operation failed"
     status = 500
+    final = False
+    """Whether a deferred request's replay that raises this has its definite outcome: ``True``, the
+    operation ends ``REJECTED`` with this error's code (a refusal no redelivery changes); ``False``,
+    the message is left for SQS to redeliver (and after ``maxReceiveCount``, the DLQ).
+    :meth:`counters.core.commands.Replayable.run` applies it, for every deferred operation.
+
+    Every class in this module declares its own (``tests/unit/test_final_errors.py``). The root's
+    ``False`` is what a subclass that does not say gets: an error nobody classified is not known to
+    be a refusal, and ``REJECTED`` tells the client that nothing applied. A replay is idempotent, so
+    a redelivery is always safe, and a message in the DLQ is visible and can be redriven; a wrong
+    ``REJECTED`` is not."""
 
     def __init__(self, message: str | None = None, *, cause_code: str | None = None) -> None:
         super().__init__(message or self.default_message)
@@ -34,11 +47,14 @@ class NotFound(CounterError):
     code = "not_found"
     default_message = "not found"
     status = 404
+    final = True  # the item is not there: a later delivery finds the same
 
 
 class Hidden(NotFound):
     """Another user's object, answered exactly as a missing one (404, the same body): its id is
     computable, so a 403 would tell that it exists. Handlers still log it as a refusal."""
+
+    final = True
 
     def __init__(self, missing: NotFound, refusal: str) -> None:
         super().__init__(missing.message)
@@ -51,6 +67,7 @@ class AlreadyExists(CounterError):
     code = "already_exists"
     default_message = "already exists"
     status = 409
+    final = True
 
 
 class Unauthorized(CounterError):
@@ -59,6 +76,7 @@ class Unauthorized(CounterError):
     code = "unauthorized"
     default_message = "sign in: this API needs a verified identity"
     status = 401
+    final = True
 
 
 class Forbidden(CounterError):
@@ -67,6 +85,7 @@ class Forbidden(CounterError):
     code = "forbidden"
     default_message = "you may not act on this"
     status = 403
+    final = True
 
 
 class InvalidRequest(CounterError):
@@ -75,6 +94,7 @@ class InvalidRequest(CounterError):
     code = "invalid_request"
     default_message = "invalid request"
     status = 400
+    final = True
 
 
 class InvalidCursor(InvalidRequest):
@@ -83,6 +103,7 @@ class InvalidCursor(InvalidRequest):
 
     code = "invalid_cursor"
     default_message = "cursor is not valid"
+    final = True
 
 
 class IntegrityError(CounterError):
@@ -91,6 +112,7 @@ class IntegrityError(CounterError):
     code = "integrity_error"
     default_message = "stored data is inconsistent; see the audit"
     status = 409
+    final = True  # a redelivery meets the same data (an audit repairs it, not a retry)
 
 
 class NotSwitchable(CounterError):
@@ -99,6 +121,7 @@ class NotSwitchable(CounterError):
     code = "not_switchable"
     default_message = "this post cannot switch modes"
     status = 409
+    final = True
 
 
 class ContentionError(CounterError):
@@ -110,6 +133,7 @@ class ContentionError(CounterError):
     code = "contention"
     default_message = "the item is busy; retry the same request later"
     status = 503
+    final = False  # nothing is known to have applied, and a replay is safe: redelivered
 
     def __init__(self, message: str | None = None, *, cause_code: str | None = None, command: Command | None = None) -> None:
         super().__init__(message, cause_code=cause_code)
@@ -123,6 +147,7 @@ class InsufficientCapacity(CounterError):
     code = "insufficient_capacity"
     default_message = "not enough capacity left for this quantity"
     status = 409
+    final = True
 
 
 class SlotsFull(CounterError):
@@ -131,6 +156,7 @@ class SlotsFull(CounterError):
     code = "reservation_slots_full"
     default_message = "this resource holds the maximum number of live reservations; release one first"
     status = 409
+    final = True
 
 
 class IdempotencyKeyExpired(CounterError):
@@ -139,6 +165,7 @@ class IdempotencyKeyExpired(CounterError):
     code = "idempotency_key_expired"
     default_message = "the idempotency key is older than the retry window; send a new key"
     status = 422
+    final = True  # the key only gets older: every later delivery is refused the same way
 
 
 class IdempotencyKeyReused(CounterError):
@@ -147,6 +174,7 @@ class IdempotencyKeyReused(CounterError):
     code = "idempotency_key_reused"
     default_message = "this Idempotency-Key was already used with a different request"
     status = 422
+    final = True
 
 
 class WrongRegion(CounterError):
@@ -155,6 +183,7 @@ class WrongRegion(CounterError):
     code = "wrong_region"
     default_message = "this operation runs in another region"
     status = 409
+    final = True  # a Region's retry queue replays in that Region only
 
 
 class UnsupportedInMode(CounterError):
@@ -163,6 +192,7 @@ class UnsupportedInMode(CounterError):
     code = "unsupported_in_region_mode"
     default_message = "this approach is not available on this global table (docs/regions.md)"
     status = 409
+    final = True  # the table's topology refuses it; a redelivery meets the same topology
 
 
 class AmbiguousOutcome(CounterError):
@@ -171,3 +201,4 @@ class AmbiguousOutcome(CounterError):
     code = "outcome_unknown"
     default_message = "the reservation may or may not have been applied; this strategy cannot tell"
     status = 500
+    final = False  # not a refusal: it may have applied, so REJECTED would be false

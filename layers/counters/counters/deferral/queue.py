@@ -21,10 +21,11 @@ of the same user on the same post is ``REJECTED`` as stale.
 Each service registers its replayable operations (:class:`Replayable`: a payload dataclass that
 validates itself, and an executor); the retry worker builds its registry from them. The
 outcome (``APPLIED``/``DUPLICATE``/``REJECTED``) is recorded on the operation record once: a
-second delivery finds the record final and changes nothing. A command whose replay is still
-contended is reported as a batch item failure, so SQS redelivers it after the visibility
-timeout; after ``maxReceiveCount`` deliveries it lands in the DLQ, from where a redrive to the
-source queue keeps the operation id.
+second delivery finds the record final and changes nothing. A replay that meets a definite
+refusal (an error class that is ``final``) is ``REJECTED`` with the error's code; a command whose
+replay is still contended (or meets any other error) is reported as a batch item failure, so
+SQS redelivers it after the visibility timeout; after ``maxReceiveCount`` deliveries it lands in
+the DLQ, from where a redrive to the source queue keeps the operation id.
 
 Nothing is acknowledged (202) before both the record and the message are stored; if either
 write fails the caller gets the 503 and may retry the request itself.
@@ -109,8 +110,10 @@ class Replayer:
     * Already final (a redelivery, or a duplicate message): nothing is replayed.
     * Poison (malformed, unknown operation, invalid payload): sent to the DLQ at once and
       acknowledged, instead of burning every redelivery; its operation (if known) is REJECTED.
-    * Still contended: :class:`~counters.core.errors.ContentionError` propagates, so the batch
-      processor reports the message as an item failure and SQS redelivers it later.
+    * A definite refusal (an error whose class is :attr:`~counters.core.errors.CounterError.final`):
+      the operation is ``REJECTED`` with the error's code (:meth:`Replayable.run`, for every operation).
+    * Still contended, or any error that is not final: it propagates, so the batch processor
+      reports the message as an item failure and SQS redelivers it later (then the DLQ).
     """
 
     def __init__(

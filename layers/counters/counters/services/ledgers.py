@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Unpack
 
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.core.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest
+from counters.core.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused
 from counters.core.ids import valid_id
 from counters.core.outcome import Outcome, Result
 from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, LedgerSettings, Reason, ScheduledReport
@@ -77,8 +77,5 @@ class Ledgers:
         return {"ledger_append": Replayable(AppendPayload, self._replay_append)}
 
     def _replay_append(self, p: AppendPayload, command: Command) -> Verdict:
-        try:
-            entry_id, created, _ = self.post_entry(p.ledgerId, p.amount, p.idempotencyKey, request_id=command.operation_id)
-        except (IdempotencyKeyExpired, IdempotencyKeyReused, InvalidRequest) as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        entry_id, created, _ = self.post_entry(p.ledgerId, p.amount, p.idempotencyKey, request_id=command.operation_id)
         return Verdict("APPLIED" if created else "DUPLICATE", {"ledgerId": p.ledgerId, "entryId": entry_id})

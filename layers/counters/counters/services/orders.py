@@ -212,10 +212,7 @@ class Orders:
         return {"place_order": Replayable(PlacePayload, self._replay_place)}
 
     def _replay_place(self, p: PlacePayload, command: Command) -> Verdict:
-        try:
-            placed = self.place(key=p.key, customer_id=p.customerId, items=p.items, owner=p.owner, request_id=command.operation_id)
-        except IdempotencyKeyReused as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        placed = self.place(key=p.key, customer_id=p.customerId, items=p.items, owner=p.owner, request_id=command.operation_id)
         return Verdict("APPLIED" if placed.created else "DUPLICATE", placed.order)
 
     def _replay(self, key: str, record: Record, fingerprint: str, result: Result, request_id: str) -> Placed:

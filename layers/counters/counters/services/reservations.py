@@ -732,17 +732,11 @@ class Reservations:
         return Verdict("REJECTED", {"error": "conflict", "message": f"reservation {p.reservationId!r} is {record.status}"})
 
     def _replay_reserve(self, p: ReservePayload, command: Command) -> Verdict:
-        try:
-            answer = self.reserve(p.resourceId, p.quantity, p.idempotencyKey, owner=p.owner, request_id=command.operation_id)
-        except (InsufficientCapacity, SlotsFull, IdempotencyKeyReused, NotFound, InvalidRequest) as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        answer = self.reserve(p.resourceId, p.quantity, p.idempotencyKey, owner=p.owner, request_id=command.operation_id)
         return Verdict("APPLIED" if answer.created else "DUPLICATE", answer.body)
 
     def _replay_release(self, p: ReleasePayload, command: Command) -> Verdict:
-        try:
-            answer = self.release(p.resourceId, p.reservationId, request_id=command.operation_id)
-        except NotFound as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        answer = self.release(p.resourceId, p.reservationId, request_id=command.operation_id)
         return Verdict("APPLIED" if answer.created else "DUPLICATE", {**answer.body, "changed": answer.created})
 
 

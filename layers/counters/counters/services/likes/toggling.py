@@ -156,10 +156,7 @@ class Toggling:
         (now or in an attempt whose answer was lost), DUPLICATE if the state already was so,
         REJECTED ``stale`` if a newer request of this user decided."""
         at = p.at if p.at is not None else command.created_at * 1000  # queued before requests carried their time
-        try:
-            change = (self.like if command.op == "like" else self.unlike)(p.postId, p.userId, request_id=command.operation_id, at=at)
-        except (NotFound, IntegrityError) as exc:
-            return Verdict("REJECTED", {"error": exc.code, "message": exc.message})
+        change = (self.like if command.op == "like" else self.unlike)(p.postId, p.userId, request_id=command.operation_id, at=at)
         body: JSONObject = {"postId": p.postId, "userId": p.userId, "liked": change.liked, "changed": change.changed}
         if change.result.reason == Reason.STALE:
             message = "a newer request of this user on this post decided the state"
