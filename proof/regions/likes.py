@@ -6,9 +6,15 @@ faults on each Region's client (after-commit, re-sends, conflicts, throttles, un
 seeded replication delays up to minutes (reordered, some twice), a partition of simulated
 minutes, and a client failover (a request re-sent with its own id and time in another Region).
 Each Region's aggregator runs over its own stream at random points, sometimes redelivering a
-batch. After heal + settle, **every Region's summed tally must equal the number of users whose
-like item says liked** (and the Regions must hold identical items). A standard post on MRSC
-must be refused (409) with nothing written.
+batch. After heal + settle, each Region's aggregator takes in everything left, a batch that
+reports a failure redelivered as Lambda does (at most the template's 20 retries), and **every
+Region's summed tally must equal the number of users whose like item says liked** (and the
+Regions must hold identical items). A standard post on MRSC must be refused (409) with nothing
+written.
+
+A group's schedule ``n`` can be replayed alone (:func:`replay`) from where it began in a full run
+(:func:`start_of`, ``python -m proof.regions.likes start ...``): what the fault injectors and the
+conflict draw had consumed and the aggregators' backlog.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from counters.core.errors import ContentionError, UnsupportedInMode
@@ -33,6 +40,9 @@ RETRY = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 DELAYS = Delays(tail=0.15, tail_max=600.0)  # a good share of minute-long deliveries
 USERS = 4
 OPS = 6
+REDRIVES = 20
+"""A batch that reports a failure is redelivered at most this often at the end of a schedule
+(template.yaml: the like aggregator's ``MaximumRetryAttempts``)."""
 
 
 class _Region:
@@ -43,6 +53,7 @@ class _Region:
         self.aggregator = like_aggregator(gt.table_name, dynamodb=ddb, retry=RETRY, region=region)
         self.reader = StreamReader(gt.streams_client(region), gt.table_name)
         self.pending: list[dict[str, Any]] = []
+        self.redelivered = 0  # batches the ends of schedules delivered again after a failure
 
     def aggregate(self, rng: random.Random, everything: bool = False) -> None:
         """Some (or all) of this Region's unapplied stream records, in order, as one batch; the
@@ -56,6 +67,19 @@ class _Region:
             for applied in self.aggregator.apply(changes):
                 failed |= applied.result.outcome.value not in ("applied", "duplicate")
         self.pending = (batch if failed else []) + rest  # Lambda restarts the batch: the checkpoints skip what was applied
+
+    def drain(self, rng: random.Random) -> bool:
+        """Everything unapplied, then the batch again while it reports a failure, as Lambda redelivers
+        it (ReportBatchItemFailures), at most ``REDRIVES`` times; False if records are still unapplied.
+        One run is not enough: a contended post (its write, or its Region's tally item's creation,
+        out of attempts under the faults) keeps its records for the next run, and the last
+        run of a schedule has no next one (seed 96621607056: a like stored, counted by no Region)."""
+        for attempt in range(1 + REDRIVES):
+            self.redelivered += attempt > 0
+            self.aggregate(rng, everything=True)
+            if not self.pending:
+                return True
+        return False
 
 
 def _truth(gt: GlobalTable, region: str, post: str) -> tuple[int, list[str]]:
@@ -116,8 +140,10 @@ def _schedule(gt: GlobalTable, regions: dict[str, _Region], post_mode: str, seed
             rng.choice(list(regions.values())).aggregate(rng)
     gt.heal()
     gt.settle()  # every like version everywhere
-    for r in regions.values():
-        r.aggregate(rng, everything=True)
+    for name, r in regions.items():
+        if not r.drain(rng):
+            report.breaches += 1
+            report.notes.append(f"seed {seed} {post_mode} {name}: stream records still unapplied after {REDRIVES} redeliveries")
     gt.settle()  # the Regions' tally items (no like item moves any more)
     views = {name: _truth(gt, name, post) for name in names}
     if len({repr(v[1]) for v in views.values()}) != 1:
@@ -146,39 +172,143 @@ def _refusal(regions: dict[str, _Region], report: Report) -> None:
         pass
 
 
+class _Group:
+    """One (table mode, post mode) on its own global table: its Regions, their faults, its row."""
+
+    def __init__(self, endpoint: str, seed: int, mode: Mode, post_mode: str) -> None:
+        self.started = time.monotonic()
+        self.seed, self.mode, self.post_mode = seed, mode, post_mode
+        regions = MRSC_REGIONS if mode is Mode.MRSC else MREC_REGIONS
+        self.gt = global_table(endpoint, seed, mode, regions=regions, delays=DELAYS)
+        self.faults = region_faults(self.gt, seed)
+        self.regions = {r: _Region(self.gt, r, GlobalTableMode(mode.value)) for r in self.gt.regions}
+        self.schedules = 0
+        self.report = Report(
+            f"likes across Regions ({mode.value.upper()}, {post_mode}): summed Region tallies == liked users",
+            operations=0,
+            faults=0,
+            over=0,
+            under=0,
+            duplicates=0,
+            breaches=0,
+            bad_reads=0,
+            final=0,
+            acknowledged=0,
+            possible=0,
+            documented="exact",
+        )
+
+    def schedule(self, n: int) -> None:
+        """The group's schedule ``n`` (its seed: ``seed * 1000 + n``)."""
+        self.schedules += 1
+        _schedule(self.gt, self.regions, self.post_mode, self.seed * 1000 + n, self.report)
+
+    def start(self, n: int) -> Start:
+        """Where schedule ``n`` would begin now (after the schedules run so far): see :class:`Start`."""
+        backlog = {}
+        for name, region in self.regions.items():
+            waiting = region.pending + region.reader.read()
+            if any(regional_change(r, name) is not None for r in waiting):
+                raise RuntimeError(f"{name}'s aggregator has changes left over: a replay cannot stand in for them")
+            backlog[name] = len(waiting)
+        return Start(
+            n,
+            faults={name: _consumed(f.rng, self.seed * 31 + i) for i, (name, f) in enumerate(self.faults.items())},
+            conflicts=_consumed(self.gt._conflict_rng, self.seed ^ 0x5EED),
+            backlog=backlog,
+        )
+
+    def resume(self, start: Start) -> None:
+        """Put this fresh group where ``start`` says schedule ``start.n`` began."""
+        for name, words in start.faults.items():
+            _skip(self.faults[name].rng, words)
+        _skip(self.gt._conflict_rng, start.conflicts)
+        for name, count in start.backlog.items():
+            self.regions[name].pending = [dict(FILLER) for _ in range(count)]
+
+    def close(self) -> Report:
+        report = self.report
+        report.faults = detach(self.faults)
+        self.gt.delete()
+        spent = time.monotonic() - self.started
+        redelivered = sum(r.redelivered for r in self.regions.values())
+        report.notes.insert(
+            0,
+            f"{self.schedules} schedules in {spent:.1f} s; replication {self.gt.stats.as_dict()}; "
+            f"{redelivered} batches delivered again at the end of a schedule after a failure",
+        )
+        if not report.faults:
+            report.unexercised.append("client faults")
+        if self.mode is Mode.MREC and not self.gt.stats["held_by_partition"]:
+            report.unexercised.append("partition")
+        return report
+
+
 def _group(endpoint: str, seed: int, mode: Mode, post_mode: str, schedules: int) -> Report:
     """``schedules`` schedules of one (table mode, post mode) on its own global table."""
-    started = time.monotonic()
-    gt = global_table(endpoint, seed, mode, regions=MRSC_REGIONS if mode is Mode.MRSC else MREC_REGIONS, delays=DELAYS)
-    faults = region_faults(gt, seed)
-    regions = {r: _Region(gt, r, GlobalTableMode(mode.value)) for r in gt.regions}
-    report = Report(
-        f"likes across Regions ({mode.value.upper()}, {post_mode}): summed Region tallies == liked users",
-        operations=0,
-        faults=0,
-        over=0,
-        under=0,
-        duplicates=0,
-        breaches=0,
-        bad_reads=0,
-        final=0,
-        acknowledged=0,
-        possible=0,
-        documented="exact",
-    )
+    group = _Group(endpoint, seed, mode, post_mode)
     try:
         for n in range(schedules):
-            _schedule(gt, regions, post_mode, seed * 1000 + n, report)
+            group.schedule(n)
         if mode is Mode.MRSC:
-            _refusal(regions, report)
+            _refusal(group.regions, group.report)
     finally:
-        report.faults = detach(faults)
-        gt.delete()
-    report.notes.insert(0, f"{schedules} schedules in {time.monotonic() - started:.1f} s; replication {gt.stats.as_dict()}")
-    if not report.faults:
-        report.unexercised.append("client faults")
-    if mode is Mode.MREC and not gt.stats["held_by_partition"]:
-        report.unexercised.append("partition")
+        report = group.close()
+    return report
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a group's schedule ``n`` began, all a replay of it alone needs (:func:`replay`): the
+    32-bit words each Region's fault injector (``faults``) and the emulator's MRSC conflict draw
+    (``conflicts``) had consumed, and how many stream records each Region's aggregator had still to
+    take in (``backlog``: the earlier posts' last records; none of them counts for this Region,
+    :meth:`_Group.start` checks it, but their number sizes the batches the schedule draws)."""
+
+    n: int
+    faults: dict[str, int]
+    conflicts: int
+    backlog: dict[str, int]
+
+
+FILLER: dict[str, Any] = {"eventName": "INSERT", "dynamodb": {"Keys": {}, "SequenceNumber": "0"}}
+"""A backlog record of a replay: counts for no Region (not a like)."""
+
+
+def _consumed(rng: random.Random, seed: int) -> int:
+    """How many 32-bit words ``rng`` (made as ``random.Random(seed)``) has drawn."""
+    fresh, target, words = random.Random(seed), rng.getstate(), 0
+    while fresh.getstate() != target:
+        fresh.getrandbits(32)
+        words += 1
+    return words
+
+
+def _skip(rng: random.Random, words: int) -> None:
+    for _ in range(words):
+        rng.getrandbits(32)
+
+
+def start_of(endpoint: str, seed: int, mode: Mode, post_mode: str, n: int) -> Start:
+    """Run the group's schedules ``0..n-1`` and say where schedule ``n`` begins."""
+    group = _Group(endpoint, seed, mode, post_mode)
+    try:
+        for i in range(n):
+            group.schedule(i)
+        return group.start(n)
+    finally:
+        group.close()
+
+
+def replay(endpoint: str, seed: int, mode: Mode, post_mode: str, start: Start) -> Report:
+    """The group's schedule ``start.n`` alone, as it ran after the ones before it (``start``: what
+    :func:`start_of` said, in a run of the same code up to that schedule)."""
+    group = _Group(endpoint, seed, mode, post_mode)
+    try:
+        group.resume(start)
+        group.schedule(start.n)
+    finally:
+        report = group.close()
     return report
 
 
@@ -190,8 +320,14 @@ def scenarios(endpoint: str, seed: int, schedules: int = 150) -> list[Report]:
     return [_group(endpoint, seed + 100 * i, mode, post_mode, per) for i, (mode, post_mode) in enumerate(groups)]
 
 
-if __name__ == "__main__":  # a quick look: python -m proof.regions.likes <endpoint> [schedules]
+if __name__ == "__main__":
+    # a quick look: python -m proof.regions.likes <endpoint> [schedules]
+    # where a group's schedule n begins (for replay): python -m proof.regions.likes start <endpoint> <group seed> <mrec|mrsc> <post mode> <n>
     import sys
 
-    for rep in scenarios(sys.argv[1], 7, int(sys.argv[2]) if len(sys.argv) > 2 else 30):
-        print(rep.verdict, rep.name, rep.operations, "ops", rep.faults, "faults", rep.over, "over", rep.under, "under", rep.notes[:6])
+    if sys.argv[1] == "start":
+        endpoint, group_seed, table_mode, post_mode, n = sys.argv[2:7]
+        print(start_of(endpoint, int(group_seed), Mode(table_mode), post_mode, int(n)))
+    else:
+        for rep in scenarios(sys.argv[1], 7, int(sys.argv[2]) if len(sys.argv) > 2 else 30):
+            print(rep.verdict, rep.name, rep.operations, "ops", rep.faults, "faults", rep.over, "over", rep.under, "under", rep.notes[:6])

@@ -8,6 +8,7 @@ through testkit.stream_reader, as on AWS. docs/likes.md "Global tables".
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,8 @@ from counters.services.likes import Likes, like_aggregator
 from counters.store import aggregates, posts
 from counters.store.expr import Cond, Path
 from counters.streams import regional_change
+from proof.regions import likes as proof_likes
+from testkit.faults import FaultInjector
 from testkit.regions import Delays, GlobalTable, Mode
 from testkit.stream_reader import StreamReader
 
@@ -266,3 +269,47 @@ def test_mode_switch_and_audit_are_refused_on_a_global_table(mrec: GlobalTable) 
         rs[A].likes.audit("p")
     with pytest.raises(UnsupportedInMode):
         rs[A].likes.audit_posts(["p"])
+
+
+# --------------------------------------------------------------------------- the proof's schedules
+ISSUE_28_START = proof_likes.Start(56, faults={A: 3974, B: 4364, C: 4496}, conflicts=72, backlog={A: 6, B: 4, C: 2})
+"""Where the MRSC hot group of ``python -m proof --seed 96621407 --regions likes`` (group seed
+96621607: seed + 200) began its schedule 56 (seed 96621607056), as ``python -m proof.regions.likes
+start <endpoint> 96621607 mrsc hot 56`` says (the same before and after the fix: no earlier
+schedule of the group needed a redelivery)."""
+
+
+def test_issue_28_mrsc_schedule_96621607056_counts_every_stored_like(dynamodb_endpoint: str) -> None:
+    """Issue 28: that schedule, replayed alone from where it began. Its last aggregator run in
+    us-west-2 met contention (its tally item's creation out of attempts: a throttle, a 500 after
+    commit, two 500s) and kept its batch for a next run the proof never made: a like stored as
+    liked, counted by no Region (tally 2 < liked 3 in all three). Lambda redelivers such a batch;
+    the proof now does too."""
+    report = proof_likes.replay(dynamodb_endpoint, 96621607, Mode.MRSC, "hot", ISSUE_28_START)
+    assert (report.over, report.under, report.breaches, report.bad_reads) == (0, 0, 0, 0), report.notes
+    assert report.verdict == "holds"
+
+
+class _NoSecondDelivery(random.Random):
+    """The proof's draws, never redelivering a batch that went through (``random()`` >= 0.3)."""
+
+    def random(self) -> float:
+        return 0.9
+
+
+def test_the_proofs_last_aggregator_run_redelivers_a_batch_that_met_contention(mrsc: GlobalTable) -> None:
+    """The guard the issue-28 schedule needed, without a seed: a like in us-west-2, whose
+    aggregator's first delivery runs out of attempts (every UpdateItem 500 before sending):
+    the end of a schedule delivers the batch again until it is applied, and the like is counted."""
+    rs = {r: proof_likes._Region(mrsc, r, GlobalTableMode.MRSC) for r in mrsc.regions}
+    rs[A].likes.create_post(author_id="a", body="b", post_id="p")  # MRSC: hot
+    assert rs[C].likes.like("p", "u1").changed
+    injector = FaultInjector(mrsc.client(C)).add("unavailable", operations={"UpdateItem"}, limit=proof_likes.RETRY.max_attempts)
+    try:
+        drained = rs[C].drain(_NoSecondDelivery())
+    finally:
+        injector.detach()
+    assert injector.injected["unavailable"] == proof_likes.RETRY.max_attempts  # the first delivery met contention
+    assert drained and not rs[C].pending
+    for region in mrsc.regions:
+        assert proof_likes._tally(rs, region, "p") == 1
