@@ -66,7 +66,7 @@ def results_page(body: str, *, commit: str, dirty: bool, date: str, seed: int, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    from proof import http
+    from proof import http, http_regions
 
     parser = argparse.ArgumentParser(prog="python -m proof")
     parser.add_argument("--seed", type=int, default=20261122)
@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http", default=",".join(http.SCENARIOS), help="comma-separated HTTP scenario names ('' for none)")
     parser.add_argument("--http-scale", type=float, default=0.8, help="multiplies the HTTP scenarios' request counts")
     parser.add_argument("--http-clients", type=int, default=16)
+    parser.add_argument(
+        "--http-regions",
+        default=",".join(http_regions.ROWS),
+        help="comma-separated HTTP multi-Region rows ('' for none): " + ", ".join(http_regions.ROWS),
+    )
+    parser.add_argument("--http-regions-scale", type=float, default=1.0, help="multiplies the HTTP multi-Region rows' request counts")
     parser.add_argument("--stress", type=int, default=0, metavar="N", help="N busy processes (CPU spin loops) beside the proof")
     parser.add_argument("--regions", default=",".join(regions.REGISTRY), help="comma-separated multi-Region scenario names ('' for none)")
     parser.add_argument("--schedules", type=int, default=regions.SCHEDULES, metavar="N", help="seeded schedules per multi-Region scenario")
@@ -93,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in (args.only.split(",") if args.only is not None else SCENARIOS) if n]
     http_names = [n for n in args.http.split(",") if n]
     region_names = [n for n in args.regions.split(",") if n]
+    http_region_names = [n for n in args.http_regions.split(",") if n]
+    for name in http_region_names:
+        if name not in http_regions.ROWS:
+            parser.error(f"unknown --http-regions row {name!r}; one of {', '.join(http_regions.ROWS)}")
     reports: list[Report] = []
     region_reports: list[Report] = []
     fresh_reports: list[tuple[int, list[Report]]] = []
@@ -102,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         print(f"fresh seed {seed}; replay: {regions.replay_command(seed, fresh_names, args.fresh_schedules)}", flush=True)
     http_reports: list[Any] = []
+    http_region_reports: list[Any] = []
     started = time.monotonic()
     timings = {}
     with Stress(args.stress), DynamoDBLocal() as ddb_local:
@@ -137,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 emulator.stop()
             timings["HTTP"] = time.monotonic() - http_started
+    if http_region_names:
+        hr_started = time.monotonic()
+        http_region_reports = http_regions.run(
+            http_region_names, seed=args.seed, scale=args.http_regions_scale, log=RESULTS / "http-regions-functions.log"
+        )
+        timings["HTTP across Regions"] = time.monotonic() - hr_started
     rates = ", ".join(f"{k} {v:.0%}" for k, v in FAULT_RATES.items())
     stress = f", --stress {args.stress} ({args.stress} CPU spin processes on {os.cpu_count()} cores)" if args.stress else ""
     spent = "; ".join(f"{k} {v:.0f} s" for k, v in timings.items())
@@ -160,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         found = http.details(http_reports)
         if found:
             text += f"{found}\n"
+    if http_region_reports:
+        text += f"{http_regions.describe()} (functions' output: proof/results/http-regions-functions.log).\n\n"
+        text += f"{http.table(http_region_reports)}\n\n"
+        found = http.details(http_region_reports)
+        if found:
+            text += f"{found}\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "latest.md").write_text(text)
@@ -176,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"written to {(RESULTS / 'latest.md').relative_to(ROOT)} and {DOCS_RESULTS.relative_to(ROOT)}")
     fresh_rows = [r for _, rows in fresh_reports for r in rows]
-    return 0 if all(r.verdict == "holds" for r in [*reports, *region_reports, *fresh_rows, *http_reports]) else 1
+    return 0 if all(r.verdict == "holds" for r in [*reports, *region_reports, *fresh_rows, *http_reports, *http_region_reports]) else 1
 
 
 if __name__ == "__main__":
