@@ -321,6 +321,12 @@ class GlobalTable:
         self._thread: threading.Thread | None = None
         self.live_errors: list[str] = []
 
+    @property
+    def random_sources(self) -> tuple[random.Random, random.Random]:
+        """The emulator's seeded sources: replication (delays, duplicates) and MRSC conflicts (a
+        schedule replayed alone moves them to where a run had them: proof/regions/orders.py)."""
+        return self.rng, self._conflict_rng
+
     # ------------------------------------------------------------------ clients
     @property
     def store_region(self) -> str:

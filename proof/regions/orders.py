@@ -19,12 +19,20 @@ Checked (a row per mode, documented ``exact``):
   the key record) one key answered with two ids;
 * ``bad_reads``: an answer with another key's items, an acknowledged order missing or holding other
   items in any Region after settle, a pointer read lower than an earlier read in the same Region;
-* ``breaches``: after heal and settle, a Region whose pointer is not the greatest order id.
+* ``breaches``: after heal and settle, a Region whose pointer is not the greatest order id (that
+  read is re-sent until answered, as a client re-sends a 503: the check never compares an earlier
+  read in its place).
 
 MREC failovers that did **not** find the key record (it had not replicated: a partition, or lag)
 make a second order for one key: documented (docs/orders.md "Global tables"), counted in the notes
 as ``twin orders``, and checked to be detectable (both orders carry the key). Gapless rows: MREC
 home Region exact 1..N under faults, every other Region refused; MRSC refused.
+
+Replaying one schedule
+    A schedule uses fresh keys, so what it inherits from the ones before is only where the run's
+    seeded sources stand (each Region's faults, the replicator's delays, MRSC conflicts): a problem's
+    note gives those positions (words drawn) and :func:`replay` runs that schedule alone on a fresh
+    table from there, in seconds: the same calls meet the same faults and delays (ids start lower).
 """
 
 from __future__ import annotations
@@ -128,6 +136,7 @@ class Tally:
     pointer_reads: int = 0
     refused: int = 0
     problems: list[str] = field(default_factory=list)
+    replays: list[str] = field(default_factory=list)  # how to run a schedule that made a problem alone
 
     def problem(self, text: str) -> None:
         if len(self.problems) < 5:
@@ -166,6 +175,26 @@ def _last_id(orders: Orders) -> int:
     raise RuntimeError("the sequence could not be read")
 
 
+def _latest(orders: Orders) -> int:
+    """``GET /orders/latest`` as a client sends it: re-sent until answered (a 503 says re-send)."""
+    for _ in range(RESENDS):
+        try:
+            return orders.pointer.read()[0] or 0
+        except CounterError:
+            continue
+    raise RuntimeError("the pointer could not be read")
+
+
+def drawn(state: tuple[Any, ...], origin: tuple[Any, ...]) -> int:
+    """How many 32-bit words a ``random.Random`` drew from state ``origin`` to state ``state``."""
+    probe, words = random.Random(), 0
+    probe.setstate(origin)
+    while probe.getstate() != state:
+        probe.getrandbits(32)
+        words += 1
+    return words
+
+
 def _admin(gt: GlobalTable, region: str) -> Any:
     physical = gt.store_region if gt.mode is Mode.MRSC else region
     # the emulator's credentials: DynamoDB Local keeps a database per (access key, Region)
@@ -196,6 +225,18 @@ class Run:
             admin = _admin(self.gt, name)
             self.where[name] = Region(name, orders, StreamFeed(self.gt, name, pointer, admin), admin)
         self.answered_ids: dict[int, str] = {}  # every id answered, over every schedule -> its key
+        self.sources = [injector.rng for injector in self.injectors] + list(self.gt.random_sources)
+        self.origins = [rng.getstate() for rng in self.sources]
+        self.seed = seed
+
+    def skip(self, draws: tuple[int, ...]) -> None:
+        """Move every seeded source on by its number of words (:func:`replay`)."""
+        for rng, words in zip(self.sources, draws, strict=True):
+            for _ in range(words):
+                rng.getrandbits(32)
+
+    def _trouble(self) -> int:
+        return self.tally.duplicates + self.tally.bad_reads + self.tally.breaches
 
     def close(self) -> None:
         for injector in self.injectors:
@@ -203,21 +244,31 @@ class Run:
             injector.detach()
         self.gt.delete()
 
-    def read_pointers(self, seed: int) -> None:
+    def read_pointers(self, seed: int, *, settled: bool = False) -> dict[str, int]:
+        """Every Region's ``GET /orders/latest``; answers the values read, by Region. During a
+        schedule a read that fails (503) is left out; after settle (``settled``) it is re-sent until
+        answered, so the check compares this answer and never an earlier read (issue 28: a failed
+        final read left a read from before the heal in its place, a false breach)."""
+        answers: dict[str, int] = {}
         for region in self.where.values():
-            try:
-                value, _ = region.orders.pointer.read()
-            except CounterError:
-                continue
+            if settled:
+                value = _latest(region.orders)
+            else:
+                try:
+                    value = region.orders.pointer.read()[0] or 0
+                except CounterError:
+                    continue
             self.tally.pointer_reads += 1
-            value = value or 0
             if region.reads and value < region.reads[-1]:
                 self.tally.bad_reads += 1
                 self.tally.problem(f"seed {seed}: {region.name}'s pointer went from {region.reads[-1]} to {value}")
             region.reads.append(value)
+            answers[region.name] = value
+        return answers
 
     def schedule(self, seed: int) -> None:
         rng, tally, gt, regions = random.Random(seed), self.tally, self.gt, self.regions
+        states, trouble = [source.getstate() for source in self.sources], self._trouble()
         acknowledged: dict[str, int] = {}  # key -> the id its client was answered
         lost: dict[str, int] = {}  # key -> the id of an answer the client never saw (failover)
         body: dict[str, tuple[str, list[Any]]] = {}
@@ -277,13 +328,22 @@ class Run:
             if region.feed.waiting:  # an advance that ran out of retries: the stream retries it
                 region.feed.poll()
         gt.settle()
-        self.read_pointers(seed)
-        self.check(seed, acknowledged, lost, body, taken)
+        settled = self.read_pointers(seed, settled=True)
+        self.check(seed, acknowledged, lost, body, taken, settled)
         tally.acknowledged += len(acknowledged)
         tally.schedules += 1
+        if self._trouble() > trouble and len(tally.replays) < 3:
+            draws = tuple(drawn(state, origin) for state, origin in zip(states, self.origins, strict=True))
+            tally.replays.append(f"replay {seed} alone: replay(endpoint, Mode.{self.mode.name}, {self.seed}, {seed}, draws={draws})")
 
     def check(
-        self, seed: int, acknowledged: dict[str, int], lost: dict[str, int], body: dict[str, tuple[str, list[Any]]], taken: list[int]
+        self,
+        seed: int,
+        acknowledged: dict[str, int],
+        lost: dict[str, int],
+        body: dict[str, tuple[str, list[Any]]],
+        taken: list[int],
+        settled: dict[str, int],
     ) -> None:
         tally = self.tally
         for key, order_id in lost.items():
@@ -320,10 +380,11 @@ class Run:
             ).get("Item"):
                 greatest = order_id
         tally.orders = greatest
-        for region in self.where.values():
-            if region.reads[-1] != greatest:
+        for name in self.where:
+            value = settled.get(name)
+            if value != greatest:
                 tally.breaches += 1
-                tally.problem(f"seed {seed}: {region.name}'s pointer {region.reads[-1]} after settle, greatest order {greatest}")
+                tally.problem(f"seed {seed}: {name}'s pointer {value} after settle, greatest order {greatest}")
         # a late re-send of a key, in some Region: the key's own order
         for key in list(acknowledged)[:2]:
             region = self.where[random.Random(seed).choice(self.regions)]
@@ -412,9 +473,25 @@ def _report(name: str, tally: Tally, seconds: float) -> Report:
     if tally.refused:
         report.notes.append(f"{tally.refused} gapless requests refused (unsupported_in_region_mode)")
     report.notes.extend(tally.problems)
+    report.notes.extend(tally.replays)
     if tally.acknowledged and not tally.faults:  # a refusal-only row writes nothing a fault could hit
         report.unexercised.append("client faults")
     return report
+
+
+def replay(endpoint: str, mode: Mode, seed: int, schedule: int, draws: tuple[int, ...]) -> Tally:
+    """Schedule ``schedule`` (its own seed, e.g. 202611270026) of the ``mode`` row of a run seeded
+    ``seed``, alone on a fresh table, its seeded sources first moved on by ``draws`` (as a problem's
+    note gives them). What a schedule inherits from the ones before is only those positions (its
+    keys are fresh; ids start lower), so its calls meet the same faults and delays as in the run."""
+    tally = Tally()
+    run = Run(endpoint, mode, seed, tally)
+    try:
+        run.skip(draws)
+        run.schedule(schedule)
+    finally:
+        run.close()
+    return tally
 
 
 def scenarios(endpoint: str, seed: int, schedules: int = 150) -> list[Report]:
