@@ -56,6 +56,9 @@ from boto3.dynamodb.types import TypeDeserializer
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
 
+LIVE_APPLY_TRIES = 4
+"""Live mode: how often an apply that met a local write it had not seen is judged again before it
+is put back in the queue for a moment."""
 Image = dict[str, Any]  # an item in DynamoDB JSON ({"PK": {"S": ...}})
 KeyId = str  # an item's key, canonical JSON
 
@@ -180,6 +183,7 @@ class Stats:
     duplicates: int = 0  # deliveries scheduled twice
     held_by_partition: int = 0  # deliveries that waited for a heal
     repairs: int = 0  # live-mode races repaired (a replicated apply overwrote a newer local write)
+    raced: int = 0  # live mode: an apply whose destination changed since pump read it (a local write not yet seen): re-judged
     conflicts: int = 0  # MRSC: ReplicatedWriteConflictException injected
     refused: int = 0  # MRSC: transaction / TTL calls refused
 
@@ -320,6 +324,9 @@ class GlobalTable:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.live_errors: list[str] = []
+        self.others_write = False
+        """Set by :meth:`start`: processes other than this one write the tables (the local stack's
+        functions), so an apply is conditioned on the item being as pump last saw it."""
 
     @property
     def random_sources(self) -> tuple[random.Random, random.Random]:
@@ -594,13 +601,62 @@ class GlobalTable:
 
     def _apply(self, delivery: Delivery) -> None:
         slot = (delivery.target, delivery.key)
-        current = self._current.get(slot)
-        if current is not None and delivery.version <= current[0]:
-            self.stats.dropped_lww += 1
+        for _ in range(LIVE_APPLY_TRIES):
+            current = self._current.get(slot)
+            if current is not None and delivery.version <= current[0]:
+                self.stats.dropped_lww += 1
+                return
+            if self.others_write and not self._write_if_unchanged(delivery, None if current is None else current[1]):
+                # Live mode: a function wrote the item after pump last read this Region's stream.
+                # AWS applies a replicated version atomically against local writes (last writer
+                # wins by time, never a newer local write overwritten): read the stream now, so the
+                # local write gets its version, and judge the delivery against it again.
+                self.stats.raced += 1
+                self._read_stream(delivery.target)
+                continue
+            self._current[slot] = (delivery.version, delivery.image)
+            if not self.others_write:
+                self._write(delivery.target, delivery.key, delivery.image)
+            self.stats.replicated += 1
             return
-        self._current[slot] = (delivery.version, delivery.image)
-        self._write(delivery.target, delivery.key, delivery.image)
-        self.stats.replicated += 1
+        heapq.heappush(self._pending, dataclasses.replace(delivery, due=delivery.due + 0.05, seq=next(self._seq)))  # a busy item: later
+
+    def _write_if_unchanged(self, delivery: Delivery, expected: Image | None) -> bool:
+        """Live mode: put (or delete) the delivery's image in its Region only if the item is still
+        ``expected`` (the image the emulator last saw there: every scalar attribute equal, or
+        absent); False when a local write changed it meanwhile. Expects its stream record as
+        :meth:`_write` does."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        if expected is None:
+            key_name = self._key_names[0] if self._key_names else "PK"
+            condition = "attribute_not_exists(#k)"
+            names["#k"] = key_name
+        else:
+            parts = []
+            for i, (name, value) in enumerate(sorted(expected.items())):
+                if next(iter(value)) in ("M", "L", "SS", "NS", "BS"):
+                    continue  # compared through the scalars: every write the layer makes changes one
+                names[f"#a{i}"] = name
+                values[f":v{i}"] = value
+                parts.append(f"#a{i} = :v{i}")
+            condition = " AND ".join(parts) or "attribute_exists(PK)"
+        ddb = self._admin_client(delivery.target)
+        conditional: dict[str, Any] = {"ConditionExpression": condition, "ExpressionAttributeNames": names}
+        if values:
+            conditional["ExpressionAttributeValues"] = values
+        try:
+            if delivery.image is None:
+                old = ddb.delete_item(TableName=self.table_name, Key=json.loads(delivery.key), ReturnValues="ALL_OLD", **conditional)
+                changed = old.get("Attributes") is not None
+            else:
+                old = ddb.put_item(TableName=self.table_name, Item=delivery.image, ReturnValues="ALL_OLD", **conditional)
+                changed = not _same(old.get("Attributes"), delivery.image)
+        except ddb.exceptions.ConditionalCheckFailedException:
+            return False
+        if changed:
+            self._expected.setdefault((delivery.target, delivery.key), deque()).append(delivery.image)
+        return True
 
     def advance(self, seconds: float) -> None:
         """Pump, move simulated time forward by ``seconds``, applying every delivery due on the way."""
@@ -718,6 +774,7 @@ class GlobalTable:
         """Live mode: the clock follows the wall clock; a daemon thread pumps and delivers."""
         if self._thread is not None:
             return self
+        self.others_write = True
         self.clock.live(True)
         self._stop.clear()
 
