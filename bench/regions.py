@@ -517,6 +517,8 @@ def measure(env: Env, op: Operation, samples: int) -> Measured:
     try:
         env.settle()  # nothing of the previous operation left to replicate
         key = f"b{uuid.uuid4().hex[:10]}"
+        while env.topology.home_of(key) != env.topology.region:  # MREC: a post is created in its id's home Region only
+            key = f"b{uuid.uuid4().hex[:10]}"
         op.setup(env.setup, env.table, key, env.topology)
         service = op.service(env.ddb, env.table, env.topology)
         op.run(service, key, samples)

@@ -19,7 +19,11 @@ OUTPUT = ROOT / "docs" / "openapi.json"
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error", "message"],
-    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+    "properties": {
+        "error": {"type": "string"},
+        "message": {"type": "string"},
+        "region": {"type": "string", "description": "wrong_region: the Region to send the request to"},
+    },
     "additionalProperties": False,
 }
 PENDING_SCHEMA = {
@@ -32,7 +36,8 @@ ERRORS = {
     "400": "Invalid request or JSON (nothing was written)",
     "403": "AuthMode COGNITO: acting as another user, another user's ledger, or an admin route (nothing was written)",
     "404": "Not found (AuthMode COGNITO: also another user's reservation, order or operation, answered exactly as a missing one)",
-    "409": "Conflict with the stored state",
+    "409": "Conflict with the stored state; `wrong_region` (MREC global table): the id is created only in its home Region, "
+    "named in `region` (nothing was written)",
     "413": "The body is larger than 64 KiB (nothing was written)",
     "415": "The body must be JSON (application/json or a +json media type, any case)",
     "422": "Idempotency-Key reused with a different request",

@@ -206,7 +206,7 @@ def describe(count: int) -> str:
     )
 
 
-from proof.regions import add, ledger, likes, orders, reservations  # noqa: E402 - the approaches use the helpers above
+from proof.regions import add, creations, ledger, likes, orders, reservations  # noqa: E402 - the approaches use the helpers above
 
 REGISTRY: dict[str, Scenario] = {
     "add": add.scenarios,
@@ -214,6 +214,7 @@ REGISTRY: dict[str, Scenario] = {
     "likes": likes.scenarios,
     "reservations": reservations.scenarios,
     "orders": orders.scenarios,
+    "creations": creations.scenarios,
 }
 
 BASELINES = frozenset({"add"})

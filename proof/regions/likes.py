@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from counters.core.errors import ContentionError, UnsupportedInMode
+from counters.core.errors import ContentionError, UnsupportedInMode, WrongRegion
 from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.toggle import now_ms
@@ -112,6 +112,8 @@ def _schedule(gt: GlobalTable, regions: dict[str, _Region], post_mode: str, seed
             break
         except ContentionError:
             continue
+        except WrongRegion as refused:  # MREC: a post is created in its id's home Region (docs/regions.md, Creations)
+            creator = regions[refused.region]
     else:
         report.notes.append(f"seed {seed}: post not created")
         return

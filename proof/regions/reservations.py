@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.core.errors import AmbiguousOutcome, ContentionError, CounterError, InsufficientCapacity, UnsupportedInMode
+from counters.core.errors import AmbiguousOutcome, ContentionError, CounterError, InsufficientCapacity, UnsupportedInMode, WrongRegion
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
 from counters.core.regions import GlobalTableMode, Topology
@@ -184,6 +184,15 @@ def unknown_of(records: list[dict[str, Any]]) -> int:
     return sum(int(r["quantity"]) for r in records if r["status"] in ("PENDING", "UNKNOWN"))
 
 
+def create(svc: dict[str, Reservations], region: str, rid: str, **options: Any) -> None:
+    """Create a resource as a client would: in ``region``, or (MREC: 409 ``wrong_region``) in the
+    home Region the refusal names (docs/regions.md, Creations)."""
+    try:
+        svc[region].create_resource(rid, **options)
+    except WrongRegion as refused:
+        svc[refused.region].create_resource(rid, **options)
+
+
 def mrec_schedule(
     gt: GlobalTable, svc: dict[str, Reservations], faults: dict[str, FaultInjector], strategy: str, shards: int, n: int, tally: Tally
 ) -> Case:
@@ -191,7 +200,7 @@ def mrec_schedule(
     a, b = gt.regions
     case = Case(f"m{n}-{uuid.uuid4().hex[:6]}", rng.randint(4, 7))
     rid, asked, acked, unknown = case.rid, case.asked, case.acked, case.unknown
-    svc[rng.choice(gt.regions)].create_resource(rid, capacity=case.capacity, strategy=strategy, shards=shards)
+    create(svc, rng.choice(gt.regions), rid, capacity=case.capacity, strategy=strategy, shards=shards)
     gt.settle()
     requests = case.capacity + rng.randint(2, 3)
     split_at = sorted(rng.sample(range(requests), 2))  # the partition: from the first to the second
@@ -426,7 +435,7 @@ def bench_transfer_latency(endpoint: str, samples: int = 20, *, seed: int = 11, 
     try:
         for n in range(samples):
             rid = f"lat{n}"
-            svc[a].create_resource(rid, capacity=10, strategy="crt", shares={a: 10, b: 0})
+            create(svc, a, rid, capacity=10, strategy="crt", shares={a: 10, b: 0})
             gt.settle()
             started, t0 = time.perf_counter(), gt.clock.now()
             svc[a].transfer(rid, b, 4, f"bench-{n}")

@@ -2,6 +2,8 @@
 
 Two Regions are two ``region_name`` s on one DynamoDB Local (tests/integration/regions_support.py);
 replication is delivered explicitly where a test says, so each schedule is deterministic.
+The resource ``r0`` is created in A, its home Region (on MREC an id is created only there:
+docs/regions.md "Creations"; tests/integration/test_creations_regions.py).
 """
 
 from __future__ import annotations
@@ -87,105 +89,105 @@ def test_one_counter_for_every_region_oversells(regions: Regions) -> None:
     """The issue's finding on the old path (one META counter, written in both Regions): capacity
     10, 10 reservations CONFIRMED in each Region, and after replication META says 10."""
     old_a, old_b = (regions.service(r, topology=Topology()) for r in (A, B))
-    old_a.create_resource("r1", capacity=10, strategy="crt")
+    old_a.create_resource("r0", capacity=10, strategy="crt")
     regions.replicate(A, B)
-    assert reserve_all(old_a, "r1", 10, "a") == (10, 0)
-    assert reserve_all(old_b, "r1", 10, "b") == (10, 0)
+    assert reserve_all(old_a, "r0", 10, "a") == (10, 0)
+    assert reserve_all(old_b, "r0", 10, "b") == (10, 0)
     regions.replicate(A, B, where="RSV#")
     regions.replicate(B, A)  # B's META version is the later write: it wins everywhere
     records = [i for (pk, _), i in regions.items(A).items() if pk.startswith("RSV#") and i["status"] == "CONFIRMED"]
     assert len(records) == 20
-    assert int(regions.items(A)[("RES#r1", "META")]["reserved"]) == 10  # 20 held against a capacity of 10
+    assert int(regions.items(A)[("RES#r0", "META")]["reserved"]) == 10  # 20 held against a capacity of 10
 
 
 def test_the_old_path_is_refused_on_an_mrec_table(regions: Regions) -> None:
-    regions.service(A, topology=Topology()).create_resource("r1", capacity=10, strategy="crt")
+    regions.service(A, topology=Topology()).create_resource("r0", capacity=10, strategy="crt")
     with pytest.raises(UnsupportedInMode, match="one counter for every Region"):
-        regions.service(A).reserve("r1", 1, "k")
+        regions.service(A).reserve("r0", 1, "k")
 
 
 @pytest.mark.parametrize(("strategy", "shards"), APPROACHES)
 def test_escrow_never_oversells(regions: Regions, strategy: str, shards: int) -> None:
     """The same schedule with escrow: each Region sells its own share (5 + 5), then answers 409."""
     a, b = regions.service(A), regions.service(B)
-    created = a.create_resource("r1", capacity=10, strategy=strategy, shards=shards)
+    created = a.create_resource("r0", capacity=10, strategy=strategy, shards=shards)
     assert created["capacity"] == 10
     regions.replicate(A, B)
-    assert reserve_all(a, "r1", 10, "a") == (5, 5)
-    assert reserve_all(b, "r1", 10, "b") == (5, 5)
+    assert reserve_all(a, "r0", 10, "a") == (5, 5)
+    assert reserve_all(b, "r0", 10, "b") == (5, 5)
     regions.settle()
     for region in (A, B):
-        view = regions.service(region).get_resource("r1")
+        view = regions.service(region).get_resource("r0")
         assert (view["reserved"], view["available"]) == (10, 0)
         records = [i for (pk, _), i in regions.items(region).items() if pk.startswith("RSV#") and i["status"] == "CONFIRMED"]
         assert len(records) == 10
-    conserved(regions, "r1", 10)
+    conserved(regions, "r0", 10)
 
 
 def test_escrow_does_not_spend_another_regions_share(regions: Regions) -> None:
     """Guard: a Region's takes (and transfers) touch only its own share items. All 10 units are
     A's: B refuses (409, naming A), and nothing of A's share changes in either Region."""
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=10, strategy="atomic", shares={A: 10, B: 0})
+    a.create_resource("r0", capacity=10, strategy="atomic", shares={A: 10, B: 0})
     regions.replicate(A, B)
-    before = shares(regions, B, "r1")
+    before = shares(regions, B, "r0")
     with pytest.raises(InsufficientCapacity, match=f"{A} 10"):
-        b.reserve("r1", 1, "k1")
+        b.reserve("r0", 1, "k1")
     with pytest.raises(InsufficientCapacity):
-        b.transfer("r1", A, 1, "t1")
-    assert shares(regions, B, "r1") == before
-    assert reserve_all(a, "r1", 11, "a") == (10, 1)
-    assert shares(regions, A, "r1")[f"RES#r1@{A}"] == {"capacity": 10, "reserved": 10, "available": 0}
-    assert shares(regions, A, "r1")[f"RES#r1@{B}"] == {"capacity": 0, "reserved": 0, "available": 0}
+        b.transfer("r0", A, 1, "t1")
+    assert shares(regions, B, "r0") == before
+    assert reserve_all(a, "r0", 11, "a") == (10, 1)
+    assert shares(regions, A, "r0")[f"RES#r0@{A}"] == {"capacity": 10, "reserved": 10, "available": 0}
+    assert shares(regions, A, "r0")[f"RES#r0@{B}"] == {"capacity": 0, "reserved": 0, "available": 0}
 
 
 # ------------------------------------------------------------------------------- transfers
 @pytest.mark.parametrize(("strategy", "shards"), APPROACHES)
 def test_a_transfer_moves_units_exactly_once(regions: Regions, strategy: str, shards: int) -> None:
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=10, strategy=strategy, shards=shards, shares={A: 8, B: 2})
+    a.create_resource("r0", capacity=10, strategy=strategy, shards=shards, shares={A: 8, B: 2})
     regions.replicate(A, B)
-    first = a.transfer("r1", B, 3, "move-1")
-    again = a.transfer("r1", B, 3, "move-1")  # a re-send: the same transfer, nothing debited twice
+    first = a.transfer("r0", B, 3, "move-1")
+    again = a.transfer("r0", B, 3, "move-1")  # a re-send: the same transfer, nothing debited twice
     assert first.created and not again.created and again.body["transferId"] == first.body["transferId"]
     with pytest.raises(IdempotencyKeyReused):
-        a.transfer("r1", B, 4, "move-1")
-    assert sum(s["capacity"] for pk, s in shares(regions, A, "r1").items() if f"@{A}" in pk) == 5
-    conserved(regions, "r1", 10)  # 5 + 2 + 3 in flight, in A; B has not seen it: 8 + 2
-    assert b.receive_transfers("r1") == 0  # not replicated yet: nothing to credit
+        a.transfer("r0", B, 4, "move-1")
+    assert sum(s["capacity"] for pk, s in shares(regions, A, "r0").items() if f"@{A}" in pk) == 5
+    conserved(regions, "r0", 10)  # 5 + 2 + 3 in flight, in A; B has not seen it: 8 + 2
+    assert b.receive_transfers("r0") == 0  # not replicated yet: nothing to credit
     regions.replicate(A, B)
     regions.replicate(A, B)  # a duplicate delivery changes nothing
-    assert b.receive_transfers("r1") == 3
-    assert b.receive_transfers("r1") == 0
+    assert b.receive_transfers("r0") == 3
+    assert b.receive_transfers("r0") == 0
     regions.settle()
-    conserved(regions, "r1", 10)
-    assert reserve_all(b, "r1", 6, "b") == (5, 1)  # its 2 and the 3 it received
-    assert reserve_all(a, "r1", 6, "a") == (5, 1)
+    conserved(regions, "r0", 10)
+    assert reserve_all(b, "r0", 6, "b") == (5, 1)  # its 2 and the 3 it received
+    assert reserve_all(a, "r0", 6, "a") == (5, 1)
     regions.settle()
-    conserved(regions, "r1", 10)
+    conserved(regions, "r0", 10)
 
 
 def test_a_take_that_finds_its_share_short_receives_transfers_first(regions: Regions) -> None:
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=4, strategy="set", shares={A: 4, B: 0})
-    a.transfer("r1", B, 2, "move")
+    a.create_resource("r0", capacity=4, strategy="set", shares={A: 4, B: 0})
+    a.transfer("r0", B, 2, "move")
     regions.replicate(A, B)
-    assert reserve_all(b, "r1", 3, "b") == (2, 1)
+    assert reserve_all(b, "r0", 3, "b") == (2, 1)
 
 
 def test_a_stale_listing_never_credits_a_transfer_twice(regions: Regions, monkeypatch: pytest.MonkeyPatch) -> None:
     """Guard: two receivers in B race (each listed the transfer before the other's receipt): the
     receipt's attribute_not_exists lets only one credit it."""
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=10, strategy="crt", shares={A: 5, B: 5})
-    a.transfer("r1", B, 3, "move")
+    a.create_resource("r0", capacity=10, strategy="crt", shares={A: 5, B: 5})
+    a.transfer("r0", B, 3, "move")
     regions.replicate(A, B)
-    listed = b.store.transfers("r1")
-    assert b.receive_transfers("r1") == 3
+    listed = b.store.transfers("r0")
+    assert b.receive_transfers("r0") == 3
     stale = [Transfer(t.transfer_id, t.source, t.target, t.quantity, t.request_id, received=False) for t in listed]
     monkeypatch.setattr(b.store, "transfers", lambda *_a, **_k: stale)
-    assert b.receive_transfers("r1") == 0
-    assert shares(regions, B, "r1")[f"RES#r1@{B}"]["capacity"] == 8
+    assert b.receive_transfers("r0") == 0
+    assert shares(regions, B, "r0")[f"RES#r0@{B}"]["capacity"] == 8
 
 
 @pytest.mark.parametrize("strategy", ["occ", "occ_history"])
@@ -194,29 +196,29 @@ def test_an_optimistic_take_planned_before_a_transfer_does_not_undo_it(regions: 
     a read made before it fails its condition and re-plans (it would otherwise set ``available``
     back and create capacity)."""
     a = regions.service(A)
-    a.create_resource("r1", capacity=10, strategy=strategy, shares={A: 10, B: 0})
+    a.create_resource("r0", capacity=10, strategy=strategy, shares={A: 10, B: 0})
     client = regions.clients[A]
     fired = []
 
     def transfer_in_between(**_: object) -> None:
         if not fired:
             fired.append(True)
-            a.transfer("r1", B, 4, "move")
+            a.transfer("r0", B, 4, "move")
 
     client.meta.events.register("before-call.dynamodb.UpdateItem", transfer_in_between, unique_id=f"between-{uuid.uuid4()}")
     try:
-        a.reserve("r1", 1, "k1")
+        a.reserve("r0", 1, "k1")
     finally:
         client.meta.events.unregister("before-call.dynamodb.UpdateItem", unique_id=None)
     assert fired
-    share = shares(regions, A, "r1")[f"RES#r1@{A}"]
+    share = shares(regions, A, "r0")[f"RES#r0@{A}"]
     assert share == {"capacity": 6, "reserved": 1, "available": 5}
 
 
 def test_transfers_are_refused_outside_mrec(mrsc: Regions, regions: Regions) -> None:
-    mrsc.service(A).create_resource("r1", capacity=10, strategy="set")
+    mrsc.service(A).create_resource("r0", capacity=10, strategy="set")
     with pytest.raises(UnsupportedInMode, match="MREC"):
-        mrsc.service(A).transfer("r1", B, 1, "t")
+        mrsc.service(A).transfer("r0", B, 1, "t")
     single = regions.service(A, topology=Topology())
     single.create_resource("r2", capacity=10, strategy="set")
     with pytest.raises(UnsupportedInMode):
@@ -226,28 +228,28 @@ def test_transfers_are_refused_outside_mrec(mrsc: Regions, regions: Regions) -> 
 # ------------------------------------------------------------------------------- releases, failover
 def test_a_release_gives_back_to_the_share_it_was_taken_from(regions: Regions) -> None:
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=4, strategy="marker")
+    a.create_resource("r0", capacity=4, strategy="marker")
     regions.replicate(A, B)
-    taken = a.reserve("r1", 2, "k1")
+    taken = a.reserve("r0", 2, "k1")
     regions.replicate(A, B)
     rid = str(taken.body["reservationId"])
     with pytest.raises(UnsupportedInMode, match=f"release it there \\(this is {B}\\)"):
-        b.release("r1", rid)
-    assert a.release("r1", rid).created
-    assert shares(regions, A, "r1")[f"RES#r1@{A}"] == {"capacity": 2, "reserved": 0, "available": 2}
+        b.release("r0", rid)
+    assert a.release("r0", rid).created
+    assert shares(regions, A, "r0")[f"RES#r0@{A}"] == {"capacity": 2, "reserved": 0, "available": 2}
     regions.settle()
-    conserved(regions, "r1", 4)
+    conserved(regions, "r0", 4)
 
 
 def test_a_failover_resend_after_replication_is_answered_from_the_record(regions: Regions) -> None:
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=4, strategy="crt")
+    a.create_resource("r0", capacity=4, strategy="crt")
     regions.replicate(A, B)
-    first = a.reserve("r1", 1, "k1")
+    first = a.reserve("r0", 1, "k1")
     regions.replicate(A, B)
-    again = b.reserve("r1", 1, "k1")
+    again = b.reserve("r0", 1, "k1")
     assert first.created and not again.created and again.body == first.body
-    assert shares(regions, B, "r1")[f"RES#r1@{B}"]["reserved"] == 0
+    assert shares(regions, B, "r0")[f"RES#r0@{B}"]["reserved"] == 0
 
 
 def test_a_failover_resend_during_a_partition_is_taken_twice_then_reconciled(regions: Regions) -> None:
@@ -255,24 +257,24 @@ def test_a_failover_resend_during_a_partition_is_taken_twice_then_reconciled(reg
     spent its own). Each Region keeps its own record (no last-writer-wins between them, nothing
     acknowledged is lost); once both are visible, the later Region gives its own back, once."""
     a, b = regions.service(A), regions.service(B)
-    a.create_resource("r1", capacity=2, strategy="atomic")
+    a.create_resource("r0", capacity=2, strategy="atomic")
     regions.replicate(A, B)
-    first = a.reserve("r1", 1, "k1")
-    second = b.reserve("r1", 1, "k1")  # partitioned: A's record is not here
+    first = a.reserve("r0", 1, "k1")
+    second = b.reserve("r0", 1, "k1")  # partitioned: A's record is not here
     assert first.created and second.created and first.body == second.body
     regions.settle()
-    assert a.get_resource("r1")["reserved"] == 2
+    assert a.get_resource("r0")["reserved"] == 2
     rid = str(first.body["reservationId"])
     records = {(pk, sk): i["status"] for (pk, sk), i in regions.items(A).items() if pk == f"RSV#{rid}"}
     assert records == {(f"RSV#{rid}", f"RSV@{A}"): "CONFIRMED", (f"RSV#{rid}", f"RSV@{B}"): "CONFIRMED"}
-    assert not a.reconcile("r1", rid)  # A's record comes first (same second: the Region name decides)
-    assert b.reconcile("r1", rid)
-    assert not b.reconcile("r1", rid)
+    assert not a.reconcile("r0", rid)  # A's record comes first (same second: the Region name decides)
+    assert b.reconcile("r0", rid)
+    assert not b.reconcile("r0", rid)
     regions.settle()
     for region in (A, B):
-        assert regions.service(region).get_resource("r1")["reserved"] == 1
-        assert regions.service(region).get_reservation("r1", rid)["status"] == "CONFIRMED"
-    conserved(regions, "r1", 2)
+        assert regions.service(region).get_resource("r0")["reserved"] == 1
+        assert regions.service(region).get_reservation("r0", rid)["status"] == "CONFIRMED"
+    conserved(regions, "r0", 2)
 
 
 def test_a_failover_claim_dropped_in_b_never_deletes_an_acknowledged_record(dynamodb_endpoint: str) -> None:
@@ -288,18 +290,18 @@ def test_a_failover_claim_dropped_in_b_never_deletes_an_acknowledged_record(dyna
     gt.create()
     try:
         a, b = (Reservations(gt.table_name, dynamodb=gt.client(r), topology=Topology(MREC, r, (A, B))) for r in (A, B))
-        a.create_resource("r1", capacity=1, strategy="occ", shares={A: 1, B: 0})
+        a.create_resource("r0", capacity=1, strategy="occ", shares={A: 1, B: 0})
         gt.settle()
         gt.partition(A, B)
-        rid = str(a.reserve("r1", 1, "k1").body["reservationId"])
+        rid = str(a.reserve("r0", 1, "k1").body["reservationId"])
         gt.advance(1.0)
         with pytest.raises(InsufficientCapacity):
-            b.reserve("r1", 1, "k1")
+            b.reserve("r0", 1, "k1")
         gt.advance(1.0)
         gt.heal()
         gt.settle()
         for service in (a, b):
-            assert service.get_reservation("r1", rid)["status"] == "CONFIRMED"
+            assert service.get_reservation("r0", rid)["status"] == "CONFIRMED"
     finally:
         gt.delete()
 
@@ -308,52 +310,52 @@ def test_a_failover_claim_dropped_in_b_never_deletes_an_acknowledged_record(dyna
 @pytest.mark.parametrize(("strategy", "shards"), [("crt", 1), ("marker", 1), ("atomic", 2), ("crt", 2), ("marker", 2)])
 def test_mrsc_refuses_transactional_strategies_at_creation(mrsc: Regions, strategy: str, shards: int) -> None:
     with pytest.raises(UnsupportedInMode, match="MRSC") as refused:
-        mrsc.service(B).create_resource("r1", capacity=10, strategy=strategy, shards=shards)
+        mrsc.service(B).create_resource("r0", capacity=10, strategy=strategy, shards=shards)
     assert refused.value.status == 409 and refused.value.code == "unsupported_in_region_mode"
     assert mrsc.items(A) == {}
 
 
 def test_mrsc_refuses_a_transactional_strategy_at_first_call(mrsc: Regions) -> None:
     """A resource whose strategy is named in an item already there (e.g. created before the mode)."""
-    item = {"PK": {"S": "RES#r1"}, "SK": {"S": "META"}, "resourceId": {"S": "r1"}, "capacity": {"N": "5"}}
+    item = {"PK": {"S": "RES#r0"}, "SK": {"S": "META"}, "resourceId": {"S": "r0"}, "capacity": {"N": "5"}}
     item |= {"strategy": {"S": "crt"}, "shards": {"N": "1"}, "reserved": {"N": "0"}, "available": {"N": "5"}}
     mrsc.plain[A].put_item(TableName=mrsc.table, Item=item)
     with pytest.raises(UnsupportedInMode, match="TransactWriteItems"):
-        mrsc.service(C).reserve("r1", 1, "k1")
+        mrsc.service(C).reserve("r0", 1, "k1")
 
 
 @pytest.mark.parametrize("strategy", ["atomic", "occ", "occ_history", "set"])
 def test_mrsc_single_item_strategies_stay_exact_without_transactions(mrsc: Regions, strategy: str) -> None:
     services = {r: mrsc.service(r) for r in (A, B, C)}
-    services[A].create_resource("r1", capacity=5, strategy=strategy)
+    services[A].create_resource("r0", capacity=5, strategy=strategy)
     taken = []
     for n in range(9):
         region = (A, B, C)[n % 3]
         try:
-            taken.append((region, services[region].reserve("r1", 1, f"k{n}")))
+            taken.append((region, services[region].reserve("r0", 1, f"k{n}")))
         except InsufficientCapacity:
             pass
     assert len(taken) == 5
-    again = services[C].reserve("r1", 1, "k0")  # a failover re-send: answered from the record
+    again = services[C].reserve("r0", 1, "k0")  # a failover re-send: answered from the record
     assert not again.created
     region, first = taken[0]
     rid = str(first.body["reservationId"])
-    assert services[B].release("r1", rid).created  # any Region: one strongly consistent item
-    assert not services[C].release("r1", rid).created
-    view = services[C].get_resource("r1")
+    assert services[B].release("r0", rid).created  # any Region: one strongly consistent item
+    assert not services[C].release("r0", rid).created
+    view = services[C].get_resource("r0")
     assert (view["reserved"], view["available"]) == (4, 1)
-    assert services[B].get_reservation("r1", rid)["status"] == "RELEASED"
+    assert services[B].get_reservation("r0", rid)["status"] == "RELEASED"
 
 
 def test_an_interrupted_mrsc_release_is_redriven_by_a_token_strategy(mrsc: Regions) -> None:
     a = mrsc.service(A)
-    a.create_resource("r1", capacity=3, strategy="set")
-    rid = str(a.reserve("r1", 2, "k1").body["reservationId"])
+    a.create_resource("r0", capacity=3, strategy="set")
+    rid = str(a.reserve("r0", 2, "k1").body["reservationId"])
     assert a.store.mark_releasing(rid, "crashed-request")[0].value == "applied"
-    answer = mrsc.service(B).release("r1", rid)  # the re-drive: the give-back and the last step
+    answer = mrsc.service(B).release("r0", rid)  # the re-drive: the give-back and the last step
     assert answer.body["status"] == "RELEASED"
-    assert mrsc.service(B).release("r1", rid).body["status"] == "RELEASED"
-    view = a.get_resource("r1")
+    assert mrsc.service(B).release("r0", rid).body["status"] == "RELEASED"
+    view = a.get_resource("r0")
     assert (view["reserved"], view["available"]) == (0, 3)
 
 
@@ -370,7 +372,7 @@ def test_on_the_emulator_a_partitioned_transfer_and_failover_never_oversell(dyna
     gt.create()
     try:
         svc = {r: Reservations(gt.table_name, dynamodb=gt.client(r), topology=Topology(MREC, r, (A, B))) for r in (A, B)}
-        svc[A].create_resource("r1", capacity=10, strategy="set")
+        svc[A].create_resource("r0", capacity=10, strategy="set")
         gt.settle()
         gt.partition(A, B)
         taken = {A: [], B: []}
@@ -378,24 +380,24 @@ def test_on_the_emulator_a_partitioned_transfer_and_failover_never_oversell(dyna
             for region, wanted in ((A, 12), (B, 3)):
                 if n < wanted:
                     try:
-                        taken[region].append(svc[region].reserve("r1", 1, f"{region}-{n}").body["reservationId"])
+                        taken[region].append(svc[region].reserve("r0", 1, f"{region}-{n}").body["reservationId"])
                     except InsufficientCapacity:
                         pass
                 gt.advance(1.0)
         assert (len(taken[A]), len(taken[B])) == (5, 3)  # each Region sold its own share only
-        svc[B].reserve("r1", 1, f"{A}-0")  # a failover re-send: A's record has not arrived, B takes from its own share
-        svc[A].release("r1", str(taken[A][1]))
-        svc[A].transfer("r1", B, 1, "move")
+        svc[B].reserve("r0", 1, f"{A}-0")  # a failover re-send: A's record has not arrived, B takes from its own share
+        svc[A].release("r0", str(taken[A][1]))
+        svc[A].transfer("r0", B, 1, "move")
         gt.advance(300.0)
         gt.heal()
         gt.settle()
-        assert svc[B].receive_transfers("r1") == 1
-        rid = str(svc[A].get_reservation("r1", str(taken[A][0]))["reservationId"])
-        assert [svc[r].reconcile("r1", rid) for r in (A, B)] == [False, True]  # B's take of A's key goes back
+        assert svc[B].receive_transfers("r0") == 1
+        rid = str(svc[A].get_reservation("r0", str(taken[A][0]))["reservationId"])
+        assert [svc[r].reconcile("r0", rid) for r in (A, B)] == [False, True]  # B's take of A's key goes back
         gt.settle()
         assert gt.converged()
         for region in (A, B):
-            view = svc[region].get_resource("r1")
+            view = svc[region].get_resource("r0")
             shares = view["regions"]
             assert (view["reserved"], view["available"], view["inFlight"]) == (7, 3, 0), view
             assert shares == {A: {"capacity": 4, "reserved": 4, "available": 0}, B: {"capacity": 6, "reserved": 3, "available": 3}}

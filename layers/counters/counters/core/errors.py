@@ -40,6 +40,10 @@ class CounterError(Exception):
         self.cause_code = cause_code
         """The DynamoDB/botocore error code behind this error, when there is one."""
 
+    def details(self) -> dict[str, str]:
+        """What the error body carries beside ``error`` and ``message`` (nothing, for most errors)."""
+        return {}
+
 
 class NotFound(CounterError):
     """The item the operation needs does not exist."""
@@ -178,12 +182,21 @@ class IdempotencyKeyReused(CounterError):
 
 
 class WrongRegion(CounterError):
-    """This operation may only run in another region (e.g. ledger compaction on a global table)."""
+    """This request may only be made in another Region: ``region`` names it (e.g. creating an id
+    owned by its home Region on an MREC global table, docs/regions.md "Creations")."""
 
     code = "wrong_region"
-    default_message = "this operation runs in another region"
+    default_message = "this request is made in another Region"
     status = 409
     final = True  # a Region's retry queue replays in that Region only
+
+    def __init__(self, message: str | None = None, *, region: str) -> None:
+        super().__init__(message)
+        self.region = region
+        """The Region to send the request to (the error body's ``region``)."""
+
+    def details(self) -> dict[str, str]:
+        return {"region": self.region}
 
 
 class UnsupportedInMode(CounterError):

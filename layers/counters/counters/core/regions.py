@@ -19,6 +19,8 @@ in this mode" into one clear error (:class:`~counters.core.errors.UnsupportedInM
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -30,6 +32,15 @@ REGION_ATTRIBUTE = "writerRegion"
 
 Stream consumers use it to tell a local write from one replicated into their Region (on AWS both
 appear in a Region's stream, and nothing else in the record tells them apart)."""
+
+
+def home_of(item_id: str, regions: Sequence[str]) -> str:
+    """The home Region of an id among ``regions`` (sorted): the first 8 bytes of the SHA-256 of the
+    id's UTF-8 bytes, big-endian, modulo the number of Regions, index the sorted list. The same in
+    every process, Region and Python version (unlike the salted ``hash()``); it changes only with
+    the list of Regions (``TABLE_REGIONS``). docs/regions.md "Creations"."""
+    ordered = sorted(regions)
+    return ordered[int.from_bytes(hashlib.sha256(item_id.encode()).digest()[:8], "big") % len(ordered)]
 
 
 class GlobalTableMode(StrEnum):
@@ -102,6 +113,11 @@ class Topology:
     def is_home(self) -> bool:
         """This Region takes the writes that only a home Region may make (always, in one Region)."""
         return not self.eventual or not self.home_region or self.region == self.home_region
+
+    def home_of(self, item_id: str) -> str:
+        """The Region that creates ``item_id`` (:func:`home_of`) on MREC; this Region otherwise (a
+        single Region, or MRSC, whose conditional writes see every Region)."""
+        return home_of(item_id, self.regions) if self.eventual else self.region
 
     def refuse(self, what: str, *modes: GlobalTableMode, why: str) -> None:
         """Raise :class:`UnsupportedInMode` if this table's mode is one of ``modes``."""

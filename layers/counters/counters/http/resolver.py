@@ -77,11 +77,12 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def error(status: int, code: str, message: str) -> Response[JSONObject]:
+def error(status: int, code: str, message: str, details: dict[str, str] | None = None) -> Response[JSONObject]:
+    """The error body: ``{"error", "message"}``, and an error's own details (e.g. ``region``)."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body={"error": code, "message": message},
+        body={"error": code, "message": message, **(details or {})},
     )
 
 
@@ -293,7 +294,7 @@ def build_app(
             )
         if exc.status >= 500:
             logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
-        return error(exc.status, exc.code, exc.message)
+        return error(exc.status, exc.code, exc.message, exc.details())
 
     @app.not_found
     def _no_route(exc: Exception) -> Response[JSONObject]:

@@ -93,6 +93,7 @@ from counters.store.resources import (
     Status,
     record_put,
     resource_key,
+    transfer_id,
     transfer_put,
 )
 
@@ -164,7 +165,7 @@ class Reservations:
         self.topology = topology or Topology()
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry)
+        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry, topology=self.topology)
         self.store.region = self.topology.region if self.topology.eventual else ""  # MREC: each Region its own records
         self.options: dict[str, dict[str, Any]] = {
             "atomic": {"policy": atomic_policy},
@@ -630,8 +631,9 @@ class Reservations:
         """Step 1 of an escrow transfer, in this (the source) Region: debit ``quantity`` from this
         Region's share and write the transfer, in one transaction here. The target Region credits
         it (:meth:`receive_transfers`) once the transfer has replicated there, exactly once. The
-        transfer id is derived from the key: a re-send answers the same transfer (200), another
-        quantity or target 422. Capacity is conserved at every instant: shares + in flight."""
+        transfer id is derived from the key and this Region (:func:`transfer_id`): a re-send here
+        answers the same transfer (200), another quantity or target 422; the same key sent in
+        another Region is that Region's own transfer. Capacity is conserved at every instant: shares + in flight."""
         if not self.topology.eventual:
             raise UnsupportedInMode(
                 f"transfers move escrowed shares between the Regions of an MREC global table; this table is {self.topology.mode}: "
@@ -648,7 +650,7 @@ class Reservations:
         resource = self.resource(resource_id)
         approach = self.approach(resource.strategy)
         request_id = request_id or new_request_id()
-        tid = str(uuid.uuid5(NAMESPACE, f"{resource_id}\ntransfer\n{idempotency_key}"))
+        tid = transfer_id(resource_id, self.topology.region, idempotency_key)  # the source Region is part of its identity
         fields: dict[str, object] = {
             "transferId": tid,
             "resourceId": resource_id,

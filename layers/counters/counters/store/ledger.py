@@ -28,6 +28,7 @@ from counters.core.failures import Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
+from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.items import from_item
 from counters.store.layout import Shape
@@ -72,6 +73,15 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape("ledger checkpoint (MREC)", "LEDGER#<id>", "SNAPSHOT#<Region>", "the `<Region>` entries merged; written only in `<Region>`"),
     Shape("dirty marker (MREC)", "LEDGERS#DIRTY#<Region>", "<bucket ms>#<ledgerId>", "written and cleared only in `<Region>`"),
+)
+CREATIONS: tuple[CreationRule, ...] = (
+    CreationRule(
+        "ledger entry (`ENTRY#<ms>-<key>`)",
+        Creation.PER_REGION,
+        "on MREC its sort key names the Region that wrote it (`#<Region>`): the same Idempotency-Key sent in two Regions during a "
+        "partition is two entries, both kept (an over-count listed in `duplicateKeys`, [ledgers.md](ledgers.md#global-tables))",
+    ),
+    CreationRule("ledger checkpoint (`SNAPSHOT#<Region>`)", Creation.PER_REGION, "created and merged only in the Region it names"),
 )
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

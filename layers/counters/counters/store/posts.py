@@ -22,8 +22,9 @@ from counters.core.engine import Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome
-from counters.core.regions import REGION_ATTRIBUTE
+from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
 from counters.store.aggregates import CheckpointStore
+from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
@@ -86,6 +87,23 @@ SHAPES: tuple[Shape, ...] = (
         "PROBE",
         "a token the aggregator copies to `META`: a point in the spread key's stream order ([likes.md](likes.md#audit-and-repair))",
     ),
+)
+
+POST = CreationRule(
+    "post (`POST#<postId>` / `META`)",
+    Creation.HOME,
+    "its id is the client's `postId` or derived from (author, Idempotency-Key): two Regions creating it at once would both answer "
+    "201 and last-writer-wins would keep one. An id the service draws (neither given) is drawn with this Region as its home",
+)
+CREATIONS: tuple[CreationRule, ...] = (
+    POST,
+    CreationRule(
+        "like (`POST#<postId>#S<n>` / `LIKE#USER#<userId>`)",
+        Creation.ANY_REGION,
+        "not a creation answered 201: the state of the user's latest request (`changedAt`, `changedBy`), the later request wins "
+        "in every Region, and each Region counts only the versions it wrote ([likes.md](likes.md#global-tables))",
+    ),
+    CreationRule("like tally of a Region (`TALLY#<Region>`)", Creation.PER_REGION, "written only by the Region it names"),
 )
 
 
@@ -277,17 +295,25 @@ def like_checkpoints(table_name: str, *, dynamodb: Any = None, region: str = "")
 class PostStore:
     """The calls the likes service makes on posts, like state items and probes, with typed answers."""
 
-    def __init__(self, table_name: str, *, dynamodb: Any = None) -> None:
+    def __init__(self, table_name: str, *, dynamodb: Any = None, topology: Topology = ONE_REGION) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
+        self.topology = topology
+        """Where this store writes: a post is created only in its home Region on MREC (:data:`POST`)."""
 
     @property
     def dynamodb(self) -> Any:
         return self._dynamodb or client()
 
+    def new_post_id(self) -> str:
+        """A random post id this Region may create (:data:`POST`)."""
+        return POST.fresh_id(self.topology)
+
     def create(self, post: Post, spread: int, policy: RetryPolicy) -> Written:
         """Put a new post (``likeTally`` 0, empty aggregator maps, ``tallyRev`` 0) if its id is new;
-        a refusal answers the stored post."""
+        a refusal answers the stored post. On MREC only the id's home Region creates it: elsewhere
+        :class:`~counters.core.errors.WrongRegion`, nothing written (:data:`POST`)."""
+        POST.require(self.topology, post.post_id)
         item: dict[str, object] = {
             **post_key(post.post_id),
             POST_ID: post.post_id,

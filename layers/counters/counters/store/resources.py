@@ -20,6 +20,7 @@ reads and ``ALL_OLD`` items come back as :class:`Counter`, :class:`Resource` and
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
@@ -27,11 +28,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from counters.core.client import DynamoDBClient
 from counters.core.engine import Hook, Report, Stop, read, run
-from counters.core.failures import Classified
+from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
-from counters.core.regions import REGION_ATTRIBUTE
+from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
 from counters.store.base import Store
+from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Query, Transaction, Update, list_append, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
@@ -65,6 +68,31 @@ SHAPES: tuple[Shape, ...] = (
         "RSV#<reservationId>",
         "RSV (MREC: RSV@<region>, one per Region)",
         "quantity, status, allocation, `requestId`; the marker of approach 5; TTL only once released",
+    ),
+)
+
+RESOURCE = CreationRule(
+    "resource (`RES#<id>` / `META`, with its shards or every Region's share)",
+    Creation.HOME,
+    "its id is the admin's `resourceId`: two Regions creating it at once would both answer 201, and last-writer-wins would "
+    "replace one resource (and the shares reservations were taken against) with the other: an oversell",
+)
+CREATIONS: tuple[CreationRule, ...] = (
+    RESOURCE,
+    CreationRule(
+        "transfer (`RES#<id>#XFER` / `<transferId>`)",
+        Creation.PER_REGION,
+        "its id is derived from (resource, source Region, Idempotency-Key) and only the source Region writes it: the same key "
+        "sent in two Regions is two transfers, each debited and credited once",
+    ),
+    CreationRule(
+        "transfer receipt (`<transferId>#IN`)", Creation.PER_REGION, "written only by the transfer's target Region, once per transfer"
+    ),
+    CreationRule(
+        "reservation record (`RSV#<reservationId>`)",
+        Creation.PER_REGION,
+        "on MREC its sort key names the Region that took it (`RSV@<Region>`): a failover re-send taken in two Regions keeps both "
+        "records, and the later one is given back by `reconcile`",
     ),
 )
 
@@ -129,6 +157,16 @@ def share_key(resource_id: str, region: str, n: int | None = None) -> Key:
 
 def transfers_pk(resource_id: str) -> str:
     return f"RES#{resource_id}#XFER"
+
+
+TRANSFERS = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
+"""The uuid5 namespace of transfer ids (the reservations service's)."""
+
+
+def transfer_id(resource_id: str, source: str, idempotency_key: str) -> str:
+    """A transfer's id: its resource, its source Region and its key (the source is part of its
+    identity: the same key sent in two Regions is two transfers, never one record two Regions write)."""
+    return str(uuid.uuid5(TRANSFERS, f"{resource_id}\ntransfer\n{source}\n{idempotency_key}"))
 
 
 def transfer_key(resource_id: str, transfer_id: str, *, receipt: bool = False) -> Key:
@@ -364,6 +402,13 @@ class ResourceStore(Store):
 
     region: str = ""
 
+    def __init__(
+        self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None, topology: Topology = ONE_REGION
+    ) -> None:
+        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
+        self.topology = topology
+        """Where this store writes: a resource is created only in its home Region on MREC (:data:`RESOURCE`)."""
+
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
         return from_item(response.get("Item"))
@@ -447,6 +492,7 @@ class ResourceStore(Store):
 
     def create_single(self, meta: Fields) -> Outcome:
         """An unsharded resource as one conditional Put (MRSC has no transactions)."""
+        RESOURCE.require(self.topology, str(meta["resourceId"]))
         return run(self.dynamodb.put_item, Put(self.table_name, item=meta).when(IS_NEW).params(), policy=self.retry, write=True).outcome
 
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
@@ -516,7 +562,10 @@ class ResourceStore(Store):
         return taken
 
     def create(self, meta: Fields, counters: Sequence[tuple[Key, Fields]]) -> Outcome:
-        """The resource (and its shards) in one transaction, none overwriting an existing item."""
+        """The resource (and its shards, or every Region's share) in one transaction, none overwriting
+        an existing item; on MREC only in the id's home Region (:data:`RESOURCE`: elsewhere
+        :class:`~counters.core.errors.WrongRegion`, nothing written)."""
+        RESOURCE.require(self.topology, str(meta["resourceId"]))
         tx: Transaction[Action] = Transaction()
         tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))
         for name, (key, attributes) in zip(COUNTERS, counters, strict=False):

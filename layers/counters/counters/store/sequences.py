@@ -27,6 +27,7 @@ from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.base import Store
+from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
@@ -54,6 +55,20 @@ SHAPES = (
     ),
     Shape("pointer", "POINTER#LAST_ORDER", "META", "monotonic: only ever moves forward"),
     Shape("region pointer", "POINTER#LAST_ORDER#<region>", "META", "MREC: its Region's local orders only; read = max over Regions"),
+)
+CREATIONS: tuple[CreationRule, ...] = (
+    CreationRule(
+        "order (`ORDER#<n>`)",
+        Creation.PER_REGION,
+        "on MREC its id comes from the Region's own stride (`fast`) or only the home Region takes ids (`gapless`): two Regions never "
+        "take one id",
+    ),
+    CreationRule(
+        "order key (`ORDERKEY#<key>`)",
+        Creation.ANY_REGION,
+        "a failover re-send that beats replication places a second order (both kept, unique ids: a detectable twin); after the "
+        "heal the key answers one of them ([orders.md](orders.md#global-tables))",
+    ),
 )
 
 

@@ -166,7 +166,7 @@ class Likes:
         self.table_name = table_name
         self.topology = topology
         self.retry = retry or RetryPolicy()
-        store = PostStore(table_name, dynamodb=dynamodb)
+        store = PostStore(table_name, dynamodb=dynamodb, topology=topology)
         likes = like_toggles(table_name, dynamodb=dynamodb)
         self.toggle = Toggle(likes, retry=self.retry)
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=self.retry)

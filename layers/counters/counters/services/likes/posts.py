@@ -7,7 +7,6 @@ trusted for ``mode_ttl_ms``) that the like path routes by.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 
 from counters.core.commands import new_request_id
@@ -83,7 +82,9 @@ class Posts:
         one whose answer was lost, wrote it: ``created`` is True when the stored post carries
         this request's id). A different post under that id is
         :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
-        Without either, the id is random and a re-send creates another post.
+        Without either, the id is random (on MREC drawn with this Region as its home: the store
+        creates a named id only in its home Region, docs/regions.md "Creations") and a re-send
+        creates another post.
 
         ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on an MRSC table, the one mode it has) is stored on the post with ``modeEpoch`` 0 (each
         :meth:`switch_mode` adds one), its ``spread`` (where its likes live, fixed for its life)
@@ -99,7 +100,7 @@ class Posts:
         if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
             raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
         if post_id is None:
-            post_id = post_id_for(author_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
+            post_id = post_id_for(author_id, idempotency_key) if idempotency_key else self.store.new_post_id()
         post = Post(post_id=post_id, author_id=author_id, body=body, created_at=int(time.time()), request_id=new_request_id(), mode=wanted)
         written = self.store.create(post, SPREAD, self.retry)
         if written.outcome is Outcome.APPLIED and written.post is not None:
