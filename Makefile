@@ -97,8 +97,8 @@ events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-e
 ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys expire after the 10-minute retry window)
 	$(PY) scripts/gen_events.py --ledger-key-only
 
-invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (docs/deploy.md; not in CI)
-	$(WITH_PY312) $(PY) scripts/invoke_events.py
+invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (ARGS="--only likes/like.json,..."; docs/deploy.md; not in CI)
+	$(WITH_PY312) $(PY) scripts/invoke_events.py $(ARGS)
 
 # sam local on this machine's CPU (the template's arm64, x86_64 elsewhere), against the devstack's
 # DynamoDB Local and SQS emulator (`make dev ARGS="--backend-host 172.17.0.1"`; events/env.local.json).
@@ -106,7 +106,7 @@ local-invoke: $(VENV)/.installed $(SAM_VENV)/.installed ## FUNCTION=LikesFunctio
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make local-invoke FUNCTION=LikesFunction EVENT=likes/like.json (a file under events/)"; exit 2; }
 	$(WITH_PY312) $(PY) scripts/sam_local.py invoke $(FUNCTION) $(EVENT) $(ARGS)
 
-start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on PORT (default 3001), built for this CPU (ARGS="--warm-containers EAGER"); stops its containers on exit
+start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on PORT (default 3001), built for this CPU (samconfig.toml's warm_containers EAGER; ARGS="--warm-containers LAZY"); stops its containers on exit
 	$(WITH_PY312) exec $(PY) scripts/sam_local.py start-api $(ARGS)
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
