@@ -53,7 +53,7 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest $(PARALLEL) tests/integration
 
-lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov
+lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov; actionlint (with shellcheck) over .github/workflows
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy layers/counters/counters functions
 	$(VENV)/bin/ruff format --check .
@@ -61,6 +61,7 @@ lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --st
 	$(PY) -m tools.iam
 	$(IAC_VENV)/bin/cfn-lint template.yaml
 	$(IAC_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+	$(IAC_VENV)/bin/actionlint -shellcheck=$(IAC_VENV)/bin/shellcheck -pyflakes= .github/workflows/*.y*ml
 
 iam: setup ## each function's DynamoDB/SQS actions derived from its code against its Policies (tools/iam; non-zero on a mismatch)
 	$(PY) -m tools.iam
