@@ -53,7 +53,7 @@ test-unit: setup ## unit tests only (no Java, no network)
 test-integration: setup ## integration tests only
 	$(PY) -m pytest $(PARALLEL) tests/integration
 
-lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov
+lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov; actionlint (with shellcheck) over .github/workflows
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy layers/counters/counters functions
 	$(VENV)/bin/ruff format --check .
@@ -61,6 +61,7 @@ lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --st
 	$(PY) -m tools.iam
 	$(IAC_VENV)/bin/cfn-lint template.yaml
 	$(IAC_VENV)/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+	$(IAC_VENV)/bin/actionlint -shellcheck=$(IAC_VENV)/bin/shellcheck -pyflakes= .github/workflows/*.y*ml
 
 iam: setup ## each function's DynamoDB/SQS actions derived from its code against its Policies (tools/iam; non-zero on a mismatch)
 	$(PY) -m tools.iam
@@ -97,8 +98,8 @@ events: setup $(SAM_VENV)/.installed ## regenerate events/ (sam local generate-e
 ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys expire after the 10-minute retry window)
 	$(PY) scripts/gen_events.py --ledger-key-only
 
-invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (docs/deploy.md; not in CI)
-	$(WITH_PY312) $(PY) scripts/invoke_events.py
+invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (ARGS="--only likes/like.json,..."; docs/deploy.md; not in CI)
+	$(WITH_PY312) $(PY) scripts/invoke_events.py $(ARGS)
 
 # sam local on this machine's CPU (the template's arm64, x86_64 elsewhere), against the devstack's
 # DynamoDB Local and SQS emulator (`make dev ARGS="--backend-host 172.17.0.1"`; events/env.local.json).
@@ -106,7 +107,7 @@ local-invoke: $(VENV)/.installed $(SAM_VENV)/.installed ## FUNCTION=LikesFunctio
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make local-invoke FUNCTION=LikesFunction EVENT=likes/like.json (a file under events/)"; exit 2; }
 	$(WITH_PY312) $(PY) scripts/sam_local.py invoke $(FUNCTION) $(EVENT) $(ARGS)
 
-start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on PORT (default 3001), built for this CPU (ARGS="--warm-containers EAGER"); stops its containers on exit
+start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on PORT (default 3001), built for this CPU (samconfig.toml's warm_containers EAGER; ARGS="--warm-containers LAZY"); stops its containers on exit
 	$(WITH_PY312) exec $(PY) scripts/sam_local.py start-api $(ARGS)
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md

@@ -13,6 +13,16 @@ Usage (python3.12 on PATH for `sam build`; the Makefile finds one):
   python scripts/sam_local.py start-api [sam args...]               PORT (env) defaults to 3001
 Both pass ``--env-vars events/env.local.json`` (the devstack's DynamoDB Local and SQS emulator on
 docker0's address: `make dev ARGS="--backend-host 172.17.0.1"`).
+
+Two things the built copy would otherwise lose or keep:
+
+* **samconfig.toml.** SAM CLI reads samconfig.toml from the directory of the template ``-t``
+  names, here .aws-sam/local/build/, which has none: ``[default.local_start_api.parameters]``
+  (``warm_containers = "EAGER"``) and ``[default.local_invoke.parameters]`` never applied. They
+  are passed as flags (:func:`samconfig_flags`) before the caller's own, which win.
+* **The timeout.** The template's ``FunctionTimeoutSeconds`` (Globals, 10 s) is raised to
+  :data:`LOCAL_TIMEOUT_SECONDS` in one ``--parameter-overrides`` that also holds the caller's
+  (:func:`with_overrides`; theirs win: ``ARGS="--parameter-overrides FunctionTimeoutSeconds=120"``).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +48,50 @@ from scripts.gen_events import STAMPED, stamped  # noqa: E402
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 ENV_LOCAL = ROOT / "events" / "env.local.json"
 SAM_LABEL = "sam.cli.container.type=lambda"  # SAM CLI labels every function container it starts
+SAMCONFIG = ROOT / "samconfig.toml"
+LOCAL_TIMEOUT_SECONDS = 60
+"""``FunctionTimeoutSeconds`` under sam local: at load 10-19 on 2 cores an invocation took 18-41 s
+(docs/deploy.md), and the template's 10 s failed 8 of 29 checks."""
+
+
+def samconfig_flags(command: str, path: Path = SAMCONFIG) -> list[str]:
+    """``[default.<command>.parameters]`` of samconfig.toml as command-line flags
+    (``warm_containers = "EAGER"`` -> ``--warm-containers EAGER``; ``true`` -> the bare flag)."""
+    params = tomllib.loads(path.read_text()).get("default", {}).get(command, {}).get("parameters", {})
+    flags: list[str] = []
+    for key, value in params.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is not False:
+            flags += [flag, str(value)]
+    return flags
+
+
+def with_overrides(extra: list[str], overrides: dict[str, str]) -> list[str]:
+    """``extra`` with one ``--parameter-overrides``: ``overrides`` first, then the caller's own
+    (SAM keeps the last value of a key, and only the last ``--parameter-overrides`` given)."""
+    rest: list[str] = []
+    given: list[str] = []
+    args = iter(extra)
+    for arg in args:
+        if arg == "--parameter-overrides":  # its values run to the next option
+            for value in args:
+                if value.startswith("-"):
+                    rest.append(value)
+                    break
+                given.append(value)
+        elif arg.startswith("--parameter-overrides="):
+            given.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+    return [*rest, "--parameter-overrides", *(f"{k}={v}" for k, v in overrides.items()), *given]
+
+
+def local_args(command: str, extra: list[str]) -> list[str]:
+    """The flags every sam local command gets before and with the caller's: samconfig's for
+    ``command`` (they do not apply by themselves, see the module doc), the raised timeout."""
+    return with_overrides([*samconfig_flags(command), *extra], {"FunctionTimeoutSeconds": str(LOCAL_TIMEOUT_SECONDS)})
 
 
 def host_arch() -> str:
@@ -150,12 +205,23 @@ def remove_containers(built: Path) -> int:
     return len(left)
 
 
+def start_api_args(built: Path, extra: list[str]) -> list[str]:
+    """``sam local start-api``'s arguments (after ``sam``) for ``built`` and the caller's ``extra``."""
+    args = ["local", "start-api", "-t", str(built), "--env-vars", str(ENV_LOCAL), "--skip-pull-image"]
+    return [*args, "--port", os.environ.get("PORT", "3001"), *local_args("local_start_api", extra)]
+
+
+def invoke_args(function: str, event: Path, built: Path, extra: list[str], env_vars: Path = ENV_LOCAL) -> list[str]:
+    """``sam local invoke``'s arguments (after ``sam``): ``function`` with ``event``."""
+    args = ["local", "invoke", function, "-t", str(built), "-e", str(event), "--env-vars", str(env_vars), "--skip-pull-image"]
+    return [*args, *local_args("local_invoke", extra)]
+
+
 def start_api(built: Path, extra: list[str]) -> int:
     """`sam local start-api` in the foreground. On SIGTERM, SIGINT or SIGHUP: SAM gets SIGINT (its
     own shutdown), then whatever function containers of this build are still there are removed
     (with --warm-containers EAGER, SAM left some running on SIGTERM)."""
-    args = ["local", "start-api", "-t", str(built), "--env-vars", str(ENV_LOCAL), "--skip-pull-image"]
-    args += ["--port", os.environ.get("PORT", "3001"), *extra]
+    args = start_api_args(built, extra)
     stopped_at: list[float] = []
     process: subprocess.Popen[bytes] | None = None
 
@@ -198,10 +264,8 @@ def main(argv: list[str]) -> int:
     print(f"sam build ({arch}): {time.monotonic() - began:.0f}s", file=sys.stderr)
     if argv[0] == "invoke":
         function, event, extra = argv[1], argv[2], argv[3:]
-        args = ["local", "invoke", function, "-t", str(built), "-e", str(event_file(event, work))]
-        return subprocess.run(
-            [str(SAM), *args, "--env-vars", str(ENV_LOCAL), "--skip-pull-image", *extra], cwd=ROOT, env=sam_env()
-        ).returncode
+        args = invoke_args(function, event_file(event, work), built, extra)
+        return subprocess.run([str(SAM), *args], cwd=ROOT, env=sam_env()).returncode
     return start_api(built, argv[1:])
 
 

@@ -87,13 +87,14 @@ def test_the_core_imports_with_botocore_alone(clean_venv: Path, tmp_path: Path) 
     probe = """
 import importlib, importlib.util, json, pkgutil, counters
 missing = [name for name in ("aws_lambda_powertools", "pydantic", "boto3") if importlib.util.find_spec(name)]
-failed = {}
+failed, fixes = {}, []
 for module in pkgutil.walk_packages(counters.__path__, "counters."):
     try:
         importlib.import_module(module.name)
     except ImportError as error:
         failed[module.name] = error.name
-print(json.dumps({"installed": missing, "failed": failed}))
+        fixes.append("pip install 'tally-counters[lambda]'" in str(error))
+print(json.dumps({"installed": missing, "failed": failed, "fixes": fixes}))
 """
     done = run_in(clean_venv, "-c", probe, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -101,6 +102,7 @@ print(json.dumps({"installed": missing, "failed": failed}))
     assert answer["installed"] == []  # the venv is clean: the glue is absent, so the probe can fail
     assert set(answer["failed"]) == NEEDS_LAMBDA_EXTRA, answer["failed"]
     assert set(answer["failed"].values()) <= {"aws_lambda_powertools", "pydantic"}
+    assert answer["fixes"] == [True] * len(NEEDS_LAMBDA_EXTRA)  # each error says what to install
 
 
 def test_the_quickstart_counts_against_dynamodb_local(

@@ -42,6 +42,9 @@ FINAL: dict[str, bool] = {
     "WrongRegion": True,
     "UnsupportedInMode": True,
     "AmbiguousOutcome": False,  # it may have applied: REJECTED ("nothing applied") would be false
+    "ConfigurationError": False,  # a setup to fix, not a refusal: the replay waits for the fix
+    "EndpointUnreachable": False,
+    "TableNotFound": False,
 }
 
 

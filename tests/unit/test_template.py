@@ -151,6 +151,20 @@ def test_like_aggregator_may_write_only_the_tally_and_checkpoint_attributes() ->
     assert set(allowed) == used, set(allowed) - used
 
 
+@pytest.mark.parametrize("timeout", ["10", "60", "900"])
+def test_every_sqs_consumer_stays_inside_its_queues_visibility_whatever_function_timeout_is_set(timeout: str) -> None:
+    """``FunctionTimeoutSeconds`` (the Globals timeout, raised by sam local) never reaches an SQS
+    consumer: its queue's visibility stays at least 6x its timeout (Lambda's advice for SQS sources)."""
+    stack = read_stack("t", params={"FunctionTimeoutSeconds": timeout})
+    assert stack.functions["OrdersFunction"].timeout == int(timeout)  # the parameter is the Globals timeout
+    consumers = {name: fn for name, fn in FUNCTIONS.items() for e in (fn["Properties"].get("Events") or {}).values() if e["Type"] == "SQS"}
+    assert consumers
+    for name, fn in consumers.items():
+        for event in fn["Properties"]["Events"].values():
+            queue = RESOURCES[event["Properties"]["Queue"]["Fn::GetAtt"][0]]["Properties"]
+            assert queue["VisibilityTimeout"] >= 6 * stack.functions[name].timeout, name
+
+
 def test_retry_queue_redrive_stays_inside_the_client_request_token_window() -> None:
     queue = RESOURCES["RetryQueue"]["Properties"]
     worker = FUNCTIONS["RetryWorkerFunction"]["Properties"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from counters.core import configuration
 from counters.core.client import GUARD_ENV, DynamoDBClient, OutsideEngine, Params, Response, client, engine_call, guard, new_token
 from counters.core.errors import ContentionError
 from counters.core.failures import Classified, Failure, RetryPolicy, classify
@@ -159,7 +160,11 @@ def run(
         except ERRORS as exc:
             report.capacity.add_response(getattr(exc, "response", None), write=write)
             failure = classify(exc)
+            configuration.note(operation, exc, failure)
             if failure is None:
+                missing = configuration.missing_table(operation, exc, report.params)
+                if missing is not None:
+                    raise missing from exc
                 raise
             report.failure = failure
             verdict: Stop | Resend | None
@@ -192,9 +197,13 @@ def run(
                     round_, attempt = round_ + 1, 0
                     continue
             if attempt >= policy.max_attempts:
+                unreachable = configuration.unreachable(operation, failure, report.attempts)
+                if unreachable is not None:
+                    raise unreachable from exc
                 return report
             policy.backoff(attempt)
             continue
+        configuration.note(operation, None, None)
         report.capacity.add_response(response, write=write)
         report.outcome, report.response, report.failure = Outcome.APPLIED, response, None
         return report

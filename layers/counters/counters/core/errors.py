@@ -215,3 +215,40 @@ class AmbiguousOutcome(CounterError):
     default_message = "the reservation may or may not have been applied; this strategy cannot tell"
     status = 500
     final = False  # not a refusal: it may have applied, so REJECTED would be false
+
+
+class ConfigurationError(CounterError):
+    """The layer is pointed at something that is not there (an endpoint, a table): a setup to fix,
+    not a request to retry. Its message names the fix; an API answers it as a bare 500 (logged)."""
+
+    code = "configuration_error"
+    default_message = "the layer is not configured correctly"
+    status = 500
+    final = False  # a setup to fix, not a refusal of the request: a replay waits for the fix (redelivered, then the DLQ)
+
+
+class EndpointUnreachable(ConfigurationError):
+    """No attempt could connect to the service's endpoint, and this process never reached it
+    (outside Lambda only: inside one, a lost connection is contention, retried and answered 503)."""
+
+    code = "endpoint_unreachable"
+    default_message = "cannot connect to the endpoint; check AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL"
+    final = False
+
+    def __init__(self, message: str | None = None, *, cause_code: str | None = None, endpoint: str | None = None) -> None:
+        super().__init__(message, cause_code=cause_code)
+        self.endpoint = endpoint
+        """The URL every attempt failed to connect to."""
+
+
+class TableNotFound(ConfigurationError):
+    """The table (or index) the call names does not exist at this endpoint and region."""
+
+    code = "table_not_found"
+    default_message = "the table does not exist; create it from template.yaml, or check TABLE_NAME and the region"
+    final = False
+
+    def __init__(self, message: str | None = None, *, cause_code: str | None = None, table: str | None = None) -> None:
+        super().__init__(message, cause_code=cause_code)
+        self.table = table
+        """The table the call named (``None`` when it named several)."""

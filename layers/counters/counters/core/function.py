@@ -26,12 +26,16 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-
 from counters.core import snapstart
+from counters.core.extras import needs_lambda_extra
 from counters.core.json import JSONObject
 from counters.core.settings import Settings
+
+try:
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+except ModuleNotFoundError as missing:
+    raise needs_lambda_extra(__name__, missing) from missing
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -22,7 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from aws_lambda_powertools.logging import correlation_paths
+from counters.core.extras import needs_lambda_extra
+
+try:  # first, so that a user who imports this module without the extra is told what to install
+    from aws_lambda_powertools.logging import correlation_paths
+except ModuleNotFoundError as missing:
+    raise needs_lambda_extra(__name__, missing) from missing
 
 from counters.core.function import Function
 from counters.core.json import JSONObject

@@ -16,19 +16,23 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Path
-from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict
-
 from counters.core.caller import Caller
-from counters.core.errors import ContentionError, CounterError, Hidden, Unauthorized
+from counters.core.errors import ConfigurationError, ContentionError, CounterError, Hidden, Unauthorized
+from counters.core.extras import needs_lambda_extra
 from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject
 from counters.deferral.queue import Deferrer
 from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
+
+try:
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+    from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
+    from aws_lambda_powertools.event_handler.openapi.params import Path
+    from aws_lambda_powertools.metrics import MetricUnit
+    from pydantic import BaseModel, ConfigDict
+except ModuleNotFoundError as missing:
+    raise needs_lambda_extra(__name__, missing) from missing
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -276,6 +280,12 @@ def build_app(
     @_on(app, RequestUnsupportedContentType)
     def _media_type(exc: RequestUnsupportedContentType) -> Response[JSONObject]:
         return error(415, "unsupported_media_type", "send the body as application/json")
+
+    @_on(app, ConfigurationError)
+    def _misconfigured(exc: ConfigurationError) -> Response[JSONObject]:
+        # The message names the fix (a table, an endpoint): for the operator's log, not the client.
+        logger.error("the function is misconfigured", extra={"error": exc.code, "detail": exc.message})
+        return error(500, "internal_error", "internal error; the request may be retried")
 
     @_on(app, CounterError)
     def _domain(exc: CounterError) -> Response[JSONObject]:
