@@ -59,6 +59,8 @@ def error_classes() -> dict[str, type[CounterError]]:
 def instance(cls: type[CounterError]) -> CounterError:
     if cls is errors.Hidden:
         return errors.Hidden(errors.NotFound("post 'p' not found"), "another user's post")
+    if cls is errors.WrongRegion:
+        return errors.WrongRegion("create it in its home Region", region="eu-west-1")
     return cls(f"a {cls.__name__}")
 
 
