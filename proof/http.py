@@ -8,8 +8,9 @@ and resends on its SQS calls, and with the local pollers delivering queue messag
 again while their first delivery still runs (visibility expired), and stream batches twice.
 
 The client behaves as the docs tell clients to (docs/proof.md, docs/retries.md): it re-sends the same request with the same
-``Idempotency-Key`` on a 5xx, a 429 or a connection error (atomic and occ resources: only on
-503 ``contention``, their 500 ``outcome_unknown`` is final), follows every 202's ``Location``
+``Idempotency-Key`` on a 5xx, a 429, a 409 ``idempotency_key_in_flight`` or a connection error
+(atomic and occ resources: only on 503 ``contention`` or that 409, their 500 ``outcome_unknown``
+is final), follows every 202's ``Location``
 until the operation is final, and sends every request a second time once answered (a client
 retry / duplicate). Then the stored items are read directly (a Scan with a plain client) and
 checked:
@@ -197,7 +198,7 @@ class Client:
     ) -> requests.Response | None:
         """The final answer (< 500, or the documented 500 of an inexact strategy), or None if
         never answered. ``inexact``: atomic/occ, whose ``outcome_unknown`` is final and which
-        are re-sent only after a 503 contention (or a 429)."""
+        are re-sent only after a 503 contention, a 409 idempotency_key_in_flight or a 429."""
         for attempt in range(attempts):
             try:
                 response = self.session.request(method, f"{self.url}{path}", json=json_body, headers=headers, timeout=60)
@@ -211,6 +212,9 @@ class Client:
             report.requests += 1
             if response.status_code == 429:
                 time.sleep(min(1.0, 0.05 * 2**attempt))
+                continue
+            if response.status_code == 409 and _error(response) == "idempotency_key_in_flight":
+                time.sleep(min(1.0, 0.05 * 2**attempt))  # the key's first request is still running: retry it later
                 continue
             if response.status_code < 500:
                 return response

@@ -1,19 +1,53 @@
 """One OpenAPI document for the whole API, merged from every function's Powertools resolver.
 
 ``python -m testkit.openapi`` writes docs/openapi.json; a unit test fails when the file is
-not what the handlers generate (run this command after changing a route or a model).
+not what the handlers generate (run this command after changing a route or a model), and
+another when it breaks the contract of the last release, docs/openapi-release.json
+(:mod:`testkit.openapi_diff`; ``python -m testkit.openapi --release`` copies the current
+document there when a release is cut: docs/deploy.md, "Releasing the API contract").
+
+Security is what the deployed API (``AuthMode=COGNITO``) requires, per operation: every route
+needs the ID token (the template's ``DefaultAuthorizer``), and a route whose handler calls
+``require_admin`` also needs the admin role (``{"CognitoIdToken": ["admin"]}``: OpenAPI 3.1
+lets a non-OAuth requirement list role names). How ``AuthMode=NONE`` differs is in ``info``.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from devstack.template import ROOT, read_stack
 from testkit.functions import environment, handler_module
 
 OUTPUT = ROOT / "docs" / "openapi.json"
+RELEASE = ROOT / "docs" / "openapi-release.json"
+"""The document of the last release: the contract a change must not break (updated deliberately)."""
+
+SCHEME = "CognitoIdToken"
+ADMIN_ROLE = "admin"
+DESCRIPTION = (
+    "Exact counters on Amazon DynamoDB.\n\n"
+    "Authorization. This document describes the API as deployed with AuthMode=COGNITO: API Gateway's "
+    "Cognito user-pool authorizer guards every route, so every operation needs a Cognito ID token in the "
+    "Authorization header (401 without a valid one, before the function runs). An operation whose "
+    f"security requirement lists the role '{ADMIN_ROLE}' also needs the caller to be a member of the "
+    "stack's AdminGroup (default 'admin'; 403 otherwise), and ownership rules answer 403 or 404 "
+    "(docs/auth.md). With AuthMode=NONE (local and dev stacks only: the template refuses Stage=prod) "
+    "no operation needs a token: nobody is authenticated, every check passes, the ids in paths and "
+    "bodies are trusted, and no 401 or 403 is answered.\n\n"
+    "Idempotency-Key (draft-ietf-httpapi-idempotency-key-header-07): 400 idempotency_key_missing when a "
+    "required key is missing, 422 idempotency_key_reused when a key is reused with another payload, 409 "
+    "idempotency_key_in_flight while the first request with the key is still being processed; each "
+    "route's header says whether the key is required and when it expires (docs/retries.md#idempotency-keys)."
+)
 
 
 ERROR_SCHEMA = {
@@ -33,14 +67,16 @@ PENDING_SCHEMA = {
     "additionalProperties": False,
 }
 ERRORS = {
-    "400": "Invalid request or JSON (nothing was written)",
+    "400": "Invalid request or JSON, or a required Idempotency-Key missing (idempotency_key_missing); nothing was written",
     "403": "AuthMode COGNITO: acting as another user, another user's ledger, or an admin route (nothing was written)",
     "404": "Not found (AuthMode COGNITO: also another user's reservation, order or operation, answered exactly as a missing one)",
     "409": "Conflict with the stored state; `wrong_region` (MREC global table): the id is created only in its home Region, "
-    "named in `region` (nothing was written)",
+    "named in `region` (nothing was written); `idempotency_key_in_flight`: the first request with this Idempotency-Key "
+    "is still being processed: retry the same request later",
     "413": "The body is larger than 64 KiB (nothing was written)",
     "415": "The body must be JSON (application/json or a +json media type, any case)",
-    "422": "Idempotency-Key reused with a different request",
+    "422": "Idempotency-Key reused with a different request (idempotency_key_reused), or older than the "
+    "ledger's retry window (idempotency_key_expired); nothing was written",
     "500": "Internal error (no details; the request may be retried)",
     "503": "Contention outlasted the retry budget; retry the same request",
 }
@@ -67,37 +103,51 @@ def _responses(method: str, generated: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(responses.items()))
 
 
+def requires_admin(handler: Callable[..., Any]) -> bool:
+    """The handler calls ``<caller>.require_admin(...)`` (read from its source, so the document
+    follows the check itself)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(handler)))
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "require_admin" for node in ast.walk(tree)
+    )
+
+
 def generate() -> dict[str, Any]:
     stack = read_stack("tally")
     api_functions = sorted({r.function for r in stack.routes})
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
-        "info": {"title": "Tally", "version": "1.0.0", "description": "Exact counters on Amazon DynamoDB"},
+        "info": {"title": "Tally", "version": "1.0.0", "description": DESCRIPTION},
         "paths": {},
         "components": {
             "schemas": {},
             "securitySchemes": {
-                "CognitoIdToken": {
+                SCHEME: {
                     "type": "apiKey",
                     "in": "header",
                     "name": "Authorization",
-                    "description": "AuthMode COGNITO: a Cognito ID token (the caller is its sub claim). AuthMode NONE: not used.",
+                    "description": "A Cognito ID token (the caller is its sub claim); the role 'admin' means membership of the "
+                    "stack's AdminGroup. Required by every operation with AuthMode=COGNITO; not used with AuthMode=NONE.",
                 }
             },
         },
-        "security": [{"CognitoIdToken": []}, {}],
+        "security": [{SCHEME: []}],
     }
+    admin: set[tuple[str, str]] = set()
     for name in api_functions:
         fn = stack.functions[name]
         with environment(fn, {"AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}):
             module = handler_module(fn)
             part = json.loads(module.app.get_openapi_json_schema(title="Tally", version="1.0.0"))
+            routes = module.app._static_routes + module.app._dynamic_routes  # noqa: SLF001 - Powertools keeps them there
+            admin |= {(r.openapi_path, r.method.lower()) for r in routes if requires_admin(r.func)}
         for path, operations in part.get("paths", {}).items():
             doc["paths"].setdefault(path, {}).update(operations)
         doc["components"]["schemas"].update(part.get("components", {}).get("schemas", {}))
-    for operations in doc["paths"].values():
+    for path, operations in doc["paths"].items():
         for method, operation in operations.items():
             operation["responses"] = _responses(method, operation.get("responses", {}))
+            operation["security"] = [{SCHEME: [ADMIN_ROLE] if (path, method) in admin else []}]
     doc["components"]["schemas"]["Error"] = ERROR_SCHEMA
     doc["components"]["schemas"]["Pending"] = PENDING_SCHEMA
     doc["components"]["schemas"]["Unauthorized"] = {"type": "object", "properties": {"message": {"type": "string"}}}
@@ -113,7 +163,16 @@ def render() -> str:
     return json.dumps(generate(), indent=2, sort_keys=False) + "\n"
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
+    """Write docs/openapi.json; with ``--release``, also make it the release baseline."""
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
     OUTPUT.write_text(render())
     print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    if "--release" in argv:
+        shutil.copyfile(OUTPUT, RELEASE)
+        print(f"wrote {RELEASE.relative_to(ROOT)} (the release baseline: commit it with the release)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

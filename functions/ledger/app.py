@@ -52,7 +52,19 @@ class NewEntry(BaseModel):
 
 
 # A ULID (26 characters) or a UUIDv7 (36), minted on the first attempt; parsed by the layer.
-IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", min_length=26, max_length=36, description="A ULID or a UUIDv7")]
+IdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=26,
+        max_length=36,
+        description="Required (400 idempotency_key_missing without it): a ULID or a UUIDv7, minted on the first "
+        "attempt; its time is the entry's. The same key and amount answer the same entry (200); another amount "
+        "422 idempotency_key_reused. No request is ever seen in flight (a re-send settles the entry itself). "
+        "Expiry: a key older than the retry window (LedgerRetryWindowSeconds, default 600 s) is refused, 422 "
+        "idempotency_key_expired (docs/retries.md#idempotency-keys)",
+    ),
+]
 
 
 @app.post("/ledgers/<ledgerId>/entries")

@@ -92,8 +92,10 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         pattern=ID_PATTERN,
-        description="Makes a re-send the same post (the id is derived from the author and the key); "
-        "without it, send your own postId to make re-sends safe",
+        description="Optional: makes a re-send the same post (the id is derived from the author and the key; 200); "
+        "the key with another post 422. Without it, send your own postId to make re-sends safe. A post is one "
+        "conditional write, so no request is ever seen in flight. Expiry: never (posts are kept) "
+        "(docs/retries.md#idempotency-keys)",
     ),
 ]
 

@@ -55,7 +55,20 @@ class Latest(Body):
     orderId: int | None
 
 
-IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", pattern=ID_PATTERN, min_length=1, max_length=64)]
+IdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        pattern=ID_PATTERN,
+        min_length=1,
+        max_length=64,
+        description="Required (400 idempotency_key_missing without it); per caller. The same key and body answer "
+        "the same order (200); another body 422. An order and its key record are one transaction (MRSC: the key "
+        "record first, and a re-send completes the order from it), so no request is ever seen in flight. Expiry: "
+        "the key record's TTL is 24 hours (DynamoDB deletes it some time after that); once deleted, the key "
+        "places a new order (docs/retries.md#idempotency-keys)",
+    ),
+]
 OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
 
 

@@ -48,6 +48,8 @@ class Transfer(BaseModel):
 class Transferred(Body):
     transferId: str
     resourceId: str
+    from_: str = Field(alias="from", description="the Region that sent the units (this one)")
+    to: str = Field(description="the Region receiving them")
     quantity: int
     status: Literal["SENT"]
 
@@ -87,8 +89,23 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         pattern=KEY_PATTERN,
-        description="Required for the strategies that remember requests (occ_history, crt, marker, set); "
-        "the same key and quantity answer the same reservation",
+        description="Required for the strategies that remember requests (occ_history, crt, marker, set: 400 "
+        "idempotency_key_missing without it); optional for atomic and occ (without it a re-send takes again). "
+        "The same key and quantity answer the same reservation (200); another quantity 422; while the first "
+        "request with the key is still in flight 409 idempotency_key_in_flight. Keys are per caller. "
+        "Expiry: a key lives as long as its reservation record: a held reservation never expires; a released "
+        "one is kept 30 days after its release, then the key may take again (docs/retries.md#idempotency-keys)",
+    ),
+]
+TransferKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        pattern=KEY_PATTERN,
+        description="Required (400 idempotency_key_missing without it): the transfer id is derived from the resource "
+        "and the key, so a re-send answers the same transfer (200) and another quantity or target 422. A transfer "
+        "is one transaction, so no request is ever seen in flight. Expiry: never (the transfer record is kept) "
+        "(docs/retries.md#idempotency-keys)",
     ),
 ]
 
@@ -118,18 +135,19 @@ def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey =
 
 
 @app.post("/resources/<resourceId>/transfers")
-def transfer(resourceId: IdPath, body: Transfer, idempotency_key: IdempotencyKey = None) -> Response[Transferred]:
+def transfer(resourceId: IdPath, body: Transfer, idempotency_key: TransferKey) -> Response[Transferred]:
     """MREC escrow: move units of this Region's share to another Region's (step 1; the target credits them)."""
     app.caller.require_admin("transferring capacity")
-    answer = function.service.transfer(resourceId, body.to, body.quantity, idempotency_key or "")
+    answer = function.service.transfer(resourceId, body.to, body.quantity, idempotency_key)
     return json_response(201 if answer.created else 200, answer.body)
 
 
 @app.post("/resources/<resourceId>/transfers/receive")
 def receive(resourceId: IdPath) -> Response[Received]:
-    """MREC escrow: credit this Region's share with every transfer to it that has replicated here (step 2)."""
+    """MREC escrow: credit this Region's share with every transfer to it that has replicated here (step 2).
+    Not MREC: 409 unsupported_in_region_mode, as a transfer; a missing resource: 404."""
     app.caller.require_admin("receiving transfers")
-    return json_response(200, {"resourceId": resourceId, "credited": function.service.receive_transfers(resourceId)})
+    return json_response(200, {"resourceId": resourceId, "credited": function.service.receive(resourceId)})
 
 
 @app.get("/resources/<resourceId>/reservations/<reservationId>")

@@ -250,3 +250,21 @@ def test_only_an_admin_may_move_or_receive_a_share_of_capacity(users: dict[str, 
             refused(users[who]("POST", "/resources/escrow-1/transfers/receive"))
     with unchanged():
         refused(users["anonymous"]("POST", "/resources/escrow-1/transfers", json={"to": "us-east-1", "quantity": 5}), 401)
+
+
+def test_every_operation_of_the_openapi_document_needs_a_token(users: dict[str, Client], unchanged: Any) -> None:
+    """docs/openapi.json declares the ID token on every operation (and no anonymous alternative):
+    with AuthMode=COGNITO each one answers 401 without a token, before its function runs."""
+    import re
+
+    from testkit.openapi import OUTPUT, SCHEME
+
+    doc = json.loads(OUTPUT.read_text())
+    anonymous = users["anonymous"]
+    with unchanged():
+        for path, operations in doc["paths"].items():
+            concrete = re.sub(r"\{[^}]+\}", "1", path)
+            for method, operation in operations.items():
+                assert all(SCHEME in alternative for alternative in operation["security"]), (method, path)
+                r = anonymous(method.upper(), concrete, json={} if method in ("post", "put") else None)
+                assert (r.status_code, r.json()) == (401, {"message": "Unauthorized"}), (method, path, r.text)

@@ -38,7 +38,7 @@ def test_every_route_on_every_strategy(strategy: str, res_app: Any, ddb: Any, ta
 
     status, body = post(res_app, "/resources/r1/reservations", {"quantity": 1})
     if strategy in KEYED:
-        assert (status, body["error"]) == (400, "invalid_request")
+        assert (status, body["error"]) == (400, "idempotency_key_missing")  # was invalid_request (docs/retries.md#idempotency-keys)
         assert "Idempotency-Key" in body["message"]
     else:
         assert status == 201 and body["status"] == "CONFIRMED"

@@ -45,6 +45,8 @@ FINAL: dict[str, bool] = {
     "ConfigurationError": False,  # a setup to fix, not a refusal: the replay waits for the fix
     "EndpointUnreachable": False,
     "TableNotFound": False,
+    "IdempotencyKeyInFlight": False,  # the first request with the key finishes; a replay meeting it is redelivered
+    "IdempotencyKeyMissing": True,
 }
 
 

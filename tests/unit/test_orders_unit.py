@@ -44,7 +44,7 @@ BODY = {"customerId": "c1", "items": [{"sku": "sku-1", "quantity": 2}]}
 KEY = {"Idempotency-Key": "k-1"}
 
 INVALID = [
-    ("POST", "/orders", BODY, {}, "validation_error"),  # no Idempotency-Key
+    ("POST", "/orders", BODY, {}, "idempotency_key_missing"),  # no Idempotency-Key (docs/retries.md#idempotency-keys)
     ("POST", "/orders", BODY, {"Idempotency-Key": "a#b"}, "validation_error"),
     ("POST", "/orders", BODY, {"Idempotency-Key": "k" * 65}, "validation_error"),
     ("POST", "/orders", "{not json", KEY, "invalid_json"),

@@ -145,6 +145,19 @@ class ContentionError(CounterError):
         """A :class:`counters.core.commands.Command` to re-drive the request later, when it is safe to."""
 
 
+class IdempotencyKeyInFlight(ContentionError):
+    """The first request with this Idempotency-Key is still being processed: retry the same request later.
+
+    409, as draft-ietf-httpapi-idempotency-key-header-07 (section 2.7) has it; a :class:`ContentionError`
+    all the same (nothing was done, the same request is safe to retry), but never deferred: the
+    first request is the one that finishes."""
+
+    code = "idempotency_key_in_flight"
+    default_message = "the first request with this Idempotency-Key is still being processed; retry the same request later"
+    status = 409
+    final = False  # the first request is the one that finishes: a replay that meets it is redelivered
+
+
 class InsufficientCapacity(CounterError):
     """Not enough is left for the quantity asked (across every shard)."""
 
@@ -160,6 +173,14 @@ class SlotsFull(CounterError):
     code = "reservation_slots_full"
     default_message = "this resource holds the maximum number of live reservations; release one first"
     status = 409
+    final = True
+
+
+class IdempotencyKeyMissing(InvalidRequest):
+    """The route (or the resource's strategy) needs an Idempotency-Key header and the request has none."""
+
+    code = "idempotency_key_missing"
+    default_message = "this request needs an Idempotency-Key header (docs/retries.md#idempotency-keys)"
     final = True
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from counters.core.caller import Caller
-from counters.core.errors import ConfigurationError, ContentionError, CounterError, Hidden, Unauthorized
+from counters.core.errors import ConfigurationError, ContentionError, CounterError, Hidden, IdempotencyKeyMissing, Unauthorized
 from counters.core.extras import needs_lambda_extra
 from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject
@@ -111,6 +111,12 @@ def _describe(errors: Sequence[Any]) -> str:  # pydantic's error dicts; Powertoo
         where = ".".join(loc) or "request"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
+
+
+def _missing_key(err: Any) -> bool:  # one of pydantic's error dicts
+    """A required Idempotency-Key header is absent (or empty)."""
+    loc = [str(p).lower() for p in err.get("loc", ())]
+    return loc == ["header", "idempotency-key"] and (err.get("type") == "missing" or err.get("input") == "")
 
 
 class TallyResolver(APIGatewayRestResolver):
@@ -275,6 +281,11 @@ def build_app(
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return error(400, "invalid_json", "the request body is not valid JSON")
+        missing_key = [e for e in errors if _missing_key(e)]
+        if missing_key:  # the IETF draft's case: its own code and where the key is documented
+            others = [e for e in errors if not _missing_key(e)]
+            message = IdempotencyKeyMissing.default_message + (f"; also {_describe(others)}" if others else "")
+            return error(400, IdempotencyKeyMissing.code, message)
         return error(400, "validation_error", _describe(errors))
 
     @_on(app, RequestUnsupportedContentType)

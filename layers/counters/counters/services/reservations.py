@@ -62,6 +62,8 @@ from counters.core.errors import (
     AlreadyExists,
     AmbiguousOutcome,
     ContentionError,
+    IdempotencyKeyInFlight,
+    IdempotencyKeyMissing,
     IdempotencyKeyReused,
     InsufficientCapacity,
     IntegrityError,
@@ -351,7 +353,9 @@ class Reservations:
         self.refuse_in_mode(resource.strategy, resource.shards)
         approach = self.approach(resource.strategy)
         if approach.needs_token and not idempotency_key:
-            raise InvalidRequest(f"the Idempotency-Key header is required for strategy {resource.strategy!r}")
+            raise IdempotencyKeyMissing(
+                f"the Idempotency-Key header is required for strategy {resource.strategy!r} (docs/retries.md#idempotency-keys)"
+            )
         request_id = request_id or new_request_id()
         rid = reservation_id(resource_id, idempotency_key, owner) if idempotency_key else str(uuid.uuid4())
         record: dict[str, object] = {
@@ -484,7 +488,7 @@ class Reservations:
             raise IdempotencyKeyReused()
         rid, status = existing.reservation_id, existing.status
         if status is PENDING and existing.created_at > time.time() - CLAIM_SECONDS:
-            raise ContentionError("the original request with this Idempotency-Key is still completing; retry it")
+            raise IdempotencyKeyInFlight()  # 409 (a ContentionError: nothing done, retry the same request)
         if status in (PENDING, UNKNOWN):
             raise AmbiguousOutcome(f"reservation {rid} may or may not hold {quantity}: its request's outcome is unknown")
         return Reservation(existing.request_id == request_id, public_reservation(rid, quantity, status), result)
@@ -562,7 +566,7 @@ class Reservations:
         if record.status is RELEASING:
             return self._release_in_steps(resource, record, request_id)
         if record.status is not CONFIRMED:
-            self._replay(record, quantity, request_id)  # PENDING: still completing (503), or left by a caller that died
+            self._replay(record, quantity, request_id)  # PENDING: still completing (409), or left by a caller that died
         local = {key["PK"] for key in resource.counter_keys}
         if resource.shares is not None and not set(record.allocation or {}) <= local:
             raise UnsupportedInMode(
@@ -634,11 +638,7 @@ class Reservations:
         transfer id is derived from the key and this Region (:func:`transfer_id`): a re-send here
         answers the same transfer (200), another quantity or target 422; the same key sent in
         another Region is that Region's own transfer. Capacity is conserved at every instant: shares + in flight."""
-        if not self.topology.eventual:
-            raise UnsupportedInMode(
-                f"transfers move escrowed shares between the Regions of an MREC global table; this table is {self.topology.mode}: "
-                "one counter serves every Region (docs/reservations.md, Global tables)"
-            )
+        self._require_escrow()
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
         if target not in self.topology.regions or target == self.topology.region:
@@ -646,7 +646,7 @@ class Reservations:
                 f"target must be another of the table's Regions {', '.join(self.topology.regions)} (this is {self.topology.region})"
             )
         if not idempotency_key:
-            raise InvalidRequest("the Idempotency-Key header is required for a transfer")
+            raise IdempotencyKeyMissing("the Idempotency-Key header is required for a transfer (docs/retries.md#idempotency-keys)")
         resource = self.resource(resource_id)
         approach = self.approach(resource.strategy)
         request_id = request_id or new_request_id()
@@ -686,6 +686,19 @@ class Reservations:
                 raise ContentionError(f"resource {resource_id!r} is busy; retry the transfer (same Idempotency-Key)")
             # the transfer exists (a twin's), or a take won a share item since the read: read again
         raise ContentionError(f"resource {resource_id!r} is busy; retry the transfer (same Idempotency-Key)")
+
+    def _require_escrow(self) -> None:
+        if not self.topology.eventual:
+            raise UnsupportedInMode(
+                f"transfers move escrowed shares between the Regions of an MREC global table; this table is {self.topology.mode}: "
+                "one counter serves every Region (docs/reservations.md, Global tables)"
+            )
+
+    def receive(self, resource_id: str) -> int:
+        """:meth:`receive_transfers` as the admin route asks it: refused (409) outside MREC, as a
+        transfer is (nothing is ever sent to a Region there), and 404 for a missing resource."""
+        self._require_escrow()
+        return self.receive_transfers(resource_id)
 
     def receive_transfers(self, resource_id: str) -> int:
         """Step 2, in this (the target) Region: credit every transfer to this Region that has
