@@ -62,9 +62,10 @@ def _statements(function: dict[str, Any]) -> list[dict[str, Any]]:
 def test_iam_is_action_level_and_scoped_to_the_table(name: str) -> None:
     statements = _statements(FUNCTIONS[name])
     assert statements, f"{name} has no policy"
+    broad = BROAD_ACTIONS - ({"dynamodb:Scan"} if name == "ExpirySweeperFunction" else set())  # MRSC's expiry: below
     for statement in statements:
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        assert not BROAD_ACTIONS & set(actions), (name, actions)
+        assert not broad & set(actions), (name, actions)
         assert all(not a.endswith("*") for a in actions), (name, actions)
         if statement["Effect"] == "Allow":
             assert statement["Resource"] != "*", name
@@ -233,11 +234,8 @@ def test_deployments_are_canary_in_prod_all_at_once_in_dev_and_roll_back_on_alar
     assert {"Api5xxAlarm", "FunctionErrorsAlarm"} <= alarms and alarms <= {
         k for k, r in RESOURCES.items() if r["Type"] == "AWS::CloudWatch::Alarm"
     }
-    watched = {
-        m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"]
-        for m in RESOURCES["FunctionErrorsAlarm"]["Properties"]["Metrics"]
-        if "MetricStat" in m
-    }
+    metrics = [m["Fn::If"][1] if "Fn::If" in m else m for m in RESOURCES["FunctionErrorsAlarm"]["Properties"]["Metrics"]]
+    watched = {m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"] for m in metrics if "MetricStat" in m}
     assert watched == set(FUNCTIONS)  # a new function's errors must roll its canary back too
 
 
@@ -258,6 +256,28 @@ def test_scheduled_compaction_retries_once_then_goes_to_an_alarmed_queue() -> No
     assert failure["Type"] == "SQS" and failure["Destination"] == {"Fn::GetAtt": ["CompactionDLQ", "Arn"]}
     alarm = RESOURCES["CompactionDLQDepthAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["CompactionDLQ", "QueueName"]}
+
+
+def test_mrsc_expiry_sweeper_is_scheduled_in_mrsc_stacks_only_and_deletes_only_expiring_families() -> None:
+    """MRSC has no TTL: the sweeper exists exactly when GlobalTableMode is mrsc, runs on a schedule,
+    may Scan only this table, delete only the families that carry expiresAt (as the code declares
+    them) and touch only its checkpoint otherwise."""
+    from counters.store.expiry import CHECKPOINT_KEY, EXPIRING
+
+    sweeper = FUNCTIONS["ExpirySweeperFunction"]
+    assert TEMPLATE["Conditions"]["StrongConsistency"] == {"Fn::Equals": [{"Ref": "GlobalTableMode"}, "mrsc"]}
+    assert sweeper["Condition"] == "StrongConsistency" and RESOURCES["ExpirySweeperLogGroup"]["Condition"] == "StrongConsistency"
+    assert [e["Type"] for e in sweeper["Properties"]["Events"].values()] == ["Schedule"]
+    by_sid = {s["Sid"]: s for s in _statements(sweeper)}
+    assert by_sid["FindExpiredItems"]["Action"] == "dynamodb:Scan" and "Condition" not in by_sid["FindExpiredItems"]
+    assert "${GlobalTableName}" in by_sid["FindExpiredItems"]["Resource"]["Fn::Sub"]
+    leading = by_sid["DeleteExpiredItems"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    assert leading == [f"{prefix}*" for prefix in EXPIRING]
+    assert by_sid["SweepCheckpoint"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [CHECKPOINT_KEY["PK"]]
+    others = [
+        n for n, f in FUNCTIONS.items() if n != "ExpirySweeperFunction" for st in _statements(f) if "dynamodb:Scan" in str(st["Action"])
+    ]
+    assert not others, others
 
 
 def test_api_access_logs_go_to_a_log_group_with_retention() -> None:
