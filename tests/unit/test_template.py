@@ -280,6 +280,31 @@ def test_mrsc_expiry_sweeper_is_scheduled_in_mrsc_stacks_only_and_deletes_only_e
     assert not others, others
 
 
+@pytest.mark.parametrize(("name", "threshold_ms"), [("ReplicationLatencyAlarm", 60_000), ("ReplicaStalledAlarm", 900_000)])
+def test_a_global_stack_alarms_on_replication_latency_to_every_other_replica(name: str, threshold_ms: int) -> None:
+    """Every global-table stack watches ReplicationLatency from its Region to each replica Region (the
+    2 or 3 of ReplicaRegions; its own has no data), on the global table, with the stack's alarm topic."""
+    alarm = RESOURCES[name]
+    assert alarm["Condition"] == "GlobalTable"
+    props = alarm["Properties"]
+    stats = [m["MetricStat"] for m in props["Metrics"] if "MetricStat" in m]
+    assert {s["Metric"]["MetricName"] for s in stats} == {"ReplicationLatency"} and {s["Stat"] for s in stats} == {"Maximum"}
+    dims = [{d["Name"]: d["Value"] for d in s["Metric"]["Dimensions"]} for s in stats]
+    assert all(d["TableName"] == {"Ref": "GlobalTableName"} for d in dims)
+    receiving = [d["ReceivingRegion"] for d in dims]
+    assert receiving[:2] == [{"Fn::Select": [i, {"Ref": "ReplicaRegions"}]} for i in range(2)]
+    assert receiving[2] == {"Fn::If": ["HasThirdReplicaRegion", {"Fn::Select": [2, {"Ref": "ReplicaRegions"}]}, "none"]}
+    (expression,) = [m for m in props["Metrics"] if "Expression" in m]
+    assert expression["Expression"] == "MAX([r0, r1, r2])" and expression["ReturnData"] is True
+    assert props["Threshold"] == threshold_ms and props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["AlarmActions"] == {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    assert "runbook" in alarm_description(props)
+
+
+def alarm_description(props: dict[str, Any]) -> str:
+    return " ".join(str(props["AlarmDescription"]).split())
+
+
 def test_api_access_logs_go_to_a_log_group_with_retention() -> None:
     setting = RESOURCES["TallyApi"]["Properties"]["AccessLogSetting"]
     assert setting["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
