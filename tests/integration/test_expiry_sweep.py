@@ -223,3 +223,27 @@ def test_a_sweep_whose_checkpoint_advance_loses_a_race_continues_from_the_winner
     assert report.pages == 2  # its own first page, then the winner's end of the table: the pass ends there
     assert report.passes_completed == 1
     assert ExpiryStore(mrsc.table_name, dynamodb=mrsc.client(B), retry=FAST).checkpoint().rev == 2
+
+
+class FullTime:
+    """A Lambda context whose remaining time never runs low (the run is bounded by its items and pages)."""
+
+    function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "ExpirySweeperFunction", 512, "arn", "req"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+def test_the_scheduled_function_sweeps_with_the_templates_settings(load_function: Any, mrsc: GlobalTable) -> None:
+    """ExpirySweeperFunction as the template configures it on an mrsc stack, on the emulator's MRSC
+    table (a table with TTL on would race DynamoDB Local's own TTL deletes), invoked with its schedule's event."""
+    params = {"GlobalTableMode": "mrsc", "GlobalTableName": mrsc.table_name, "ReplicaRegions": f"{B},{A},{C}", "HomeRegion": B}
+    module = load_function("ExpirySweeperFunction", mrsc.table_name, params=params)
+    settings = module.function.settings
+    assert (settings.table_name, settings.expiry_max_items, settings.expiry_max_pages) == (mrsc.table_name, 1000, 100)
+    put(mrsc, "OP#gone", "OP", status="PENDING", expiresAt=PAST)
+    put(mrsc, "OP#stays", "OP", status="PENDING", expiresAt=FUTURE)
+    with mrsc.layer(B):  # the function's process-wide client is this Region's
+        summary = module.lambda_handler({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}, FullTime())
+    assert (summary["deleted"], summary["passesCompleted"], summary["stoppedEarly"]) == (1, 1, False)
+    assert keys(mrsc) == {("OP#stays", "OP"), tuple(CHECKPOINT_KEY.values())}
