@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.regions_model import REPLICAS, ItemWrite, item_size, model_units, percentile, ratio, write_units
+from bench.regions_model import REPLICAS, ItemWrite, expiry_units, item_size, model_units, percentile, ratio, write_units
 from counters.core.regions import GlobalTableMode, Topology
 
 REGIONS = ("eu-west-1", "us-east-1")
@@ -443,11 +443,11 @@ OPERATIONS: list[Operation] = [
     Operation("reservation (crt)", (ItemWrite("capacity", transactional=True),), _approach("crt"), _reserve_run, _resource("crt")),
     Operation(
         "order (fast)",
-        (ItemWrite("sequence"), ItemWrite("order", transactional=True), ItemWrite("key record", transactional=True)),
+        (ItemWrite("sequence"), ItemWrite("order", transactional=True), ItemWrite("key record", transactional=True, expires=True)),
         _orders,
         _order_run,
         # MRSC has no transactions: the key record and the order are two conditional Puts (docs/orders.md)
-        on_mrsc=(ItemWrite("sequence"), ItemWrite("key record"), ItemWrite("order")),
+        on_mrsc=(ItemWrite("sequence"), ItemWrite("key record", expires=True), ItemWrite("order")),
     ),
 ]
 """The operations of the WCU table; the Region-aware versions replace these at merge (same names)."""
@@ -546,6 +546,8 @@ class WcuRow:
     mode: GlobalTableMode
     measured: Measured
     model: float | None
+    expiry: float = 0.0
+    """Model units of the later expiry of the items it writes with ``expiresAt`` (TTL; MRSC: the sweeper)."""
 
 
 def wcu(endpoint: str, *, samples: int, operations: Sequence[Operation] | None = None) -> list[WcuRow]:
@@ -555,7 +557,9 @@ def wcu(endpoint: str, *, samples: int, operations: Sequence[Operation] | None =
     for mode in GlobalTableMode:
         env = environment(endpoint, mode)
         for op in ops:
-            cells[op.name, mode] = WcuRow(op.name, mode, measure(env, op, samples), model_units(op.model_for(mode), mode))
+            model = model_units(op.model_for(mode), mode)
+            expiry = expiry_units(op.model_for(mode), mode) if model is not None else 0.0
+            cells[op.name, mode] = WcuRow(op.name, mode, measure(env, op, samples), model, expiry)
     return [cells[op.name, mode] for op in ops for mode in GlobalTableMode]
 
 
@@ -695,10 +699,14 @@ def wcu_table(rows: Sequence[WcuRow], plan: Plan) -> list[str]:
         f"emulator applied in the other Region, sized from its stream (1 unit per KB each). MREC: {REPLICAS[GlobalTableMode.MREC]} "
         f"Regions; MRSC: {REPLICAS[GlobalTableMode.MRSC]} replicas, one store in the emulator, so its measured total is the local "
         "units times 3. Model: bench/regions_model.py and docs/regions.md (units, not prices: replicated units are priced "
-        "like single-Region ones). Ratios are against the `none` row of the same operation, measured in this run.",
+        "like single-Region ones). Ratios are against the `none` row of the same operation, measured in this run. "
+        "Expiry (model only, it happens later: an order's key record after 24 h) = the units of deleting what the operation "
+        "wrote with `expiresAt`: free by TTL in one Region, the replicated deletes on MREC, the expiry sweeper's deletes "
+        "on MRSC (no TTL there; docs/regions.md).",
         "",
-        "| operation | mode | local units/op | replicated units/op (other Regions) | total measured | vs none | model total | model vs none |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| operation | mode | local units/op | replicated units/op (other Regions) | total measured | vs none | model total | model vs none "
+        "| expiry units/op (model) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     base: dict[str, tuple[float | None, float | None]] = {r.operation: (total(r), r.model) for r in rows if r.mode is GlobalTableMode.NONE}
     for r in rows:
@@ -706,7 +714,8 @@ def wcu_table(rows: Sequence[WcuRow], plan: Plan) -> list[str]:
         m = r.measured
         lines.append(
             f"| {r.operation} | {r.mode.value} | {_num(m.local, m.refused)} | {_num(m.replicated)} | {_num(total(r))} "
-            f"| {ratio(total(r), measured_base)} | {_num(r.model) if r.model is not None else 'refused'} | {ratio(r.model, model_base)} |"
+            f"| {ratio(total(r), measured_base)} | {_num(r.model) if r.model is not None else 'refused'} | {ratio(r.model, model_base)} "
+            f"| {_num(r.expiry) if r.model is not None else '-'} |"
         )
     failed = [f"{r.operation} ({r.mode.value}): {r.measured.errors[0][:240]}" for r in rows if r.measured.errors]
     if failed:

@@ -19,6 +19,14 @@ The cost model, in units (never prices), from AWS's pages (docs/regions.md cites
 * MRSC bills like MREC per replica Region (3 replicas); with 2 replicas and a witness, the witness holds
   no replica table and is counted with no write units here (*to confirm*). MRSC has no transaction API,
   so an operation that needs one has no MRSC cost: it is refused.
+* Expiry (:func:`expiry_units`, items written with ``expiresAt``: ``ItemWrite(expires=True)``). A TTL
+  delete costs no write units in the Region that deletes ("Using time to live (TTL) in DynamoDB": TTL
+  deletes "without consuming write throughput"), but on a global table it is replicated and billed as a
+  replicated write in every other replica ("Understanding Amazon DynamoDB billing for global tables").
+  MRSC has no TTL: the expiry sweeper (counters.primitives.expiry) deletes with DeleteItem, a standard
+  write of the item's size, billed in its Region and replicated to the others; so each emulated expiry
+  costs as much as writing the item once more. Its Scan reads are :func:`sweep_read_units`: 0.5 read
+  unit per 4 KB evaluated (eventually consistent), in the one Region whose run reads the page.
 """
 
 from __future__ import annotations
@@ -97,6 +105,8 @@ class ItemWrite:
     kb: int = 1
     transactional: bool = False
     per: float = 1.0
+    expires: bool = False
+    """Written with ``expiresAt``: deleted later by TTL, or on MRSC by the expiry sweeper (:func:`expiry_units`)."""
 
     @property
     def local(self) -> float:
@@ -122,6 +132,25 @@ def model_units(writes: Sequence[ItemWrite], mode: GlobalTableMode, replicas: in
     if mode is GlobalTableMode.NONE:
         n = 1
     return sum(w.local for w in writes) + (n - 1) * sum(w.replica for w in writes)
+
+
+def expiry_units(writes: Sequence[ItemWrite], mode: GlobalTableMode, replicas: int | None = None) -> float:
+    """Write units the later expiry of an operation's ``expires`` items costs over every Region: none on
+    one Region (a TTL delete is free), the replicated deletes on MREC (``replicas`` - 1 per KB), and on
+    MRSC the sweeper's DeleteItem in its Region plus its replicas (``replicas`` per KB: MRSC has no TTL)."""
+    n = REPLICAS[mode] if replicas is None else replicas
+    kb = sum(w.kb * w.per for w in writes if w.expires)
+    if mode is GlobalTableMode.NONE:
+        return 0.0
+    if mode is GlobalTableMode.MREC:
+        return (n - 1) * kb
+    return n * kb
+
+
+def sweep_read_units(scanned_bytes: int) -> float:
+    """Read units of one sweep page that evaluated ``scanned_bytes`` (an eventually consistent Scan:
+    0.5 unit per 4 KB, rounded up per page, filtered-out items included; "Read consumption for Scan")."""
+    return 0.5 * max(1, math.ceil(scanned_bytes / (4 * KB)))
 
 
 def ratio(units: float | None, single_region: float | None) -> str:

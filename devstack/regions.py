@@ -120,7 +120,11 @@ def region_stacks(
     for i, region in enumerate(regions):
         env = {**os.environ, "AWS_REGION": region, "AWS_DEFAULT_REGION": region, "AWS_ENDPOINT_URL_DYNAMODB": endpoint}
         env.pop("AWS_ENDPOINT_URL_SQS", None)  # each Region starts its own SQS emulator
-        params = [f"GlobalTableMode={mode}", f"ReplicaRegions={','.join(regions)}", f"HomeRegion={home}", *overrides]
+        params = [f"GlobalTableMode={mode}", f"ReplicaRegions={','.join(regions)}", f"HomeRegion={home}"]
+        if region != home:  # the template refuses a stack outside HomeRegion without its replica's stream; locally
+            # each stack reads its own table's stream by the table's name, so this ARN only names it
+            params.append(f"ReplicaStreamArn=arn:aws:dynamodb:{region}:123456789012:table/{table}/stream/local")
+        params += overrides
         command = [sys.executable, "-m", "devstack", "--region", region, "--port", str(port + i), "--sqs-port", str(sqs_port + i)]
         command += ["--table", table, "--concurrency", str(concurrency), "--wait-dynamodb", "60", *(["--quiet"] if quiet else [])]
         command += ["--parameter-overrides", *params]

@@ -21,6 +21,20 @@ and write rates follow the deployed ones:
 
 ``poll_once()`` drains what is there now (tests call it); ``start()`` polls in a thread.
 
+An iterator the stream refuses is replaced as a Lambda mapping goes on (:func:`fresh_iterator`):
+``ExpiredIteratorException`` (an iterator older than 15 minutes) and ``TrimmedDataAccessException``
+(the iterator points at records the stream no longer holds; DynamoDB Local also answers it to a
+reader of a table created while another was, and kept answering it to that iterator for good) both
+make the poller describe the stream again and take a new iterator for the shard: right after the last
+record it read when the stream still holds that one, otherwise the oldest record the shard holds
+(``TRIM_HORIZON``). Lambda documents no more than that a mapping retries a record "until the record
+expires" and then goes on ("Lambda parameters for Amazon DynamoDB event source mappings",
+https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html); what the two errors mean and
+which iterator types there are is the Streams API's ("GetRecords", "GetShardIterator",
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_streams_GetShardIterator.html).
+So nothing the stream still holds is skipped, and nothing read is delivered twice unless it was trimmed
+and re-read from the horizon (a handler is idempotent per record anyway).
+
 Delivery faults (the proof): ``duplicate_rate`` re-delivers a fraction of the batches that
 succeeded, whole, right after (a redelivered batch, as after a lost checkpoint).
 """
@@ -142,6 +156,35 @@ def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     return out
 
 
+RECOVERIES_PER_DRAIN = 3
+"""New iterators one drain of a shard may take after refused reads before it waits for the next poll."""
+
+
+def refused_iterator_errors(streams: Any) -> tuple[type[Exception], ...]:
+    """The errors of a read whose iterator is no longer usable (the stream itself is fine)."""
+    return (streams.exceptions.TrimmedDataAccessException, streams.exceptions.ExpiredIteratorException)
+
+
+def fresh_iterator(streams: Any, arn: str, shard_id: str, after: str | None, start: str = "TRIM_HORIZON") -> str | None:
+    """A new iterator for ``shard_id`` after its iterator was refused: the stream described again,
+    then right after sequence number ``after`` (the last record read) when the shard still holds it,
+    else from the shard's oldest record (``TRIM_HORIZON``; ``start``, the mapping's starting position,
+    when nothing was read yet). ``None``: the shard is no longer in the stream (nothing left to read)."""
+    shards = {s["ShardId"] for s in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]}
+    if shard_id not in shards:
+        return None
+    if after is not None:
+        try:
+            return str(
+                streams.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard_id, ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after
+                )["ShardIterator"]
+            )
+        except streams.exceptions.TrimmedDataAccessException:
+            start = "TRIM_HORIZON"  # the last record read was trimmed: what remains after it starts at the horizon
+    return str(streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, ShardIteratorType=start)["ShardIterator"])
+
+
 class StreamPoller:
     """Delivers the table stream's records to each subscribed function."""
 
@@ -181,6 +224,7 @@ class StreamPoller:
         self._thread: threading.Thread | None = None
         self._pools: list[FunctionPool] = []
         self.delivered = 0
+        self.recovered = 0  # iterators replaced after TrimmedDataAccessException / ExpiredIteratorException
 
     @classmethod
     def for_stack(
@@ -226,14 +270,17 @@ class StreamPoller:
         return self.delivered - before
 
     def _drain(self, sub: Subscription, key: tuple[int, str], arn: str, flush: bool = True) -> None:
+        recoveries = 0
         while self._iterators.get(key) and not self._stop.is_set():
             try:
                 page = self.streams.get_records(ShardIterator=self._iterators[key], Limit=1000)
-            except self.streams.exceptions.ExpiredIteratorException:
-                position = {"ShardIteratorType": sub.starting_position}
-                if key in self._last_seq:
-                    position = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self._last_seq[key]}
-                self._iterators[key] = self.streams.get_shard_iterator(StreamArn=arn, ShardId=key[1], **position)["ShardIterator"]
+            except refused_iterator_errors(self.streams) as exc:
+                self.recovered += 1
+                self._iterators[key] = fresh_iterator(self.streams, arn, key[1], self._last_seq.get(key), sub.starting_position)
+                recoveries += 1
+                if recoveries >= RECOVERIES_PER_DRAIN:
+                    print(f"[streams] {sub.function}: {type(exc).__name__} again on {key[1]}; retrying at the next poll", file=sys.stderr)
+                    return
                 continue
             self._iterators[key] = page.get("NextShardIterator")
             if page.get("Records"):

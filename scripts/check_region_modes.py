@@ -1,9 +1,9 @@
 """Translate template.yaml for every GlobalTableMode (none, mrec, mrsc; the stack in HomeRegion and
-the stack in another Region; MRSC with 3 replicas and with 2 and a witness), offline, then evaluate
-the CloudFormation that results the way CloudFormation would for those parameters: its Rules, its
-Conditions, which table resource each stack creates, what the global table declares, what every
-function's environment and stream event source get, and that nothing live names a resource that
-the parameters leave out.
+the stack in another Region, which must give its replica's stream; MRSC with 3 replicas and with 2
+and a witness), offline, then evaluate the CloudFormation that results the way CloudFormation would
+for those parameters: its Rules, its Conditions, which table resource each stack creates, what the
+global table declares, what every function's environment and stream event source get, which stacks
+run the expiry sweeper (mrsc only), and that nothing live names a resource that the parameters leave out.
 
 Run with the sam-cli venv's Python (``make validate``), like scripts/check_auth_modes.py.
 """
@@ -24,6 +24,7 @@ from devstack.template import Resolver  # noqa: E402
 
 ACCOUNT = "123456789012"
 STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-global/stream/2026-11-25T00:00:00.000"
+STREAM_EAST_2 = "arn:aws:dynamodb:us-east-2:123456789012:table/tally-global/stream/2026-11-25T00:00:00.000"
 
 
 @dataclass
@@ -75,6 +76,12 @@ CASES = [
         env={"GLOBAL_TABLE_MODE": "mrec", "TABLE_REGIONS": "eu-west-1,us-east-1", "HOME_REGION": "eu-west-1", "TABLE_NAME": "tally-global"},
     ),
     Case(
+        "mrec, another Region's stack, no stream",
+        "us-east-1",
+        {**GLOBAL, "GlobalTableMode": "mrec", "ReplicaRegions": "eu-west-1,us-east-1", "HomeRegion": "eu-west-1"},
+        refused="GlobalStackOutsideHomeReadsItsReplicasStream",  # else both stream consumers map EventSourceArn ''
+    ),
+    Case(
         "mrec, 3 Regions",
         "us-east-1",
         {**GLOBAL, "GlobalTableMode": "mrec", "ReplicaRegions": "eu-west-1,us-east-1,ap-northeast-1", "HomeRegion": "us-east-1"},
@@ -114,6 +121,30 @@ CASES = [
         env={"TABLE_REGIONS": "us-east-1,us-east-2,us-west-2"},
     ),
     Case(
+        "mrsc, another Region's stack",
+        "us-east-2",
+        {
+            **GLOBAL,
+            "GlobalTableMode": "mrsc",
+            "ReplicaRegions": "us-east-1,us-east-2,us-west-2",
+            "HomeRegion": "us-east-1",
+            "ReplicaStreamArn": STREAM_EAST_2,
+        },
+        stream=STREAM_EAST_2,
+        env={
+            "GLOBAL_TABLE_MODE": "mrsc",
+            "TABLE_REGIONS": "us-east-1,us-east-2,us-west-2",
+            "HOME_REGION": "us-east-1",
+            "TABLE_NAME": "tally-global",
+        },
+    ),
+    Case(
+        "mrsc, another Region's stack, no stream",
+        "us-east-2",
+        {**GLOBAL, "GlobalTableMode": "mrsc", "ReplicaRegions": "us-east-1,us-east-2,us-west-2", "HomeRegion": "us-east-1"},
+        refused="GlobalStackOutsideHomeReadsItsReplicasStream",
+    ),
+    Case(
         "mrsc with SequenceMode gapless",
         "us-east-1",
         {
@@ -134,7 +165,13 @@ CASES = [
     Case(
         "mrec, HomeRegion not a replica",
         "us-east-1",
-        {**GLOBAL, "GlobalTableMode": "mrec", "ReplicaRegions": "eu-west-1,us-east-1", "HomeRegion": "us-west-2"},
+        {
+            **GLOBAL,
+            "GlobalTableMode": "mrec",
+            "ReplicaRegions": "eu-west-1,us-east-1",
+            "HomeRegion": "us-west-2",
+            "ReplicaStreamArn": STREAM,
+        },
         refused="GlobalTableNeedsItsRegions",
     ),
     Case("replicas with mode none", "us-east-1", {"ReplicaRegions": "eu-west-1,us-east-1"}, refused="SingleRegionTakesNoReplicas"),
@@ -214,6 +251,8 @@ def check(case: Case) -> list[str]:
         if table.get("StreamSpecification", {}).get("StreamViewType") not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
             problems.append(f"StreamSpecification {table.get('StreamSpecification')}")
     functions = {k: p for k, p in props.items() if live[k]["Type"] == "AWS::Lambda::Function"}
+    if ("ExpirySweeperFunction" in functions) != (case.params.get("GlobalTableMode") == "mrsc"):  # MRSC has no TTL: only it sweeps
+        problems.append(f"ExpirySweeperFunction {'present' if 'ExpirySweeperFunction' in functions else 'missing'}")
     for name, fn in functions.items():
         env = fn.get("Environment", {}).get("Variables", {})
         wrong = {k: env.get(k) for k, v in case.env.items() if env.get(k) != v}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from devstack.streams import RECOVERIES_PER_DRAIN, fresh_iterator, refused_iterator_errors
+
 
 def _fixed(value: Any) -> Any:
     """DynamoDB Local's stream shows an empty map as ``{}`` (not ``{"M": {}}``): made valid again."""
@@ -30,18 +32,24 @@ class StreamReader:
         self.iterators: dict[str, str | None] = {}
         self.arn: str | None = None
         self.last: dict[str, str] = {}
+        self.recovered = 0  # iterators replaced after TrimmedDataAccessException / ExpiredIteratorException
 
     def _page(self, arn: str, sid: str) -> Any:
-        """One GetRecords; an iterator DynamoDB Local refuses (trimmed, expired: seen under
-        concurrent tables) is made again after the last record read."""
-        try:
-            return self.streams.get_records(ShardIterator=self.iterators[sid], Limit=1000)
-        except (self.streams.exceptions.TrimmedDataAccessException, self.streams.exceptions.ExpiredIteratorException):
-            where: dict[str, str] = {"ShardIteratorType": "TRIM_HORIZON"}
-            if sid in self.last:
-                where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self.last[sid]}
-            self.iterators[sid] = self.streams.get_shard_iterator(StreamArn=arn, ShardId=sid, **where)["ShardIterator"]
-            return self.streams.get_records(ShardIterator=self.iterators[sid], Limit=1000)
+        """One GetRecords; an iterator the stream refuses (trimmed, expired: DynamoDB Local answers
+        both under concurrent tables) is replaced as the local stack's poller replaces it
+        (:func:`devstack.streams.fresh_iterator`: after the last record read while the shard holds
+        it, else from its oldest record), up to :data:`~devstack.streams.RECOVERIES_PER_DRAIN` times;
+        ``None`` when the shard is gone or the stream keeps refusing (the next :meth:`read` tries again)."""
+        for _ in range(RECOVERIES_PER_DRAIN):
+            iterator = self.iterators.get(sid)
+            if iterator is None:
+                return None
+            try:
+                return self.streams.get_records(ShardIterator=iterator, Limit=1000)
+            except refused_iterator_errors(self.streams):
+                self.recovered += 1
+                self.iterators[sid] = fresh_iterator(self.streams, arn, sid, self.last.get(sid))
+        return None
 
     def read(self) -> list[dict[str, Any]]:
         arn = self.arn = self.arn or self.streams.list_streams(TableName=self.table)["Streams"][0]["StreamArn"]
@@ -55,6 +63,8 @@ class StreamReader:
         for sid in sorted(self.iterators):
             while self.iterators[sid]:
                 page = self._page(arn, sid)
+                if page is None:
+                    break
                 self.iterators[sid] = page.get("NextShardIterator")
                 for record in page["Records"]:
                     for image in ("NewImage", "OldImage"):

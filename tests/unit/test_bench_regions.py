@@ -10,7 +10,7 @@ import pytest
 
 import bench  # noqa: F401 - puts the repository and the layer on sys.path
 from bench import regions
-from bench.regions_model import ItemWrite, item_size, model_units, percentile, ratio, write_units
+from bench.regions_model import ItemWrite, expiry_units, item_size, model_units, percentile, ratio, sweep_read_units, write_units
 from counters.core.regions import GlobalTableMode
 
 
@@ -167,6 +167,24 @@ def test_model_mrsc_has_three_replicas_and_no_transactions() -> None:
     assert model_units(STANDARD_LIKE, GlobalTableMode.MRSC) is None
 
 
+def test_model_counts_each_expiry_as_a_write_free_only_by_ttl_in_one_region() -> None:
+    """MRSC has no TTL: the sweeper's DeleteItem is a write in its Region and each replica; on MREC a
+    TTL delete is free where it happens and billed where it is replicated; one Region: free."""
+    key = (ItemWrite("order"), ItemWrite("key record", expires=True))
+    assert expiry_units(key, GlobalTableMode.NONE) == 0
+    assert expiry_units(key, GlobalTableMode.MREC) == 1
+    assert expiry_units(key, GlobalTableMode.MRSC) == 3
+    assert expiry_units(key, GlobalTableMode.MRSC, replicas=2) == 2  # 2 replicas + a witness
+    assert expiry_units((ItemWrite("record", kb=2, expires=True),), GlobalTableMode.MRSC) == 6
+    assert expiry_units((ItemWrite("order"),), GlobalTableMode.MRSC) == 0
+
+
+def test_sweep_reads_half_a_unit_per_4_kb_scanned() -> None:
+    assert sweep_read_units(1) == 0.5
+    assert sweep_read_units(4 * 1024) == 0.5
+    assert sweep_read_units(1024 * 1024) == 128  # a full 1 MB page
+
+
 def test_model_amortizes_batched_writes() -> None:
     hot = (ItemWrite("like state"), ItemWrite("tally", per=1 / 500))
     assert model_units(hot, GlobalTableMode.NONE) == pytest.approx(1.002)
@@ -187,6 +205,7 @@ def test_every_bench_operation_has_a_model_in_every_mode_or_is_refused_on_mrsc_o
     assert refused == {"like (standard)", "reservation (crt)"}
     orders = next(op for op in regions.OPERATIONS if op.name == "order (fast)")
     assert model_units(orders.model_for(GlobalTableMode.MRSC), GlobalTableMode.MRSC) == 9  # 3 single-item writes x 3 replicas
+    assert expiry_units(orders.model_for(GlobalTableMode.MRSC), GlobalTableMode.MRSC) == 3  # its key record, swept after 24 h
 
 
 # -- metering and the tables ----------------------------------------------------------------------------
@@ -219,12 +238,12 @@ def test_metered_asks_for_capacity_and_counts_writes_only() -> None:
 def test_wcu_table_ratios_against_the_none_row() -> None:
     rows = [
         regions.WcuRow("op", GlobalTableMode.NONE, regions.Measured(local=1.0), 1.0),
-        regions.WcuRow("op", GlobalTableMode.MREC, regions.Measured(local=1.0, replicated=1.0), 2.0),
+        regions.WcuRow("op", GlobalTableMode.MREC, regions.Measured(local=1.0, replicated=1.0), 2.0, 1.0),
         regions.WcuRow("op", GlobalTableMode.MRSC, regions.Measured(refused="refused: X"), None),
     ]
     lines = regions.wcu_table(rows, regions.Plan.quick())
-    assert "| op | mrec | 1.00 | 1.00 | 2.00 | 2.00x | 2.00 | 2.00x |" in lines
-    assert "| op | mrsc | refused: X | - | - | - | refused | - |" in lines
+    assert "| op | mrec | 1.00 | 1.00 | 2.00 | 2.00x | 2.00 | 2.00x | 1.00 |" in lines
+    assert "| op | mrsc | refused: X | - | - | - | refused | - | - |" in lines
 
 
 def test_transfer_table_without_the_reservations_helper_says_not_available() -> None:

@@ -11,11 +11,15 @@ from devstack.template import read_stack
 
 MREC = {"GlobalTableMode": "mrec", "ReplicaRegions": "eu-west-1,us-east-1", "HomeRegion": "eu-west-1"}
 MRSC = {"GlobalTableMode": "mrsc", "ReplicaRegions": "us-east-1,us-east-2,us-west-2", "HomeRegion": "us-east-1"}
+STREAM = {"ReplicaStreamArn": "arn:aws:dynamodb:us-east-1:123456789012:table/tally-local/stream/local"}
+"""What a stack outside HomeRegion gives (the tests run as us-east-1; MREC's HomeRegion is eu-west-1)."""
 
 
 def test_an_override_reaches_the_functions_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-    params = parameter_overrides([*(f"{k}={v}" for k, v in MREC.items()), "LedgerRetryWindowSeconds=5 LedgerClockSkewSeconds=2"])
+    params = parameter_overrides(
+        [*(f"{k}={v}" for k, v in {**MREC, **STREAM}.items()), "LedgerRetryWindowSeconds=5 LedgerClockSkewSeconds=2"]
+    )
     stack = read_stack("tally-local", params=params)
     ledger = stack.functions["LedgerFunction"].environment
     assert ledger["LEDGER_RETRY_WINDOW_SECONDS"] == "5"
@@ -40,7 +44,7 @@ def test_a_witness_region_is_one_of_the_tables_regions(monkeypatch: pytest.Monke
 def test_every_region_creates_the_global_tables_definition(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
     """The home Region's stack declares the global table, the other only names it: locally both create it."""
     monkeypatch.setenv("AWS_REGION", region)
-    stack = read_stack("tally-local", params=MREC)
+    stack = read_stack("tally-local", params={**MREC, **STREAM} if region != MREC["HomeRegion"] else MREC)
     assert stack.table["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     assert stack.table_extras["TimeToLiveSpecification"]["Enabled"] is True
 
@@ -58,11 +62,18 @@ def test_mrsc_has_no_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
         ({**MREC, "HomeRegion": "us-west-2"}, "GlobalTableNeedsItsRegions"),
         ({"ReplicaRegions": "eu-west-1,us-east-1"}, "SingleRegionTakesNoReplicas"),
         ({**MREC, "WitnessRegion": "us-west-2"}, "WitnessOnlyWithMrsc"),
+        ({**MREC, "AWS::Region": "us-east-1"}, "GlobalStackOutsideHomeReadsItsReplicasStream"),
+        ({**MRSC, "AWS::Region": "us-west-2"}, "GlobalStackOutsideHomeReadsItsReplicasStream"),
     ],
 )
 def test_the_templates_rules_refuse_locally_what_a_deploy_refuses(params: dict[str, str], rule: str) -> None:
     with pytest.raises(ValueError, match=rule):
         read_stack("tally-local", params=params)
+
+
+@pytest.mark.parametrize("params", [{**MREC, "AWS::Region": "eu-west-1"}, {**MREC, **STREAM, "AWS::Region": "us-east-1"}, MRSC])
+def test_a_global_stack_in_home_region_or_with_its_replicas_stream_is_accepted(params: dict[str, str]) -> None:
+    read_stack("tally-local", params={"AWS::Region": "us-east-1", **params})
 
 
 def test_an_unknown_parameter_is_refused() -> None:
@@ -94,12 +105,16 @@ def test_dev_regions_runs_one_stack_per_region_with_its_region_and_the_global_ta
         args = stack.command
         assert args[args.index("--region") + 1] == stack.region and args[args.index("--sqs-port") + 1] == str(9324 + i)
         overrides = args[args.index("--parameter-overrides") + 1 :]
+        outside_home = ["ReplicaStreamArn=arn:aws:dynamodb:us-east-1:123456789012:table/tally-local/stream/local"] if i else []
         assert overrides == [
             "GlobalTableMode=mrec",
             "ReplicaRegions=eu-west-1,us-east-1",
             "HomeRegion=eu-west-1",
+            *outside_home,  # the template refuses a stack outside HomeRegion without it
             "LedgerRetryWindowSeconds=5",
         ]
+        env = {**stack.env, "AWS_REGION": stack.region}
+        read_stack("tally-local", params={"AWS::Region": env["AWS_REGION"], **parameter_overrides(overrides)})  # not refused
 
 
 def test_an_empty_map_from_dynamodb_locals_stream_is_mended() -> None:

@@ -24,8 +24,8 @@ PROBE = (
 )
 
 
-def test_the_consumers_are_the_stream_and_queue_functions() -> None:
-    assert CONSUMERS == {"LikeAggregatorFunction", "OrderPointerFunction", "RetryWorkerFunction"}
+def test_the_consumers_are_the_stream_queue_and_schedule_only_functions() -> None:
+    assert CONSUMERS == {"ExpirySweeperFunction", "LikeAggregatorFunction", "OrderPointerFunction", "RetryWorkerFunction"}
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))

@@ -62,9 +62,10 @@ def _statements(function: dict[str, Any]) -> list[dict[str, Any]]:
 def test_iam_is_action_level_and_scoped_to_the_table(name: str) -> None:
     statements = _statements(FUNCTIONS[name])
     assert statements, f"{name} has no policy"
+    broad = BROAD_ACTIONS - ({"dynamodb:Scan"} if name == "ExpirySweeperFunction" else set())  # MRSC's expiry: below
     for statement in statements:
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        assert not BROAD_ACTIONS & set(actions), (name, actions)
+        assert not broad & set(actions), (name, actions)
         assert all(not a.endswith("*") for a in actions), (name, actions)
         if statement["Effect"] == "Allow":
             assert statement["Resource"] != "*", name
@@ -247,11 +248,8 @@ def test_deployments_are_canary_in_prod_all_at_once_in_dev_and_roll_back_on_alar
     assert {"Api5xxAlarm", "FunctionErrorsAlarm"} <= alarms and alarms <= {
         k for k, r in RESOURCES.items() if r["Type"] == "AWS::CloudWatch::Alarm"
     }
-    watched = {
-        m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"]
-        for m in RESOURCES["FunctionErrorsAlarm"]["Properties"]["Metrics"]
-        if "MetricStat" in m
-    }
+    metrics = [m["Fn::If"][1] if "Fn::If" in m else m for m in RESOURCES["FunctionErrorsAlarm"]["Properties"]["Metrics"]]
+    watched = {m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"] for m in metrics if "MetricStat" in m}
     assert watched == set(FUNCTIONS)  # a new function's errors must roll its canary back too
 
 
@@ -272,6 +270,53 @@ def test_scheduled_compaction_retries_once_then_goes_to_an_alarmed_queue() -> No
     assert failure["Type"] == "SQS" and failure["Destination"] == {"Fn::GetAtt": ["CompactionDLQ", "Arn"]}
     alarm = RESOURCES["CompactionDLQDepthAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["CompactionDLQ", "QueueName"]}
+
+
+def test_mrsc_expiry_sweeper_is_scheduled_in_mrsc_stacks_only_and_deletes_only_expiring_families() -> None:
+    """MRSC has no TTL: the sweeper exists exactly when GlobalTableMode is mrsc, runs on a schedule,
+    may Scan only this table, delete only the families that carry expiresAt (as the code declares
+    them) and touch only its checkpoint otherwise."""
+    from counters.store.expiry import CHECKPOINT_KEY, EXPIRING
+
+    sweeper = FUNCTIONS["ExpirySweeperFunction"]
+    assert TEMPLATE["Conditions"]["StrongConsistency"] == {"Fn::Equals": [{"Ref": "GlobalTableMode"}, "mrsc"]}
+    assert sweeper["Condition"] == "StrongConsistency" and RESOURCES["ExpirySweeperLogGroup"]["Condition"] == "StrongConsistency"
+    assert [e["Type"] for e in sweeper["Properties"]["Events"].values()] == ["Schedule"]
+    by_sid = {s["Sid"]: s for s in _statements(sweeper)}
+    assert by_sid["FindExpiredItems"]["Action"] == "dynamodb:Scan" and "Condition" not in by_sid["FindExpiredItems"]
+    assert "${GlobalTableName}" in by_sid["FindExpiredItems"]["Resource"]["Fn::Sub"]
+    leading = by_sid["DeleteExpiredItems"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    assert leading == [f"{prefix}*" for prefix in EXPIRING]
+    assert by_sid["SweepCheckpoint"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [CHECKPOINT_KEY["PK"]]
+    others = [
+        n for n, f in FUNCTIONS.items() if n != "ExpirySweeperFunction" for st in _statements(f) if "dynamodb:Scan" in str(st["Action"])
+    ]
+    assert not others, others
+
+
+@pytest.mark.parametrize(("name", "threshold_ms"), [("ReplicationLatencyAlarm", 60_000), ("ReplicaStalledAlarm", 900_000)])
+def test_a_global_stack_alarms_on_replication_latency_to_every_other_replica(name: str, threshold_ms: int) -> None:
+    """Every global-table stack watches ReplicationLatency from its Region to each replica Region (the
+    2 or 3 of ReplicaRegions; its own has no data), on the global table, with the stack's alarm topic."""
+    alarm = RESOURCES[name]
+    assert alarm["Condition"] == "GlobalTable"
+    props = alarm["Properties"]
+    stats = [m["MetricStat"] for m in props["Metrics"] if "MetricStat" in m]
+    assert {s["Metric"]["MetricName"] for s in stats} == {"ReplicationLatency"} and {s["Stat"] for s in stats} == {"Maximum"}
+    dims = [{d["Name"]: d["Value"] for d in s["Metric"]["Dimensions"]} for s in stats]
+    assert all(d["TableName"] == {"Ref": "GlobalTableName"} for d in dims)
+    receiving = [d["ReceivingRegion"] for d in dims]
+    assert receiving[:2] == [{"Fn::Select": [i, {"Ref": "ReplicaRegions"}]} for i in range(2)]
+    assert receiving[2] == {"Fn::If": ["HasThirdReplicaRegion", {"Fn::Select": [2, {"Ref": "ReplicaRegions"}]}, "none"]}
+    (expression,) = [m for m in props["Metrics"] if "Expression" in m]
+    assert expression["Expression"] == "MAX([r0, r1, r2])" and expression["ReturnData"] is True
+    assert props["Threshold"] == threshold_ms and props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["AlarmActions"] == {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    assert "runbook" in alarm_description(props)
+
+
+def alarm_description(props: dict[str, Any]) -> str:
+    return " ".join(str(props["AlarmDescription"]).split())
 
 
 def test_api_access_logs_go_to_a_log_group_with_retention() -> None:

@@ -1,1 +1,1 @@
-"""Primitives: the counting techniques of the seeds, each exact on its own (reference counts, the seven resource approaches with the ledger engine, write sharding, sequences, pointers). Built on core only."""
+"""Primitives: the counting techniques of the seeds, each exact on its own (reference counts, the seven resource approaches with the ledger engine, write sharding, sequences, pointers, and the expiry sweep that stands in for TTL on MRSC). Built on core only."""

@@ -248,6 +248,38 @@ class Query:
         return ph.apply(params)
 
 
+@dataclass
+class Scan:
+    """Scan one page of the table: ``limit`` items evaluated (before ``filter``), from after ``start``."""
+
+    table: str
+    filter: Cond | None = None
+    projection: tuple[Path, ...] = ()
+    limit: int | None = None
+    start: Key | None = None
+
+    def where(self, condition: Cond) -> Scan:
+        self.filter = all_of(self.filter, condition)
+        return self
+
+    def project(self, *names: str | Path) -> Scan:
+        self.projection = tuple(path(n) for n in names)
+        return self
+
+    def params(self) -> Params:
+        ph = Placeholders()
+        params: Params = {"TableName": self.table}
+        if self.filter is not None:
+            params["FilterExpression"] = self.filter.render(ph)
+        if self.projection:
+            params["ProjectionExpression"] = ", ".join(p.render(ph) for p in self.projection)
+        if self.limit is not None:
+            params["Limit"] = self.limit
+        if self.start is not None:
+            params["ExclusiveStartKey"] = to_item(self.start)
+        return ph.apply(params)
+
+
 # -- transactions ----------------------------------------------------------------------------------
 N = TypeVar("N", bound=Enum)
 
