@@ -20,6 +20,7 @@ from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
 from counters.store.conditions import Cond, any_of
+from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Delete, Get, Key, Path, Scan, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
@@ -39,6 +40,16 @@ SHAPES = (
         "META",
         "MRSC (no TTL): where the expiry sweep resumes (`cursorPK`/`cursorSK`, `rev`, `passes`, `sweptAt`) "
         "([regions.md](regions.md#expiry-on-mrsc-the-sweeper))",
+    ),
+)
+
+
+CREATIONS = (
+    CreationRule(
+        "expiry checkpoint (`SWEEP#EXPIRY`)",
+        Creation.ANY_REGION,
+        "MRSC only (the sweeper runs where there is no TTL): any Region's sweeper creates and advances it under a `rev` "
+        "condition, which MRSC evaluates on the latest version in every Region; one Region's run resumes another's",
     ),
 )
 
