@@ -210,6 +210,9 @@ class GlobalStack:
             **self.params,
         }
         for name in self.names:
+            own = dict(params)
+            if name != self.home:  # a stack outside the home reads its replica's stream (the template's Rule); locally by table name
+                own["ReplicaStreamArn"] = f"arn:aws:dynamodb:{name}:123456789012:table/{self.table}/stream/local"
             report_dir = self.workdir / f"faults-{name}"
             report_dir.mkdir()
             port, sqs_port = free_port(), free_port()
@@ -242,7 +245,7 @@ class GlobalStack:
                 "--deliveries",
                 deliveries,
                 "--parameter-overrides",
-                *(f"{k}={v}" for k, v in params.items()),
+                *(f"{k}={v}" for k, v in own.items()),
             ]
             stack = RegionStack(name, port, command, env, out=self._out).start()
             stack.wait_ready(timeout=600)  # one at a time: each creates its Region's table
@@ -373,23 +376,23 @@ def _final(client: FailoverClient, report: HttpReport, sent: Sent) -> tuple[int 
     return 409, final.get("result") or {}  # REJECTED: a definite refusal, each row judges it as it judges a 409
 
 
-def _create_post(client: FailoverClient, report: HttpReport, stack: GlobalStack, body: dict[str, Any]) -> bool:
-    """Create a post where the layer takes its creation: the home Region, or the Region a 409
-    names (a creation owned by one Region); re-sent on a 5xx as any request."""
+def _create(
+    client: FailoverClient, report: HttpReport, stack: GlobalStack, path: str, body: dict[str, Any]
+) -> tuple[int | None, dict[str, Any] | None]:
+    """Create where the layer takes the creation: the home Region, or the Region a 409
+    ``wrong_region`` names (an id created only in its home Region on MREC); re-sent on a 5xx as any
+    request. A 409 ``already_exists`` after a re-send is the client's own lost 201."""
     region = stack.home
+    status: int | None = None
+    answer: dict[str, Any] | None = None
     for _ in range(3):
-        status, answer = _final(client, report, client.send(report, region, "POST", "/posts", json_body=body))
-        if status in (200, 201):
-            return True
-        named = (answer or {}).get("region") or (answer or {}).get("homeRegion")
-        if status == 409 and isinstance(named, str) and named in stack.regions and named != region:
+        status, answer = _final(client, report, client.send(report, region, "POST", path, json_body=body))
+        named = (answer or {}).get("region")
+        if status == 409 and (answer or {}).get("error") == "wrong_region" and isinstance(named, str) and named in stack.regions:
             region = named
             continue
-        if status == 409 and (answer or {}).get("error") in ("post_exists", "already_exists", "conflict"):
-            return True  # a re-send after a lost 201
-        report.wrong.append(f"POST /posts {body.get('postId')}: {status} {answer}")
-        return False
-    return False
+        break
+    return status, answer
 
 
 # ----------------------------------------------------------------------------- rows
@@ -404,7 +407,9 @@ def likes(stack: GlobalStack, post_mode: str, size: int) -> HttpReport:
     client = stack.client()
     posts = [f"hr-{post_mode}-{i}-{uuid.uuid4().hex[:6]}" for i in range(2)]
     for post in posts:
-        _create_post(client, report, stack, {"postId": post, "authorId": "author", "body": "b", "mode": post_mode})
+        status, answer = _create(client, report, stack, "/posts", {"postId": post, "authorId": "author", "body": "b", "mode": post_mode})
+        if status not in (200, 201) and not (status == 409 and (answer or {}).get("error") == "already_exists"):
+            report.wrong.append(f"POST /posts {post}: {status} {answer}")
     # every Region must see a post before its users like it there (a like of an unknown post is a 404)
     stack.settle(lambda: all(_get(client, report, r, f"/posts/{p}") is not None for r in stack.names for p in posts))
     scripts = [["PUT"], ["PUT", "DELETE"], ["PUT", "DELETE", "PUT"], ["DELETE"], ["PUT", "PUT"]]
@@ -690,32 +695,15 @@ def reservations(stack: GlobalStack, size: int) -> list[HttpReport]:
     capacity = {s: sum(q for _, q, _ in demand[s]) * 3 // 4 for s in rows}
     rid = {s: f"hr-{s.replace('_', '-')}-{tag}" for s in rows}
     for strategy, report in rows.items():
-        status, body = _final(
-            client,
-            report,
-            client.send(
-                report,
-                stack.home,
-                "POST",
-                "/resources",
-                json_body={"resourceId": rid[strategy], "capacity": capacity[strategy], "strategy": strategy},
-            ),
-        )
-        if status not in (201, 409):
-            report.wrong.append(f"create: {status} {body}")
+        body = {"resourceId": rid[strategy], "capacity": capacity[strategy], "strategy": strategy}
+        status, answer = _create(client, report, stack, "/resources", body)
+        if status not in (200, 201) and not (status == 409 and (answer or {}).get("error") == "already_exists"):
+            report.wrong.append(f"create: {status} {answer}")
     if mode is Mode.MRSC:
         refused = HttpReport(f"reservations {', '.join(REFUSED_ON_MRSC)} over HTTP (MRSC: refused)")
         for strategy in REFUSED_ON_MRSC:
-            status, body = _final(
-                client,
-                refused,
-                client.send(
-                    refused,
-                    stack.home,
-                    "POST",
-                    "/resources",
-                    json_body={"resourceId": f"hr-{strategy}-{tag}", "capacity": 5, "strategy": strategy},
-                ),
+            status, body = _create(
+                client, refused, stack, "/resources", {"resourceId": f"hr-{strategy}-{tag}", "capacity": 5, "strategy": strategy}
             )
             if status != 409 or (body or {}).get("error") != "unsupported_in_region_mode":
                 refused.wrong.append(f"create {strategy}: {status} {body}")
@@ -827,6 +815,172 @@ def reservations(stack: GlobalStack, size: int) -> list[HttpReport]:
     return out
 
 
+def _create_at_once(
+    client: FailoverClient, report: HttpReport, path: str, sends: list[tuple[str, dict[str, Any], dict[str, str]]]
+) -> list[tuple[str, int | None, dict[str, Any] | None]]:
+    """Each (Region, body, headers) sent at the same moment (threads started together); a client
+    told 409 ``wrong_region`` re-sends in the Region named, one told 5xx re-sends (failing over)."""
+    start = threading.Barrier(len(sends))
+
+    def one(region: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[str, int | None, dict[str, Any] | None]:
+        start.wait()
+        status: int | None = None
+        answer: dict[str, Any] | None = None
+        for _ in range(3):
+            status, answer = _final(client, report, client.send(report, region, "POST", path, json_body=body, headers=headers))
+            named = (answer or {}).get("region")
+            if status == 409 and (answer or {}).get("error") == "wrong_region" and isinstance(named, str) and named in client.regions:
+                region = named
+                continue
+            break
+        return region, status, answer
+
+    with ThreadPoolExecutor(max_workers=len(sends)) as pool:
+        return [f.result() for f in [pool.submit(one, *s) for s in sends]]
+
+
+def creations(stack: GlobalStack, size: int) -> HttpReport:
+    """Concurrent creations of one identity in two Regions (issue 25): posts and resources by two
+    users at the same moment, each in their own Region, then takes on the resource from both
+    Regions until refused; and one transfer Idempotency-Key sent in both Regions at once. After
+    the heal, in every Region: every acknowledged creation (201, or 200 for a re-send) is the item
+    every Region holds (two acknowledged creations of one id with different content: one vanished),
+    no resource oversold, and (MREC) the shares plus the transfers not yet received sum to the
+    capacity (no debit lost)."""
+    report = HttpReport(f"creations over HTTP ({stack.mode.value.upper()}, {len(stack.names)} Regions)")
+    started = time.monotonic()
+    client = stack.client()
+    a, b = stack.names[0], stack.names[1]
+    tag = uuid.uuid4().hex[:6]
+    posts: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    resources: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for i in range(size):
+        post = f"hr-sq-{tag}-{i}"
+        got = _create_at_once(
+            client,
+            report,
+            "/posts",
+            [
+                (a, {"postId": post, "authorId": "alice", "body": "alice's"}, {}),
+                (b, {"postId": post, "authorId": "bob", "body": "bob's"}, {}),
+            ],
+        )
+        posts[post] = [(who, body or {}) for (_, status, body), who in zip(got, ("alice", "bob"), strict=True) if status in (200, 201)]
+        resource = f"hr-ov-{tag}-{i}"
+        got = _create_at_once(
+            client,
+            report,
+            "/resources",
+            [
+                (a, {"resourceId": resource, "capacity": 10, "strategy": "set"}, {}),
+                (b, {"resourceId": resource, "capacity": 40, "strategy": "occ_history"}, {}),
+            ],
+        )
+        resources[resource] = [(str((body or {}).get("capacity")), body or {}) for _, status, body in got if status in (200, 201)]
+    for post, acked in posts.items():
+        if len({who for who, _ in acked}) > 1:
+            report.wrong.append(f"post {post}: both creators acknowledged ({[w for w, _ in acked]})")
+    for resource, acked in resources.items():
+        if len({cap for cap, _ in acked}) > 1:
+            report.wrong.append(f"resource {resource}: two creations acknowledged (capacities {[c for c, _ in acked]})")
+    stack.settle(
+        lambda: all(_get(client, report, r, f"/resources/{res}") is not None for r in stack.names for res in resources if resources[res])
+    )
+    transfers: dict[str, list[tuple[str, int | None, dict[str, Any] | None]]] = {}
+    if stack.mode is Mode.MREC:
+        for resource, acked in resources.items():
+            if not acked:
+                continue
+            key = f"xfer-{resource}"
+            transfers[resource] = _create_at_once(
+                client,
+                report,
+                f"/resources/{resource}/transfers",
+                [(a, {"to": b, "quantity": 1}, {"Idempotency-Key": key}), (b, {"to": a, "quantity": 1}, {"Idempotency-Key": key})],
+            )
+            ids = [(body or {}).get("transferId") for _, status, body in transfers[resource] if status in (200, 201)]
+            if len(ids) == 2 and ids[0] == ids[1]:
+                report.wrong.append(f"resource {resource}: one transfer key in two Regions answered one transferId {ids[0]}")
+    taken: dict[str, int] = Counter()
+    lock = threading.Lock()
+
+    def take(resource: str, region: str, n: int) -> Callable[[], None]:
+        def run() -> None:
+            for k in range(60):
+                sent = client.send(
+                    report,
+                    region,
+                    "POST",
+                    f"/resources/{resource}/reservations",
+                    json_body={"quantity": 1},
+                    headers={"Idempotency-Key": f"t-{region}-{n}-{k}"},
+                )
+                status, body = _final(client, report, sent)
+                if status in (200, 201):
+                    with lock:
+                        taken[resource] += 1
+                elif status == 409:
+                    return
+                elif status is not None:
+                    report.wrong.append(f"take {resource} in {region}: {status} {body}")
+                    return
+
+        return run
+
+    stack.parallel([take(res, r, n) for res in resources if resources[res] for n, r in enumerate(stack.names)])
+    if not stack.settle():
+        report.wrong.append("the Regions did not converge")
+    if stack.mode is Mode.MREC:  # step 2 wherever a transfer arrived (the route, until it runs by itself)
+        for resource in transfers:
+            for region in stack.names:
+                client.send(report, region, "POST", f"/resources/{resource}/transfers/receive")
+        stack.settle()
+    for region in stack.names:
+        items = stack.items(region)
+        for post, acked in posts.items():
+            stored = next((i for i in items if i["PK"] == f"POST#{post}" and i["SK"] == "META"), None)
+            for who, _ in acked:
+                if stored is None or stored.get("authorId") != who:
+                    report.lost += 1
+                    report.notes.append(f"{region}: {who}'s acknowledged post {post} holds {stored and stored.get('authorId')}")
+        for resource, acked in resources.items():
+            meta = next((i for i in items if i["PK"] == f"RES#{resource}" and i["SK"] == "META"), None)
+            for capacity, _ in acked:
+                if meta is None or str(meta.get("capacity")) != capacity:
+                    report.lost += 1
+                    report.notes.append(
+                        f"{region}: resource {resource} acknowledged with capacity {capacity}, stored {meta and meta.get('capacity')}"
+                    )
+            if meta is None:
+                continue
+            confirmed = sum(
+                int(i["quantity"])
+                for i in items
+                if i["PK"].startswith("RSV#") and i.get("resourceId") == resource and i.get("status") == "CONFIRMED"
+            )
+            if confirmed > int(meta["capacity"]) or taken[resource] > int(meta["capacity"]):
+                report.wrong.append(
+                    f"{region}: resource {resource} oversold: {confirmed} confirmed ({taken[resource]} acknowledged), capacity {meta['capacity']}"
+                )
+            if stack.mode is Mode.MREC:
+                shares = [i for i in items if i["PK"].startswith(f"RES#{resource}@")]
+                in_flight = [i for i in items if i["PK"] == f"RES#{resource}#XFER" and not i["SK"].endswith("#IN")]
+                received = {i["SK"][: -len("#IN")] for i in items if i["PK"] == f"RES#{resource}#XFER" and i["SK"].endswith("#IN")}
+                held = sum(int(i.get("capacity", 0)) for i in shares) + sum(
+                    int(t["quantity"]) for t in in_flight if t["SK"] not in received
+                )
+                if held != int(meta["capacity"]):
+                    report.lost += abs(held - int(meta["capacity"]))
+                    report.notes.append(f"{region}: resource {resource}: shares + transfers in flight {held}, capacity {meta['capacity']}")
+    report.notes.append(
+        f"{size} ids per family; posts acknowledged {sum(len(v) for v in posts.values())}, resources {sum(len(v) for v in resources.values())}, "
+        f"units taken {sum(taken.values())}, transfers {sum(1 for v in transfers.values() for _, s, _ in v if s in (200, 201))}"
+    )
+    report.faults_ddb, report.faults_sqs, report.faults_delivery = stack.faults()
+    report.seconds = time.monotonic() - started
+    return report
+
+
 # ----------------------------------------------------------------------------- the run
 Row = Callable[[GlobalStack, int], "HttpReport | list[HttpReport]"]
 ROWS: dict[str, list[tuple[Mode, Row]]] = {
@@ -838,8 +992,9 @@ ROWS: dict[str, list[tuple[Mode, Row]]] = {
     "ledgers": [(Mode.MREC, ledgers), (Mode.MRSC, ledgers)],
     "orders": [(Mode.MREC, orders), (Mode.MRSC, orders)],
     "reservations": [(Mode.MREC, reservations), (Mode.MRSC, reservations)],
+    "creations": [(Mode.MREC, creations), (Mode.MRSC, creations)],
 }
-SIZES = {"likes": 40, "ledgers": 60, "orders": 50, "reservations": 16}
+SIZES = {"likes": 40, "ledgers": 60, "orders": 50, "reservations": 16, "creations": 6}
 
 
 @contextmanager
