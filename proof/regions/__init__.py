@@ -191,6 +191,8 @@ def replay_command(seed: int, names: list[str], schedules: int) -> str:
             "",
             "--http",
             "",
+            "--http-regions",
+            "",
             "--regions",
             ",".join(names),
             "--schedules",
