@@ -1,6 +1,6 @@
 """OpenTelemetry spans around the engine's logical calls, when asked for and installed.
 
-One span per call of :func:`counters.core.engine.run` (every DynamoDB and SQS call of the layer,
+One span per call of ``counters.core.engine.run`` (every DynamoDB and SQS call of the layer,
 retries included): named ``tally DynamoDB.UpdateItem`` (``tally SQS.SendMessage``...), with
 
 * ``rpc.system`` ``aws-api``, ``rpc.service``, ``rpc.method`` and ``aws.dynamodb.table_names``
@@ -16,7 +16,7 @@ retries included): named ``tally DynamoDB.UpdateItem`` (``tally SQS.SendMessage`
 
 Off unless ``TALLY_TRACING=otel`` (template.yaml's ``TracingProvider``): then, and only then, this
 module imports ``opentelemetry.trace`` (the API; ``tally-counters[otel]``, or the ADOT Lambda
-layer's copy), once, at import. Otherwise, or when the API is not installed, :func:`traced`
+layer's copy), once, at import. Otherwise, or when the API is not installed, ``traced``
 returns the call's result untouched and nothing else is imported (the cold start is unchanged:
 tests/unit/test_tracing.py checks it). The API without an SDK is a no-op tracer: the SDK (with its
 exporter) is the ADOT layer's, set up by its ``AWS_LAMBDA_EXEC_WRAPPER`` before the handler loads.
@@ -43,7 +43,7 @@ P = ParamSpec("P")
 
 
 class _Ended(Protocol):
-    """What a span's attributes are read from (:class:`counters.core.engine.Report`)."""
+    """What a span's attributes are read from (``counters.core.engine.Report``)."""
 
     outcome: Outcome
     failure: Classified | None
@@ -77,6 +77,7 @@ def configure(tracer: Tracer | None) -> None:
 
 
 def enabled() -> bool:
+    """Whether engine calls are traced now (``TALLY_TRACING=otel`` and the API installed, or ``configure``)."""
     return _tracer is not None
 
 
