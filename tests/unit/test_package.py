@@ -82,3 +82,15 @@ def test_the_layer_pins_fall_inside_the_extra_and_the_tests_pin_of_botocore_insi
 
 def test_the_package_is_typed() -> None:
     assert (PACKAGE / "counters" / "py.typed").is_file()
+
+
+def test_the_otel_extra_is_the_api_only_and_the_tests_pin_falls_inside_it() -> None:
+    """Tracing (counters.core.tracing) needs the OpenTelemetry API alone, and only when asked for:
+    the SDK and its exporter are the application's (or the ADOT Lambda layer's)."""
+    (api,) = [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["otel"]]
+    assert api.name == "opentelemetry-api"
+    dev = Path(__file__).resolve().parents[2] / "requirements-dev.txt"
+    (pin,) = [Requirement(line) for line in dev.read_text().splitlines() if line.startswith("opentelemetry-api==")]
+    assert api.specifier.contains(next(iter(pin.specifier)).version)
+    layer = (PACKAGE / "requirements.txt").read_text()
+    assert "opentelemetry" not in layer  # the SAM layer leaves the API to the ADOT layer (one copy, its version)

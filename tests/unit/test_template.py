@@ -255,7 +255,8 @@ def test_deployments_are_canary_in_prod_all_at_once_in_dev_and_roll_back_on_alar
 
 def test_tracing_and_reserved_concurrency_are_parameters() -> None:
     assert TEMPLATE["Parameters"]["Tracing"]["AllowedValues"] == ["Active", "PassThrough"]
-    assert TEMPLATE["Globals"]["Function"]["Tracing"] == {"Ref": "Tracing"}
+    assert TEMPLATE["Parameters"]["TracingProvider"]["AllowedValues"] == ["xray", "otel", "none"]
+    assert TEMPLATE["Parameters"]["TracingProvider"]["Default"] == "xray"  # today's behaviour unless asked
     assert RESOURCES["TallyApi"]["Properties"]["TracingEnabled"] == {"Fn::If": ["TracingActive", True, False]}
     for name, function in FUNCTIONS.items():
         reserved = function["Properties"].get("ReservedConcurrentExecutions")
@@ -387,3 +388,50 @@ def test_env_local_names_every_queue_a_function_is_given() -> None:
     assert {"RETRY_QUEUE_URL", "RETRY_DLQ_URL"} <= set(wanted)
     for var, queue in wanted.items():
         assert local.get(var, "").endswith(f"/{local['TABLE_NAME']}-{queue}"), (var, local.get(var))
+
+
+ADOT = "arn:aws:lambda:us-east-1:615299751070:layer:AWSOpenTelemetryDistroPython:11"
+
+
+@pytest.mark.parametrize(
+    ("params", "tracing", "variables", "extra_layers"),
+    [
+        ({}, "PassThrough", {"TALLY_TRACING": "xray"}, []),  # the default: X-Ray as the Tracing parameter says
+        ({"Tracing": "Active"}, "Active", {"TALLY_TRACING": "xray"}, []),
+        ({"TracingProvider": "none", "Tracing": "Active"}, "PassThrough", {"TALLY_TRACING": "none"}, []),
+        (
+            {"TracingProvider": "otel", "AdotLayerArn": ADOT},
+            "Active",  # the ADOT layer sends its spans through Lambda's X-Ray tracing
+            {"TALLY_TRACING": "otel", "AWS_LAMBDA_EXEC_WRAPPER": "/opt/otel-instrument", "OTEL_SERVICE_NAME": "tally"},
+            [ADOT],
+        ),
+    ],
+)
+def test_tracing_provider_sets_every_function_up(
+    params: dict[str, str], tracing: str, variables: dict[str, str], extra_layers: list[str]
+) -> None:
+    """Globals carry it all (no function sets its own Tracing, Layers or these variables), resolved
+    as CloudFormation would with these parameters."""
+    from devstack.template import Resolver
+
+    resolve = Resolver(TEMPLATE, {"CountersLayer": "CountersLayer"}, params)
+    assert not resolve.refusals(TEMPLATE)
+    glob = TEMPLATE["Globals"]["Function"]
+    assert resolve(glob["Tracing"]) == tracing
+    assert resolve(glob["Layers"]) == ["CountersLayer", *extra_layers]
+    env = resolve(glob["Environment"]["Variables"])
+    otel = {"TALLY_TRACING", "AWS_LAMBDA_EXEC_WRAPPER", "OTEL_SERVICE_NAME"}
+    assert {k: v for k, v in env.items() if k in otel} == variables
+    for name, function in FUNCTIONS.items():
+        props = function["Properties"]
+        assert "Tracing" not in props and "Layers" not in props, name
+        assert not otel & set((props.get("Environment") or {}).get("Variables", {})), name
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"TracingProvider": "otel"}, {"TracingProvider": "xray", "AdotLayerArn": ADOT}, {"TracingProvider": "none", "AdotLayerArn": ADOT}],
+)
+def test_the_adot_layer_comes_with_otel_and_only_with_it(params: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="AdotLayerArn"):
+        read_stack("t", params)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from counters.core import configuration
+from counters.core import configuration, tracing
 from counters.core.client import GUARD_ENV, DynamoDBClient, OutsideEngine, Params, Response, client, engine_call, guard, new_token
 from counters.core.errors import ContentionError
 from counters.core.failures import Classified, Failure, RetryPolicy, classify
@@ -105,6 +105,7 @@ class Report:
         return (self.response or {}).get("Item")
 
 
+@tracing.traced  # one span per logical call when TALLY_TRACING=otel (counters.core.tracing); else a plain call
 def run(
     operation: Operation,
     params: Params,
@@ -167,6 +168,7 @@ def run(
                     raise missing from exc
                 raise
             report.failure = failure
+            tracing.attempt_failed(report.attempts, failure)
             verdict: Stop | Resend | None
             if failure.kind is Failure.CONDITION:
                 verdict = on_condition(report, failure) if on_condition is not None else None
