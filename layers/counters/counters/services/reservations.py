@@ -116,9 +116,6 @@ INSUFFICIENT = (Reason.THRESHOLD, sharding.ShardReason.SOLD_OUT)
 ESCROWED_CACHE = 1024
 """How many escrowed resources' META a service keeps (oldest dropped first)."""
 
-Body = JSONObject
-"""A public JSON body."""
-
 
 class RegionShare(TypedDict):
     """One Region's share of an escrowed resource, as this Region's replica holds it."""
@@ -169,7 +166,7 @@ Transferred = TypedDict(
 `from` is this Region, `to` the receiving one, `status` `SENT` (`from` is a keyword: the functional
 form of `TypedDict`)."""
 
-B = TypeVar("B", PublicReservation, Transferred)
+_B = TypeVar("_B", PublicReservation, Transferred)
 
 
 def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = None) -> str:
@@ -180,13 +177,13 @@ def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = N
 
 
 @dataclass
-class Reservation(Generic[B]):
+class Reservation(Generic[_B]):
     """The answer to a take: ``created`` (201) or a replay (200), the public body, the result.
     The body is a [PublicReservation][counters.services.reservations.PublicReservation] (a take, a
     release) or a [Transferred][counters.services.reservations.Transferred] (a transfer)."""
 
     created: bool
-    body: B
+    body: _B
     result: Result | None = None
 
 
