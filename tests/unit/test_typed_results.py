@@ -52,3 +52,8 @@ def test_json_object_refuses_a_value_that_is_not_json(value: object) -> None:
     report, not an answer to send."""
     with pytest.raises(TypeError, match="not a JSON object"):
         json_object({"postId": "p1", "field": value})
+
+
+def test_json_object_refuses_a_key_that_is_not_a_string() -> None:
+    with pytest.raises(TypeError, match="values that are not JSON: 1"):
+        json_object({"postId": "p1", 1: "an int key"})  # type: ignore[dict-item]
