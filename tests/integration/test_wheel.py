@@ -119,6 +119,34 @@ def test_the_quickstart_counts_against_dynamodb_local(
     assert again.stdout.splitlines()[0] == "created=False likeTally=1"  # a re-run is the same post, counted the same
 
 
+def pinned(name: str) -> str:
+    """The project's pin of a dev tool (requirements-dev.txt): the version `make lint` runs."""
+    lines = (ROOT / "requirements-dev.txt").read_text().splitlines()
+    return next(line.split("#")[0].strip() for line in lines if line.lower().startswith(f"{name}=="))
+
+
+@pytest.fixture(scope="session")
+def mypy_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mypy (the project's pin) in a venv of its own, so the package's venv stays clean: the python."""
+    base = tmp_path_factory.mktemp("mypy")
+    venv.create(base / "venv", with_pip=True, clear=True)
+    python = base / "venv" / "bin" / "python"
+    pip(python, pinned("mypy"))
+    return python
+
+
+def test_the_quickstart_passes_mypy_strict(clean_venv: Path, mypy_venv: Path, tmp_path: Path) -> None:
+    """docs/layer.md's script type-checks as a user's code would, against the installed package
+    (its `py.typed`), with `mypy --strict`: the services return typed results (issue 27 item 2;
+    a `dict[str, JSONValue]` answer made `post["postId"]` 3 arg-type errors). Run outside the
+    project (no pyproject.toml, no MYPYPATH): only the clean venv's site-packages is searched."""
+    script = Path(shutil.copy(QUICKSTART, tmp_path / "quickstart.py"))
+    args = ["-m", "mypy", "--strict", "--no-incremental", "--python-executable", str(clean_venv), str(script)]
+    done = run_in(mypy_venv, *args, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("Success: no issues found in 1 source file"), done.stdout
+
+
 def test_the_docs_show_the_quickstart_as_it_is_tested() -> None:
     assert QUICKSTART.read_text().strip() in (ROOT / "docs" / "layer.md").read_text()
 

@@ -15,7 +15,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -94,7 +94,10 @@ class Verdict:
 
     status: str
     """APPLIED (this request made the change), DUPLICATE (another one had) or REJECTED."""
-    result: JSONObject
+    result: Mapping[str, object]
+    """The answer the request would have had: a service's typed result (a `TypedDict`, e.g.
+    [PublicReservation][counters.services.reservations.PublicReservation]) or an error's JSON;
+    the deferral layer stores it as JSON ([json_object][counters.core.json.json_object])."""
     recorded: bool | None = None
     """True: the replay's transaction recorded the outcome itself; False: it found the
     operation already final (a redelivery); None: record it now."""

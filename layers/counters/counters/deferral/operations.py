@@ -15,7 +15,7 @@ from counters.core.errors import ContentionError, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.settings import Settings
-from counters.store.operations import TTL_SECONDS, OperationRecords
+from counters.store.operations import TTL_SECONDS, OperationRecords, PublicOperation
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class Operations:
             # best effort; the TTL removes it in any case
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
-    def read(self, operation_id: str, *, caller: Caller | None = None) -> JSONObject | None:
+    def read(self, operation_id: str, *, caller: Caller | None = None) -> PublicOperation | None:
         """The public record, or None; with a ``caller``, someone else's operation is
         :class:`~counters.core.errors.Hidden` (answered as a missing one)."""
         operation = self.records.get(operation_id)
@@ -58,4 +58,4 @@ class Operations:
             return None
         if caller is not None:
             caller.require_owner_or_hide(operation.owner, "read this operation", NotFound(f"operation {operation_id!r} not found"))
-        return dict(operation.public)
+        return operation.public.copy()

@@ -41,6 +41,7 @@ from counters.core.commands import Command, PoisonMessage, Replayable
 from counters.core.engine import run
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
+from counters.core.json import json_object
 from counters.core.settings import Settings, env
 from counters.deferral.operations import Operations
 
@@ -164,7 +165,7 @@ class Replayer:
                 self.operations.record_outcome(command, "REJECTED", {"error": "invalid_command", "message": str(exc)})
             return "poison"
         if verdict.recorded is None:
-            first = self.operations.record_outcome(command, verdict.status, verdict.result)
+            first = self.operations.record_outcome(command, verdict.status, json_object(verdict.result))
         else:
             first = verdict.recorded
         logger.info(

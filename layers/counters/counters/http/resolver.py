@@ -13,14 +13,14 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from counters.core.caller import Caller
 from counters.core.errors import ConfigurationError, ContentionError, CounterError, Hidden, IdempotencyKeyMissing, Unauthorized
 from counters.core.extras import needs_lambda_extra
 from counters.core.ids import ID_PATTERN
-from counters.core.json import JSONObject
+from counters.core.json import JSONObject, json_object
 from counters.deferral.queue import Deferrer
 from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
 
@@ -90,14 +90,16 @@ def error(status: int, code: str, message: str, details: dict[str, str] | None =
     )
 
 
-def json_response(status: int, body: JSONObject, headers: dict[str, str] | None = None) -> Response[Any]:
-    """``body`` as a JSON response. ``Response[Any]``: a route declares ``-> Response[Model]``, the
+def json_response(status: int, body: Mapping[str, object], headers: dict[str, str] | None = None) -> Response[Any]:
+    """``body`` as a JSON response: a service's typed result (a `TypedDict`, as is or spread into a
+    dict with more keys) turned into JSON by [json_object][counters.core.json.json_object], the
+    same keys in the same order. ``Response[Any]``: a route declares ``-> Response[Model]``, the
     pydantic model Powertools documents and validates ``body`` (its JSON form) against; a body
     typed as the model would be a lie, and ``Response`` is invariant, so only ``Any`` fits both."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body=body,
+        body=json_object(body),
         headers=headers,
     )
 

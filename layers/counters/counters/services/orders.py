@@ -54,7 +54,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
@@ -95,11 +95,28 @@ def request_hash(customer_id: str, items: list[JSONObject]) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+class OrderLine(TypedDict):
+    """One line of an order: a SKU and its quantity."""
+
+    sku: str
+    quantity: int
+
+
+class PublicOrder(TypedDict):
+    """An order as the API shows it ([public_order][counters.services.orders.public_order]);
+    `createdAt` (epoch s) is `None` for an order stored without it."""
+
+    orderId: int
+    customerId: str
+    items: list[OrderLine]
+    createdAt: int | None
+
+
 @dataclass
 class Placed:
     """The answer to :meth:`Orders.place`: the order, and whether this request created it."""
 
-    order: JSONObject
+    order: PublicOrder
     """The public order (:func:`public_order`)."""
     created: bool
     result: Result
@@ -250,7 +267,7 @@ class Orders:
             result.outcome = Outcome.APPLIED
         return Placed(order, created=mine, result=result)
 
-    def read(self, order_id: int) -> JSONObject:
+    def read(self, order_id: int) -> PublicOrder:
         item, _ = self._get(order_key(order_id))
         if item is None:
             raise NotFound(f"order {order_id} not found")
@@ -314,7 +331,7 @@ class PlacePayload:
         require(self.owner is None or (isinstance(self.owner, str) and bool(self.owner)), "invalid owner")
 
 
-def public_order(item: Record) -> JSONObject:
+def public_order(item: Record) -> PublicOrder:
     """An order item (as stored, or as about to be written) -> the API's order."""
     return {
         "orderId": int(item["orderId"]),

@@ -53,7 +53,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, NotRequired, TypedDict, TypeVar
 
 from counters.core.caller import Caller
 from counters.core.client import DynamoDBClient
@@ -116,8 +116,57 @@ INSUFFICIENT = (Reason.THRESHOLD, sharding.ShardReason.SOLD_OUT)
 ESCROWED_CACHE = 1024
 """How many escrowed resources' META a service keeps (oldest dropped first)."""
 
-Body = JSONObject
-"""A public JSON body."""
+
+class RegionShare(TypedDict):
+    """One Region's share of an escrowed resource, as this Region's replica holds it."""
+
+    capacity: int
+    reserved: int
+    available: int
+
+
+class PublicResource(TypedDict):
+    """A resource as the API shows it ([Reservations.get_resource][counters.services.reservations.Reservations.get_resource]).
+    `regions` and `inFlight` are present for an escrowed resource (an MREC global table) only."""
+
+    resourceId: str
+    capacity: int
+    reserved: int
+    available: int
+    strategy: str
+    shards: int
+    regions: NotRequired[dict[str, RegionShare]]
+    """Each Region's share."""
+    inFlight: NotRequired[int]
+    """Units sent between Regions and not received yet."""
+
+
+class PublicReservation(TypedDict):
+    """A reservation as a take or a release answers it: `status` is `CONFIRMED` or `RELEASED`."""
+
+    reservationId: str
+    quantity: int
+    status: str
+
+
+class ReservationDetails(PublicReservation):
+    """A reservation as [Reservations.get_reservation][counters.services.reservations.Reservations.get_reservation]
+    reads it: `releasedAt` is present once it is released."""
+
+    resourceId: str
+    createdAt: int
+    releasedAt: NotRequired[int]
+
+
+Transferred = TypedDict(
+    "Transferred",
+    {"transferId": str, "resourceId": str, "from": str, "to": str, "quantity": int, "status": str},
+)
+"""Units sent to another Region ([Reservations.transfer][counters.services.reservations.Reservations.transfer]):
+`from` is this Region, `to` the receiving one, `status` `SENT` (`from` is a keyword: the functional
+form of `TypedDict`)."""
+
+_B = TypeVar("_B", PublicReservation, Transferred)
 
 
 def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = None) -> str:
@@ -128,11 +177,13 @@ def reservation_id(resource_id: str, idempotency_key: str, owner: str | None = N
 
 
 @dataclass
-class Reservation:
-    """The answer to a take: ``created`` (201) or a replay (200), the public body, the result."""
+class Reservation(Generic[_B]):
+    """The answer to a take: ``created`` (201) or a replay (200), the public body, the result.
+    The body is a [PublicReservation][counters.services.reservations.PublicReservation] (a take, a
+    release) or a [Transferred][counters.services.reservations.Transferred] (a transfer)."""
 
     created: bool
-    body: Body
+    body: _B
     result: Result | None = None
 
 
@@ -201,7 +252,7 @@ class Reservations:
 
     def create_resource(
         self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1, shares: dict[str, int] | None = None
-    ) -> Body:
+    ) -> PublicResource:
         """A resource. On an MREC table its capacity is escrowed: ``shares`` (Region -> units,
         summing to ``capacity``; default an even split, the remainder to the first Regions) each
         become a share item only that Region writes."""
@@ -235,14 +286,16 @@ class Reservations:
         outcome = self.store.create_single(meta) if self.topology.mode is MRSC else self.store.create(meta, counters)
         return self._created(resource_id, outcome, resource)
 
-    def _created(self, resource_id: str, outcome: Outcome, resource: Resource) -> Body:
+    def _created(self, resource_id: str, outcome: Outcome, resource: Resource) -> PublicResource:
         if outcome is Outcome.REJECTED:
             raise AlreadyExists(f"resource {resource_id!r} already exists")
         if outcome is not Outcome.APPLIED:
             raise ContentionError()
         return self._public_resource(resource, 0, resource.capacity)
 
-    def _create_escrowed(self, resource_id: str, capacity: int, approach: Approach, shards: int, shares: dict[str, int] | None) -> Body:
+    def _create_escrowed(
+        self, resource_id: str, capacity: int, approach: Approach, shards: int, shares: dict[str, int] | None
+    ) -> PublicResource:
         """META (written once) and every Region's share items, in one transaction in this Region.
         A share item is written here once; after that only its own Region writes it, and only once
         it has seen it (every write is conditioned on ``attribute_exists``)."""
@@ -291,7 +344,7 @@ class Reservations:
             )
         return found
 
-    def get_resource(self, resource_id: str) -> Body:
+    def get_resource(self, resource_id: str) -> PublicResource:
         """The resource; a sharded one reads as the sum of one consistent snapshot of its shards;
         an escrowed one as the sum of every Region's share as this Region's replica holds them
         (exact once replication has settled), with each Region's share and the transfers in flight."""
@@ -301,8 +354,8 @@ class Reservations:
         counters = [resource.counter or Counter()] if resource.shards == 1 else self.store.snapshot(resource.counter_keys, Capacity())
         return self._public_resource(resource, sum(c.reserved for c in counters), sum(c.available for c in counters))
 
-    def _escrow_view(self, resource: Resource) -> Body:
-        regions: dict[str, JSONObject] = {}
+    def _escrow_view(self, resource: Resource) -> PublicResource:
+        regions: dict[str, RegionShare] = {}
         for region in sorted(resource.shares or {}):
             quotas = self.store.quotas(resource.keys_in(region), Capacity())
             regions[region] = {
@@ -311,8 +364,8 @@ class Reservations:
                 "available": sum(c.available for _, c in quotas),
             }
         in_flight = sum(t.quantity for t in self.store.transfers(resource.resource_id) if not t.received)
-        reserved = sum(int(str(r["reserved"])) for r in regions.values())
-        available = sum(int(str(r["available"])) for r in regions.values())
+        reserved = sum(r["reserved"] for r in regions.values())
+        available = sum(r["available"] for r in regions.values())
         return {**self._public_resource(resource, reserved, available), "regions": dict(regions), "inFlight": in_flight}
 
     def shares_elsewhere(self, resource: Resource) -> dict[str, int]:
@@ -324,7 +377,7 @@ class Reservations:
         return {region: n for region, n in found.items() if n > 0}
 
     @staticmethod
-    def _public_resource(resource: Resource, reserved: int, available: int) -> Body:
+    def _public_resource(resource: Resource, reserved: int, available: int) -> PublicResource:
         return {
             "resourceId": resource.resource_id,
             "capacity": resource.capacity,
@@ -343,7 +396,7 @@ class Reservations:
         *,
         owner: str | None = None,
         request_id: str | None = None,
-    ) -> Reservation:
+    ) -> Reservation[PublicReservation]:
         """Take ``quantity``; ``owner`` (the verified caller, None with authorization off) is
         recorded, and only they (or an admin) may read or release the reservation (anyone
         else is answered as if it did not exist)."""
@@ -425,7 +478,7 @@ class Reservations:
 
     def _answer(
         self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object], result: Result, claimed: bool
-    ) -> Reservation:
+    ) -> Reservation[PublicReservation]:
         value: dict[str, object] = result.value if isinstance(result.value, dict) else {}
         if result.outcome is Outcome.REJECTED:
             if result.reason in INSUFFICIENT:
@@ -482,7 +535,7 @@ class Reservations:
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         return self._replay(stored, quantity, request_id, result)
 
-    def _replay(self, existing: Record, quantity: int, request_id: str, result: Result | None = None) -> Reservation:
+    def _replay(self, existing: Record, quantity: int, request_id: str, result: Result | None = None) -> Reservation[PublicReservation]:
         """Answer from the stored record: this request's own (``created``), or an earlier one's."""
         if existing.quantity != quantity:
             raise IdempotencyKeyReused()
@@ -526,19 +579,28 @@ class Reservations:
                 f"reservation {rid} was taken but its confirmation is busy; it completes from the retry queue", command=command
             )
 
-    def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Body:
+    def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> ReservationDetails:
         record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
             raise missing
         if caller is not None:
             caller.require_owner_or_hide(record.owner, "read this reservation", missing)
-        body: Body = {**public_reservation(rid, record.quantity, record.status), "resourceId": resource_id, "createdAt": record.created_at}
+        public = public_reservation(rid, record.quantity, record.status)
+        body: ReservationDetails = {
+            "reservationId": public["reservationId"],
+            "quantity": public["quantity"],
+            "status": public["status"],
+            "resourceId": resource_id,
+            "createdAt": record.created_at,
+        }
         if record.released_at is not None:
             body["releasedAt"] = record.released_at
         return body
 
-    def release(self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None) -> Reservation:
+    def release(
+        self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None
+    ) -> Reservation[PublicReservation]:
         """Give the quantity back exactly once; a second release is a no-op (``created`` False).
         With a ``caller``, only the reservation's owner (or an admin) may: checked on the read
         that precedes every write (the owner never changes), so a refusal writes nothing; it
@@ -552,7 +614,7 @@ class Reservations:
             caller.require_owner_or_hide(record.owner, "release this reservation", missing)
         return self._release_record(resource, record, request_id or new_request_id())
 
-    def _release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation:
+    def _release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
         """Give back this record's quantity (in MREC: a record of this Region; another's is refused)."""
         self.refuse_in_mode(resource.strategy, resource.shards)
         rid, resource_id = record.reservation_id, resource.resource_id
@@ -589,7 +651,7 @@ class Reservations:
         # Safe to re-drive on every strategy: the record's CONFIRMED -> RELEASED guard gives back once.
         raise ContentionError(f"reservation {rid!r} is busy; retry the release", command=release_command(resource_id, rid, request_id))
 
-    def _release_in_steps(self, resource: Resource, record: Record, request_id: str) -> Reservation:
+    def _release_in_steps(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
         """MRSC (no transactions): ``CONFIRMED -> RELEASED_PENDING``, the approach's own give-back
         (one conditional write), then ``RELEASED``. An approach that remembers tokens (occ_history,
         set) recognises a re-sent give-back, so an interrupted release is re-driven; atomic and occ
@@ -631,7 +693,9 @@ class Reservations:
         return Reservation(record.released_by in (None, request_id) or marked_now, public_reservation(rid, quantity, RELEASED))
 
     # -- escrow transfers (MREC) -------------------------------------------------------------------
-    def transfer(self, resource_id: str, target: str, quantity: int, idempotency_key: str, *, request_id: str | None = None) -> Reservation:
+    def transfer(
+        self, resource_id: str, target: str, quantity: int, idempotency_key: str, *, request_id: str | None = None
+    ) -> Reservation[Transferred]:
         """Step 1 of an escrow transfer, in this (the source) Region: debit ``quantity`` from this
         Region's share and write the transfer, in one transaction here. The target Region credits
         it (:meth:`receive_transfers`) once the transfer has replicated there, exactly once. The
@@ -760,10 +824,10 @@ def first(records: list[Record]) -> Record | None:
     return min(records, key=lambda r: (r.created_at, r.region), default=None)
 
 
-def public_reservation(rid: str, quantity: int, status: Status) -> Body:
+def public_reservation(rid: str, quantity: int, status: Status) -> PublicReservation:
     """``RELEASED_PENDING`` (an MRSC release between its steps) reads as ``RELEASED``: it only ever completes."""
     return {"reservationId": rid, "quantity": quantity, "status": str(RELEASED if status is RELEASING else status)}
 
 
-def transfer_body(resource_id: str, tid: str, source: str, target: str, quantity: int) -> Body:
+def transfer_body(resource_id: str, tid: str, source: str, target: str, quantity: int) -> Transferred:
     return {"transferId": tid, "resourceId": resource_id, "from": source, "to": target, "quantity": quantity, "status": "SENT"}

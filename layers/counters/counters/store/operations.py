@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from counters.core.engine import Report, Stop, read, run
 from counters.core.failures import Classified
@@ -46,6 +47,19 @@ IS_PENDING = Path(STATUS) == PENDING
 """Only a PENDING record changes: a redelivered command leaves the first outcome in place."""
 
 
+class PublicOperation(TypedDict):
+    """What `GET /operations/{id}` shows of an operation record: `completedAt` (epoch s) and
+    `result` (the answer the request would have had) once it is final."""
+
+    operationId: str
+    op: str
+    status: str
+    """`PENDING`, then `APPLIED`, `DUPLICATE` or `REJECTED`."""
+    createdAt: int
+    completedAt: NotRequired[int]
+    result: NotRequired[JSONObject]
+
+
 @dataclass(frozen=True)
 class Operation:
     """An operation record as stored."""
@@ -54,17 +68,27 @@ class Operation:
     op: str
     status: str
     owner: str | None
-    public: JSONObject
+    public: PublicOperation
     """What ``GET /operations/{id}`` shows of it."""
 
     @classmethod
     def of(cls, item: Record) -> Operation:
+        public: PublicOperation = {
+            "operationId": item["operationId"],
+            "op": item[OP],
+            "status": item[STATUS],
+            "createdAt": item[CREATED_AT],
+        }  # PUBLIC's order; put_pending writes these four, the outcome the other two
+        if COMPLETED_AT in item:
+            public["completedAt"] = item[COMPLETED_AT]
+        if RESULT in item:
+            public["result"] = item[RESULT]
         return cls(
             operation_id=str(item.get("operationId", "")),
             op=str(item.get(OP, "")),
             status=str(item.get(STATUS, "")),
             owner=item.get(OWNER),
-            public={k: item[k] for k in PUBLIC if k in item},
+            public=public,
         )
 
 

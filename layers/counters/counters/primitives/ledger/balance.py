@@ -10,15 +10,34 @@ while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict, overload
 
 from counters.core.errors import ContentionError
-from counters.core.json import JSONObject
+from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity
 from counters.primitives.ledger.base import LedgerBase
 from counters.store.ledger import Checkpoint
 
 
-def public_checkpoint(checkpoint: Checkpoint | None) -> JSONObject | None:
+class PublicCheckpoint(TypedDict):
+    """A ledger's checkpoint as the API shows it: the balance of the merged entries, the
+    checkpoint's version, the last merged entry's id (`None`: none yet), how many were merged,
+    when (epoch s)."""
+
+    balance: int
+    version: int
+    mergedThrough: str | None
+    mergedEntries: int
+    updatedAt: int | None
+
+
+@overload
+def public_checkpoint(checkpoint: Checkpoint) -> PublicCheckpoint: ...
+@overload
+def public_checkpoint(checkpoint: None) -> None: ...
+@overload
+def public_checkpoint(checkpoint: Checkpoint | None) -> PublicCheckpoint | None: ...
+def public_checkpoint(checkpoint: Checkpoint | None) -> PublicCheckpoint | None:
     """The checkpoint as the API shows it."""
     if checkpoint is None:
         return None
@@ -37,12 +56,12 @@ class Balance:
 
     balance: int
     pending_entries: int
-    checkpoint: JSONObject | None
+    checkpoint: PublicCheckpoint | None
     """The checkpoint as the API shows it (:func:`public_checkpoint`)."""
     capacity: Capacity
     ignored_entries: int = 0
     """Entries at or below ``mergedThrough`` (seen mid-merge or written too late): not counted."""
-    checkpoints: dict[str, JSONObject] | None = None
+    checkpoints: dict[str, PublicCheckpoint] | None = None
     """MREC: every Region's checkpoint by Region (``checkpoint`` is then this Region's)."""
     duplicate_keys: list[str] | None = None
     """MREC: entry ids pending in more than one Region (a failover re-send that beat replication,
@@ -51,9 +70,10 @@ class Balance:
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
 
     def as_dict(self) -> JSONObject:
-        out: JSONObject = {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": self.checkpoint}
+        checkpoint = None if self.checkpoint is None else json_object(self.checkpoint)
+        out: JSONObject = {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": checkpoint}
         if self.checkpoints is not None:
-            checkpoints: JSONObject = dict(self.checkpoints)
+            checkpoints: JSONObject = {region: json_object(cp) for region, cp in self.checkpoints.items()}
             out["checkpoints"] = checkpoints
             out["duplicateKeys"] = list(self.duplicate_keys or [])
         return out
@@ -114,7 +134,7 @@ class Balances(LedgerBase):
             public_checkpoint(read.checkpoints.get(self.writer)),
             capacity,
             ignored_entries=ignored,
-            checkpoints={w: public_checkpoint(cp) or {} for w, cp in sorted(read.checkpoints.items())},
+            checkpoints={w: public_checkpoint(cp) for w, cp in sorted(read.checkpoints.items())},
             duplicate_keys=sorted(k for k, n in seen.items() if n > 1),
             versions=versions,
         )

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from counters.core.json import JSONObject
+from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity, Outcome
-from counters.primitives.ledger.balance import public_checkpoint
+from counters.primitives.ledger.balance import PublicCheckpoint, public_checkpoint
 from counters.primitives.ledger.base import LedgerBase
 from counters.store.ledger import MAX_CHUNK
 
@@ -32,7 +32,7 @@ class CompactionReport:
     """Chunks cancelled because another compactor (or a removal) changed the ledger first."""
     complete: bool = True
     """False when the chunk budget ran out before every due entry was merged."""
-    checkpoint: JSONObject | None = None
+    checkpoint: PublicCheckpoint | None = None
     """The checkpoint as the API shows it (:func:`~counters.primitives.ledger.balance.public_checkpoint`)."""
     capacity: Capacity = field(default_factory=Capacity)
 
@@ -44,7 +44,7 @@ class CompactionReport:
             "chunks": self.chunks,
             "lostRaces": self.lost_races,
             "complete": self.complete,
-            "checkpoint": self.checkpoint,
+            "checkpoint": None if self.checkpoint is None else json_object(self.checkpoint),
         }
 
 

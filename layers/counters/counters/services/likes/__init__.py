@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
-from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.regions import ONE_REGION, RegionSettings, Topology
 from counters.core.settings import Settings
@@ -53,7 +52,9 @@ from counters.services.likes.model import (
     LikeChange,
     LikePayload,
     LikeSettings,
+    LikeState,
     PostInfo,
+    PublicLiker,
     PublicPost,
     aggregated_post,
     derived_form,
@@ -120,9 +121,12 @@ __all__ = [
     "LikeChange",
     "LikePayload",
     "LikeSettings",
+    "LikeState",
+    "PublicLiker",
     "Likes",
     "LikersPage",
     "PostInfo",
+    "PublicPost",
     "QuickAudit",
     "Settled",
     "aggregated_post",
@@ -224,7 +228,7 @@ class Likes:
         """:meth:`Posts.switch_mode`: (the post, switched by this call?)."""
         return self.posts.switch_mode(post_id, mode)
 
-    def like_state(self, post_id: str, user_id: str) -> JSONObject:
+    def like_state(self, post_id: str, user_id: str) -> LikeState:
         return self.posts.like_state(post_id, user_id)
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NotRequired, TypedDict
 
 from counters.core.commands import require
 from counters.core.errors import InvalidRequest
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
-from counters.core.json import JSONObject
 from counters.core.outcome import Result
 from counters.core.regions import RegionSettings
 from counters.core.settings import env
@@ -26,8 +26,39 @@ MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence ma
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
 
-PublicPost = JSONObject
-"""A post as the API shows it (:func:`public_post`)."""
+
+class PublicPost(TypedDict):
+    """A post as the API shows it ([public_post][counters.services.likes.model.public_post];
+    `GET /posts/{id}` answers it as JSON).
+    `asOf` and `lagMs` are present for a hot post only."""
+
+    postId: str
+    authorId: str | None
+    body: str | None
+    likeTally: int
+    createdAt: int | None
+    mode: str
+    modeEpoch: int
+    asOf: NotRequired[int | None]
+    """A hot post's tally is exact as of this time (ms); `None` before the aggregator's first batch."""
+    lagMs: NotRequired[int | None]
+    """How long the oldest like of the aggregator's last write to this post had waited (ms)."""
+
+
+class LikeState(TypedDict):
+    """A user's own like of a post ([Likes.like_state][counters.services.likes.Likes.like_state])."""
+
+    postId: str
+    userId: str
+    liked: bool
+
+
+class PublicLiker(TypedDict):
+    """One liker of a post ([LikersPage][counters.services.likes.posts.LikersPage]): who, and when
+    (epoch s; `None` for a like stored without its time)."""
+
+    userId: str
+    likedAt: int | None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from counters.core.commands import new_request_id
 from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, InvalidRequest, NotFound, NotSwitchable
 from counters.core.failures import RetryPolicy
-from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
 from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
@@ -23,7 +22,9 @@ from counters.services.likes.model import (
     MODE_TTL_MS,
     SPREAD,
     STANDARD,
+    LikeState,
     PostInfo,
+    PublicLiker,
     PublicPost,
     derived_form,
     post_id_for,
@@ -42,7 +43,7 @@ LIKERS_READ = 25  # items a likers Query reads at least (tombstones are read, th
 class LikersPage:
     """One page of likers: ``user_ids`` (``userId``, ``likedAt``), the cursor of the next page."""
 
-    user_ids: list[JSONObject]
+    user_ids: list[PublicLiker]
     cursor: str | None
     capacity: Capacity
 
@@ -145,7 +146,7 @@ class Posts:
         info = self.known[post_id] = PostInfo.of(post)
         return info
 
-    def like_state(self, post_id: str, user_id: str) -> JSONObject:
+    def like_state(self, post_id: str, user_id: str) -> LikeState:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
         once in either mode, whatever the aggregator's lag)."""
         state = self.likes.read_state(self.info(post_id).like_key(post_id, user_id), self.retry)
@@ -214,7 +215,7 @@ class Posts:
                 lane, start, resume = lane + 1, None, None  # this lane is done: the next one from its start
             else:
                 start = last  # DynamoDB's position (maybe a tombstone): followed here, never in a cursor
-        listed: list[JSONObject] = [{"userId": liker.user_id, "likedAt": liker.liked_at} for liker in likers]
+        listed: list[PublicLiker] = [{"userId": liker.user_id, "likedAt": liker.liked_at} for liker in likers]
         if lane >= len(lanes):
             return LikersPage(listed, None, capacity)
         return LikersPage(listed, encode_cursor(self.cursor_key, post_id, lane, resume), capacity)

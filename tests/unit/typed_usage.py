@@ -1,0 +1,73 @@
+"""What a caller of the public services gets, as mypy sees it (checked by
+tests/unit/test_typed_results.py with `mypy --strict`; never run). Each result is a typed object,
+so its fields have the types the API documents, with no narrowing from `JSONValue`."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+from counters import Ledgers, Likes, Orders, Reservations
+from counters.deferral.operations import Operations
+from counters.services.likes import LikeState, PublicLiker, PublicPost
+from counters.services.orders import PublicOrder
+from counters.services.reservations import PublicReservation, PublicResource, RegionShare, ReservationDetails, Transferred
+
+
+def likes(service: Likes) -> None:
+    post, created = service.create_post(author_id="alice", body="hello", idempotency_key="k")
+    assert_type(post, PublicPost)
+    assert_type(created, bool)
+    assert_type(post["postId"], str)
+    assert_type(post["likeTally"], int)
+    assert_type(post.get("asOf"), int | None)  # a hot post's only
+    assert_type(service.get_post(post["postId"])["mode"], str)
+    switched, changed = service.switch_mode(post["postId"], "hot")
+    assert_type(switched["modeEpoch"], int)
+    assert_type(service.like_state(post["postId"], "bob"), LikeState)
+    assert_type(service.like_state(post["postId"], "bob")["liked"], bool)
+    page = service.likers(post["postId"], limit=10)
+    assert_type(page.user_ids, list[PublicLiker])
+    assert_type(page.user_ids[0]["userId"], str)
+    assert_type(service.like(post["postId"], "bob").liked, bool)
+
+
+def reservations(service: Reservations) -> None:
+    resource = service.create_resource("r1", capacity=10, strategy="atomic")
+    assert_type(resource, PublicResource)
+    assert_type(service.get_resource("r1")["available"], int)
+    regions = service.get_resource("r1").get("regions", {})
+    assert_type(regions, dict[str, RegionShare])
+    taken = service.reserve("r1", 2, "key-1")
+    assert_type(taken.body, PublicReservation)
+    assert_type(taken.body["reservationId"], str)
+    assert_type(service.release("r1", taken.body["reservationId"]).body, PublicReservation)
+    details = service.get_reservation("r1", taken.body["reservationId"])
+    assert_type(details, ReservationDetails)
+    assert_type(details.get("releasedAt"), int | None)
+    sent = service.transfer("r1", "eu-west-1", 1, "t-1")
+    assert_type(sent.body, Transferred)
+    assert_type(sent.body["from"], str)
+    assert_type(service.receive("r1"), int)
+
+
+def orders(service: Orders) -> None:
+    placed = service.place(key="k", customer_id="alice", items=[{"sku": "a", "quantity": 1}])
+    assert_type(placed.order, PublicOrder)
+    assert_type(placed.order["orderId"], int)
+    assert_type(service.read(placed.order["orderId"])["items"][0]["quantity"], int)
+
+
+def ledgers(service: Ledgers) -> None:
+    entry_id, created, _ = service.post_entry("l1", 5, "k")
+    assert_type(entry_id, str)
+    checkpoint = service.balance("l1").checkpoint
+    if checkpoint is not None:
+        assert_type(checkpoint["balance"], int)
+        assert_type(checkpoint["mergedThrough"], str | None)
+
+
+def operations(service: Operations) -> None:
+    operation = service.read("op-1")
+    if operation is not None:
+        assert_type(operation["status"], str)
+        assert_type(operation["createdAt"], int)
