@@ -249,7 +249,7 @@ def convergence(
     from testkit.regions import GlobalTable, Mode
 
     name = f"bench-regions-{uuid.uuid4().hex[:8]}"
-    table = Table(GlobalTable(endpoint, name, regions=REGIONS, mode=Mode.MREC, seed=1000).create(), name)
+    table = Table(GlobalTable(endpoint, name, regions=REGIONS, mode=Mode.MREC, seed=1000, writers=False).create(), name)
     return [
         summarize(subject, [converge(table, subject, seed, writes=writes, partition_seconds=partition_seconds) for seed in range(seeds)])
         for subject in subjects or SUBJECTS
@@ -503,7 +503,7 @@ def environment(endpoint: str, mode: GlobalTableMode) -> Env:
 
     # one fixed delay: every version reaches the other Region in order (a reordered older version
     # is dropped by last-writer-wins and never written there, which would hide a billed write)
-    gt = GlobalTable(endpoint, table, regions=regions, mode=Mode(mode.value), seed=7, delays=Delays.fixed(0.1))
+    gt = GlobalTable(endpoint, table, regions=regions, mode=Mode(mode.value), seed=7, delays=Delays.fixed(0.1), writers=False)
     gt.create()
     tails = [StreamTail(gt.streams_client(r), gt.client(r), table) for r in regions[1:]] if mode is GlobalTableMode.MREC else []
     topology = Topology(mode, regions[0], tuple(sorted(regions)))

@@ -23,6 +23,15 @@ table; botocore event hooks refuse the transaction APIs and ``UpdateTimeToLive``
 ``ReplicatedWriteConflictException`` when a write to an item arrives from one Region while a write
 to it from another Region is in flight (:class:`Conflicts`). One stream, the same for every Region.
 
+**Writer rules** (issue 25): every item family of the layer declares who may write it in each
+mode (``counters.store.writers``). :class:`WriterCheck` maps each LOCAL write (MREC: every record
+pump reads that the emulator did not write itself; MRSC: every write a Region's client sends) to its
+family by its key and checks the writing Region against the family's rule; a write against its
+rule, or a key no family declares, is a violation: pump (and settle, advance) raises
+:class:`WriterRuleViolation`, which the proof reports as a VIOLATED row. ``writers=False`` turns
+the check off for tables that hold no layer items (the emulator's own conformance tests, the
+plain-``ADD`` hazard, the benches).
+
 Honest limits (also in the docs): a write's time is when pump saw it (granularity: the gap
 between pumps; call pump after every operation of a deterministic schedule); in live mode a local
 write can race a replicated apply of the same item (the apply may overwrite it for a moment: the
@@ -53,6 +62,9 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from counters.core.regions import GlobalTableMode, home_of
+from counters.store.writers import Kind, WriterRule, family_of
+from counters.store.writers import rules as writer_rules
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
 
@@ -249,6 +261,12 @@ def _same(a: Image | None, b: Image | None) -> bool:
     return a == b or (a is not None and b is not None and _canon(a) == _canon(b))
 
 
+def _by_ttl(record: dict[str, Any]) -> bool:
+    """A delete made by DynamoDB's Time to Live (the service's, not a Region's write)."""
+    identity = record.get("userIdentity") or {}
+    return bool(identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com")
+
+
 def _body(request_dict: dict[str, Any]) -> dict[str, Any]:
     """A before-call event's request as the API's JSON (``Key``, ``Item``, ``RequestItems``)."""
     try:
@@ -261,6 +279,77 @@ def _body(request_dict: dict[str, Any]) -> dict[str, Any]:
 def _fake_error(status: int, code: str, message: str) -> tuple[Any, dict[str, Any]]:
     http = type("FakeHttp", (), {"status_code": status, "headers": {}, "content": b"", "raw": None})()
     return http, {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": 0}}
+
+
+class WriterRuleViolation(AssertionError):
+    """A local write against its family's writer rule, or to a key no family declares
+    (:class:`WriterCheck`)."""
+
+
+class WriterCheck:
+    """Checks every local write against its item family's declared writer rule
+    (``counters.store.writers``; module doc, "Writer rules").
+
+    * per Region: the Region the key (or its ``region_attribute``) names wrote it; a share created
+      with the resource may be created by the id's home;
+    * home Region: one Region writes every such item of the table (``home_region``; unset: the first
+      Region seen writing one);
+    * home of the id: :func:`counters.core.regions.home_of` of the id wrote it;
+    * created once: the Region that first wrote the item is the only one that writes it again;
+    * any Region: no check (the family says how a conflict is detected);
+    * refused: never written in this mode.
+    """
+
+    def __init__(self, mode: Mode, regions: tuple[str, ...], home_region: str = "", declarations: list[WriterRule] | None = None) -> None:
+        self.mode = GlobalTableMode(mode.value)
+        self.regions = tuple(sorted(regions))
+        self.home_region = home_region
+        self.declarations = writer_rules() if declarations is None else declarations
+        self.violations: list[str] = []
+        self.reported = 0
+        self.checked = 0
+        self._first: dict[tuple[str, str], str] = {}  # (family, item key) -> the Region that first wrote it
+        self._home = home_region
+
+    def write(self, region: str, keys: dict[str, Any], image: dict[str, Any] | None, *, created: bool | None) -> None:
+        """One local write by ``region`` of the item ``keys`` (plain values; ``image``: the item's
+        new image, or its old one for a delete, when known; ``created``: the write made the item)."""
+        self.checked += 1
+        pk, sk = str(keys.get("PK", "")), str(keys.get("SK", ""))
+        found = family_of(pk, sk, self.declarations)
+        if found is None:
+            self.violations.append(f"{region} wrote PK={pk!r} SK={sk!r}, a key no item family declares (counters/store/*.py WRITERS)")
+            return
+        family, parts = found
+        rule = family.rule(self.mode)
+        against = f"{region} wrote {family.item} PK={pk!r} SK={sk!r}"
+        if rule.kind is Kind.REFUSED:
+            self.violations.append(f"{against}: refused on {self.mode.upper()} by its writer rule")
+        elif rule.kind is Kind.PER_REGION:
+            named = family.writer(parts, image)
+            if created and rule.created_at_home and region == home_of(parts[family.home_id], self.regions):
+                return
+            if named is not None and named != region:
+                self.violations.append(f"{against}: a per-Region item of {named}")
+        elif rule.kind is Kind.HOME:
+            self._home = self._home or region
+            if region != self._home:
+                self.violations.append(f"{against}: only the home Region {self._home} writes it")
+        elif rule.kind is Kind.HOME_OF_ID:
+            home = home_of(parts[family.home_id], self.regions)
+            if region != home:
+                self.violations.append(f"{against}: only its id's home {home} writes it")
+        elif rule.kind is Kind.ONCE:
+            first = self._first.setdefault((family.item, f"{pk}\n{sk}"), region)
+            if region != first:
+                self.violations.append(f"{against}: created once, by {first}, and written only there")
+
+    def check(self) -> None:
+        """Raise :class:`WriterRuleViolation` for the violations not reported yet."""
+        if len(self.violations) > self.reported:
+            new = self.violations[self.reported :]
+            self.reported = len(self.violations)
+            raise WriterRuleViolation(f"{len(new)} write(s) against their writer rule: " + "; ".join(new[:5]))
 
 
 class GlobalTable:
@@ -279,6 +368,8 @@ class GlobalTable:
         clock: SimClock | None = None,
         access_key: str | None = None,
         track_writes: bool = False,
+        writers: bool = True,
+        home_region: str = "",
     ) -> None:
         if len(set(regions)) != len(regions) or not 2 <= len(regions) <= 3:
             raise ValueError("a global table here has 2 or 3 distinct Regions")
@@ -299,6 +390,9 @@ class GlobalTable:
         pump (a faster proof). Only when every write goes through :meth:`client`: a write by any
         other client would be seen late (at the next full read: settle, or a write in its Region)."""
         self._dirty: set[str] = set()
+        self.writers = WriterCheck(self.mode, self.regions, home_region) if writers else None
+        """Every local write checked against its family's writer rule (:class:`WriterCheck`);
+        ``None``: a table that holds no layer items."""
         self._access_key = access_key or os.environ.get("AWS_ACCESS_KEY_ID", "local")
         self._secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "local")
         self._lock = threading.RLock()
@@ -477,6 +571,13 @@ class GlobalTable:
         """Read every Region's new stream records; stamp and schedule each LOCAL write (returns how
         many). Call it after every operation of a deterministic schedule. With ``track_writes``,
         only the Regions written through :meth:`client` since the last pump (``full``: all)."""
+        read = self._pump(full)
+        self.check_writers()
+        return read
+
+    def _pump(self, full: bool) -> int:
+        """:meth:`pump` without raising for writer-rule violations (live mode reports them apart,
+        never holding replication back)."""
         if self.mode is Mode.MRSC:
             return 0
         with self._lock:
@@ -486,6 +587,12 @@ class GlobalTable:
                 if full or not self.track_writes or region in dirty:
                     self._read_stream(region)
             return self.stats.local_records - before
+
+    def check_writers(self) -> None:
+        """Raise :class:`WriterRuleViolation` for local writes against their family's writer rule
+        that no earlier call reported (pump calls it)."""
+        if self.writers is not None:
+            self.writers.check()
 
     def _read_stream(self, region: str) -> None:
         streams = self._admin_streams_client(region)
@@ -540,6 +647,10 @@ class GlobalTable:
                 del self._expected[(region, key)]
             last_of_key[key] = (True, image)
             return
+        if self.writers is not None and not _by_ttl(record):
+            old = data.get("OldImage")
+            plain_image = to_plain(image) if image is not None else to_plain(mend_image(old)) if old else None
+            self.writers.write(region, to_plain(data["Keys"]), plain_image, created=record["eventName"] == "INSERT")
         now = self.clock.now()
         version = Version(now, next(self._seq), region)
         self._current[(region, key)] = (version, image)
@@ -673,6 +784,7 @@ class GlobalTable:
         with self._lock:
             start = self.clock.now()
             if self.mode is Mode.MRSC:
+                self.check_writers()
                 return 0.0
             self.pump(full=True)
             rounds = 0
@@ -730,10 +842,15 @@ class GlobalTable:
                 return _fake_error(
                     400, "ValidationException", f"{what} not supported for global tables with multi-Region strong consistency"
                 )
-            keys = self._written_keys(operation, _body(params))
+            body = _body(params)
+            keys = self._written_keys(operation, body)
             if not keys:
                 return None
             with self._lock:
+                if self.writers is not None:
+                    item = body.get("Item") if operation == "PutItem" else None
+                    for key in keys:
+                        self.writers.write(region, to_plain(json.loads(key)), to_plain(item) if item else None, created=None)
                 now = self.clock.now()
                 for key in keys:
                     holder = self._inflight.get(key)
@@ -782,9 +899,10 @@ class GlobalTable:
             while not self._stop.is_set():
                 try:
                     with self._lock:
-                        self.pump(full=True)  # any process may write (the local stack's functions)
+                        self._pump(full=True)  # any process may write (the local stack's functions)
                         if self.mode is Mode.MREC:
                             self._deliver_due(self.clock.now())
+                    self.check_writers()
                 except Exception as exc:  # noqa: BLE001 - keep replicating, report it
                     self.live_errors.append(f"{type(exc).__name__}: {exc}")
                 self._stop.wait(interval)

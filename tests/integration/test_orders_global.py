@@ -17,7 +17,7 @@ from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.pointer import Pointer
 from counters.services.orders import POINTER, Orders
 from proof.regions import orders as proof_orders
-from testkit.regions import Delays, GlobalTable, Mode
+from testkit.regions import Delays, GlobalTable, Mode, WriterRuleViolation
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 A, B = "eu-west-1", "us-east-1"
@@ -88,7 +88,9 @@ def test_one_shared_pointer_item_goes_backward_after_the_same_heal(mrec: GlobalT
     heal (B's later write won last-writer-wins), and bob's orders 1 and 2 overwrote alice's, so her
     key record now names bob's ORDER#1: her re-send is refused, never answered with bob's items.
     (If this stops showing the hazards, the emulator no longer models them and the test above
-    proves nothing.)"""
+    proves nothing.) The emulator's writer-rule check is off here, so the hazard plays out: the
+    test below shows the check refusing these writes."""
+    mrec.writers = None
     reads = _interleave_and_heal(mrec, {r: Topology() for r in (A, B)})
     assert reads[A][3] == 4 and min(reads[A][4:]) < 4, reads  # backward after the heal
     order_1 = next(i for i in mrec.items(A) if i["PK"] == "ORDER#1")
@@ -97,6 +99,13 @@ def test_one_shared_pointer_item_goes_backward_after_the_same_heal(mrec: GlobalT
         Orders(mrec.table_name, dynamodb=mrec.client(A), retry=FAST).place(
             key="a0", customer_id="alice", items=[{"sku": "a", "quantity": 1}]
         )
+
+
+def test_the_emulator_flags_the_single_region_items_written_in_two_regions(mrec: GlobalTable) -> None:
+    """The same schedule with the check on: the single-Region pointer is refused on MREC by its
+    writer rule (counters.store.sequences WRITERS), so the first pump fails the run."""
+    with pytest.raises(WriterRuleViolation, match="wrote pointer PK='POINTER#LAST_ORDER'.*refused on MREC"):
+        _interleave_and_heal(mrec, {r: Topology() for r in (A, B)})
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -55,6 +55,7 @@ def make(dynamodb_endpoint: str) -> Iterator[Any]:
     def build(
         mode: Mode = Mode.MREC, regions: tuple[str, ...] = (A, B), seed: int = 7, delays: Delays | None = None, **kw: Any
     ) -> GlobalTable:
+        kw.setdefault("writers", False)  # raw keys, no layer items: the writer rules are tested in test_writer_rules_regions.py
         gt = GlobalTable(dynamodb_endpoint, f"gt-{uuid.uuid4().hex[:10]}", regions, mode, seed, delays, **kw).create()
         made.append(gt)
         return gt

@@ -20,10 +20,10 @@ from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
 from counters.store.conditions import Cond, any_of
-from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Delete, Get, Key, Path, Scan, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.writers import ANY, REFUSED, WriterRule
 
 EXPIRES_AT = "expiresAt"
 REV, CURSOR_PK, CURSOR_SK, PASSES, SWEPT_AT = "rev", "cursorPK", "cursorSK", "passes", "sweptAt"
@@ -44,10 +44,14 @@ SHAPES = (
 )
 
 
-CREATIONS = (
-    CreationRule(
-        "expiry checkpoint (`SWEEP#EXPIRY`)",
-        Creation.ANY_REGION,
+WRITERS: tuple[WriterRule, ...] = (
+    WriterRule(
+        "expiry checkpoint",
+        "SWEEP#EXPIRY",
+        "META",
+        REFUSED,
+        REFUSED,
+        ANY,
         "MRSC only (the sweeper runs where there is no TTL): any Region's sweeper creates and advances it under a `rev` "
         "condition, which MRSC evaluates on the latest version in every Region; one Region's run resumes another's",
     ),

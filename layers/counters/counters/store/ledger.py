@@ -28,10 +28,10 @@ from counters.core.failures import Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.store.base import Store
-from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.writers import ANY, HOME, REFUSED, WriterRule, per_region
 
 LEDGER_PREFIX = "LEDGER#"
 ENTRY_PREFIX = "ENTRY#"
@@ -74,14 +74,80 @@ SHAPES: tuple[Shape, ...] = (
     Shape("ledger checkpoint (MREC)", "LEDGER#<id>", "SNAPSHOT#<Region>", "the `<Region>` entries merged; written only in `<Region>`"),
     Shape("dirty marker (MREC)", "LEDGERS#DIRTY#<Region>", "<bucket ms>#<ledgerId>", "written and cleared only in `<Region>`"),
 )
-CREATIONS: tuple[CreationRule, ...] = (
-    CreationRule(
-        "ledger entry (`ENTRY#<ms>-<key>`)",
-        Creation.PER_REGION,
-        "on MREC its sort key names the Region that wrote it (`#<Region>`): the same Idempotency-Key sent in two Regions during a "
+WRITERS: tuple[WriterRule, ...] = (
+    WriterRule(
+        "ledger entry of a Region",
+        "LEDGER#<id>",
+        "ENTRY#<ms:13>-<key>#<Region>",
+        REFUSED,
+        per_region("sum"),
+        REFUSED,
+        "written, compacted and withdrawn only in the Region it names: the same Idempotency-Key sent in two Regions during a "
         "partition is two entries, both kept (an over-count listed in `duplicateKeys`, [ledgers.md](ledgers.md#global-tables))",
     ),
-    CreationRule("ledger checkpoint (`SNAPSHOT#<Region>`)", Creation.PER_REGION, "created and merged only in the Region it names"),
+    WriterRule(
+        "ledger entry",
+        "LEDGER#<id>",
+        "ENTRY#<ms:13>-<key>",
+        HOME,
+        REFUSED,
+        ANY,
+        "MRSC: created and compacted with conditions that see every Region",
+    ),
+    WriterRule(
+        "ledger checkpoint of a Region",
+        "LEDGER#<id>",
+        "SNAPSHOT#<Region>",
+        REFUSED,
+        per_region("sum"),
+        REFUSED,
+        "created and merged only in the Region it names",
+    ),
+    WriterRule(
+        "ledger checkpoint",
+        "LEDGER#<id>",
+        "SNAPSHOT",
+        HOME,
+        REFUSED,
+        ANY,
+        "MRSC: merged with a condition on its version, which sees every Region",
+    ),
+    WriterRule(
+        "ledger withdrawal of a Region",
+        "LEDGER#<id>",
+        "WITHDRAWN#<entryId>#<Region>#<requestId>",
+        REFUSED,
+        per_region("own"),
+        REFUSED,
+        "written only in the Region of the entry it withdraws",
+    ),
+    WriterRule(
+        "ledger withdrawal",
+        "LEDGER#<id>",
+        "WITHDRAWN#<entryId>#<requestId>",
+        HOME,
+        REFUSED,
+        ANY,
+        "MRSC: a condition that sees every Region",
+    ),
+    WriterRule(
+        "dirty marker of a Region",
+        "LEDGERS#DIRTY#<Region>",
+        "<bucket ms>#<ledgerId>",
+        REFUSED,
+        per_region("own"),
+        REFUSED,
+        "written and cleared only in the Region it names",
+    ),
+    WriterRule(
+        "dirty marker",
+        "LEDGERS#DIRTY",
+        "<bucket ms>#<ledgerId>",
+        HOME,
+        REFUSED,
+        ANY,
+        "MRSC: a marker is idempotent; clearing it is conditional",
+    ),
 )
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

@@ -17,10 +17,10 @@ from counters.core.items import Record
 from counters.core.json import JSONObject
 from counters.core.outcome import Outcome
 from counters.store.base import Store
-from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.writers import HOME, ONCE, WriterRule
 
 PENDING = "PENDING"
 TTL_SECONDS = 7 * 24 * 3600
@@ -30,11 +30,16 @@ PUBLIC = ("operationId", "op", "status", "createdAt", "completedAt", "result")
 SHAPES = (
     Shape("operation", "OP#<operationId>", "OP", "a deferred request: `PENDING`, then its outcome; 7-day TTL ([retries.md](retries.md))"),
 )
-CREATIONS = (
-    CreationRule(
-        "operation (`OP#<operationId>`)",
-        Creation.RANDOM,
-        "its id is the request's id: the time and 64 random bits, never chosen by a client",
+WRITERS: tuple[WriterRule, ...] = (
+    WriterRule(
+        "operation",
+        "OP#<operationId>",
+        "OP",
+        HOME,
+        ONCE,
+        ONCE,
+        "its id is the request's id (the time and 64 random bits, never chosen by a client); its outcome is written by the "
+        "Region whose queue took the request",
     ),
 )
 

@@ -24,11 +24,11 @@ from counters.core.ids import valid_id
 from counters.core.outcome import Capacity, Outcome
 from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
 from counters.store.aggregates import CheckpointStore
-from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
 from counters.store.toggles import Guard, ToggleStore
+from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region
 
 # -- attribute names -------------------------------------------------------------------------------
 PK, SK = "PK", "SK"
@@ -89,21 +89,45 @@ SHAPES: tuple[Shape, ...] = (
     ),
 )
 
-POST = CreationRule(
-    "post (`POST#<postId>` / `META`)",
-    Creation.HOME,
-    "its id is the client's `postId` or derived from (author, Idempotency-Key): two Regions creating it at once would both answer "
-    "201 and last-writer-wins would keep one. An id the service draws (neither given) is drawn with this Region as its home",
+POST = WriterRule(
+    "post",
+    "POST#<postId>",
+    "META",
+    HOME,
+    HOME_OF_ID,
+    ANY,
+    "MREC: its id is the client's `postId` or derived from (author, Idempotency-Key): two Regions creating it at once would "
+    "both answer 201 and last-writer-wins would keep one, so only the id's home creates it (409 `wrong_region` elsewhere); "
+    "an id the service draws is drawn with this Region as its home. Its likes are counted in `TALLY#<Region>`, never here. "
+    "MRSC: a create's condition sees every Region (409 `already_exists`)",
+    home_id="postId",
 )
-CREATIONS: tuple[CreationRule, ...] = (
+_LIKE_WHY = (
+    "the state of the user's latest request (`changedAt`, `changedBy`): the later request wins in every Region, each Region "
+    "counts only the versions it wrote and takes back its own like another Region's version replaced ([likes.md](likes.md#global-tables))"
+)
+WRITERS: tuple[WriterRule, ...] = (
     POST,
-    CreationRule(
-        "like (`POST#<postId>#S<n>` / `LIKE#USER#<userId>`)",
-        Creation.ANY_REGION,
-        "not a creation answered 201: the state of the user's latest request (`changedAt`, `changedBy`), the later request wins "
-        "in every Region, and each Region counts only the versions it wrote ([likes.md](likes.md#global-tables))",
+    WriterRule(
+        "like tally of a Region",
+        "POST#<postId>",
+        "TALLY#<Region>",
+        REFUSED,
+        per_region("sum"),
+        per_region("sum"),
+        "written only by the Region it names; a post's count is the sum",
     ),
-    CreationRule("like tally of a Region (`TALLY#<Region>`)", Creation.PER_REGION, "written only by the Region it names"),
+    WriterRule("like", "POST#<postId>#S<n>", "LIKE#USER#<userId>", HOME, ANY, ANY, _LIKE_WHY),
+    WriterRule("like, post stored before `spread`", "POST#<postId>", "LIKE#USER#<userId>", HOME, ANY, ANY, _LIKE_WHY),
+    WriterRule(
+        "audit probe",
+        "POST#<postId>#S<n>",
+        "PROBE",
+        HOME,
+        REFUSED,
+        REFUSED,
+        "audits are refused on a global table: a Region's tally is no audit verdict",
+    ),
 )
 
 

@@ -34,10 +34,10 @@ from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
 from counters.store.base import Store
-from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Cond, Delete, Get, Params, Path, Put, Query, Transaction, Update, list_append, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region
 
 SHAPES: tuple[Shape, ...] = (
     Shape(
@@ -71,31 +71,91 @@ SHAPES: tuple[Shape, ...] = (
     ),
 )
 
-RESOURCE = CreationRule(
-    "resource (`RES#<id>` / `META`, with its shards or every Region's share)",
-    Creation.HOME,
-    "its id is the admin's `resourceId`: two Regions creating it at once would both answer 201, and last-writer-wins would "
-    "replace one resource (and the shares reservations were taken against) with the other: an oversell",
+RESOURCE = WriterRule(
+    "resource",
+    "RES#<id>",
+    "META",
+    HOME,
+    HOME_OF_ID,
+    ANY,
+    "MREC: its id is the admin's `resourceId`: two Regions creating it at once would both answer 201, and last-writer-wins "
+    "would replace one resource (and the shares reservations were taken against) with the other: an oversell; so only the "
+    "id's home creates it (409 `wrong_region` elsewhere), with every Region's share in one transaction. MRSC: single-item "
+    "strategies update it from any Region, each write on the latest version",
+    home_id="id",
 )
-CREATIONS: tuple[CreationRule, ...] = (
+WRITERS: tuple[WriterRule, ...] = (
     RESOURCE,
-    CreationRule(
-        "transfer (`RES#<id>#XFER` / `<transferId>`)",
-        Creation.PER_REGION,
-        "its id is derived from (resource, source Region, Idempotency-Key) and only the source Region writes it: the same key "
-        "sent in two Regions is two transfers, each debited and credited once",
+    WriterRule(
+        "resource share",
+        "RES#<id>@<Region>",
+        "SHARE",
+        REFUSED,
+        per_region("own", created_at_home=True),
+        REFUSED,
+        "MREC escrow: created with the resource by its home, then spent, released and credited only by the Region it names",
+        home_id="id",
     ),
-    CreationRule(
-        "transfer receipt (`<transferId>#IN`)", Creation.PER_REGION, "written only by the transfer's target Region, once per transfer"
+    WriterRule(
+        "resource share shard",
+        "RES#<id>@<Region>#<n>",
+        "SHARD",
+        REFUSED,
+        per_region("own", created_at_home=True),
+        REFUSED,
+        "as the share: a sharded share is written only by the Region it names",
+        home_id="id",
     ),
-    CreationRule(
-        "reservation record (`RSV#<reservationId>`)",
-        Creation.PER_REGION,
-        "on MREC its sort key names the Region that took it (`RSV@<Region>`): a failover re-send taken in two Regions keeps both "
-        "records, and the later one is given back by `reconcile`",
+    WriterRule(
+        "resource shard",
+        "RES#<id>#<n>",
+        "SHARD",
+        HOME,
+        REFUSED,
+        REFUSED,
+        "write sharding is a transaction: refused on MRSC; MREC shards a share",
+    ),
+    WriterRule(
+        "transfer receipt",
+        "RES#<id>#XFER",
+        "<transferId>#IN",
+        REFUSED,
+        per_region("own"),
+        REFUSED,
+        "written only by the transfer's target Region (its `target`), once per transfer",
+        region_attribute="target",
+    ),
+    WriterRule(
+        "transfer",
+        "RES#<id>#XFER",
+        "<transferId>",
+        REFUSED,
+        per_region("own"),
+        REFUSED,
+        "its id is derived from (resource, source Region, Idempotency-Key) and only the source Region (its `source`) writes it: "
+        "the same key sent in two Regions is two transfers, each debited and credited once",
+        region_attribute="source",
+    ),
+    WriterRule(
+        "reservation record of a Region",
+        "RSV#<reservationId>",
+        "RSV@<Region>",
+        REFUSED,
+        per_region("own"),
+        REFUSED,
+        "a failover re-send taken in two Regions keeps both records, and the later one is given back by `reconcile`; released "
+        "only in the Region that took the units",
+    ),
+    WriterRule(
+        "reservation record",
+        "RSV#<reservationId>",
+        "RSV",
+        HOME,
+        REFUSED,
+        ANY,
+        "MRSC: its create's condition sees every Region (one record per request token)",
     ),
 )
-
 Key = dict[str, str]
 """A counter item's (or record's) key: ``PK``, ``SK``."""
 Fields = Mapping[str, object]

@@ -27,10 +27,10 @@ from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.base import Store
-from counters.store.creation import Creation, CreationRule
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.writers import ANY, HOME, ONCE, REFUSED, WriterRule, per_region
 
 VALUE = "value"
 ORDER_PREFIX = "ORDER#"
@@ -56,19 +56,54 @@ SHAPES = (
     Shape("pointer", "POINTER#LAST_ORDER", "META", "monotonic: only ever moves forward"),
     Shape("region pointer", "POINTER#LAST_ORDER#<region>", "META", "MREC: its Region's local orders only; read = max over Regions"),
 )
-CREATIONS: tuple[CreationRule, ...] = (
-    CreationRule(
-        "order (`ORDER#<n>`)",
-        Creation.PER_REGION,
-        "on MREC its id comes from the Region's own stride (`fast`) or only the home Region takes ids (`gapless`): two Regions never "
-        "take one id",
+WRITERS: tuple[WriterRule, ...] = (
+    WriterRule(
+        "region sequence",
+        "SEQ#ORDER#<Region>",
+        "META",
+        REFUSED,
+        per_region("own"),
+        REFUSED,
+        "MREC `fast`: each Region takes ids from its own stride",
     ),
-    CreationRule(
-        "order key (`ORDERKEY#<key>`)",
-        Creation.ANY_REGION,
-        "a failover re-send that beats replication places a second order (both kept, unique ids: a detectable twin); after the "
-        "heal the key answers one of them ([orders.md](orders.md#global-tables))",
+    WriterRule(
+        "sequence",
+        "SEQ#ORDER",
+        "META",
+        HOME,
+        HOME,
+        ANY,
+        "MREC `gapless`: only `HOME_REGION` takes ids (refused elsewhere); MRSC: one counter, each add on the latest version",
     ),
+    WriterRule(
+        "order",
+        "ORDER#<n>",
+        "META",
+        HOME,
+        ONCE,
+        ANY,
+        "created once by the Region that took its id (its own stride, or the home's sequence): two Regions never take one id",
+    ),
+    WriterRule(
+        "order key",
+        "ORDERKEY#<key>",
+        "META",
+        HOME,
+        ANY,
+        ANY,
+        "MREC: a failover re-send that beats replication places a second order (both kept, unique ids: a detectable twin); "
+        "after the heal the key answers one of them ([orders.md](orders.md#global-tables)). MRSC: its condition sees every Region",
+    ),
+    WriterRule(
+        "region pointer",
+        "POINTER#LAST_ORDER#<Region>",
+        "META",
+        REFUSED,
+        per_region("max"),
+        REFUSED,
+        "advanced only from its Region's own orders",
+    ),
+    WriterRule("pointer", "POINTER#LAST_ORDER", "META", HOME, REFUSED, ANY, "monotonic: a condition that sees every Region (MRSC)"),
 )
 
 

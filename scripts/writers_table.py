@@ -1,7 +1,8 @@
-"""docs/regions.md's "Creations" table, rendered from the store modules' rules (counters.store.creation).
+"""docs/regions.md's "Who writes what" table, rendered from the store modules' writer rules
+(``WRITERS``, counters.store.writers).
 
-``python scripts/creations_table.py`` rewrites the table between the ``creations`` markers;
-``--check`` exits 1 when the doc differs (tests/unit/test_creation_rules.py runs the same check).
+``python scripts/writers_table.py`` rewrites the table between the ``writers`` markers;
+``--check`` exits 1 when the doc differs (tests/unit/test_writer_rules.py runs the same check).
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "counters"))
 
-from counters.store.creation import table  # noqa: E402
+from counters.store.writers import table  # noqa: E402
 
 DOC = ROOT / "docs" / "regions.md"
-BEGIN, END = "<!-- creations: generated from counters/store/*.py CREATIONS by scripts/creations_table.py -->", "<!-- /creations -->"
+BEGIN, END = "<!-- writers: generated from counters/store/*.py WRITERS by scripts/writers_table.py -->", "<!-- /writers -->"
 
 
 def rendered(text: str) -> str:
-    """``text`` with its creations block replaced by the table the store modules declare."""
+    """``text`` with its writers block replaced by the table the store modules declare."""
     head, sep, rest = text.partition(BEGIN)
     if not sep:
         raise SystemExit(f"{DOC}: no {BEGIN!r} marker")
@@ -34,7 +35,7 @@ def main(argv: list[str]) -> int:
     new = rendered(text)
     if "--check" in argv:
         if new != text:
-            print("docs/regions.md's creations table differs from the store modules: run python scripts/creations_table.py")
+            print("docs/regions.md's who-writes-what table differs from the store modules: run python scripts/writers_table.py")
             return 1
         return 0
     DOC.write_text(new)

@@ -1,0 +1,217 @@
+"""Who may write each item family, in each mode of the table: declared once, beside the family's keys.
+
+DynamoDB global tables (docs/regions.md): on **MREC** a condition sees only the local replica and
+last-writer-wins keeps one whole item, so two Regions writing one item in place lose a write, and
+two Regions creating one id both answer 201 and one creation vanishes; on **MRSC** a conditional
+write sees every Region and a concurrent write from another Region is refused
+(``ReplicatedWriteConflictException``); with **no** global table (``none``) one Region writes
+everything. Every family module (:data:`~counters.store.layout.FAMILIES`) declares, in a module-level
+``WRITERS`` tuple, one :class:`WriterRule` per item family: its key shape and, per mode, a :class:`Rule`:
+
+* :attr:`Kind.PER_REGION`: the key (or the named attribute) names the one Region that writes the
+  item; read as a sum, a max, or by its own Region only. Optionally created, with every Region's
+  twin, by the home Region of the id (a resource's shares).
+* :attr:`Kind.HOME`: only the table's home Region (``HOME_REGION``; on one Region, that one) writes it.
+* :attr:`Kind.HOME_OF_ID`: only the id's home Region (:func:`counters.core.regions.home_of`) writes
+  it; elsewhere the store refuses before writing (:meth:`WriterRule.require`: 409 ``wrong_region``
+  naming the home). While that Region is down, that id cannot be created (other ids can).
+* :attr:`Kind.ONCE`: created once, in one Region (its id is random or from that Region's own id
+  space), and written after only there.
+* :attr:`Kind.ANY`: any Region; a conflicting write is detected (the reason says how: MRSC's
+  conditions and write conflicts, or a state whose latest request wins and whose replaced version
+  its Region takes back, or a detectable twin).
+* :attr:`Kind.REFUSED`: not written in that mode (the layer refuses the approach, or uses another
+  family there).
+
+The emulator (``testkit/regions.py``) maps every local write's key to its family (:func:`family_of`)
+and checks the writing Region against the family's rule: a family written against its rule, or a
+key no family declares, fails the run. :func:`table` renders the declarations as docs/regions.md's
+"Who writes what" table (``scripts/writers_table.py``; a unit test keeps it current).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from counters.core.errors import WrongRegion
+from counters.core.regions import GlobalTableMode, Topology
+from counters.store.layout import FAMILIES
+
+
+class Kind(StrEnum):
+    """Who may write an item family in one mode (module doc)."""
+
+    PER_REGION = "per Region"
+    HOME = "home Region"
+    HOME_OF_ID = "home of the id"
+    ONCE = "created once"
+    ANY = "any Region"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One mode's rule: its :class:`Kind`, how it is read (per Region: ``sum``, ``max``, ``own``),
+    and whether the id's home Region creates it (a per-Region item created with every Region's twin)."""
+
+    kind: Kind
+    read: str = ""
+    created_at_home: bool = False
+
+    def cell(self) -> str:
+        text = {
+            Kind.PER_REGION: f"per Region ({self.read})",
+            Kind.HOME: "home Region",
+            Kind.HOME_OF_ID: "home of the id",
+            Kind.ONCE: "created once",
+            Kind.ANY: "any Region",
+            Kind.REFUSED: "refused",
+        }[self.kind]
+        return f"{text}, created at the id's home" if self.created_at_home else text
+
+
+HOME = Rule(Kind.HOME)
+HOME_OF_ID = Rule(Kind.HOME_OF_ID)
+ONCE = Rule(Kind.ONCE)
+ANY = Rule(Kind.ANY)
+REFUSED = Rule(Kind.REFUSED)
+
+
+def per_region(read: str, *, created_at_home: bool = False) -> Rule:
+    """A per-Region rule read as ``sum``, ``max`` or ``own`` (only its Region reads it)."""
+    return Rule(Kind.PER_REGION, read, created_at_home)
+
+
+REGION_PATTERN = r"[a-z]{2}(?:-[a-z]+)+-[0-9]+"
+"""A Region name (eu-west-1, ap-southeast-2): what ``<Region>`` matches in a key shape."""
+_PLACEHOLDER = re.compile(r"<([^>]+)>")
+_DIGITS = ("n", "ms:13", "bucket ms")
+
+
+def _pattern(shape: str) -> re.Pattern[str]:
+    """A key shape (``RES#<id>@<Region>[#<n>]``) as a regular expression: ``<Region>`` a Region
+    (group ``region``), ``<n>``/``<ms:13>``/``<bucket ms>`` digits, any other placeholder one or
+    more characters other than ``#`` (anything, when it ends the key; a group named after it when
+    it is an identifier), ``[...]`` optional."""
+    out, at = [], 0
+    for found in _PLACEHOLDER.finditer(shape):
+        out.append(re.escape(shape[at : found.start()]).replace(r"\[", "(?:").replace(r"\]", ")?"))
+        name = found.group(1)
+        last = found.end() == len(shape)
+        if name.lower() == "region":
+            out.append(f"(?P<region>{REGION_PATTERN})")
+        elif name in _DIGITS:
+            out.append(r"[0-9]+")
+        else:
+            body = ".+" if last else "[^#]+"
+            out.append(f"(?P<{name}>{body})" if name.isidentifier() else f"(?:{body})")
+        at = found.end()
+    out.append(re.escape(shape[at:]).replace(r"\[", "(?:").replace(r"\]", ")?"))
+    return re.compile("".join(out))
+
+
+@dataclass(frozen=True)
+class WriterRule:
+    """One item family: its key shape, who writes it in each mode, and why that holds across Regions.
+
+    ``home_id``: the key placeholder that is the id whose home Region (:attr:`Kind.HOME_OF_ID`) writes
+    it. ``region_attribute``: a per-Region item whose key does not name its Region names it in this
+    attribute (a transfer's ``source``)."""
+
+    item: str
+    pk: str
+    sk: str
+    none: Rule
+    mrec: Rule
+    mrsc: Rule
+    why: str
+    home_id: str = ""
+    region_attribute: str = ""
+    _pk: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _sk: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_pk", _pattern(self.pk))
+        object.__setattr__(self, "_sk", _pattern(self.sk))
+        rules = (self.none, self.mrec, self.mrsc)
+        if any(r.kind is Kind.HOME_OF_ID or r.created_at_home for r in rules) and self.home_id not in self._pk.groupindex:
+            raise ValueError(f"{self.item}: a home-of-the-id rule needs home_id, a placeholder of {self.pk!r}")
+        regional = any(r.kind is Kind.PER_REGION for r in rules)
+        if regional and not self.region_attribute and "region" not in {*self._pk.groupindex, *self._sk.groupindex}:
+            raise ValueError(f"{self.item}: a per-Region rule needs <Region> in the key or a region_attribute")
+
+    def rule(self, mode: GlobalTableMode | str) -> Rule:
+        return {GlobalTableMode.NONE: self.none, GlobalTableMode.MREC: self.mrec, GlobalTableMode.MRSC: self.mrsc}[GlobalTableMode(mode)]
+
+    def match(self, pk: str, sk: str) -> dict[str, str] | None:
+        """This family's placeholders in a key (``region``, the id), or ``None`` when not its key."""
+        p, s = self._pk.fullmatch(pk), self._sk.fullmatch(sk)
+        if p is None or s is None:
+            return None
+        return {k: v for k, v in (*p.groupdict().items(), *s.groupdict().items()) if v is not None}
+
+    def writer(self, parts: Mapping[str, str], image: Mapping[str, object] | None) -> str | None:
+        """The Region a per-Region item names (``None``: not known from this write)."""
+        if self.region_attribute:
+            named = (image or {}).get(self.region_attribute)
+            return named if isinstance(named, str) else None
+        return parts.get("region")
+
+    def require(self, topology: Topology, item_id: str) -> None:
+        """Raise :class:`WrongRegion` (naming the home) when this Region may not create ``item_id``
+        (:attr:`Kind.HOME_OF_ID` in this mode); called by the store before its conditional create,
+        so a refusal writes nothing."""
+        if self.rule(topology.mode).kind is not Kind.HOME_OF_ID:
+            return
+        home = topology.home_of(item_id)
+        if home != topology.region:
+            raise WrongRegion(
+                f"{self.item} {item_id!r} is created only in its home Region {home} on this {topology.mode.upper()} global table "
+                f"(this is {topology.region}): send the request there (docs/regions.md, Creations)",
+                region=home,
+            )
+
+    def fresh_id(self, topology: Topology) -> str:
+        """A random id (32 hex) this Region may create: under :attr:`Kind.HOME_OF_ID` one is drawn
+        until its home is this Region (on average as many draws as there are Regions)."""
+        while True:
+            made = uuid.uuid4().hex
+            if self.rule(topology.mode).kind is not Kind.HOME_OF_ID or topology.home_of(made) == topology.region:
+                return made
+
+    def row(self) -> str:
+        return f"| {self.item} | `{self.pk}` / `{self.sk}` | {self.none.cell()} | {self.mrec.cell()} | {self.mrsc.cell()} | {self.why} |"
+
+
+def declared(family: str) -> tuple[WriterRule, ...]:
+    """One family module's ``WRITERS`` (empty when it declares none)."""
+    return tuple(getattr(importlib.import_module(f"counters.store.{family}"), "WRITERS", ()))
+
+
+def rules() -> list[WriterRule]:
+    """Every family's declarations, in :data:`~counters.store.layout.FAMILIES` order."""
+    return [w for family in FAMILIES for w in declared(family)]
+
+
+def family_of(pk: str, sk: str, declarations: list[WriterRule] | None = None) -> tuple[WriterRule, dict[str, str]] | None:
+    """The first declaration (in :func:`rules` order: a module lists its more specific shapes first)
+    whose key shape matches, with its placeholders; ``None``: no family declares this key."""
+    for writers in rules() if declarations is None else declarations:
+        parts = writers.match(pk, sk)
+        if parts is not None:
+            return writers, parts
+    return None
+
+
+def table() -> str:
+    """docs/regions.md's "Who writes what" table (between its ``writers`` markers)."""
+    head = [
+        "| item | key | `none` | `mrec` | `mrsc` | why two Regions never lose each other's write |",
+        "|---|---|---|---|---|---|",
+    ]
+    return "\n".join(head + [w.row() for w in rules()])
