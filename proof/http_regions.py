@@ -54,7 +54,7 @@ from devstack.sqs import sqs_client
 from proof.hot import is_liked, like_owner
 from proof.http import DELIVERY, INLINE_RETRY_ATTEMPTS, Client, HttpReport, fault_spec
 from proof.regions import MREC_REGIONS, MRSC_REGIONS
-from testkit.regions import Delays, GlobalTable, Mode
+from testkit.regions import Delays, GlobalTable, Mode, WriterRuleViolation
 
 FAILOVER = 0.4
 """After a failed attempt (5xx, 429, no answer), the share of re-sends sent to another Region."""
@@ -177,6 +177,10 @@ class GlobalStack:
         self.gt: GlobalTable | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="proof-hr-"))
         self._out: Any = None
+        self.violations: list[str] = []
+        """Writes against their family's writer rule (store/writers.py) the emulator saw (MREC: every
+        Region's stream; MRSC: not seen here, the Regions' functions use their own clients)."""
+        self._reported = 0
 
     def __enter__(self) -> GlobalStack:
         try:
@@ -250,7 +254,7 @@ class GlobalStack:
             stack = RegionStack(name, port, command, env, out=self._out).start()
             stack.wait_ready(timeout=600)  # one at a time: each creates its Region's table
             self.regions[name] = Region(name, stack, Client(stack.url), f"http://127.0.0.1:{sqs_port}", report_dir)
-        self.gt = GlobalTable(endpoint, self.table, self.names, self.mode, seed=self.seed, delays=DELAYS)
+        self.gt = GlobalTable(endpoint, self.table, self.names, self.mode, seed=self.seed, delays=DELAYS, home_region=self.home)
         if self.mode is Mode.MREC:
             self.gt.create().start()  # the tables exist: create() reads their streams
 
@@ -308,7 +312,10 @@ class GlobalStack:
         while time.monotonic() < deadline:
             if self.mode is Mode.MREC:
                 self.gt.stop()
-                self.gt.settle()  # everything due now, in simulated time
+                try:
+                    self.gt.settle()  # everything due now, in simulated time
+                except WriterRuleViolation as violation:
+                    self.violations.append(str(violation))
                 self.gt.start()
             if self.queued() == 0 and self.gt.pending() == 0 and self.gt.converged() and ready():
                 calm += 1
@@ -322,6 +329,14 @@ class GlobalStack:
     def items(self, region: str) -> list[dict[str, Any]]:
         assert self.gt is not None
         return self.gt.items(region)
+
+    def flag(self, report: HttpReport) -> None:
+        """A row's writer-rule violations (and the live replicator's), new since the last row."""
+        assert self.gt is not None
+        found = self.violations + [e for e in self.gt.live_errors if "WriterRuleViolation" in e]
+        for violation in found[self._reported :]:
+            report.wrong.append(f"writer rule: {violation[:300]}")
+        self._reported = len(found)
 
     def faults(self) -> tuple[int, int, int]:
         """(DynamoDB faults, SQS faults, 0) injected in every Region so far (delivery faults are
@@ -1021,7 +1036,9 @@ def run(names: list[str], *, seed: int, scale: float = 1.0, log: Path) -> list[H
         with _env({"AWS_ACCESS_KEY_ID": "proof", "AWS_SECRET_ACCESS_KEY": "proof"}), GlobalStack(mode, seed, log) as stack:
             for name, row in rows:
                 got = row(stack, max(4, int(SIZES[name] * scale)))
-                reports += got if isinstance(got, list) else [got]
+                rows = got if isinstance(got, list) else [got]
+                stack.flag(rows[0])
+                reports += rows
     return reports
 
 
