@@ -77,8 +77,19 @@ def _trace(code: str, env: dict[str, str]) -> dict[str, float]:
     return parse("\n".join(lines))
 
 
+def probe_environ() -> dict[str, str]:
+    """This process's environment for a probe: without ``PYTHONPATH`` (each probe sets its own) and
+    without ``PYTHONDONTWRITEBYTECODE`` / ``PYTHONPYCACHEPREFIX``. A probe measures an import whose
+    bytecode is cached, as the layer ships it (layers/counters/Makefile compiles it for the runtime):
+    with ``PYTHONDONTWRITEBYTECODE`` set (some shells and CI images set it) the warm-up would write
+    no cache and every probe would time compiling the layer and the handler from source, which
+    ``import boto3`` (compiled when it was installed) never pays."""
+    skip = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    return {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+
+
 def _env(extra: dict[str, str], paths: Iterable[Path] = ()) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONPATH")}
+    base = probe_environ()
     return {**base, **extra, **({"PYTHONPATH": os.pathsep.join(map(str, paths))} if paths else {})}
 
 
@@ -122,7 +133,7 @@ def cold_imports(runs: int) -> list[tuple[str, float, float]]:
     """Each run imports ``boto3`` and then every handler, each in a fresh interpreter, so the
     baseline and the handlers meet the same moments of the machine's load; medians over runs."""
     stack = read_stack("bench-table")
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONPATH")}
+    base_env = probe_environ()
     probes: list[tuple[str, str, dict[str, str]]] = [("import boto3 (baseline)", "import boto3", base_env)]
     for name, fn in sorted(stack.functions.items()):
         module = fn.handler.rsplit(".", 1)[0]

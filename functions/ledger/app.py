@@ -3,13 +3,12 @@
 from dataclasses import dataclass
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
+from counters.http.powertools import Header, Query, Response
 from counters.http.resolver import Body, IdPath, json_response
 from counters.primitives.ledger import AMOUNT_LIMIT, LedgerSettings
 from counters.services.ledgers import Ledgers

@@ -4,13 +4,13 @@ Region: each compacts only the entries and checkpoint its own Region wrote (docs
 
 from dataclasses import dataclass
 
-from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.json import JSONObject
 from counters.http.function import ApiFunction, ApiSettings
+from counters.http.powertools import Response
 from counters.http.resolver import Body, IdPath, ProxyResponse, json_response
 from counters.primitives.ledger import LedgerSettings
 from counters.primitives.ledger.compaction import ScheduledSummary

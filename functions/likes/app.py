@@ -3,8 +3,6 @@
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,6 +11,7 @@ from counters.core.json import JSONObject
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
+from counters.http.powertools import Header, Query, Response
 from counters.http.resolver import Body, IdPath, json_response
 from counters.services.likes import AUDIT_MARGIN_S, LikeChange, Likes, LikeSettings
 

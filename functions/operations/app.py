@@ -1,10 +1,9 @@
 """Operations API: the status of a request that was deferred to the retry queue (202)."""
 
-from aws_lambda_powertools.event_handler import Response
-
 from counters.core.errors import NotFound
 from counters.deferral.operations import Operations
 from counters.http.function import ApiFunction, ApiSettings
+from counters.http.powertools import Response
 from counters.http.resolver import Body, OperationIdPath, json_response
 
 function = ApiFunction(ApiSettings, Operations.from_settings)

@@ -7,14 +7,13 @@ through ``SEQUENCE_MODE``; see counters.services.orders for what each guarantees
 from dataclasses import dataclass
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Header, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.errors import NotFound
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
+from counters.http.powertools import Header, Path, Response
 from counters.http.resolver import ID_PATTERN, Body, json_response
 from counters.services.orders import Orders, OrderSettings
 

@@ -3,14 +3,13 @@
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Header
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
+from counters.http.powertools import Header, Response
 from counters.http.resolver import ID_PATTERN, Body, IdPath, json_response
 from counters.services.reservations import Reservations, ReservationSettings
 

@@ -154,11 +154,20 @@ def test_the_docs_show_the_quickstart_as_it_is_tested() -> None:
 def test_the_sam_layer_is_built_from_the_package(tmp_path: Path) -> None:
     """What `sam build` runs for CountersLayer (BuildMethod: makefile), in a copy as SAM does:
     the package's files under python/counters, its dist-info, the extra's pins as arm64 wheels,
-    and no botocore or boto3 (the runtime's)."""
+    and no botocore or boto3 (the runtime's); every module with its 3.12 bytecode (/opt is read-only:
+    without it, each cold start compiles the layer from source)."""
     source = copy_package(tmp_path / "src")
     artifacts = tmp_path / "artifacts"
+    python312 = subprocess.run(["bash", str(ROOT / "scripts" / "python312-dir.sh")], capture_output=True, text=True, check=True)
     subprocess.run(
-        ["make", "--no-print-directory", "build-CountersLayer", f"ARTIFACTS_DIR={artifacts}", f"PYTHON={sys.executable}"],
+        [
+            "make",
+            "--no-print-directory",
+            "build-CountersLayer",
+            f"ARTIFACTS_DIR={artifacts}",
+            f"PYTHON={sys.executable}",
+            f"PYC_PYTHON={python312.stdout.strip()}/python3.12",
+        ],
         cwd=source,
         check=True,
         timeout=600,
@@ -178,3 +187,10 @@ def test_the_sam_layer_is_built_from_the_package(tmp_path: Path) -> None:
     assert {"aws_lambda_powertools", "pydantic", "pydantic_core"} <= top
     assert not {"botocore", "boto3", "s3transfer"} & top, sorted(top)
     assert [p.name for p in (layer / "pydantic_core").glob("*.so") if "aarch64" in p.name], "pydantic_core is not the arm64 build"
+    for top_package in ("counters", "aws_lambda_powertools", "pydantic"):
+        uncompiled = [
+            p.relative_to(layer).as_posix()
+            for p in (layer / top_package).rglob("*.py")
+            if not (p.parent / "__pycache__" / f"{p.stem}.cpython-312.pyc").is_file()
+        ]
+        assert not uncompiled, f"shipped without bytecode: {uncompiled[:5]}"

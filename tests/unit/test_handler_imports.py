@@ -20,7 +20,8 @@ FUNCTIONS = read_stack("unused").functions
 CONSUMERS = {name for name, fn in FUNCTIONS.items() if not any(r.function == name for r in read_stack("unused").routes)}
 PROBE = (
     "import json, sys; import {module}; "
-    "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or m.startswith('aws_lambda_powertools.event_handler'))))"
+    "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or m == 'asyncio' "
+    "or m.startswith('aws_lambda_powertools.event_handler'))))"
 )
 
 
@@ -37,6 +38,41 @@ def test_a_handler_imports_with_an_empty_environment(name: str) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     heavy = json.loads(out.stdout.strip().splitlines()[-1])
     if name in CONSUMERS:
-        assert heavy == [], f"{name} imports {heavy[:5]}"
+        no_rest = [m for m in heavy if m != "asyncio"]  # Powertools' batch base imports asyncio
+        assert no_rest == [], f"{name} imports {no_rest[:5]}"
     else:
         assert "pydantic" in heavy  # the API functions validate with it: the probe sees imports
+        # counters.http.powertools: the REST resolver without the package __init__'s AppSync (asyncio)
+        assert "aws_lambda_powertools.event_handler.api_gateway" in heavy
+        unused = [m for m in heavy if m == "asyncio" or m.startswith("aws_lambda_powertools.event_handler.appsync")]
+        assert unused == [], f"{name} imports {unused}"
+
+
+LIGHT_PROBE = """
+import json, sys
+import counters.http.powertools as light
+package = sys.modules[light.EVENT_HANDLER]
+before = {name: getattr(package, name) for name in light.KNOWN}
+light_ok = "asyncio" not in sys.modules
+from aws_lambda_powertools.event_handler import AppSyncResolver  # a name the light package does not know: the real __init__ runs
+import aws_lambda_powertools.event_handler.appsync as appsync
+print(json.dumps({
+    "light_ok": light_ok,
+    "same": sorted(name for name, value in before.items() if getattr(package, name) is value),
+    "appsync": AppSyncResolver is appsync.AppSyncResolver,
+    "all": sorted(name for name in package.__all__ if not hasattr(package, name)),
+}))
+"""
+
+
+def test_the_light_event_handler_package_gives_what_its_init_gives() -> None:
+    """counters.http.powertools registers aws_lambda_powertools.event_handler without running its
+    __init__: the names it takes from submodules (KNOWN) are the objects the real __init__ binds,
+    and any other name runs the real __init__ (nothing that imported before fails now)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "layers" / "counters")}
+    out = subprocess.run([sys.executable, "-c", LIGHT_PROBE], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    from counters.http.powertools import KNOWN
+
+    assert got == {"light_ok": True, "same": sorted(KNOWN), "appsync": True, "all": []}

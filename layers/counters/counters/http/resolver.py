@@ -23,12 +23,11 @@ from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject, json_object
 from counters.deferral.queue import Deferrer
 from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
+from counters.http.powertools import APIGatewayRestResolver, Path, Response, content_types
 
 try:
     from aws_lambda_powertools import Logger, Metrics
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
     from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
-    from aws_lambda_powertools.event_handler.openapi.params import Path
     from aws_lambda_powertools.metrics import MetricUnit
     from pydantic import BaseModel, ConfigDict
 except ModuleNotFoundError as missing:

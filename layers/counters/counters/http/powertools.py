@@ -1,0 +1,82 @@
+"""Powertools' REST resolver without what its package's ``__init__`` imports.
+
+``aws_lambda_powertools/event_handler/__init__.py`` imports every resolver Powertools has: AppSync
+(and with it asyncio, ssl, concurrent.futures), AppSync Events, Bedrock agents, VPC Lattice, the
+HTTP resolver. An API function uses one, the REST resolver, yet importing any submodule runs that
+``__init__`` first (about a tenth of ``import boto3``: docs/bench.md, "Cold start").
+
+:func:`light_package` registers the package without running its ``__init__``: its submodules
+import as usual, and the first name asked of the package itself that is not a submodule
+(``from aws_lambda_powertools.event_handler import AppSyncResolver``) runs the real ``__init__``
+then, so every import that worked still works, only later. Import this module before anything
+under ``aws_lambda_powertools.event_handler`` (the handlers take ``Response``, ``Header``,
+``Query`` and ``Path`` from here); when the package is already imported it changes nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from types import ModuleType
+
+from counters.core.extras import needs_lambda_extra
+
+EVENT_HANDLER = "aws_lambda_powertools.event_handler"
+KNOWN = {
+    name: "api_gateway"
+    for name in ("ALBResolver", "APIGatewayHttpResolver", "ApiGatewayResolver", "APIGatewayRestResolver", "CORSConfig", "Response")
+} | {"Depends": "depends", "DependencyResolutionError": "depends", "Request": "request"}
+"""Names the package's ``__init__`` re-exports, with the submodule that defines each: asked of the
+light package, they are taken from there (Powertools' own modules ask for ``Response`` so). A test
+(tests/unit/test_handler_imports.py) checks each against the real ``__init__``."""
+
+
+def light_package(name: str, known: dict[str, str] | None = None) -> ModuleType:
+    """The package ``name``, registered without running its ``__init__`` (unless already imported).
+    ``known``: names of the ``__init__`` and the submodule each comes from (:data:`KNOWN`)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    module = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+    ran: list[bool] = []
+
+    def __getattr__(attr: str) -> object:  # PEP 562: only for names the package does not hold yet
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        try:
+            return importlib.import_module(f"{name}.{attr}")  # a submodule: `from package import content_types`
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{name}.{attr}":
+                raise
+        if known and attr in known:
+            value: object = getattr(importlib.import_module(f"{name}.{known[attr]}"), attr)
+            setattr(module, attr, value)
+            return value
+        if not ran:
+            ran.append(True)
+            loader.exec_module(module)  # the real __init__, once: every name it defines
+        if attr in module.__dict__:
+            return module.__dict__[attr]
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(importlib.import_module(parent), child, module)
+    return module
+
+
+try:
+    light_package(EVENT_HANDLER, KNOWN)
+    from aws_lambda_powertools.event_handler import content_types
+    from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response
+    from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+except ModuleNotFoundError as missing:
+    raise needs_lambda_extra(__name__, missing) from missing
+
+__all__ = ["EVENT_HANDLER", "KNOWN", "APIGatewayRestResolver", "Header", "Path", "Query", "Response", "content_types", "light_package"]
