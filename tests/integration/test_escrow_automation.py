@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from counters.core.errors import ContentionError
 from counters.core.regions import GlobalTableMode
 from counters.services.escrow_automation import EscrowAutomation
 from devstack.runtime import LambdaContext
@@ -155,3 +156,43 @@ def test_the_handler_credits_and_reconciles_from_its_regions_stream(regions: Reg
     assert share_of(regions, B, "r0") == {"capacity": 2, "reserved": 0, "available": 2}
     regions.settle()
     conserved(regions, "r0", 4)
+
+
+@pytest.mark.parametrize("strategy", ["occ_history", "crt", "set"])
+def test_a_take_whose_record_put_fails_is_deferred_and_its_replay_writes_the_record(regions: Regions, strategy: str) -> None:
+    """Guard: the units a take holds are never left without a record (what the proofs count as
+    stranded: nobody could release them). The take applied, its record's Put ran out of attempts:
+    the 503 carries the take's re-drive (the retry queue's 202); the replay is answered by the
+    approach's token (duplicate, nothing taken twice) and writes the record."""
+    a = regions.service(A)
+    a.create_resource("r0", capacity=4, strategy=strategy, shares={A: 4, B: 0})
+    faults = FaultInjector(regions.clients[A], seed=2)
+    faults.add("throttle", operations={"PutItem"}, limit=100)
+    try:
+        with pytest.raises(ContentionError) as busy:
+            a.reserve("r0", 2, "k1")
+    finally:
+        faults.detach()
+    assert share_of(regions, A, "r0")["reserved"] == 2  # taken, and no record yet
+    command = busy.value.command
+    assert command is not None and command.op == "reserve"
+    verdict = a.replayables()[command.op].run(command)
+    assert verdict.status == "APPLIED"
+    assert share_of(regions, A, "r0")["reserved"] == 2  # the replay took nothing more
+    rid = str(verdict.result["reservationId"])
+    assert a.get_reservation("r0", rid)["status"] == "CONFIRMED"
+    a.release("r0", rid)
+    assert share_of(regions, A, "r0")["reserved"] == 0
+
+
+def test_the_multi_region_proof_breaks_when_no_region_consumes_its_stream(dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guard for the proof: its MREC rows call no route, so with the consumers off the transfers
+    stay in flight and the failover double takes stay held, and the rows say so (breaches)."""
+    from proof.regions import reservations as proof
+
+    monkeypatch.setattr(EscrowConsumers, "poll", lambda _self: 0)
+    reports = proof._mrec_rows(dynamodb_endpoint, seed=3, per_row=1)
+    notes = [n for r in reports for n in r.notes]
+    assert any(r.breaches for r in reports)
+    assert any("never credited after the heal" in n for n in notes), notes
+    assert any("held twice" in n for n in notes), notes
