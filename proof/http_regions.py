@@ -376,18 +376,25 @@ def _final(client: FailoverClient, report: HttpReport, sent: Sent) -> tuple[int 
 def _create_post(client: FailoverClient, report: HttpReport, stack: GlobalStack, body: dict[str, Any]) -> bool:
     """Create a post where the layer takes its creation: the home Region, or the Region a 409
     names (a creation owned by one Region); re-sent on a 5xx as any request."""
+    return _create(client, report, stack, "/posts", body, str(body.get("postId")))
+
+
+def _create(client: FailoverClient, report: HttpReport, stack: GlobalStack, path: str, body: dict[str, Any], name: str) -> bool:
+    """POST ``body`` to ``path`` where the layer takes the creation: the home Region, or the Region
+    a 409 ``wrong_region`` names (on MREC an id is created in its own home Region only: docs/regions.md
+    "Creations"; a failover re-send elsewhere is answered the same way)."""
     region = stack.home
-    for _ in range(3):
-        status, answer = _final(client, report, client.send(report, region, "POST", "/posts", json_body=body))
+    for _ in range(4):
+        status, answer = _final(client, report, client.send(report, region, "POST", path, json_body=body))
         if status in (200, 201):
             return True
         named = (answer or {}).get("region") or (answer or {}).get("homeRegion")
-        if status == 409 and isinstance(named, str) and named in stack.regions and named != region:
+        if status == 409 and isinstance(named, str) and named in stack.regions and (answer or {}).get("error") == "wrong_region":
             region = named
             continue
         if status == 409 and (answer or {}).get("error") in ("post_exists", "already_exists", "conflict"):
             return True  # a re-send after a lost 201
-        report.wrong.append(f"POST /posts {body.get('postId')}: {status} {answer}")
+        report.wrong.append(f"POST {path} {name}: {status} {answer}")
         return False
     return False
 
@@ -690,20 +697,15 @@ def reservations(stack: GlobalStack, size: int) -> list[HttpReport]:
     demand = {s: [(f"k{i}", rng.randint(1, 3), rng.choice(stack.names)) for i in range(size)] for s in rows}
     capacity = {s: sum(q for _, q, _ in demand[s]) * 3 // 4 for s in rows}
     rid = {s: f"hr-{s.replace('_', '-')}-{tag}" for s in rows}
-    for strategy, report in rows.items():
-        status, body = _final(
+    for strategy, report in rows.items():  # in the id's home Region (a 409 wrong_region names it)
+        _create(
             client,
             report,
-            client.send(
-                report,
-                stack.home,
-                "POST",
-                "/resources",
-                json_body={"resourceId": rid[strategy], "capacity": capacity[strategy], "strategy": strategy},
-            ),
+            stack,
+            "/resources",
+            {"resourceId": rid[strategy], "capacity": capacity[strategy], "strategy": strategy},
+            rid[strategy],
         )
-        if status not in (201, 409):
-            report.wrong.append(f"create: {status} {body}")
     if mode is Mode.MRSC:
         refused = HttpReport(f"reservations {', '.join(REFUSED_ON_MRSC)} over HTTP (MRSC: refused)")
         for strategy in REFUSED_ON_MRSC:
