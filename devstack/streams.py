@@ -199,7 +199,11 @@ class StreamPoller:
         seed: int = 0,
         destinations: dict[str, str] | None = None,
         sqs: Any = None,
+        ddb: Any = None,
+        streams: Any = None,
     ) -> None:
+        """``ddb``/``streams``: the table's and its stream's clients (default: the local stack's; a
+        Region of the global-table emulator passes its own)."""
         self.destinations = destinations or {}  # queue logical id -> URL (OnFailure destinations)
         self.sqs = sqs
         self.failed_batches: list[dict[str, Any]] = []  # what was sent (or would be) to OnFailure
@@ -210,10 +214,10 @@ class StreamPoller:
         self.endpoint = endpoint
         self.invokers = invokers
         self.subs = [s for s in (subs if subs is not None else subscriptions()) if s.function in invokers]
-        self.ddb = dynamodb_client(endpoint)
+        self.ddb = ddb or dynamodb_client(endpoint)
         # Same credentials and region as the table's client: DynamoDB Local keeps one database per pair.
         creds = self.ddb._request_signer._credentials
-        self.streams = boto3.session.Session(
+        self.streams = streams or boto3.session.Session(
             aws_access_key_id=creds.access_key, aws_secret_access_key=creds.secret_key, region_name=self.ddb.meta.region_name
         ).client("dynamodbstreams", endpoint_url=endpoint)
         self._iterators: dict[tuple[int, str], str | None] = {}  # (subscription, shard) -> iterator
@@ -238,7 +242,7 @@ class StreamPoller:
         sqs: Any = None,
     ) -> StreamPoller:
         """A poller running each subscribed function in its own worker process (one per shard, as Lambda)."""
-        subs = subscriptions()
+        subs = [s for s in subscriptions() if s.function in stack.functions]  # a function whose Condition is false is not there
         pools = {s.function: FunctionPool(stack.functions[s.function], concurrency=1) for s in subs}
         invokers = {name: pool.invoke for name, pool in pools.items()}
         poller = cls(

@@ -266,6 +266,8 @@ def read_stack(
     for name, res in resources.items():
         if res["Type"] != "AWS::Serverless::Function":
             continue
+        if "Condition" in res and not resolve.condition(res["Condition"]):
+            continue  # not created for these parameters (e.g. EscrowFunction: MREC only)
         props = res["Properties"]
         env = dict(glob.get("Environment", {}).get("Variables", {}))
         env.update(props.get("Environment", {}).get("Variables", {}))

@@ -482,6 +482,12 @@ class GlobalTable:
                 self._streams_clients[region] = self._raw_client("dynamodbstreams", self._physical(region))
             return self._streams_clients[region]
 
+    def reader(self, region: str) -> Any:
+        """A DynamoDB client of ``region`` that no fault injector touches (a local stream consumer's
+        ``DescribeTable``; its stream client is made from it)."""
+        self._check_region(region)
+        return self._admin_client(region)
+
     def _admin_client(self, region: str) -> Any:
         if region not in self._admin:
             self._admin[region] = self._raw_client("dynamodb", self._physical(region))

@@ -6,9 +6,12 @@ proof's client faults on every Region's client, replication delays, reordering a
 and simulated time moving between operations. A partition of simulated minutes holds replication
 while reservations go on; during it the Region with more left sends a transfer to the other
 (re-sent, and re-sent again after the heal), and a client fails over: it re-sends an acknowledged
-reservation's Idempotency-Key in the other Region. A "stream consumer" credits transfers in every
-Region as time passes (:meth:`~counters.services.reservations.Reservations.receive_transfers`).
-After heal + settle every Region must hold: total reserved <= capacity, every share item
+reservation's Idempotency-Key in the other Region. Each Region's ``EscrowFunction`` reads that
+Region's stream under the template's subscription (:class:`testkit.escrow.EscrowConsumers`, with the
+Region's client faults) at seeded moments (after 30 % of the operations): it credits the transfers that arrive and gives back
+failover double takes; **nobody calls** ``receive_transfers`` or ``reconcile``. After the heal the
+emulator settles and the consumers poll, in rounds, until a poll finds nothing (the row reports how
+many rounds acted). After heal + settle every Region must hold: total reserved <= capacity, every share item
 consistent (``reserved + available == capacity``), shares + transfers in flight == capacity, every
 acknowledged reservation CONFIRMED, nothing confirmed that was never asked (over), and the Regions
 identical.
@@ -18,9 +21,8 @@ Region with faults and injected ``ReplicatedWriteConflictException``; the transa
 (crt, marker, and write sharding) must be refused with nothing written.
 
 A failover re-send during a partition may take the key's quantity in both Regions (each from its
-own share, each with its own record): never oversold; after the heal
-:meth:`~counters.services.reservations.Reservations.reconcile` gives the later Region's twin back
-(counted in the notes). ``stranded`` units are held with no record (atomic's documented double
+own share, each with its own record): never oversold; after the heal the later Region's consumer
+gives its twin back (:meth:`~counters.services.reservations.Reservations.reconcile`, counted in the notes). ``stranded`` units are held with no record (atomic's documented double
 apply under an SDK re-send, or a take whose record was never written).
 
 :func:`bench_transfer_latency` measures an escrow transfer from step 1 to units usable in the target
@@ -33,6 +35,7 @@ import random
 import statistics
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +47,7 @@ from counters.core.regions import GlobalTableMode, Topology
 from counters.services.reservations import Reservations
 from proof.checker import Report
 from proof.scenarios import CONFLICTING, FAULT_RATES
+from testkit.escrow import EscrowConsumers
 from testkit.faults import FaultInjector
 from testkit.regions import GlobalTable, Mode
 
@@ -73,6 +77,8 @@ class Tally:
     failover_replays: int = 0
     refused: int = 0
     refunded: int = 0
+    credited: int = 0
+    rounds: int = 0  # the most stream rounds after a heal that still acted (credit or give-back)
     notes: list[str] = field(default_factory=list)
 
 
@@ -172,6 +178,14 @@ def _observe(items: list[dict[str, Any]], case: Case, region: str, tally: Tally)
     quotas = sum(int(s.get("capacity", capacity)) for s in shares)
     bad = [s for s in shares if int(s["reserved"]) + int(s["available"]) != int(s.get("capacity", capacity)) or int(s["available"]) < 0]
     confirmed = {r["idempotencyKey"]: int(r["quantity"]) for r in records if r["status"] == "CONFIRMED"}
+    holders = Counter(r["idempotencyKey"] for r in records if r["status"] == "CONFIRMED")
+    twice = sum(confirmed[k] * (n - 1) for k, n in holders.items())  # a key held in two Regions (a double take not given back)
+    if in_flight:  # every transfer arrived after the heal: its target's consumer credits it, nobody else
+        tally.breaches += 1
+        tally.notes.append(f"{rid}@{region}: {in_flight} units sent but never credited after the heal")
+    if twice:
+        tally.breaches += 1
+        tally.notes.append(f"{rid}@{region}: {twice} units held twice by keys taken in two Regions, after the heal")
     held = sum(int(r["quantity"]) for r in records if r["status"] in ("CONFIRMED", "PENDING", "UNKNOWN"))
     if reserved > capacity or bad or quotas + in_flight != capacity or reserved < held - unknown_of(records):
         tally.breaches += 1
@@ -194,7 +208,14 @@ def create(svc: dict[str, Reservations], region: str, rid: str, **options: Any) 
 
 
 def mrec_schedule(
-    gt: GlobalTable, svc: dict[str, Reservations], faults: dict[str, FaultInjector], strategy: str, shards: int, n: int, tally: Tally
+    gt: GlobalTable,
+    svc: dict[str, Reservations],
+    faults: dict[str, FaultInjector],
+    strategy: str,
+    shards: int,
+    n: int,
+    tally: Tally,
+    consumers: EscrowConsumers,
 ) -> Case:
     rng = random.Random(n * 7919 + len(strategy))
     a, b = gt.regions
@@ -239,9 +260,8 @@ def mrec_schedule(
                     unknown.add(again)
             partitioned = split_at[0] <= i < split_at[1]
             gt.advance(rng.choice((10.0, 30.0, 60.0)) if partitioned else rng.choice((0.01, 0.2, 1.0, 5.0)))
-            if sent is not None and rng.random() < 0.3:  # the stream consumer crediting transfers, in every Region
-                for r in gt.regions:
-                    _quietly(lambda r=r: svc[r].receive_transfers(rid))
+            if rng.random() < 0.3:  # each Region's EscrowFunction, on what its stream holds now (it lags: not every step)
+                consumers.poll()
             if i == split_at[1]:
                 gt.heal()
                 if sent is not None:  # a re-send after the heal: still the same transfer
@@ -252,17 +272,26 @@ def mrec_schedule(
     return case
 
 
-def finish(gt: GlobalTable, svc: dict[str, Reservations], cases: list[Case], tally: Tally) -> None:
-    """Heal, settle, let every Region credit what was sent to it, settle again, check."""
+ROUNDS = 10
+"""Stream rounds after the heal before the row reports that the consumers never went quiet."""
+
+
+def finish(gt: GlobalTable, cases: list[Case], tally: Tally, consumers: EscrowConsumers) -> None:
+    """Heal; then rounds of settle (every replicated write delivered) + every Region's stream consumer
+    polling, until a poll consumes nothing; check. Nobody calls a route: what the consumers credit
+    and give back is all that happens."""
     gt.heal()
-    gt.settle()
-    for case in cases:
-        if case.transferred:
-            for r in gt.regions:
-                svc[r].receive_transfers(case.rid)
-        for key in case.failed_over:  # a key taken in both Regions: the later Region gives its own back
-            for r in gt.regions:
-                tally.refunded += svc[r].reconcile(case.rid, _rid(case.rid, key))
+    for round_ in range(1, ROUNDS + 1):
+        gt.settle()
+        before = (consumers.credited, consumers.reconciled)
+        delivered = consumers.poll()
+        if (consumers.credited, consumers.reconciled) != before:
+            tally.rounds = max(tally.rounds, round_)
+        if delivered == 0:
+            break
+    else:
+        tally.breaches += 1
+        tally.notes.append(f"the stream consumers still had records after {ROUNDS} rounds")
     gt.settle()
     _check(gt, cases, tally)
 
@@ -345,7 +374,8 @@ def _report(
         "emulator " + ", ".join(f"{k} {v}" for k, v in replication.items() if v),
         f"{schedules} schedules, {elapsed:.1f} s",
         f"transfers {tally.transfers}, failovers {tally.failovers} (record visible {tally.failover_replays})",
-        f"failover double takes given back by reconcile {tally.refunded}",
+        f"by the stream consumers (nobody called a route): transfers credited {tally.credited} units, failover double takes "
+        f"given back {tally.refunded}, the last in stream round {tally.rounds} after the heal",
         f"stranded units (held, no record: a take whose record was never written) {tally.stranded}",
         *tally.notes[:5],
     ]
@@ -374,13 +404,17 @@ def _mrec_rows(endpoint: str, seed: int, per_row: int) -> list[Report]:
     partition is the table's, so two schedules at once would heal each other's."""
     reports = []
     gt = _table(endpoint, Mode.MREC, seed)
+    consumers = EscrowConsumers(gt.table_name, gt.endpoint, {r: gt.reader(r) for r in gt.regions}, {})
     try:
         for strategy, shards in MREC_ROWS:
             svc, faults, tally, started = _services(gt, GlobalTableMode.MREC, seed), _faults(gt, seed), Tally(), time.monotonic()
-            cases = [mrec_schedule(gt, svc, faults, strategy, shards, seed * 1000 + n, tally) for n in range(per_row)]
+            consumers.services = svc  # this row's services (and their faults); the pollers keep their place in the streams
+            before = (consumers.credited, consumers.reconciled)
+            cases = [mrec_schedule(gt, svc, faults, strategy, shards, seed * 1000 + n, tally, consumers) for n in range(per_row)]
             for f in faults.values():
                 f.detach()
-            finish(gt, svc, cases, tally)
+            finish(gt, cases, tally, consumers)
+            tally.credited, tally.refunded = consumers.credited - before[0], consumers.reconciled - before[1]
             name = f"reservations {strategy}{f' x{shards} shards' if shards > 1 else ''} (MREC escrow, 2 Regions)"
             reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started, gt))
     finally:

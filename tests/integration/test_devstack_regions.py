@@ -106,3 +106,40 @@ def test_a_like_in_one_region_is_read_in_another_then_sigterm_stops_everything(r
     assert regions.process.wait(timeout=90) == 0, regions.err.read_text()
     left = [port for port in regions.ports if port_open("127.0.0.1", port)]
     assert not left, f"ports still open after SIGTERM: {left}"
+
+
+@pytest.mark.parametrize("regions", [("mrec", ["eu-west-1", "us-east-1"])], indirect=True, ids=["mrec"])
+@pytest.mark.timeout(420)
+def test_a_transfer_is_usable_in_the_target_region_with_nobody_calling_receive(regions: Regions) -> None:
+    """Issue 28 item 4, over HTTP: B's EscrowFunction (the template's, polling B's stream) credits a
+    transfer sent from A; B's share shows it before any take asks, and nobody calls
+    ``POST /resources/{id}/transfers/receive``."""
+    regions.wait_ready()
+    a, b = regions.urls
+    target = regions.names[1]
+    created = requests.post(
+        f"{a}/resources",
+        json={"resourceId": "rx", "capacity": 10, "strategy": "crt", "shares": {regions.names[0]: 10, target: 0}},
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+
+    def share_in_b() -> dict[str, int] | None:
+        got = requests.get(f"{b}/resources/rx", timeout=30)
+        return got.json()["regions"][target] if got.status_code == 200 else None
+
+    deadline = time.monotonic() + 120
+    while share_in_b() is None and time.monotonic() < deadline:  # the resource replicates to B
+        time.sleep(0.5)
+    sent = requests.post(f"{a}/resources/rx/transfers", json={"to": target, "quantity": 4}, headers={"Idempotency-Key": "move"}, timeout=30)
+    assert sent.status_code == 201, sent.text
+    share = share_in_b()
+    while share != {"capacity": 4, "reserved": 0, "available": 4} and time.monotonic() < deadline:
+        time.sleep(0.5)
+        share = share_in_b()
+    assert share == {"capacity": 4, "reserved": 0, "available": 4}, regions.err.read_text()[-3000:]
+    taken = [
+        requests.post(f"{b}/resources/rx/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"b{i}"}, timeout=30)
+        for i in range(4)
+    ]
+    assert [t.status_code for t in taken] == [201] * 4, [t.text for t in taken]

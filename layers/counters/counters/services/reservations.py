@@ -455,7 +455,8 @@ class Reservations:
         own share; never oversold): once both records are visible here, the Region whose record does
         not come first (earliest ``createdAt``, then Region name) releases its own, once (the usual
         release, guarded by ``CONFIRMED``). Returns whether this call gave units back. Safe to call
-        any time, in any Region (a sweep or a stream consumer)."""
+        any time, in any Region: each Region's stream consumer calls it on every arriving CONFIRMED
+        record (:mod:`counters.services.escrow_automation`)."""
         if not self.store.region:
             return False
         records = [r for r in self.store.records(rid) if r.resource_id == resource_id and r.status in (CONFIRMED, RELEASED, RELEASING)]
@@ -530,7 +531,13 @@ class Reservations:
                 "the original request with this Idempotency-Key is still completing; retry it",
                 command=reserve_command(approach, resource.resource_id, quantity, record),
             )
-        created, stored = self._put_record(rid, record, quantity, allocation)
+        # Taken, the record busy: the units must not stay held without a record (nobody could release
+        # them, and the proofs count them as stranded). A re-drive of the same key is answered by the
+        # approach's token (duplicate, with its allocation) and writes the record: deferred through the
+        # retry queue (202) for the exact token-remembering approaches, as a busy claim confirmation is.
+        created, stored = self._put_record(
+            rid, record, quantity, allocation, command=reserve_command(approach, resource.resource_id, quantity, record)
+        )
         if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
         return self._replay(stored, quantity, request_id, result)
@@ -547,14 +554,22 @@ class Reservations:
         return Reservation(existing.request_id == request_id, public_reservation(rid, quantity, status), result)
 
     def _put_record(
-        self, rid: str, record: dict[str, object], quantity: int, allocation: dict[str, int] | None, *, status: Status = CONFIRMED
+        self,
+        rid: str,
+        record: dict[str, object],
+        quantity: int,
+        allocation: dict[str, int] | None,
+        *,
+        status: Status = CONFIRMED,
+        command: Command | None = None,
     ) -> tuple[bool, Record]:
         """Put the record unless one exists; returns (created by this request, the stored record).
-        No TTL: a hold never expires (only a released record does)."""
+        No TTL: a hold never expires (only a released record does). Busy: ContentionError carrying
+        ``command`` (the re-drive of a take that already applied)."""
         put = record_put(self.table_name, rid, quantity, allocation, record, status, self.store.region)
         answer = self.store.put_record(put, str(record["requestId"]))
         if answer is None or answer[1] is None:
-            raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)")
+            raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)", command=command)
         return answer[0], answer[1]
 
     def _settle_claim(self, rid: str, status: Status, allocation: dict[str, int] | None, *, request_id: str | None = None) -> None:
@@ -768,7 +783,8 @@ class Reservations:
         """Step 2, in this (the target) Region: credit every transfer to this Region that has
         replicated here and has no receipt yet, each with its receipt in one transaction here (the
         receipt's ``attribute_not_exists`` makes a second credit fail: exactly once). Returns the
-        units credited. Called by a take that finds the share short, and by the admin route."""
+        units credited. Called by the target Region's stream consumer as each transfer arrives
+        (:mod:`counters.services.escrow_automation`), by a take that finds the share short, and by the admin route."""
         if not self.topology.eventual:
             return 0
         resource = self.resource(resource_id)
