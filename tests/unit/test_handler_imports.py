@@ -16,7 +16,12 @@ import pytest
 
 from devstack.template import ROOT, read_stack
 
-FUNCTIONS = read_stack("unused").functions
+MODES = [  # every function of every mode (a conditional one exists in its mode only)
+    {},
+    {"GlobalTableMode": "mrec", "ReplicaRegions": "us-east-1,eu-west-1", "HomeRegion": "us-east-1"},
+    {"GlobalTableMode": "mrsc", "ReplicaRegions": "us-east-1,us-east-2,us-west-2", "HomeRegion": "us-east-1"},
+]
+FUNCTIONS = {name: fn for params in MODES for name, fn in read_stack("unused", params=params).functions.items()}
 CONSUMERS = {name for name, fn in FUNCTIONS.items() if not any(r.function == name for r in read_stack("unused").routes)}
 PROBE = (
     "import json, sys; import {module}; "
@@ -26,7 +31,7 @@ PROBE = (
 
 
 def test_the_consumers_are_the_stream_queue_and_schedule_only_functions() -> None:
-    assert CONSUMERS == {"ExpirySweeperFunction", "LikeAggregatorFunction", "OrderPointerFunction", "RetryWorkerFunction"}
+    assert CONSUMERS == {"EscrowFunction", "ExpirySweeperFunction", "LikeAggregatorFunction", "OrderPointerFunction", "RetryWorkerFunction"}
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))

@@ -102,6 +102,12 @@ class Derivation:
         return found
 
 
+THIRD_PARTY_LOADERS = frozenset({"counters.http.powertools"})
+"""Modules whose dynamic imports load only another package's submodules (counters.http.powertools:
+Powertools' event_handler, registered without its ``__init__``), never the program's modules: their
+computed names add no DynamoDB or SQS call. Anything else the tool cannot name stays an error."""
+
+
 class Walker(ast.NodeVisitor):
     """Walks one unit and records what it references and calls (annotations are not evaluated: skipped)."""
 
@@ -187,6 +193,8 @@ class Walker(ast.NodeVisitor):
                 self.found.loads.add(name)
             case [ast.JoinedStr(values=[ast.Constant(value=str() as prefix), *_]), *_]:
                 self.found.loads.update(m for m in self.scope.program.modules if m.startswith(prefix))
+            case _ if self.scope.module in THIRD_PARTY_LOADERS:
+                return  # loads another package's submodules only: none of the program's calls
             case _:
                 raise AnalysisError(f"cannot tell which module {ast.unparse(node)} imports")
 

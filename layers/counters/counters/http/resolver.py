@@ -23,7 +23,11 @@ from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject, json_object
 from counters.deferral.queue import Deferrer
 from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
-from counters.http.powertools import APIGatewayRestResolver, Path, Response, content_types
+
+try:  # first: it registers Powertools' event_handler without its __init__ (counters.http.powertools)
+    from counters.http.powertools import APIGatewayRestResolver, Path, Response, content_types
+except ModuleNotFoundError as missing:
+    raise needs_lambda_extra(__name__, missing) from missing
 
 try:
     from aws_lambda_powertools import Logger, Metrics
