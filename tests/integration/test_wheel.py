@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,8 +49,26 @@ def clean_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.create(base / "venv", with_pip=True, clear=True)
     python = base / "venv" / "bin" / "python"
     started = time.monotonic()
-    pip(python, str(copy_package(base / "counters")))
-    print(f"pip install ./layers/counters into a clean venv: {time.monotonic() - started:.1f} s")
+    # the wheel as pip builds it from a checkout (kept: its size is checked), then installed
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "-w",
+            str(base / "dist"),
+            str(copy_package(base / "counters")),
+        ],
+        check=True,
+        timeout=600,
+    )
+    (wheel,) = (base / "dist").glob("tally_counters-*.whl")
+    pip(python, str(wheel))
+    print(f"pip wheel ./layers/counters, installed into a clean venv: {time.monotonic() - started:.1f} s")
     return python
 
 
@@ -117,6 +136,19 @@ def test_the_quickstart_counts_against_dynamodb_local(
 
     again = run_in(clean_venv, str(QUICKSTART), table, env=bare_env(AWS_ENDPOINT_URL_DYNAMODB=dynamodb_endpoint), cwd=tmp_path)
     assert again.stdout.splitlines()[0] == "created=False likeTally=1"  # a re-run is the same post, counted the same
+
+
+def test_the_wheel_is_the_size_the_docs_say(clean_venv: Path) -> None:
+    """docs/layer.md's "The wheel is about N kB", measured: the wheel pip built from a checkout for
+    the clean venv, within 15% (issue 27: the docs said 115 KB of a 186 KB wheel). Update the
+    figure when it drifts."""
+    said = re.search(r"The wheel is about (\d+) kB", (ROOT / "docs" / "layer.md").read_text())
+    assert said, "docs/layer.md no longer says the wheel's size: drop this test or the sentence together"
+    (wheel,) = (clean_venv.parents[2] / "dist").glob("tally_counters-*.whl")
+    measured_kb, documented_kb = wheel.stat().st_size / 1000, int(said[1])
+    assert abs(measured_kb - documented_kb) <= 0.15 * documented_kb, (
+        f"the wheel is {measured_kb:.0f} kB; docs/layer.md says about {documented_kb} kB"
+    )
 
 
 def test_the_docs_show_the_quickstart_as_it_is_tested() -> None:
