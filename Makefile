@@ -78,8 +78,7 @@ $(SAM_VENV)/.installed:
 
 validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches and every GlobalTableMode translated (offline)
 	$(SAM) validate --lint
-	$(SAM_VENV)/bin/python scripts/check_auth_modes.py
-	$(SAM_VENV)/bin/python scripts/check_region_modes.py
+	$(SAM_VENV)/bin/python scripts/check_modes.py
 
 build: $(SAM_VENV)/.installed ## sam build (python3.12: on PATH or pyenv's, found by scripts/python312-dir.sh)
 	$(WITH_PY312) $(SAM) build
