@@ -8,9 +8,10 @@ SAM := SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} 
 SAM_CLI_VERSION := 1.170.0
 IAC_VENV := .venv-iac
 DOCS_VENV := .venv-docs
-# sam build needs python3.12 on PATH (the functions' runtime): found by scripts/python312-dir.sh
-# (PATH, then pyenv's versions), or the recipe stops at once with the fix in one line.
-WITH_PY312 = py312=$$(scripts/python312-dir.sh) && PATH="$$py312:$$PATH"
+# sam build needs python3.X on PATH, the functions' runtime (template.yaml's Runtime): found by
+# scripts/lambda-python-dir.sh (PATH, then pyenv's versions, then uv's), or the recipe stops at
+# once with the fix in one line.
+WITH_LAMBDA_PY = lambda_py=$$(scripts/lambda-python-dir.sh) && PATH="$$lambda_py:$$PATH"
 
 .PHONY: help java setup dev dev-regions test test-unit test-integration lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
 
@@ -78,11 +79,10 @@ $(SAM_VENV)/.installed:
 
 validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode branches and every GlobalTableMode translated (offline)
 	$(SAM) validate --lint
-	$(SAM_VENV)/bin/python scripts/check_auth_modes.py
-	$(SAM_VENV)/bin/python scripts/check_region_modes.py
+	$(SAM_VENV)/bin/python scripts/check_modes.py
 
-build: $(SAM_VENV)/.installed ## sam build (python3.12: on PATH or pyenv's, found by scripts/python312-dir.sh)
-	$(WITH_PY312) $(SAM) build
+build: $(SAM_VENV)/.installed ## sam build (python3.X, the template's Runtime: on PATH, pyenv's or uv's, found by scripts/lambda-python-dir.sh)
+	$(WITH_LAMBDA_PY) $(SAM) build
 
 docs: $(DOCS_VENV)/.installed ## the counters API reference from the docstrings (mkdocs + mkdocstrings, --strict) into site/
 	$(DOCS_VENV)/bin/mkdocs build --strict
@@ -99,16 +99,16 @@ ledger-key: setup ## a fresh Idempotency-Key in events/ledger/append.json (keys 
 	$(PY) scripts/gen_events.py --ledger-key-only
 
 invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam local invoke` in Docker, answers checked (ARGS="--only likes/like.json,..."; docs/deploy.md; not in CI)
-	$(WITH_PY312) $(PY) scripts/invoke_events.py $(ARGS)
+	$(WITH_LAMBDA_PY) $(PY) scripts/invoke_events.py $(ARGS)
 
 # sam local on this machine's CPU (the template's arm64, x86_64 elsewhere), against the devstack's
 # DynamoDB Local and SQS emulator (`make dev ARGS="--backend-host 172.17.0.1"`; events/env.local.json).
 local-invoke: $(VENV)/.installed $(SAM_VENV)/.installed ## FUNCTION=LikesFunction EVENT=likes/like.json: sam local invoke, built for this CPU
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make local-invoke FUNCTION=LikesFunction EVENT=likes/like.json (a file under events/)"; exit 2; }
-	$(WITH_PY312) $(PY) scripts/sam_local.py invoke $(FUNCTION) $(EVENT) $(ARGS)
+	$(WITH_LAMBDA_PY) $(PY) scripts/sam_local.py invoke $(FUNCTION) $(EVENT) $(ARGS)
 
 start-api: $(VENV)/.installed $(SAM_VENV)/.installed ## sam local start-api on PORT (default 3001), built for this CPU (samconfig.toml's warm_containers EAGER; ARGS="--warm-containers LAZY"); stops its containers on exit
-	$(WITH_PY312) exec $(PY) scripts/sam_local.py start-api $(ARGS)
+	$(WITH_LAMBDA_PY) exec $(PY) scripts/sam_local.py start-api $(ARGS)
 
 proof: setup ## accuracy under seeded faults for every scenario: one table, a verdict each; writes docs/proof-results.md
 	$(PY) -m proof --fresh 2 $(ARGS)

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# A stand-in for the image `sam local invoke` uses for python3.12 on x86_64, built offline
-# (no container registry needed): a Debian bookworm minbase rootfs (debootstrap, from the
-# Debian mirror apt uses), a local CPython 3.12 and, from PyPI, awslambdaric + boto3, with a
-# /var/runtime/bootstrap that runs the Runtime Interface Client on $_HANDLER / the handler
-# SAM passes. Tagged public.ecr.aws/lambda/python:3.12-x86_64, so
-# `sam local invoke --skip-pull-image` uses it. Nothing of it is committed.
+# A stand-in for the image `sam local invoke` uses for the functions' runtime (template.yaml's
+# Runtime, python3.X) on x86_64, built offline (no container registry needed): a Debian bookworm
+# minbase rootfs (debootstrap, from the Debian mirror apt uses), a local CPython 3.X and, from
+# PyPI, awslambdaric + boto3, with a /var/runtime/bootstrap that runs the Runtime Interface
+# Client on $_HANDLER / the handler SAM passes. Tagged public.ecr.aws/lambda/python:3.X-x86_64,
+# so `sam local invoke --skip-pull-image` uses it. Nothing of it is committed.
 #
-# Usage (as root, with dockerd running): scripts/build-standin-image.sh [python3.12 prefix]
-#   default prefix: $(pyenv prefix 3.12.1) or the directory above `command -v python3.12`
+# Usage (as root, with dockerd running): scripts/build-standin-image.sh [python3.X prefix]
+#   default prefix: the one above scripts/lambda-python-dir.sh's directory (PATH, pyenv or uv)
 set -euo pipefail
-PREFIX="${1:-$( (pyenv prefix 3.12.1 2>/dev/null) || dirname "$(dirname "$(readlink -f "$(command -v python3.12)")")")}"
-TAG=public.ecr.aws/lambda/python:3.12-x86_64
+VERSION=$(sed -n 's/^ *Runtime: python\(3\.[0-9][0-9]*\) *$/\1/p' "$(dirname "$0")/../template.yaml" | head -n 1)
+PREFIX="${1:-$(dirname "$("$(dirname "$0")/lambda-python-dir.sh" "$VERSION")")}"
+TAG=public.ecr.aws/lambda/python:$VERSION-x86_64
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 ROOTFS="$WORK/rootfs"
@@ -22,19 +23,19 @@ debootstrap --variant=minbase \
 
 # CPython at its own prefix (its rpath points there), /var/lang -> it, as in the Lambda images.
 mkdir -p "$ROOTFS$PREFIX" "$ROOTFS/var/task" "$ROOTFS/opt"
-tar -C "$PREFIX" --exclude=./lib/python3.12/test --exclude='./lib/python3.12/site-packages/*' \
-  --exclude='*/__pycache__' --exclude=./lib/python3.12/idlelib --exclude=./lib/python3.12/tkinter -cf - . |
+tar -C "$PREFIX" --exclude="./lib/python$VERSION/test" --exclude="./lib/python$VERSION/site-packages/*" \
+  --exclude='*/__pycache__' --exclude="./lib/python$VERSION/idlelib" --exclude="./lib/python$VERSION/tkinter" -cf - . |
   tar -C "$ROOTFS$PREFIX" -xf -
 ln -sfn "$PREFIX" "$ROOTFS/var/lang"
-"$PREFIX/bin/python3.12" -m pip install -q --disable-pip-version-check --target "$ROOTFS/var/runtime" awslambdaric boto3
+"$PREFIX/bin/python$VERSION" -m pip install -q --disable-pip-version-check --target "$ROOTFS/var/runtime" awslambdaric boto3
 
-cat >"$ROOTFS/var/runtime/bootstrap" <<'BOOTSTRAP'
+cat >"$ROOTFS/var/runtime/bootstrap" <<BOOTSTRAP
 #!/bin/sh
-# Stand-in for the python3.12 base image's bootstrap: the Runtime Interface Client on the handler.
-export PYTHONPATH="/var/task:/opt/python/lib/python3.12/site-packages:/opt/python:/var/runtime"
+# Stand-in for the python$VERSION base image's bootstrap: the Runtime Interface Client on the handler.
+export PYTHONPATH="/var/task:/opt/python/lib/python$VERSION/site-packages:/opt/python:/var/runtime"
 export LD_LIBRARY_PATH="/var/lang/lib:/lib64:/usr/lib64:/var/runtime:/var/runtime/lib:/var/task:/var/task/lib:/opt/lib"
-cd "${LAMBDA_TASK_ROOT:-/var/task}"
-exec /var/lang/bin/python3.12 -m awslambdaric "${_HANDLER:-$AWS_LAMBDA_FUNCTION_HANDLER}"
+cd "\${LAMBDA_TASK_ROOT:-/var/task}"
+exec /var/lang/bin/python$VERSION -m awslambdaric "\${_HANDLER:-\$AWS_LAMBDA_FUNCTION_HANDLER}"
 BOOTSTRAP
 chmod +x "$ROOTFS/var/runtime/bootstrap"
 

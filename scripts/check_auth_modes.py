@@ -18,6 +18,11 @@ from samtranslator.translator.managed_policy_translator import ManagedPolicyLoad
 from samtranslator.translator.transform import transform
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from samtranslator_notices import show_each_once  # noqa: E402
+
+show_each_once()  # the translator logs the same notice on every translation: once is enough
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the translator asks boto3 for a region; no call is made
 
 

@@ -3,7 +3,7 @@
 Starts DynamoDB Local and the SQS emulator on free ports, creates the template's table and
 queues, builds the functions, and invokes each event in `SEQUENCE` with `--env-vars` pointing
 the functions at them (the template declares AWS_ENDPOINT_URL_DYNAMODB/_SQS for this), then
-checks each answer. Needs Docker and the image SAM uses for python3.12 (docs/deploy.md "sam local
+checks each answer. Needs Docker and the image SAM uses for the template's Runtime (docs/deploy.md "sam local
 invoke"); passes `--skip-pull-image`, so a locally built stand-in image works offline. Events
 whose times expire (the ledger key, the queued commands, the hot likes: gen_events.STAMPED) are
 invoked from a copy stamped just before (the committed files are not touched).

@@ -5,10 +5,10 @@ The template's functions are arm64. On an x86_64 machine without arm64 emulation
 qemu) an arm64 container cannot run, so the functions are built from a copy of the template
 with every arm64 replaced by the host's architecture (in .aws-sam/<work>/, never committed). The
 code, layer, handlers and events are the same; only the CPU the container claims differs. Every
-run passes ``--skip-pull-image``: the python3.12 image must be on the machine (pulled, or built
+run passes ``--skip-pull-image``: the runtime's image (python:3.X) must be on the machine (pulled, or built
 offline by scripts/build-standin-image.sh), and is checked before anything is built.
 
-Usage (python3.12 on PATH for `sam build`; the Makefile finds one):
+Usage (python3.X, the template's Runtime, on PATH for `sam build`; the Makefile finds one):
   python scripts/sam_local.py invoke FUNCTION EVENT [sam args...]   EVENT: a path, or one under events/
   python scripts/sam_local.py start-api [sam args...]               PORT (env) defaults to 3001
 Both pass ``--env-vars events/env.local.json`` (the devstack's DynamoDB Local and SQS emulator on
@@ -98,9 +98,17 @@ def host_arch() -> str:
     return "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
 
 
-def image_for(arch: str) -> str:
-    """The image `sam local` runs python3.12 functions in, for ``arch``."""
-    return f"public.ecr.aws/lambda/python:3.12-{arch}"
+def runtime_version() -> str:
+    """The functions' Python, ``3.X`` of template.yaml's ``Runtime: python3.X`` (Globals)."""
+    found = re.search(r"^ +Runtime: python(3\.\d+) *$", (ROOT / "template.yaml").read_text(), re.MULTILINE)
+    if not found:
+        raise RuntimeError("no 'Runtime: python3.X' line in template.yaml")
+    return found[1]
+
+
+def runtime_image(arch: str) -> str:
+    """The image `sam local` runs the functions in (their runtime's), for ``arch``."""
+    return f"public.ecr.aws/lambda/python:{runtime_version()}-{arch}"
 
 
 def docker(*args: str) -> subprocess.CompletedProcess[str]:
@@ -111,7 +119,7 @@ def missing_image(arch: str) -> str | None:
     """Why the runtime image cannot be used (one line), or None when it is on the machine."""
     if shutil.which("docker") is None:
         return "docker not found: install Docker (apt-get install docker.io) and start dockerd"
-    image = image_for(arch)
+    image = runtime_image(arch)
     out = docker("image", "inspect", image)
     if out.returncode == 0:
         return None

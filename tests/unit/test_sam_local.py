@@ -53,9 +53,9 @@ def test_a_missing_runtime_image_is_named_with_how_to_get_it(monkeypatch: pytest
     monkeypatch.setattr(sam_local.shutil, "which", lambda _: "/usr/bin/docker")
     monkeypatch.setattr(sam_local, "docker", FakeDocker({}))
     problem = sam_local.missing_image("x86_64")
-    assert problem is not None and "public.ecr.aws/lambda/python:3.12-x86_64" in problem and "scripts/build-standin-image.sh" in problem
+    assert problem is not None and sam_local.runtime_image("x86_64") in problem and "scripts/build-standin-image.sh" in problem
     assert "\n" not in problem
-    monkeypatch.setattr(sam_local, "docker", FakeDocker({}, {"public.ecr.aws/lambda/python:3.12-x86_64"}))
+    monkeypatch.setattr(sam_local, "docker", FakeDocker({}, {sam_local.runtime_image("x86_64")}))
     assert sam_local.missing_image("x86_64") is None
 
 
