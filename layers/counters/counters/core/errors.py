@@ -117,6 +117,13 @@ class ContentionError(CounterError):
         """A :class:`counters.core.commands.Command` to re-drive the request later, when it is safe to."""
 
 
+class DeadlineReached(ContentionError):
+    """The caller's deadline (:func:`counters.core.engine.deadline`) passed before the next attempt:
+    it was not sent. Like any contention, replaying the request is safe."""
+
+    default_message = "out of time before the next call; retry the request"
+
+
 class InsufficientCapacity(CounterError):
     """Not enough is left for the quantity asked (across every shard)."""
 
