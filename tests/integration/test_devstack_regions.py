@@ -88,8 +88,7 @@ def test_a_like_in_one_region_is_read_in_another_then_sigterm_stops_everything(r
     liked = requests.put(f"{a}/posts/p1/likes/u1", timeout=30)
     assert liked.status_code == 200 and liked.json()["changed"] is True, liked.text
     likers: list[str] = []
-    deadline = time.monotonic() + 60
-    while not likers and time.monotonic() < deadline:  # MREC: no replication SLA, the local lag is 1 s
+    while not likers:  # MREC: no replication SLA (the local lag is 1 s): waited for, however long (a hang is the timeout's)
         got = requests.get(f"{b}/posts/p1/likes", params={"limit": 10}, timeout=30)
         likers = [x["userId"] for x in got.json().get("likers", [])] if got.status_code == 200 else []
         time.sleep(0.5)
