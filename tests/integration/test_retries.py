@@ -19,7 +19,7 @@ from counters.services.reservations import Reservations
 from devstack.runtime import LambdaContext
 from devstack.sqs import QueuePoller
 from devstack.stack import LocalStack
-from tests.conftest import Queues, api_event, invoke, item_count, like_item, likes_count, settled
+from tests.conftest import HTTP_TIMEOUT, Queues, api_event, invoke, item_count, like_item, likes_count, settled
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
@@ -270,15 +270,17 @@ def test_local_stack_resolves_a_202_through_its_own_worker(
     ).start()
     try:
         url = stack.api.url
-        assert requests.post(f"{url}/posts", json={"postId": "p1", "authorId": "a", "body": "b"}, timeout=10).status_code == 201
+        assert requests.post(f"{url}/posts", json={"postId": "p1", "authorId": "a", "body": "b"}, timeout=HTTP_TIMEOUT).status_code == 201
         r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
         assert r.status_code == 202, r.text
         location = r.headers["Location"]
         assert (
-            settled(lambda: requests.get(f"{url}{location}", timeout=10).json(), lambda: stack.queue_depth("RetryQueue"))["status"]
+            settled(lambda: requests.get(f"{url}{location}", timeout=HTTP_TIMEOUT).json(), lambda: stack.queue_depth("RetryQueue"))[
+                "status"
+            ]
             == "APPLIED"
         )
-        assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
+        assert requests.get(f"{url}/posts/p1", timeout=HTTP_TIMEOUT).json()["likeTally"] == 1
     finally:
         stack.stop()
 
