@@ -96,6 +96,6 @@ def test_a_like_in_one_region_is_read_in_another_then_sigterm_stops_everything(r
     assert f"[{regions.names[-1]}]" in regions.out.read_text()  # each Region's output, relayed with its name
 
     regions.process.send_signal(signal.SIGTERM)
-    assert regions.process.wait(timeout=90) == 0, regions.err.read_text()
+    assert regions.process.wait() == 0, regions.err.read_text()  # however long stopping takes on a busy machine (a hang is the timeout's)
     left = [port for port in regions.ports if port_open("127.0.0.1", port)]
     assert not left, f"ports still open after SIGTERM: {left}"
