@@ -159,7 +159,7 @@ class FaultyStack:
 
     def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         for _ in range(30):
-            response = self.session.request(method, f"{self.url}{path}", timeout=30, **kwargs)
+            response = self.session.request(method, f"{self.url}{path}", timeout=HTTP_TIMEOUT, **kwargs)
             if response.status_code < 500:
                 return response
         raise AssertionError(f"{method} {path} never acknowledged")
@@ -271,7 +271,7 @@ def test_local_stack_resolves_a_202_through_its_own_worker(
     try:
         url = stack.api.url
         assert requests.post(f"{url}/posts", json={"postId": "p1", "authorId": "a", "body": "b"}, timeout=HTTP_TIMEOUT).status_code == 201
-        r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
+        r = requests.put(f"{url}/posts/p1/likes/u1", timeout=HTTP_TIMEOUT)
         assert r.status_code == 202, r.text
         location = r.headers["Location"]
         assert (
@@ -381,7 +381,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
         atomic: dict[str, requests.Response] = {}
         for i in range(20):
             atomic[f"a{i}"] = session.post(
-                f"{url}/resources/r-atomic/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"a{i}"}, timeout=30
+                f"{url}/resources/r-atomic/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"a{i}"}, timeout=HTTP_TIMEOUT
             )
         resends = env.injected_on("ReservationsFunction", "UpdateItem", "resend") - resends
         acknowledged: set[str] = set()
