@@ -160,8 +160,12 @@ def _inject_faults(function: str) -> Callable[[], None]:
                 for kind, n in injector.injected.items():
                     injected[kind] = injected.get(kind, 0) + n
             by_service = {s: {"calls": dict(i.calls), "injected": dict(i.injected)} for s, i in injectors.items()}
+            by_operation: dict[str, int] = {}  # "UpdateItem:resend": how often that fault hit that operation
+            for injector in injectors.values():
+                for (operation, kind), n in injector.by_operation.items():
+                    by_operation[f"{operation}:{kind}"] = by_operation.get(f"{operation}:{kind}", 0) + n
             with open(path + ".tmp", "w") as fh:
-                json.dump({"calls": calls, "injected": injected, "by_service": by_service}, fh)
+                json.dump({"calls": calls, "injected": injected, "by_service": by_service, "by_operation": by_operation}, fh)
             os.replace(path + ".tmp", path)
 
     return report

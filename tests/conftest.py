@@ -41,6 +41,10 @@ from testkit.faults import FaultInjector  # noqa: E402
 from testkit.functions import handler_module, template_function  # noqa: E402
 
 EVENTS = ROOT / "events"
+HTTP_TIMEOUT = 120
+"""Seconds a test's HTTP client waits for an answer from the local API: a hang guard, not a speed
+bound (one request is several DynamoDB calls, each up to the layer's 5 s read timeout and its
+retries on a loaded machine; 10 s failed there as a ReadTimeout that said nothing about the code)."""
 
 
 # --------------------------------------------------------------------------- DynamoDB Local

@@ -9,19 +9,30 @@ counted since then refuses it. Against DynamoDB Local and its stream, the real a
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from counters.core.failures import RetryPolicy
-from counters.services.likes import Likes
+from counters.services.likes import SPREAD, Likes
 from devstack.streams import StreamPoller
 from tests.conftest import api_event, invoke, likes_count
 from tests.integration.test_hot_likes import FN, deliver, tally
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
+WAIT_S = 600.0
+"""How long an audit waits for the aggregator to apply its probes (the service's default is 8 s):
+a hang guard, not a speed bound. On a loaded machine the aggregator's lag has no ceiling, and a
+post whose probes were not applied in time is answered ``aggregator_behind``, not settled."""
+
+
+def unhurried() -> Any:
+    """A Lambda context with 15 minutes left (Lambda's longest): the audit's budget is then no race
+    with the machine's speed."""
+    from devstack.runtime import LambdaContext
+
+    return LambdaContext.for_function("LikesFunction", 512, 900)
 
 
 @pytest.fixture
@@ -82,19 +93,19 @@ def test_many_posts_are_audited_at_settled_points_and_drift_is_repaired(table: s
         wait_for_tally(ddb, table, post, 5)
     likes.switch_mode("s1", "hot")
     likes.switch_mode("s1", "standard")  # was hot: audited through probes too
-    clean = likes.audit_posts(ids + ["missing"])
+    clean = likes.audit_posts(ids + ["missing"], wait_s=WAIT_S)
     assert [(r.post_id, r.settled, r.drift) for r in clean] == [(p, True, 0) for p in ids] + [("missing", False, None)]
     assert clean[-1].reason == "not_found"
     for post in ids:
         corrupt(ddb, table, post, 42)
-    found = likes.audit_posts(ids)
+    found = likes.audit_posts(ids, wait_s=WAIT_S)
     assert all(r.settled and r.drift == 42 - 5 and not r.repaired for r in found)  # reported, not touched
     assert all(tally(ddb, table, p) == 42 for p in ids)
-    repaired = likes.audit_posts(ids, repair=True)
+    repaired = likes.audit_posts(ids, repair=True, wait_s=WAIT_S)
     assert all(r.repaired for r in repaired), [r.public() for r in repaired]
     assert all(tally(ddb, table, p) == likes_count(ddb, table, p) == 5 for p in ids)
     likes.like("h0", "late")  # the hot tally keeps counting from the repaired value
-    assert [r.drift for r in likes.audit_posts(["h0"])] == [0] and likes_count(ddb, table, "h0") == 6
+    assert [r.drift for r in likes.audit_posts(["h0"], wait_s=WAIT_S)] == [0] and likes_count(ddb, table, "h0") == 6
 
 
 def test_a_hot_post_whose_aggregator_is_behind_is_not_settled(table: str, layer_client: Any) -> None:
@@ -148,10 +159,10 @@ def test_a_like_and_an_unlike_during_the_count_leave_the_tally_as_it_was_but_set
         other.unlike("p1", "u1")
 
     likes = LikesDuring(table, retry=FAST, moment="count", during=like_and_unlike)
-    [result] = likes.audit_posts(["p1"], repair=True)
+    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (result.settled, result.reason, result.repaired) == (False, "moving", False)
     assert tally(ddb, table, "p1") == 9 if mode == "standard" else True  # untouched (hot: the aggregator adds its net 0)
-    [again] = Likes(table, retry=FAST).audit_posts(["p1"], repair=True)
+    [again] = Likes(table, retry=FAST).audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert again.repaired and tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 3
 
 
@@ -169,10 +180,10 @@ def test_a_like_counted_after_the_count_refuses_the_repair(mode: str, table: str
         wait_for_tally(ddb, table, "p1", 8)  # hot: counted once the aggregator applies it
 
     likes = LikesDuring(table, retry=FAST, moment="repair", during=like_counted)
-    [result] = likes.audit_posts(["p1"], repair=True)
+    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (result.settled, result.drift, result.repaired, result.reason) == (True, 6, False, "moving")
     assert tally(ddb, table, "p1") == 8  # 7 + the new like: nothing overwritten
-    [again] = Likes(table, retry=FAST).audit_posts(["p1"], repair=True)
+    [again] = Likes(table, retry=FAST).audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert again.repaired and tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 2
 
 
@@ -181,7 +192,7 @@ def test_the_audits_route(load_function: Any, table: str, layer_client: Any, ddb
     invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "b"}))
     invoke(app, api_event("PUT", "/posts/p1/likes/u1"))
     corrupt(ddb, table, "p1", 3)
-    status, body = invoke(app, api_event("POST", "/audits", {"postIds": ["p1", "nope"], "repair": True}))
+    status, body = invoke(app, api_event("POST", "/audits", {"postIds": ["p1", "nope"], "repair": True}), unhurried())
     assert status == 200
     assert body["audits"] == [
         {"postId": "p1", "stored": 3, "counted": 1, "drift": 2, "settled": True, "repaired": True, "reason": None},
@@ -201,7 +212,7 @@ def test_a_repair_whose_answer_was_lost_is_reported_repaired(table: str, layer_c
     likes.like("p1", "u1")
     corrupt(ddb, table, "p1", 8)  # +7
     faults.add("after_commit", operations={"UpdateItem"}, limit=1)  # the repair is the audit's only UpdateItem
-    [result] = likes.audit_posts(["p1"], repair=True)
+    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert faults.injected["after_commit"] == 1
     assert (result.settled, result.drift, result.repaired, result.reason) == (True, 7, True, None)
     assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
@@ -217,7 +228,7 @@ def test_a_repair_the_sdk_sent_twice_is_reported_repaired(table: str, layer_clie
     likes.like("p1", "u1")
     corrupt(ddb, table, "p1", 8)  # +7
     faults.add("resend", operations={"UpdateItem"}, limit=1)  # the repair is the audit's only UpdateItem
-    [result] = likes.audit_posts(["p1"], repair=True)
+    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert faults.injected["resend"] == 1
     assert (result.settled, result.drift, result.repaired, result.reason) == (True, 7, True, None)
     assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
@@ -240,44 +251,70 @@ def test_a_repair_refused_after_a_lost_answer_of_another_repair_is_not_ours(tabl
         return repair(*a, **k)
 
     overtaken.audits._repair = lost_and_overtaken  # type: ignore[method-assign]
-    [result] = overtaken.audit_posts(["p1"], repair=True)
+    [result] = overtaken.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (result.settled, result.repaired, result.reason) == (True, False, "moving")
     assert tally(ddb, table, "p1") == 9  # 8 + the like: nothing overwritten
 
 
-class Slow:
-    """Every DynamoDB call of the layer's client takes ``delay_s`` longer (slow DynamoDB)."""
+class CallClock:
+    """The audit's clock, the test's own: every DynamoDB call of the layer's client costs ``cost``
+    seconds on it (the time it starts is recorded), a sleep what it asks. The audit's deadline is
+    then counted in calls, whatever the machine's speed."""
 
-    def __init__(self, client: Any, delay_s: float) -> None:
-        self.client, self.delay_s = client, delay_s
-        client.meta.events.register("before-call.dynamodb", self.wait, unique_id="slow-dynamodb")
+    def __init__(self, client: Any, cost: float = 0.05) -> None:
+        self.client, self.cost, self.now = client, cost, 0.0
+        self.started: list[float] = []
+        client.meta.events.register_first("before-call.dynamodb", self.call, unique_id="audit-clock")
 
-    def wait(self, **_: Any) -> None:
-        threading.Event().wait(self.delay_s)
+    def __call__(self) -> float:
+        return self.now
+
+    def call(self, **_: Any) -> None:
+        self.started.append(self.now)
+        self.now += self.cost
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def restart(self) -> None:
+        self.now, self.started = 0.0, []
 
     def detach(self) -> None:
-        self.client.meta.events.unregister("before-call.dynamodb", unique_id="slow-dynamodb")
+        self.client.meta.events.unregister("before-call.dynamodb", unique_id="audit-clock")
 
 
-def test_the_audit_answers_before_its_deadline_with_partial_answers(table: str, layer_client: Any, ddb: Any, aggregator: Any) -> None:
+def test_the_audit_answers_before_its_deadline_with_partial_answers(table: str, layer_client: Any) -> None:
+    """No call starts at or after the deadline, and the posts reached in time keep their verdicts.
+    On a clock of the test's own, advanced by each call: a count of calls, not a stopwatch."""
     likes = Likes(table, retry=FAST)
-    ids = posts(likes, n_standard=2, n_hot=4, users=3)
-    for post in ids:
-        wait_for_tally(ddb, table, post, 2)
-    slow = Slow(layer_client, 0.05)
+    ids = posts(likes, n_standard=5, n_hot=0, users=3)
+    likes.create_post(author_id="a", body="b", post_id="h0", mode="hot")
+    likes.like("h0", "u1")
+    clock = CallClock(layer_client)
+    likes.audits.clock, likes.audits.sleep = clock, clock.sleep
     try:
-        started = time.monotonic()
-        results = likes.audit_posts(ids, budget_s=1.5)
-        took = time.monotonic() - started
+        assert all(r.settled and r.drift == 0 for r in likes.audit_posts(ids))  # with time, every post settles
+        needed = len(clock.started)  # first point, counts, second point: the last five are each post's second read
+        clock.restart()
+        budget = (needed - 2.5) * clock.cost  # two calls short of the whole audit
+        results = likes.audit_posts(ids, budget_s=budget)
+        starts, took = list(clock.started), clock.now
+        # the deadline cut inside a hot post's probes (one per spread key): no probe after it either
+        clock.restart()
+        [hot] = likes.audit_posts(["h0"], budget_s=3.5 * clock.cost)
+        hot_calls = list(clock.started)
     finally:
-        slow.detach()
-    print(f"\naudit of {len(ids)} posts, 50 ms per call, budget 1.5 s: {took:.2f} s")
-    assert took < 1.5 + 0.5, took  # at most the call (and poll pause) under way at the deadline
-    reasons = {r.post_id: (r.settled, r.reason) for r in results}
-    assert (False, "deadline") in reasons.values(), reasons
-    assert set(reasons.values()) <= {(True, None), (False, "deadline")}, reasons
-    assert all(r.drift in (0, None) for r in results)
-    assert all(r.settled for r in likes.audit_posts(ids))  # with time, every post settles
+        clock.detach()
+    print(f"\naudit of {len(ids)} posts: {needed} calls; budget {budget:.2f} s ({needed - 2.5} calls): {len(starts)} calls, {took:.2f} s")
+    assert starts and all(t < budget for t in starts), "a call started at or after the deadline"
+    assert took <= budget + clock.cost  # the last call started before the deadline ends at most one call after it
+    answers = [(r.settled, r.reason) for r in results]
+    settled = answers.index((False, "deadline"))  # a retry (a read timeout under load) costs a call: 2 to 4 settle
+    assert settled >= 1 and answers == [(True, None)] * settled + [(False, "deadline")] * (len(ids) - settled), answers
+    assert all(r.drift == 0 for r in results[:settled])
+    assert (hot.settled, hot.reason) == (False, "deadline")
+    assert hot_calls and all(t < 3.5 * clock.cost for t in hot_calls), hot_calls
+    assert len(hot_calls) < 1 + SPREAD  # its read and some of its probes: the rest were not sent
 
 
 def test_the_audits_route_stops_before_the_function_times_out(load_function: Any, table: str, layer_client: Any) -> None:
@@ -291,7 +328,7 @@ def test_the_audits_route_stops_before_the_function_times_out(load_function: Any
     assert body["audits"] == [
         {"postId": "p1", "stored": None, "counted": None, "drift": None, "settled": False, "repaired": False, "reason": "deadline"}
     ]
-    status, body = invoke(app, api_event("POST", "/audits", {"postIds": ["p1"]}))  # 10 s left
+    status, body = invoke(app, api_event("POST", "/audits", {"postIds": ["p1"]}), unhurried())
     assert body["audits"][0]["settled"] is True
 
 
@@ -321,7 +358,7 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
     for u in range(4):
         likes.like("h0", f"u{u}")
     wait_for_tally(ddb, table, "h0", 4)
-    both_probed = threading.Barrier(2, timeout=20)
+    both_probed = threading.Barrier(2)  # no timeout: a hang is pytest-timeout's to report
     results: dict[int, Any] = {}
 
     def audit(n: int) -> None:
@@ -335,7 +372,7 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
             return read(*a, **k)
 
         auditor.audits.store.read = reading  # type: ignore[method-assign]
-        results[n] = auditor.audit_posts(["h0"], wait_s=5)[0]
+        results[n] = auditor.audit_posts(["h0"], wait_s=WAIT_S)[0]
 
     threads = [threading.Thread(target=audit, args=(n,)) for n in range(2)]
     for t in threads:

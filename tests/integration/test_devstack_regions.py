@@ -18,6 +18,7 @@ import requests
 
 from devstack.dynamodb_local import free_port, port_open
 from devstack.template import ROOT
+from tests.conftest import HTTP_TIMEOUT
 
 READY = "Ctrl-C to stop."
 
@@ -89,21 +90,20 @@ def test_a_like_in_one_region_is_read_in_another_then_sigterm_stops_everything(r
     regions.wait_ready()
     a, b = regions.urls[0], regions.urls[-1]
     # p2: its home Region is eu-west-1 (on MREC an id is created there only: docs/regions.md "Creations")
-    created = requests.post(f"{a}/posts", json={"postId": "p2", "authorId": "alice", "body": "Hello"}, timeout=30)
+    created = requests.post(f"{a}/posts", json={"postId": "p2", "authorId": "alice", "body": "Hello"}, timeout=HTTP_TIMEOUT)
     assert created.status_code == 201, created.text
-    liked = requests.put(f"{a}/posts/p2/likes/u1", timeout=30)
+    liked = requests.put(f"{a}/posts/p2/likes/u1", timeout=HTTP_TIMEOUT)
     assert liked.status_code == 200 and liked.json()["changed"] is True, liked.text
     likers: list[str] = []
-    deadline = time.monotonic() + 60
-    while not likers and time.monotonic() < deadline:  # MREC: no replication SLA, the local lag is 1 s
-        got = requests.get(f"{b}/posts/p2/likes", params={"limit": 10}, timeout=30)
+    while not likers:  # MREC: no replication SLA (the local lag is 1 s): waited for, however long (a hang is the timeout's)
+        got = requests.get(f"{b}/posts/p2/likes", params={"limit": 10}, timeout=HTTP_TIMEOUT)
         likers = [x["userId"] for x in got.json().get("likers", [])] if got.status_code == 200 else []
         time.sleep(0.5)
     assert likers == ["u1"], regions.out.read_text()[-3000:]
     assert f"[{regions.names[-1]}]" in regions.out.read_text()  # each Region's output, relayed with its name
 
     regions.process.send_signal(signal.SIGTERM)
-    assert regions.process.wait(timeout=90) == 0, regions.err.read_text()
+    assert regions.process.wait() == 0, regions.err.read_text()  # however long stopping takes on a busy machine (a hang is the timeout's)
     left = [port for port in regions.ports if port_open("127.0.0.1", port)]
     assert not left, f"ports still open after SIGTERM: {left}"
 
@@ -120,26 +120,27 @@ def test_a_transfer_is_usable_in_the_target_region_with_nobody_calling_receive(r
     created = requests.post(
         f"{a}/resources",
         json={"resourceId": "rx", "capacity": 10, "strategy": "crt", "shares": {regions.names[0]: 10, target: 0}},
-        timeout=30,
+        timeout=HTTP_TIMEOUT,
     )
     assert created.status_code == 201, created.text
 
     def share_in_b() -> dict[str, int] | None:
-        got = requests.get(f"{b}/resources/rx", timeout=30)
+        got = requests.get(f"{b}/resources/rx", timeout=HTTP_TIMEOUT)
         return got.json()["regions"][target] if got.status_code == 200 else None
 
-    deadline = time.monotonic() + 120
-    while share_in_b() is None and time.monotonic() < deadline:  # the resource replicates to B
+    while share_in_b() is None:  # the resource replicates to B: waited for, however long (a hang is the timeout's)
         time.sleep(0.5)
-    sent = requests.post(f"{a}/resources/rx/transfers", json={"to": target, "quantity": 4}, headers={"Idempotency-Key": "move"}, timeout=30)
+    sent = requests.post(
+        f"{a}/resources/rx/transfers", json={"to": target, "quantity": 4}, headers={"Idempotency-Key": "move"}, timeout=HTTP_TIMEOUT
+    )
     assert sent.status_code == 201, sent.text
     share = share_in_b()
-    while share != {"capacity": 4, "reserved": 0, "available": 4} and time.monotonic() < deadline:
+    while share != {"capacity": 4, "reserved": 0, "available": 4}:  # credited by B's EscrowFunction, nobody calling receive
         time.sleep(0.5)
         share = share_in_b()
     assert share == {"capacity": 4, "reserved": 0, "available": 4}, regions.err.read_text()[-3000:]
     taken = [
-        requests.post(f"{b}/resources/rx/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"b{i}"}, timeout=30)
+        requests.post(f"{b}/resources/rx/reservations", json={"quantity": 1}, headers={"Idempotency-Key": f"b{i}"}, timeout=HTTP_TIMEOUT)
         for i in range(4)
     ]
     assert [t.status_code for t in taken] == [201] * 4, [t.text for t in taken]

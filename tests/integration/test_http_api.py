@@ -8,12 +8,12 @@ from typing import Any
 
 import requests
 
-from tests.conftest import RunningApi, item_count
+from tests.conftest import HTTP_TIMEOUT, RunningApi, item_count
 
 
 def new_post(url: str) -> str:
     post_id = uuid.uuid4().hex[:12]
-    r = requests.post(f"{url}/posts", json={"postId": post_id, "authorId": "alice", "body": "hi"}, timeout=10)
+    r = requests.post(f"{url}/posts", json={"postId": post_id, "authorId": "alice", "body": "hi"}, timeout=HTTP_TIMEOUT)
     assert r.status_code == 201, r.text
     assert r.headers["Location"] == f"/posts/{post_id}"
     return post_id
@@ -22,13 +22,13 @@ def new_post(url: str) -> str:
 def test_curl_flow_from_the_readme(local_api: RunningApi) -> None:
     url = local_api.url
     post = new_post(url)
-    assert requests.put(f"{url}/posts/{post}/likes/u1", timeout=10).json()["changed"] is True
-    assert requests.put(f"{url}/posts/{post}/likes/u1", timeout=10).json()["changed"] is False
-    assert requests.get(f"{url}/posts/{post}", timeout=10).json()["likeTally"] == 1
-    assert requests.get(f"{url}/posts/{post}/likes?limit=5", timeout=10).json()["likers"][0]["userId"] == "u1"
+    assert requests.put(f"{url}/posts/{post}/likes/u1", timeout=HTTP_TIMEOUT).json()["changed"] is True
+    assert requests.put(f"{url}/posts/{post}/likes/u1", timeout=HTTP_TIMEOUT).json()["changed"] is False
+    assert requests.get(f"{url}/posts/{post}", timeout=HTTP_TIMEOUT).json()["likeTally"] == 1
+    assert requests.get(f"{url}/posts/{post}/likes?limit=5", timeout=HTTP_TIMEOUT).json()["likers"][0]["userId"] == "u1"
     quick = {"postId": post, "stored": 1, "counted": 1, "drift": 0, "reason": None}
-    assert requests.get(f"{url}/posts/{post}/audit", timeout=10).json() == quick
-    assert requests.delete(f"{url}/posts/{post}/likes/u1", timeout=10).json()["liked"] is False
+    assert requests.get(f"{url}/posts/{post}/audit", timeout=HTTP_TIMEOUT).json() == quick
+    assert requests.delete(f"{url}/posts/{post}/likes/u1", timeout=HTTP_TIMEOUT).json()["liked"] is False
 
 
 def test_bad_input_is_a_4xx_json_error_and_writes_nothing(local_api: RunningApi, ddb: Any) -> None:
@@ -51,7 +51,7 @@ def test_bad_input_is_a_4xx_json_error_and_writes_nothing(local_api: RunningApi,
         ("PUT", "/posts/missing/likes/u1", {}, 404, "not_found"),
     ]
     for method, path, kwargs, status, code in cases:
-        r = requests.request(method, f"{url}{path}", timeout=10, **kwargs)
+        r = requests.request(method, f"{url}{path}", timeout=HTTP_TIMEOUT, **kwargs)
         assert r.status_code == status, (method, path, r.text)
         assert r.json()["error"] == code, (method, path, r.text)
         assert "Traceback" not in r.text
@@ -60,8 +60,8 @@ def test_bad_input_is_a_4xx_json_error_and_writes_nothing(local_api: RunningApi,
 
 def test_unknown_routes_answer_like_api_gateway(local_api: RunningApi) -> None:
     url = local_api.url
-    assert requests.get(f"{url}/nope", timeout=10).status_code == 403
-    assert requests.patch(f"{url}/posts/p1", timeout=10).status_code == 405
+    assert requests.get(f"{url}/nope", timeout=HTTP_TIMEOUT).status_code == 403
+    assert requests.patch(f"{url}/posts/p1", timeout=HTTP_TIMEOUT).status_code == 405
 
 
 def test_concurrent_http_likes_with_duplicates_are_exact(local_api: RunningApi) -> None:
@@ -78,6 +78,6 @@ def test_concurrent_http_likes_with_duplicates_are_exact(local_api: RunningApi) 
     with ThreadPoolExecutor(max_workers=32) as pool:
         statuses = list(pool.map(send, ops))
     assert set(statuses) == {200}
-    audit = requests.get(f"{url}/posts/{post}/audit", timeout=10).json()
+    audit = requests.get(f"{url}/posts/{post}/audit", timeout=HTTP_TIMEOUT).json()
     assert audit["drift"] == 0
-    assert audit["stored"] == requests.get(f"{url}/posts/{post}", timeout=10).json()["likeTally"]
+    assert audit["stored"] == requests.get(f"{url}/posts/{post}", timeout=HTTP_TIMEOUT).json()["likeTally"]

@@ -22,7 +22,7 @@ from counters.primitives.sequence import Sequence
 from counters.services.orders import POINTER, Orders
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller
-from tests.conftest import RunningApi, api_event, invoke, item_count, load_event
+from tests.conftest import HTTP_TIMEOUT, RunningApi, api_event, invoke, item_count, load_event
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
 OCC = RetryPolicy(max_attempts=400, base_delay=0.001, max_delay=0.02)
@@ -387,15 +387,18 @@ def test_http_orders_and_stream_pointer(local_api: RunningApi, load_function: An
     url = local_api.url
     pointer_fn = load_function("OrderPointerFunction", local_api.table)
     key = uuid.uuid4().hex
-    r = requests.post(f"{url}/orders", json=order_body(), headers={"Idempotency-Key": key}, timeout=10)
+    r = requests.post(f"{url}/orders", json=order_body(), headers={"Idempotency-Key": key}, timeout=HTTP_TIMEOUT)
     assert r.status_code == 201, r.text
     order_id = r.json()["orderId"]
     assert r.headers["Location"] == f"/orders/{order_id}"
-    r2 = requests.post(f"{url}/orders", json=order_body(), headers={"Idempotency-Key": key}, timeout=10)
+    r2 = requests.post(f"{url}/orders", json=order_body(), headers={"Idempotency-Key": key}, timeout=HTTP_TIMEOUT)
     assert (r2.status_code, r2.json()) == (200, r.json())
-    assert requests.post(f"{url}/orders", json=order_body(quantity=9), headers={"Idempotency-Key": key}, timeout=10).status_code == 422
-    assert requests.post(f"{url}/orders", json=order_body(), timeout=10).status_code == 400  # no key
-    assert requests.get(f"{url}/orders/{order_id}", timeout=10).json() == r.json()
+    assert (
+        requests.post(f"{url}/orders", json=order_body(quantity=9), headers={"Idempotency-Key": key}, timeout=HTTP_TIMEOUT).status_code
+        == 422
+    )
+    assert requests.post(f"{url}/orders", json=order_body(), timeout=HTTP_TIMEOUT).status_code == 400  # no key
+    assert requests.get(f"{url}/orders/{order_id}", timeout=HTTP_TIMEOUT).json() == r.json()
     with ThreadPoolExecutor(max_workers=8) as pool:  # the local server's listen backlog is small
         codes = list(
             pool.map(
@@ -409,6 +412,6 @@ def test_http_orders_and_stream_pointer(local_api: RunningApi, load_function: An
         )
     assert sorted(set(codes)) == [200, 201] and codes.count(201) == 40
     stream_to(pointer_fn, local_api.table, dynamodb_endpoint).poll_once()
-    latest = requests.get(f"{url}/orders/latest", timeout=10).json()["orderId"]
+    latest = requests.get(f"{url}/orders/latest", timeout=HTTP_TIMEOUT).json()["orderId"]
     assert latest >= order_id + 40
-    assert requests.get(f"{url}/orders/{latest}", timeout=10).status_code == 200
+    assert requests.get(f"{url}/orders/{latest}", timeout=HTTP_TIMEOUT).status_code == 200

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from proof import http
-from tests.conftest import settled
+from tests.conftest import HTTP_TIMEOUT, settled
 
 
 # crt with shards is left to `make proof` here: it strands a split re-driven after an unknown
@@ -85,9 +85,11 @@ def test_sqs_faults_reach_the_functions_queue_client(
         assert requests.post(f"{url}/posts", json={"postId": "p1", "authorId": "a", "body": "b"}, timeout=30).status_code == 201
         r = requests.put(f"{url}/posts/p1/likes/u1", timeout=30)
         assert r.status_code == 202, r.text
-        record = settled(lambda: requests.get(f"{url}{r.headers['Location']}", timeout=10).json(), lambda: stack.queue_depth("RetryQueue"))
+        record = settled(
+            lambda: requests.get(f"{url}{r.headers['Location']}", timeout=HTTP_TIMEOUT).json(), lambda: stack.queue_depth("RetryQueue")
+        )
         assert record["status"] == "APPLIED"
-        assert requests.get(f"{url}/posts/p1", timeout=10).json()["likeTally"] == 1
+        assert requests.get(f"{url}/posts/p1", timeout=HTTP_TIMEOUT).json()["likeTally"] == 1
         reports = [json.loads(p.read_text()) for p in tmp_path.glob("LikesFunction-*.json")]
         sqs = [r["by_service"]["sqs"] for r in reports if "sqs" in r["by_service"]]
         assert sum(s["injected"].get("after_commit", 0) for s in sqs) == 1

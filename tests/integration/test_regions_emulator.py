@@ -241,8 +241,7 @@ def test_live_mode_replicates_in_wall_clock_time(make: Any) -> None:
     gt.start(interval=0.02)
     try:
         gt.client(A).put_item(TableName=gt.table_name, Item=item("live", v=1))
-        deadline = time.monotonic() + 10
-        while gt.items(B) != [plain("live", v=1)] and time.monotonic() < deadline:
+        while gt.items(B) != [plain("live", v=1)]:  # however long the pump takes on a busy machine (a hang is the timeout's)
             time.sleep(0.05)
         assert gt.items(B) == [plain("live", v=1)]
     finally:

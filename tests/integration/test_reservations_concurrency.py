@@ -28,7 +28,11 @@ from counters.store.items import from_item, to_item
 CAPACITY = 150
 REQUESTS = 110  # distinct requests, quantity 1..3 (demand ~220 > capacity: the threshold is hit)
 WORKERS = 32
-REDRIVES = 20  # contention means "safe to re-drive with the same token": the test does, as SQS would
+RESENDS = 1_000
+"""``contention`` means "nothing applied, re-send the same request (same token)": each delivery does,
+as a client (or SQS) would, until it gets a definite answer. Not a speed bound: on a loaded machine
+(real read timeouts on top of the injected faults) some takes need many re-sends; only a take that
+never gets an answer fails, and that is a hang."""
 POLICY = RetryPolicy(max_attempts=12, base_delay=0.001, max_delay=0.02)
 RATE = 0.04
 
@@ -95,15 +99,21 @@ def test_concurrent_reservations_hold_their_guarantee(
     lock = threading.Lock()
     shard_rng = random.Random()  # a delivery's first shard is random (the approach may override)
 
+    resent = [0]
+
     def deliver(delivery: tuple[str, int, int]) -> None:
         token, quantity, copy = delivery
-        for _ in range(REDRIVES):
+        for _ in range(RESENDS):
             if shards == 1:
                 result = approach.apply(keys[0], quantity, token=token, record={"resourceId": "hot"})
             else:
                 result = sharding.take(approach, keys, quantity, token=token, record={"resourceId": "hot"}, rng=shard_rng)
             if result.outcome is not Outcome.CONTENTION:
                 break
+            with lock:
+                resent[0] += 1
+        else:
+            raise AssertionError(f"{token}: no definite answer after {RESENDS} re-sends")
         with lock:
             calls.append(Call(token, quantity, copy, result.outcome, result.reason, result))
 
@@ -129,7 +139,6 @@ def test_concurrent_reservations_hold_their_guarantee(
     confirmed = {c.token: c.quantity for c in calls if c.outcome.succeeded}
     applied_calls = [c for c in calls if c.outcome is Outcome.APPLIED]
     ambiguous = [c for c in calls if c.outcome is Outcome.AMBIGUOUS]
-    contention = [c for c in calls if c.outcome is Outcome.CONTENTION]
     sum_applied_calls = sum(c.quantity for c in applied_calls)
     sum_maybe = sum_applied_calls + sum(c.quantity for c in ambiguous)
     first_applied = {c.token for c in applied_calls if c.copy == 0}
@@ -148,7 +157,7 @@ def test_concurrent_reservations_hold_their_guarantee(
         "ambiguous_units_lost": max(0, sum_maybe - reserved) if not approach.exact else 0,
         "breach": max(0, reserved - capacity),
         "ambiguous": len(ambiguous),
-        "contention": len(contention),
+        "contention": resent[0],  # "retry later" answers, each re-sent with the same token
         "rejected": sum(1 for c in calls if c.outcome is Outcome.REJECTED),
         "wcu_per_applied_call": round(sum(c.result.capacity.write_units for c in applied_calls) / max(1, len(applied_calls)), 2),
         "rcu_per_applied_call": round(sum(c.result.capacity.read_units for c in applied_calls) / max(1, len(applied_calls)), 2),
@@ -161,7 +170,7 @@ def test_concurrent_reservations_hold_their_guarantee(
 
     if approach.exact:
         # reserved == the sum of DISTINCT confirmed requests: no duplicate applied, nothing lost
-        assert not ambiguous and not contention
+        assert not ambiguous
         assert reserved == sum(confirmed.values())
         if name == "marker":
             scan = ddb.scan(TableName=table, FilterExpression="begins_with(PK, :p)", ExpressionAttributeValues={":p": {"S": "RSV#"}})

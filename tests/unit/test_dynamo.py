@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    HTTPClientError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+    SSLError,
+)
 
 from counters.core.engine import transact
 from counters.core.failures import Failure, RetryPolicy, classify
@@ -57,8 +66,15 @@ def test_classification_never_reads_the_message() -> None:
         (client_error("InternalServerError", 500), Failure.UNKNOWN),
         (client_error("ServiceUnavailable", 503), Failure.UNKNOWN),
         (client_error("TransactionInProgressException"), Failure.UNKNOWN),
+        # on the wire after the request may have been sent: it may have applied
         (ReadTimeoutError(endpoint_url="http://x"), Failure.UNKNOWN),
+        (ConnectionClosedError(endpoint_url="http://x"), Failure.UNKNOWN),
+        (HTTPClientError(error="connection reset by peer"), Failure.UNKNOWN),
+        (ResponseStreamingError(error="incomplete read"), Failure.UNKNOWN),
+        (SSLError(endpoint_url="http://x", error="bad record mac"), Failure.UNKNOWN),
+        # the connection could not be opened: nothing was sent
         (ConnectTimeoutError(endpoint_url="http://x"), Failure.NOT_SENT),
+        (EndpointConnectionError(endpoint_url="http://x"), Failure.NOT_SENT),
     ],
 )
 def test_plain_errors(exc: Exception, kind: Failure) -> None:
@@ -106,6 +122,35 @@ def test_unknown_outcome_is_retried_with_the_same_token() -> None:
     report = transact([{}], policy=no_sleep(), dynamodb=ddb)
     assert report.outcome is Outcome.APPLIED and report.unknown_seen
     assert len(set(ddb.tokens)) == 1 and len(ddb.tokens) == 3
+
+
+def test_a_read_timeout_is_an_unknown_outcome_resent_with_the_same_token_and_never_a_lost_write() -> None:
+    """A read timeout comes after the request was sent: DynamoDB may have committed it. The
+    engine re-sends the same ClientRequestToken (a committed first attempt is then replayed, not
+    applied again), asks the caller's "was it us?" hook, and when the budget runs out answers
+    CONTENTION with ``unknown_seen`` (the caller answers "retry the same request": 503, or 202 for
+    what can be deferred), never REJECTED or an exception that would read as "not applied"."""
+    from counters.core.engine import run
+
+    timeout = ReadTimeoutError(endpoint_url="http://x")
+    ddb = ScriptedClient([timeout, ConnectionClosedError(endpoint_url="http://x"), None])
+    report = transact([{}], policy=no_sleep(), dynamodb=ddb)
+    assert (report.outcome, report.unknown_seen, len(ddb.tokens), len(set(ddb.tokens))) == (Outcome.APPLIED, True, 3, 1)
+    asked: list[str] = []
+    ddb = ScriptedClient([timeout] * 4)
+    report = run(
+        ddb.transact_write_items,
+        {"TransactItems": [{}]},
+        policy=no_sleep(),
+        token=True,
+        on_unknown=lambda r, f: asked.append(f.code),  # type: ignore[func-returns-value]
+    )
+    assert (report.outcome, report.unknown_seen, report.failure.kind if report.failure else None) == (
+        Outcome.CONTENTION,
+        True,
+        Failure.UNKNOWN,
+    )
+    assert asked == ["ReadTimeoutError"] * 4 and len(set(ddb.tokens)) == 1
 
 
 def test_definite_failures_draw_a_new_token() -> None:

@@ -132,3 +132,37 @@ def test_a_replicated_write_conflict_is_retried_like_a_transaction_conflict() ->
     assert (report.outcome, report.attempts, report.unknown_seen, report.contended_retries) == (Outcome.APPLIED, 3, False, 2)
     report = run(Script(*[error("ReplicatedWriteConflictException")] * 4), {}, policy=NO_SLEEP)
     assert report.outcome is Outcome.CONTENTION and report.failure is not None and report.failure.code == "ReplicatedWriteConflictException"
+
+
+class Timed(Script):
+    """A :class:`Script` on a clock of the test's own (``now``): each call costs 1 s, and records when it started."""
+
+    def __init__(self, *errors: ClientError) -> None:
+        super().__init__(*errors)
+        self.now, self.started = 0.0, list[float]()
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, **params: Any) -> dict[str, Any]:
+        self.started.append(self.now)
+        self.now += 1.0
+        return super().__call__(**params)
+
+
+def test_no_attempt_starts_at_or_after_the_deadline() -> None:
+    """Inside ``engine.deadline``, every attempt is checked: a retry whose backoff ran past the
+    deadline, or a first call made after it, is not sent (DeadlineReached, a retryable 503)."""
+    from counters.core.errors import ContentionError, DeadlineReached
+
+    op = Timed(*[error("ThrottlingException")] * 5)
+    policy = RetryPolicy(max_attempts=6, sleep=lambda s: setattr(op, "now", op.now + 0.5))
+    with engine.deadline(3.0, op.clock), pytest.raises(DeadlineReached) as refused:
+        run(op, {}, policy=policy)
+    assert op.started == [0.0, 1.5] and op.now == 3.0  # the third attempt would start at 3.0: not sent
+    assert isinstance(refused.value, ContentionError) and refused.value.cause_code == "ThrottlingException"
+    with engine.deadline(3.0, op.clock), pytest.raises(DeadlineReached):
+        run(op, {}, policy=policy)  # already past it: nothing is sent
+    assert op.started == [0.0, 1.5]
+    with engine.deadline(None, op.clock):  # no deadline: the budget decides
+        assert run(op, {}, policy=policy).outcome is Outcome.APPLIED

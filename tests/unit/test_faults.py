@@ -130,22 +130,22 @@ def test_detach_stops_injecting(sqs: tuple[Any, str]) -> None:
 class Recorder:
     """A FunctionPool stand-in: records each delivery's message ids and how many ran at once."""
 
-    def __init__(self, seconds: float = 0.0) -> None:
+    def __init__(self, hold_until: int = 0) -> None:
+        """``hold_until``: each delivery runs until that many deliveries have started (a slow
+        function, made slow by a condition rather than a sleep: the overlap is then certain)."""
         import threading
 
         self.fn = type("Fn", (), {"name": "Recorder"})()
-        self.seconds, self.deliveries, self.running, self.overlapped = seconds, [], 0, 0
-        self._lock = threading.Lock()
+        self.hold_until, self.deliveries, self.running, self.overlapped = hold_until, [], 0, 0
+        self._changed = threading.Condition()
 
     def invoke(self, event: dict[str, Any]) -> tuple[str, Any]:
-        import time
-
-        with self._lock:
+        with self._changed:
             self.running += 1
             self.overlapped = max(self.overlapped, self.running)
             self.deliveries.append(tuple(r["messageId"] for r in event["Records"]))
-        time.sleep(self.seconds)
-        with self._lock:
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: len(self.deliveries) >= self.hold_until)
             self.running -= 1
         return "ok", {"batchItemFailures": []}
 
@@ -169,16 +169,17 @@ def test_poller_late_delivery_runs_while_the_first_still_runs(sqs: tuple[Any, st
 
     client, url = sqs
     client.send_message(QueueUrl=url, MessageBody="m")
-    pool = Recorder(seconds=0.6)
+    pool = Recorder(hold_until=2)  # the first delivery still runs when the second starts, however slow the machine
     faults = DeliveryFaults(late=1.0, seed=1)
     poller = QueuePoller(client, url, "arn:aws:sqs:us-east-1:123456789012:q", pool, 10, True, faults=faults)  # type: ignore[arg-type]
     poller.start()
     try:
-        deadline = time.monotonic() + 10
-        while len(pool.deliveries) < 2 and time.monotonic() < deadline:
+        # waits on conditions, not on a clock: however slow the machine, the redelivery comes (the
+        # first delivery outlives its 1 s expiry); one that never does is a hang for pytest-timeout
+        while len(pool.deliveries) < 2:
             time.sleep(0.05)
         faults.late = 0.0  # stop expiring, let both deliveries finish and delete
-        while (pool.running or depth(client, url)) and time.monotonic() < deadline:
+        while pool.running or depth(client, url):
             time.sleep(0.05)
     finally:
         poller.stop()

@@ -47,6 +47,7 @@ FINAL: dict[str, bool] = {
     "TableNotFound": False,
     "IdempotencyKeyInFlight": False,  # the first request with the key finishes; a replay meeting it is redelivered
     "IdempotencyKeyMissing": True,
+    "DeadlineReached": False,  # out of time before the next call: nothing was sent, safe to replay
 }
 
 

@@ -96,3 +96,42 @@ def test_escrow_shares_default_to_an_even_split_and_keys_are_per_region() -> Non
     assert [k["PK"] for k in resource.counter_keys] == ["RES#r@us-east-1#0", "RES#r@us-east-1#1"]
     with pytest.raises(ValueError, match="no share"):
         resource.keys_in("ap-south-1")
+
+
+class BusySnapshot:
+    """A shardable approach whose shards each refuse the quantity (threshold) and whose snapshot
+    read outlasts its retry budget (the engine's ContentionError, e.g. read timeouts under load)."""
+
+    name, shardable = "busy", True
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        self.store = SimpleNamespace(snapshot=self.snapshot)
+        self.snapshots = 0
+
+    def shard_order(self, count: int, token: str | None, rng: object) -> list[int]:
+        return list(range(count))
+
+    def apply(self, key: object, quantity: int, **_: object) -> object:
+        from counters.core.outcome import Capacity, Outcome
+        from counters.primitives.approaches import Reason, result
+
+        return result(Outcome.REJECTED, Capacity(), 1, Reason.THRESHOLD)
+
+    def snapshot(self, keys: object, capacity: object) -> list[Counter]:
+        from counters.core.errors import ContentionError
+
+        self.snapshots += 1
+        raise ContentionError("DynamoDB is busy (ReadTimeoutError); retry the request", cause_code="ReadTimeoutError")
+
+
+def test_a_sharded_take_whose_snapshot_stays_busy_answers_contention_not_an_exception() -> None:
+    """Every shard definitely refused the quantity and the snapshot cannot be read: nothing was
+    taken, so the answer is the outcome ``contention`` (re-send the same request), like any busy take."""
+    from counters.core.outcome import Outcome
+    from counters.primitives.sharding import ShardReason, take
+
+    approach = BusySnapshot()
+    answer = take(approach, [shard_key("r", n) for n in range(4)], 2, token="t")  # type: ignore[arg-type]
+    assert (answer.outcome, answer.reason, approach.snapshots) == (Outcome.CONTENTION, ShardReason.SHARDS_BUSY, 1)

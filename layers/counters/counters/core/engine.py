@@ -15,7 +15,9 @@ no retry at all. :func:`run` is the layer's only attempt loop. It owns:
   is unknown (``on_unknown``): stop with a verdict (:class:`Stop`), re-send other
   parameters (:class:`Resend`, e.g. OCC's next round, planned after the backoff), or let the
   engine decide (``None``: a condition failure is final, an unknown outcome is re-sent);
-* **one report type** (:class:`Report`).
+* **one report type** (:class:`Report`);
+* **a deadline** (:func:`deadline`): inside it, no attempt (a first call, a retry, a page) is sent
+  at or after the deadline: :class:`~counters.core.errors.DeadlineReached` is raised instead.
 
 A test seam keeps it that way: with ``TALLY_ENGINE_GUARD=1`` in the environment, the
 layer's clients refuse any call not issued from inside :func:`run` (the test suite turns it
@@ -24,20 +26,23 @@ on for every process it starts).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextvars
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from counters.core import configuration, tracing
 from counters.core.client import GUARD_ENV, DynamoDBClient, OutsideEngine, Params, Response, client, engine_call, guard, new_token
-from counters.core.errors import ContentionError
+from counters.core.errors import ContentionError, DeadlineReached
 from counters.core.failures import Classified, Failure, RetryPolicy, classify
 from counters.core.items import Item
 from counters.core.outcome import Capacity, Outcome
 
 ERRORS = (ClientError, BotoCoreError)
-__all__ = ["GUARD_ENV", "Operation", "OutsideEngine", "guard", "read", "run", "transact"]
+__all__ = ["GUARD_ENV", "Operation", "OutsideEngine", "deadline", "guard", "read", "run", "transact"]
 CONTENDED = frozenset({Failure.CONFLICT, Failure.THROTTLED})
 
 Operation = Callable[..., Response]
@@ -66,6 +71,28 @@ class Resend:
 
 
 Hook = Callable[["Report", Classified], "Stop | Resend | None"]
+Clock = Callable[[], float]
+
+_deadline: contextvars.ContextVar[tuple[Clock, float] | None] = contextvars.ContextVar("tally_call_deadline", default=None)
+
+
+@contextmanager
+def deadline(at: float | None, clock: Clock = time.monotonic) -> Iterator[None]:
+    """Inside this block, :func:`run` sends no attempt once ``clock()`` reaches ``at``: it raises
+    :class:`~counters.core.errors.DeadlineReached` instead (``None``: no deadline). The check is
+    made before every attempt, retries and a query's next page included, so a caller with a time
+    budget (the audit) never starts a call after it, whatever the call or the retries in it."""
+    marker = _deadline.set(None if at is None else (clock, at))
+    try:
+        yield
+    finally:
+        _deadline.reset(marker)
+
+
+def past_deadline() -> bool:
+    """Whether the deadline of the enclosing :func:`deadline` block (if any) has passed."""
+    current = _deadline.get()
+    return current is not None and current[0]() >= current[1]
 
 
 @dataclass
@@ -156,6 +183,9 @@ def run(
             report.contended_retries += 1  # this attempt retries one refused by a conflict or a throttle
         if report.token is not None:
             report.params["ClientRequestToken"] = report.token
+        if past_deadline():
+            code = report.failure.code if report.failure else None
+            raise DeadlineReached(f"the deadline passed before attempt {report.attempts}; not sent", cause_code=code)
         try:
             response = _send(operation, report.params)
         except ERRORS as exc:

@@ -158,6 +158,14 @@ class IdempotencyKeyInFlight(ContentionError):
     final = False  # the first request is the one that finishes: a replay that meets it is redelivered
 
 
+class DeadlineReached(ContentionError):
+    """The caller's deadline (:func:`counters.core.engine.deadline`) passed before the next attempt:
+    it was not sent. Like any contention, replaying the request is safe."""
+
+    default_message = "out of time before the next call; retry the request"
+    final = False
+
+
 class InsufficientCapacity(CounterError):
     """Not enough is left for the quantity asked (across every shard)."""
 

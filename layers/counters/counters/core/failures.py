@@ -15,13 +15,12 @@ from enum import StrEnum
 from typing import Any, TypedDict
 
 from botocore.exceptions import (
-    BotoCoreError,
     ClientError,
-    ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
-    ReadTimeoutError,
+    HTTPClientError,
 )
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from counters.core import items
 
@@ -36,9 +35,10 @@ class Failure(StrEnum):
     THROTTLED = "throttled"
     """Throttling / capacity: not applied; retry with backoff."""
     NOT_SENT = "not_sent"
-    """Could not reach DynamoDB: not applied; retry."""
+    """Could not connect (no connection, connect timeout): the request never left; retry."""
     UNKNOWN = "unknown"
-    """5xx, timeout after sending, transaction in progress: it MAY have applied."""
+    """5xx, a read timeout or a connection lost after sending, transaction in progress: it MAY
+    have applied."""
 
 
 THROTTLE_CODES = frozenset(
@@ -130,13 +130,21 @@ def classify(exc: BaseException) -> Classified | None:
         if code in UNKNOWN_CODES or status >= 500:
             return Classified(Failure.UNKNOWN, code or str(status))
         return None
-    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
+    if isinstance(exc, NOT_SENT_ERRORS):
         return Classified(Failure.NOT_SENT, type(exc).__name__)
-    if isinstance(exc, (ReadTimeoutError, ConnectionClosedError)):
+    if isinstance(exc, (HTTPClientError, BotoConnectionError)):
+        # Anything else on the wire may have happened after the request was sent: a read timeout
+        # (ReadTimeoutError), the connection closed or reset under the answer (ConnectionClosedError,
+        # HTTPClientError), the answer cut short (ResponseStreamingError), TLS failing mid-stream
+        # (SSLError). DynamoDB may have applied it: unknown, never "not applied".
         return Classified(Failure.UNKNOWN, type(exc).__name__)
-    if isinstance(exc, BotoCoreError):
-        return None
-    return None
+    return None  # ParamValidationError, NoCredentialsError...: a bug or a configuration error, re-raise
+
+
+NOT_SENT_ERRORS = (EndpointConnectionError, ConnectTimeoutError)
+"""The only transport errors raised before a byte of the request was sent (botocore raises them
+when the connection cannot be opened): definitely not applied. ``ConnectTimeoutError`` is a
+subclass of botocore's ``ConnectionError``, hence the order in :func:`classify`."""
 
 
 @dataclass

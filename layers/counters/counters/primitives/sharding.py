@@ -10,7 +10,10 @@ A resource of capacity C with N shards keeps its count on ``RES#<id>#<n>`` / ``S
    in **one** transaction, each part guarded by its shard's threshold;
 3. answers ``rejected`` / ``sold_out`` **only** when that snapshot's total is below the
    quantity; when the total suffices but concurrent takes keep winning the race, it tries
-   again a few rounds, then answers ``contention``.
+   again a few rounds, then answers ``contention``. A snapshot that cannot be read within the
+   retry budget (cancelled by concurrent writes, throttled, timed out) is ``contention`` too:
+   it is read only after every attempt of this take was definitely not applied, so re-sending
+   the same request is safe.
 
 Every part is guarded by its own shard's condition, so no shard (and therefore no total)
 ever goes below zero. The resource reads as the sum of its shards
@@ -22,6 +25,7 @@ from __future__ import annotations
 import random
 from enum import StrEnum
 
+from counters.core.errors import ContentionError
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.approaches import Approach, Fields, Key, Reason, result
 from counters.store.resources import MAX_SHARDS, Counter, shard_key
@@ -78,7 +82,9 @@ def take(
             if single.outcome is Outcome.REJECTED and single.reason == Reason.THRESHOLD:
                 continue  # this shard cannot take it: fall to the next
             return _with(single, capacity, attempts, {keys[n]["PK"]: quantity})
-        counters = approach.store.snapshot(keys, capacity)
+        counters = _snapshot(approach, keys, capacity)
+        if counters is None:
+            return result(Outcome.CONTENTION, capacity, attempts, ShardReason.SHARDS_BUSY)
         total = sum(c.available for c in counters)
         if total < quantity:
             reserved = sum(c.reserved for c in counters)
@@ -90,11 +96,19 @@ def take(
         if split.outcome is Outcome.REJECTED and split.reason == Reason.THRESHOLD:
             continue  # a concurrent take won a shard between the snapshot and the split
         return _with(split, capacity, attempts, {key["PK"]: part for key, part in parts})
-    counters = approach.store.snapshot(keys, capacity)
-    total = sum(c.available for c in counters)
-    if total < quantity:
-        return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, available=total)
+    counters = _snapshot(approach, keys, capacity)
+    if counters is not None and sum(c.available for c in counters) < quantity:
+        return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, available=sum(c.available for c in counters))
     return result(Outcome.CONTENTION, capacity, attempts, ShardReason.SHARDS_BUSY)
+
+
+def _snapshot(approach: Approach, keys: list[Key], capacity: Capacity) -> list[Counter] | None:
+    """Every shard in one consistent read, or ``None`` when the read outlasted its retry budget
+    (the take then answers ``contention``, an outcome, like any other busy attempt)."""
+    try:
+        return approach.store.snapshot(keys, capacity)
+    except ContentionError:
+        return None
 
 
 def _with(single: Result, capacity: Capacity, attempts: int, allocation: dict[str, int]) -> Result:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from counters.core.errors import ContentionError, NotFound
+from counters.core.engine import deadline as call_deadline
+from counters.core.errors import ContentionError, DeadlineReached, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity
@@ -87,10 +89,23 @@ class QuickAudit:
 class Audits:
     """Audit posts' tallies against their likes; repair a drift found at a settled point."""
 
-    def __init__(self, store: PostStore, refcount: RefCount, counted: Cond, *, retry: RetryPolicy, topology: Topology = ONE_REGION) -> None:
-        """``counted``: the filter keeping the like items that count (tombstones aside)."""
+    def __init__(
+        self,
+        store: PostStore,
+        refcount: RefCount,
+        counted: Cond,
+        *,
+        retry: RetryPolicy,
+        topology: Topology = ONE_REGION,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """``counted``: the filter keeping the like items that count (tombstones aside). ``clock``
+        and ``sleep`` measure the budget and the aggregator wait (injectable: tests run on a clock
+        of their own, not on the machine's speed)."""
         self.store, self.refcount, self.counted, self.retry = store, refcount, counted, retry
         self.topology = topology
+        self.clock, self.sleep = clock, sleep
 
     def _refuse_across_regions(self) -> None:
         """No audit on a global table yet: META's tally is not the post's, and a Region's tally
@@ -155,22 +170,33 @@ class Audits:
         point and aggregated after the repair is added to the repaired tally, as it should be.
 
         ``budget_s``: the time the audit may take (the API passes the function's remaining time
-        less ``AUDIT_MARGIN_S``). No call is started after it; a post not reached, or not
+        less ``AUDIT_MARGIN_S``). No call is started after it: the clock is checked before each
+        step, and the engine checks it before every attempt (:func:`counters.core.engine.deadline`:
+        a retry, a probe of the next lane, a count's next page). A post not reached, or not
         finished, answers ``settled`` False, ``reason`` ``deadline`` (a settled drift found but
-        not repaired in time keeps its verdict with that reason).
+        not repaired in time keeps its verdict with that reason; ``repaired`` False then means "not
+        known to be repaired": a repair whose answer was lost may have applied, the next audit shows).
         """
         self._refuse_across_regions()
-        deadline = None if budget_s is None else time.monotonic() + budget_s
+        deadline = None if budget_s is None else self.clock() + budget_s
+        with call_deadline(deadline, self.clock):
+            return self._audit_posts(post_ids, repair, wait_s, poll_s, deadline)
+
+    def _audit_posts(self, post_ids: list[str], repair: bool, wait_s: float, poll_s: float, deadline: float | None) -> list[Settled]:
         results = {p: Settled(p) for p in post_ids}
         first = self._settle_point(results, wait_s, poll_s, deadline)
         counted: dict[str, int] = {}
         for post_id, post in first.items():
             total = 0
             for pk in PostInfo.of(post).lanes(post_id):
-                if late(deadline):
+                if self.late(deadline):
                     results[post_id].reason = DEADLINE
                     break
-                total += self.refcount.count(pk, LIKE_PREFIX, self.counted, results[post_id].capacity, self.retry)
+                try:
+                    total += self.refcount.count(pk, LIKE_PREFIX, self.counted, results[post_id].capacity, self.retry)
+                except DeadlineReached:
+                    results[post_id].reason = DEADLINE
+                    break
             else:
                 counted[post_id] = total
         second = self._settle_point({p: results[p] for p in counted}, wait_s, poll_s, deadline)
@@ -181,52 +207,61 @@ class Audits:
                 continue
             result.stored, result.counted, result.settled = post.tally, counted[post_id], True
             if repair and result.drift:
-                if late(deadline):
+                if self.late(deadline):
                     result.reason = DEADLINE
                     continue
-                result.repaired = self._repair(post, counted[post_id], result)
+                try:
+                    result.repaired = self._repair(post, counted[post_id], result)
+                except DeadlineReached:
+                    result.reason = DEADLINE
         return [results[p] for p in post_ids]
 
     def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float, deadline: float | None = None) -> dict[str, Post]:
         """Each post's META at a point where its tally includes every like written before it
         (see :meth:`audit_posts`); posts missing, whose aggregator is behind, or not reached
-        before ``deadline`` (``time.monotonic()``) are left out, with their reason."""
+        before ``deadline`` (``self.clock()``) are left out, with their reason."""
         points: dict[str, Post] = {}
         probing: dict[str, dict[str, int]] = {}  # post id -> lane name -> this audit's probe number
         for post_id, result in results.items():
-            if late(deadline):
+            if self.late(deadline):
                 result.reason = DEADLINE
                 continue
-            post = self.store.read(post_id, self.retry)
-            if post is None:
-                result.reason = AuditReason.NOT_FOUND
-                continue
-            info = PostInfo.of(post)
-            if info.spread is None or not aggregated_post(info):
-                points[post_id] = post  # counted in transactions only: as it is now
-                continue
-            if post.probes is None:  # stored before probes: the aggregator needs the map to record them
-                self._add_probe_map(post_id)
-            probing[post_id] = {f"S{lane}": self._probe(post_id, lane) for lane in range(info.spread)}
-        until = time.monotonic() + wait_s
+            try:
+                post = self.store.read(post_id, self.retry)
+                if post is None:
+                    result.reason = AuditReason.NOT_FOUND
+                    continue
+                info = PostInfo.of(post)
+                if info.spread is None or not aggregated_post(info):
+                    points[post_id] = post  # counted in transactions only: as it is now
+                    continue
+                if post.probes is None:  # stored before probes: the aggregator needs the map to record them
+                    self._add_probe_map(post_id)
+                probing[post_id] = {f"S{lane}": self._probe(post_id, lane) for lane in range(info.spread)}
+            except DeadlineReached:  # out of time between two of its calls (a probe, a retry)
+                result.reason = DEADLINE
+        until = self.clock() + wait_s
         if deadline is not None and deadline < until:
             until, behind = deadline, DEADLINE
         else:
             behind = AuditReason.AGGREGATOR_BEHIND
         while probing:
             for post_id, mine in list(probing.items()):
-                if time.monotonic() >= until:
+                if self.clock() >= until:
                     break
-                seen = self.store.read(post_id, self.retry) or Post(post_id=post_id)
+                try:
+                    seen = self.store.read(post_id, self.retry) or Post(post_id=post_id)
+                except DeadlineReached:
+                    break
                 if all(probe_reached((seen.probes or {}).get(lane), number) for lane, number in mine.items()):
                     points[post_id] = seen
                     del probing[post_id]
-            if probing and time.monotonic() >= until:
+            if probing and (self.clock() >= until or self.late(deadline)):
                 for post_id in probing:
                     results[post_id].reason = behind
                 break
             if probing:
-                time.sleep(poll_s)
+                self.sleep(poll_s)
         return points
 
     def _probe(self, post_id: str, lane: int) -> int:
@@ -249,14 +284,13 @@ class Audits:
         result.reason = AuditReason.MOVING if done is Repair.MOVING else AuditReason.BUSY
         return False
 
+    def late(self, deadline: float | None) -> bool:
+        """Whether ``deadline`` (on :attr:`clock`) has passed."""
+        return deadline is not None and self.clock() >= deadline
+
     def _add_probe_map(self, post_id: str) -> None:
         if not self.store.add_probe_map(post_id, self.retry):
             raise ContentionError(f"post {post_id!r} is busy; audit it again")
-
-
-def late(deadline: float | None) -> bool:
-    """Whether ``deadline`` (``time.monotonic()``) has passed."""
-    return deadline is not None and time.monotonic() >= deadline
 
 
 def probe_reached(seen: str | None, number: int) -> bool:
