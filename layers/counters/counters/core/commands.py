@@ -42,7 +42,7 @@ def new_request_id() -> str:
     time in ms, request id), and when two requests share the API's millisecond (API Gateway
     gives no finer time; ``sam local start-api`` 1.170.0 gives every request the same time,
     aws/aws-sam-cli#9279) the one received later still wins, as stored stamps compare
-    (``changedAt``, ``changedBy``) in that order (:data:`counters.primitives.toggle.STORED_IS_OLDER`)."""
+    (``changedAt``, ``changedBy``) in that order (:func:`counters.store.toggles.stored_is_older`)."""
     global _last_ns
     with _ids_lock:
         _last_ns = max(time.time_ns(), _last_ns + 1)

@@ -14,7 +14,7 @@ AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
 """An item as botocore sends and returns it."""
 Record = dict[str, Any]
-"""An item as Python values (:func:`from_item`): ``str``, ``int``, ``Decimal``, ``bool``, ``None``,
+"""An item as Python values (:func:`counters.store.items.from_item`): ``str``, ``int``, ``Decimal``, ``bool``, ``None``,
 ``bytes``, sets, lists and dicts of those. ``Any``, not that union: which type a field holds is the
 table layout's (:mod:`counters.store.layout`), which the store's readers apply when they turn a
 record into typed facts; the union would only move those checks, not make them."""

@@ -6,8 +6,8 @@ operation's result). They are the public API's types for such data instead of ``
 must narrow (``isinstance``) before using a field.
 
 Records read from DynamoDB may also hold :class:`~decimal.Decimal` (a number that is not whole) and
-``bytes``/``set`` (binary and set attributes): :data:`ItemValue` / :data:`ItemRecord` in
-:mod:`counters.core.items` type those. This module imports nothing at run time (and shadows the
+``bytes``/``set`` (binary and set attributes): :data:`~counters.core.items.Record` in
+:mod:`counters.core.items` types those. This module imports nothing at run time (and shadows the
 standard library's ``json`` only for code that writes ``from counters.core import json``; the
 layer never does).
 """
