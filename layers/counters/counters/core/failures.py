@@ -1,8 +1,8 @@
 """What a failed call tells about whether it applied, and how long to wait before the next attempt.
 
-Every failure becomes one :class:`Failure` kind. Transaction cancellations are classified by
-``CancellationReasons[i].Code``, never by message text. :class:`RetryPolicy` is the backoff
-(capped exponential, full jitter) that :func:`counters.core.engine.run` applies.
+Every failure becomes one [`Failure`][counters.core.failures.Failure] kind. Transaction cancellations are classified by
+``CancellationReasons[i].Code``, never by message text. [`RetryPolicy`][counters.core.failures.RetryPolicy] is the backoff
+(capped exponential, full jitter) that [`counters.core.engine.run`][counters.core.engine.run] applies.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Classified:
     code: str
     reasons: tuple[CancellationReason, ...] = ()
     """The transaction's CancellationReasons, in TransactItems order (empty otherwise): read them by
-    action name through :meth:`counters.store.expr.Transaction.cancellation`, never by position."""
+    action name through [`counters.store.expr.Transaction.cancellation`][counters.store.expr.Transaction.cancellation], never by position."""
 
 
 def classify(exc: BaseException) -> Classified | None:

@@ -89,7 +89,7 @@ class Result:
     capacity: Capacity = field(default_factory=Capacity)
     attempts: int = 1
     contended_retries: int = 0
-    """Attempts retried because of a conflict or a throttle (:attr:`counters.core.engine.Report.contended_retries`)."""
+    """Attempts retried because of a conflict or a throttle ([`counters.core.engine.Report.contended_retries`][counters.core.engine.Report.contended_retries])."""
     value: object = None
     """Primitive-specific payload (new counter value, the item read to resolve ambiguity...):
     ``object``, as each primitive documents its own; a caller narrows it (``isinstance``)."""

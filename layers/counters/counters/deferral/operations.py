@@ -1,6 +1,6 @@
 """Operation records ``OP#<operationId>``: PENDING until the worker writes the definite outcome, once.
 
-The record's layout and requests are :mod:`counters.store.operations`; this module decides what a
+The record's layout and requests are [`counters.store.operations`][counters.store.operations]; this module decides what a
 caller sees of it and when a failure is the caller's problem.
 """
 
@@ -52,7 +52,7 @@ class Operations:
 
     def read(self, operation_id: str, *, caller: Caller | None = None) -> JSONObject | None:
         """The public record, or None; with a ``caller``, someone else's operation is
-        :class:`~counters.core.errors.Hidden` (answered as a missing one)."""
+        [`Hidden`][counters.core.errors.Hidden] (answered as a missing one)."""
         operation = self.records.get(operation_id)
         if operation is None:
             return None

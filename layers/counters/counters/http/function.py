@@ -1,6 +1,4 @@
-"""An API Gateway (REST) function's preamble: :class:`~counters.core.function.Function` plus the resolver.
-
-::
+"""An API Gateway (REST) function's preamble: [`Function`][counters.core.function.Function] plus the resolver.
 
     function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
     app = function.app                       # register routes on it
@@ -11,7 +9,7 @@
 
     lambda_handler = function.lambda_handler
 
-The resolver reads who the caller is with the function's :class:`ApiSettings` (``AUTH_MODE``,
+The resolver reads who the caller is with the function's [`ApiSettings`][counters.http.function.ApiSettings] (``AUTH_MODE``,
 ``ADMIN_GROUP``) and, given a ``deferrer``, defers contended requests to its retry queue
 (``RETRY_QUEUE_URL``); both are built from the settings on first use.
 """
@@ -45,7 +43,7 @@ T = TypeVar("T")
 
 
 class ApiFunction(Function[S, T]):
-    """A function behind API Gateway: routes on :attr:`app`, entry point :attr:`lambda_handler`."""
+    """A function behind API Gateway: routes on [`app`][counters.http.function.ApiFunction.app], entry point [`lambda_handler`][counters.http.function.ApiFunction.lambda_handler]."""
 
     def __init__(self, settings_type: type[S], build: Callable[[S], T], *, deferrer: Callable[[S], Deferrer | None] | None = None) -> None:
         """``deferrer`` (e.g. ``Deferrer.from_settings``) turns contention into 202s through the retry queue."""

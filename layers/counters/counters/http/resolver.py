@@ -111,11 +111,11 @@ def _describe(errors: Sequence[Any]) -> str:  # pydantic's error dicts; Powertoo
 class TallyResolver(APIGatewayRestResolver):
     """The REST resolver, refusing non-JSON bodies before Powertools' validation parses them
     (it would otherwise try multipart/form-data and fail with a 500 on a missing boundary),
-    and knowing who calls (:attr:`caller`, from the authorizer's verified claims)."""
+    and knowing who calls ([`caller`][counters.http.resolver.TallyResolver.caller], from the authorizer's verified claims)."""
 
     caller: Caller = Caller()
     request_time: int = 0
-    """When API Gateway received the request (ms): :func:`request_time` of the current event."""
+    """When API Gateway received the request (ms): [`request_time`][counters.http.resolver.TallyResolver.request_time] of the current event."""
     auth: Callable[[], AuthSettings] = AuthSettings.from_env
     """Where identity comes from, read when a request arrives (the function's settings)."""
 
@@ -164,7 +164,7 @@ MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
 def request_time(event: ProxyEvent, now: int | None = None) -> int:
     """When the API received the request, in ms: API Gateway's ``requestContext.requestTimeEpoch``,
     or the function's clock at the start of the request when the event has none, or one further
-    than :data:`MAX_CLOCK_SKEW_MS` from it (a stored sample event, not a live request: API
+    than [`MAX_CLOCK_SKEW_MS`][counters.http.resolver.MAX_CLOCK_SKEW_MS] from it (a stored sample event, not a live request: API
     Gateway invokes the function within its integration timeout)."""
     now = time.time_ns() // 1_000_000 if now is None else now
     epoch = (event.get("requestContext") or {}).get("requestTimeEpoch")
@@ -176,7 +176,7 @@ def request_time(event: ProxyEvent, now: int | None = None) -> int:
 def _unsafe_json(text: str) -> str | None:
     """Why ``text`` must not reach ``json.loads`` (a 500 from a RecursionError or ValueError
     deep inside the parser), or None. Bounded before parsing: nesting deeper than
-    :data:`MAX_JSON_DEPTH`, a digit run longer than :data:`MAX_NUMBER_DIGITS` outside strings.
+    [`MAX_JSON_DEPTH`][counters.http.resolver.MAX_JSON_DEPTH], a digit run longer than [`MAX_NUMBER_DIGITS`][counters.http.resolver.MAX_NUMBER_DIGITS] outside strings.
     Within both bounds json.loads can raise only a JSONDecodeError, which the validation
     middleware answers (``invalid_json`` as before), so the body is parsed once, by Powertools."""
     bare = _JSON_STRING.sub('""', text)

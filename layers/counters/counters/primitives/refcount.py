@@ -14,7 +14,7 @@ Guarantees
     * Contention (conflicts/throttling past the retry budget): ``contention``; replaying the
       request is safe because the child key makes it idempotent.
 
-The requests are in :mod:`counters.store.refcounts`.
+The requests are in [`counters.store.refcounts`][counters.store.refcounts].
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class RefCount:
         its item collection), counted one after the other.
 
         ``where``: a filter for children that are stored but do not count (e.g.
-        :meth:`counters.primitives.toggle.Toggle.counted`: tombstones); the count is of the
+        [`counters.primitives.toggle.Toggle.counted`][counters.primitives.toggle.Toggle.counted]: tombstones); the count is of the
         items that pass it.
 
         Reads the tally first, then counts; concurrent links/unlinks between the two make the

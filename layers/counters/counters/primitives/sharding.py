@@ -14,7 +14,7 @@ A resource of capacity C with N shards keeps its count on ``RES#<id>#<n>`` / ``S
 
 Every part is guarded by its own shard's condition, so no shard (and therefore no total)
 ever goes below zero. The resource reads as the sum of its shards
-(:meth:`counters.store.resources.ResourceStore.snapshot`, where the shard keys live too).
+([`counters.store.resources.ResourceStore.snapshot`][counters.store.resources.ResourceStore.snapshot], where the shard keys live too).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ROUNDS = 4
 
 
 class ShardReason(StrEnum):
-    """Why a sharded take answered as it did, beyond its approach's :class:`Reason`."""
+    """Why a sharded take answered as it did, beyond its approach's [`Reason`][counters.primitives.approaches.Reason]."""
 
     SOLD_OUT = "sold_out"
     SHARDS_BUSY = "shards_busy"

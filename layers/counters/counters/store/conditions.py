@@ -1,10 +1,10 @@
 """Expressions: attribute paths, values, operands and conditions, rendered with placeholders.
 
-A condition is a tree of :class:`Cond` (``&``, ``|``, ``~``) over :class:`Path` s and values; an
-operand of SET is a value, a :class:`Path`, or :func:`if_not_exists` / :func:`plus` / :func:`minus` /
-:func:`list_append`. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>``
-values through one :class:`Placeholders` per request, and only the ones the request uses. The
-requests that use them are :mod:`counters.store.expr`.
+A condition is a tree of [`Cond`][counters.store.conditions.Cond] (``&``, ``|``, ``~``) over [`Path`][counters.store.conditions.Path] s and values; an
+operand of SET is a value, a [`Path`][counters.store.conditions.Path], or [`if_not_exists`][counters.store.conditions.if_not_exists] / [`plus`][counters.store.conditions.plus] / [`minus`][counters.store.conditions.minus] /
+[`list_append`][counters.store.conditions.list_append]. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>``
+values through one [`Placeholders`][counters.store.conditions.Placeholders] per request, and only the ones the request uses. The
+requests that use them are [`counters.store.expr`][counters.store.expr].
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class Path(Operand):
 
 
 def operand(value: object) -> Operand:
-    """``value`` as an operand: a :class:`Path` or :class:`Operand` as it is, anything else a value."""
+    """``value`` as an operand: a [`Path`][counters.store.conditions.Path] or [`Operand`][counters.store.conditions.Operand] as it is, anything else a value."""
     return value if isinstance(value, Operand) else Value(value)
 
 

@@ -1,8 +1,8 @@
 """A small typed builder for DynamoDB requests: placeholders are made for you.
 
 Every attribute name goes through ``ExpressionAttributeNames`` and every value through
-``ExpressionAttributeValues`` (STYLE 4): a request is built from :class:`Path` s and Python values,
-never from expression strings. ::
+``ExpressionAttributeValues`` (STYLE 4): a request is built from [`Path`][counters.store.conditions.Path] s and Python values,
+never from expression strings.
 
     post = Path("mode")
     update = (
@@ -15,13 +15,13 @@ never from expression strings. ::
     run(dynamodb.update_item, update.params(), ...)          # UpdateItem
     tx.update(Action.POST, update)                           # or one action of a transaction
 
-An update is SET/ADD/REMOVE/DELETE clauses; conditions and operands (:class:`Path`, :class:`Cond`,
-:func:`if_not_exists`...) are :mod:`counters.store.conditions`, re-exported here. Rendering allocates
+An update is SET/ADD/REMOVE/DELETE clauses; conditions and operands ([`Path`][counters.store.conditions.Path], [`Cond`][counters.store.conditions.Cond],
+[`if_not_exists`][counters.store.conditions.if_not_exists]...) are [`counters.store.conditions`][counters.store.conditions], re-exported here. Rendering allocates
 ``#name`` placeholders (readable: ``#mode``) and ``:v<n>`` values, and only the ones the request
 uses, so DynamoDB never refuses an unused placeholder.
 
-A :class:`Transaction` names its actions (an enum per store module), so a cancellation is read by
-name (:class:`Cancellation`), never by position. The transaction's action kinds are written by
+A [`Transaction`][counters.store.expr.Transaction] names its actions (an enum per store module), so a cancellation is read by
+name ([`Cancellation`][counters.store.expr.Cancellation]), never by position. The transaction's action kinds are written by
 distinct methods (``put``/``update``/``delete``/``check``) so tools/iam derives each function's
 ``TransactWriteItems`` kinds from the methods it reaches.
 """

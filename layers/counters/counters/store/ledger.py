@@ -4,12 +4,12 @@ On an MREC global table every item updated in place belongs to one writing Regio
 writes its own entries (``ENTRY#<id>#<Region>``), its own checkpoint (``SNAPSHOT#<Region>``) and its
 own dirty markers (``LEDGERS#DIRTY#<Region>``); a single-Region table (and MRSC, strongly consistent)
 keeps the unsuffixed layout (``writer == ""``). On MRSC (no transactions) a compaction chunk and a
-withdrawal are single-item writes (:attr:`LedgerStore.transactions` is False).
+withdrawal are single-item writes ([`LedgerStore.transactions`][counters.store.ledger.LedgerStore.transactions] is False).
 
 This module owns the ledger family's keys, attribute names and requests, makes its DynamoDB calls
-(through :mod:`counters.core.engine`) and turns what comes back into typed facts. Why each
+(through [`counters.core.engine`][counters.core.engine]) and turns what comes back into typed facts. Why each
 condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they are kept"); the rules
-that use these requests are in :mod:`counters.primitives.ledger`.
+that use these requests are in [`counters.primitives.ledger`][counters.primitives.ledger].
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class EntryKey:
 
 
 def parse_key(raw: str | None) -> EntryKey:
-    """Accept a ULID (26 Crockford base32 chars) or a UUIDv7; raise :class:`InvalidRequest`."""
+    """Accept a ULID (26 Crockford base32 chars) or a UUIDv7; raise [`InvalidRequest`][counters.core.errors.InvalidRequest]."""
     if not raw:
         raise InvalidRequest("the Idempotency-Key header is required (a ULID or a UUIDv7)")
     text = raw.strip()
@@ -395,7 +395,7 @@ class LedgerStore(Store):
     def withdraw(self, ledger_id: str, key: EntryKey, request_id: str, now_ms: int, capacity: Capacity) -> Outcome:
         """Delete this request's own entry and record that it did: APPLIED, REJECTED (the entry is
         gone, or is another request's) or CONTENTION. One transaction; on MRSC (no transactions)
-        :meth:`_withdraw_single`."""
+        `_withdraw_single`."""
         record = {PK: ledger_pk(ledger_id), SK: key.withdrawn_sk(request_id, self.writer), REQUEST_ID: request_id, WITHDRAWN_AT: now_ms}
         entry = Delete(self.table_name, key=self._entry_key(ledger_id, key)).when(entry_is_mine(request_id))
         entry.on_failure = False
@@ -534,7 +534,7 @@ class LedgerStore(Store):
         """APPLIED; REJECTED (another compactor moved the checkpoint, or an entry vanished); CONTENTION.
 
         On MRSC: the checkpoint update alone (its ``pendingDeletes`` lists the entries), then
-        :meth:`delete_merged`; the balance read ignores entries at or below ``mergedThrough`` meanwhile.
+        [`delete_merged`][counters.store.ledger.LedgerStore.delete_merged]; the balance read ignores entries at or below ``mergedThrough`` meanwhile.
         """
         if self.transactions:
             return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome

@@ -1,6 +1,6 @@
 """Operation records: ``OP#<operationId>`` / ``OP``, a deferred request's status (PENDING, then final).
 
-The record is written PENDING when a request is deferred (:mod:`counters.deferral.queue`), made
+The record is written PENDING when a request is deferred ([`counters.deferral.queue`][counters.deferral.queue]), made
 final once by the replay that settles it, and read by ``GET /operations/{id}``. Its owner (the
 verified caller, with authorization on) decides who may read it.
 """

@@ -1,12 +1,12 @@
 """Posts and likes: their keys, attribute names, requests and facts.
 
 A post's ``META`` holds its tally, its mode and the stream aggregator's checkpoints; a like is a
-counted toggle's state item (:mod:`counters.store.toggles`) under one of the post's spread keys
+counted toggle's state item ([`counters.store.toggles`][counters.store.toggles]) under one of the post's spread keys
 (or, for a post stored before ``spread``, in seed 01's item collection); an audit probe is an item
 per spread key the aggregator copies to ``META``. The rules are the service's
-(:mod:`counters.services.likes`) and the primitives' (toggle, refcount, aggregator); this module
-builds and sends the requests that are the post's own and answers typed facts (:class:`Post`,
-:class:`Liker`), never raw items. Details: docs/likes.md.
+([`counters.services.likes`][counters.services.likes]) and the primitives' (toggle, refcount, aggregator); this module
+builds and sends the requests that are the post's own and answers typed facts ([`Post`][counters.store.posts.Post],
+[`Liker`][counters.store.posts.Liker]), never raw items. Details: docs/likes.md.
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ class PostStore:
 
     def region_tallies(self, post_id: str, policy: RetryPolicy, capacity: Capacity | None = None) -> list[Post]:
         """The tally item of every Region that counted likes of the post (a global table; one
-        strongly consistent Query of this Region's replica): each as a :class:`Post` with its
+        strongly consistent Query of this Region's replica): each as a [`Post`][counters.store.posts.Post] with its
         ``tally``, ``watermarks`` and ``lag_ms``."""
         query = Query(self.table_name, (Path(PK) == post_pk(post_id)) & Path(SK).begins_with(REGION_TALLY_PREFIX))
         query.consistent = True
@@ -453,7 +453,7 @@ def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapp
 
 
 def streamed(keys: Mapping[str, Any], image: Mapping[str, Any]) -> Streamed | None:
-    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a :class:`Streamed`;
+    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a [`Streamed`][counters.store.posts.Streamed];
     ``None`` for a record that is not a spread key's like (with ``delta``) or probe."""
     parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
     if parsed is None:

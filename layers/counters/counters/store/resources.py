@@ -11,10 +11,10 @@
 A *counter item* (a resource's ``META`` when unsharded, or a shard) holds ``reserved`` and
 ``available``, which always sum to its capacity, plus what its approach remembers (``tag``;
 ``version`` + ``tags``; ``tokens``). The request shapes of every approach
-(:mod:`counters.primitives.approaches`) are built here, and :class:`ResourceStore` makes the
+([`counters.primitives.approaches`][counters.primitives.approaches]) are built here, and [`ResourceStore`][counters.store.resources.ResourceStore] makes the
 calls; the approaches decide which to make, the reservations service
-(:mod:`counters.services.reservations`) orchestrates. Nothing above this module sees a raw item:
-reads and ``ALL_OLD`` items come back as :class:`Counter`, :class:`Resource` and :class:`Record`.
+([`counters.services.reservations`][counters.services.reservations]) orchestrates. Nothing above this module sees a raw item:
+reads and ``ALL_OLD`` items come back as [`Counter`][counters.store.resources.Counter], [`Resource`][counters.store.resources.Resource] and [`Record`][counters.store.resources.Record].
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Action(Enum):
 
 
 COUNTERS = tuple(a for a in Action if isinstance(a.value, int))
-"""One action name per counter item of a transaction (at most :data:`MAX_SHARDS`)."""
+"""One action name per counter item of a transaction (at most [`MAX_SHARDS`][counters.store.resources.MAX_SHARDS])."""
 
 
 # -- keys ------------------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class Resource:
     shares: dict[str, int] | None = None
     """MREC escrow: each Region's share at creation (``None``: one counter for every Region)."""
     region: str = ""
-    """The Region this resource is used from: its :attr:`counter_keys` are this Region's share."""
+    """The Region this resource is used from: its [`counter_keys`][counters.store.resources.Resource.counter_keys] are this Region's share."""
 
     @property
     def counter_keys(self) -> list[Key]:
@@ -451,7 +451,7 @@ class ResourceStore(Store):
 
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
         """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
-        follows as its own single-item write, then :meth:`finish_release`. Returns the record as
+        follows as its own single-item write, then [`finish_release`][counters.store.resources.ResourceStore.finish_release]. Returns the record as
         it was when the condition failed."""
         update = Update(self.table_name, record_key(rid, self.region)).set_all({STATUS: Status.RELEASING, RELEASED_BY: request_id})
         report = run(self.dynamodb.update_item, update.when(Path(STATUS) == Status.CONFIRMED).params(), policy=self.retry, write=True)
@@ -477,7 +477,7 @@ class ResourceStore(Store):
         self, update: Update | Params, *, capacity: Capacity | None = None, on_condition: Hook | None = None, on_unknown: Hook | None = None
     ) -> Report:
         """One counter write (UpdateItem; or the params of an optimistic approach's planned write,
-        which its hooks re-plan with :class:`~counters.core.engine.Resend`); a hook reads the item a failed condition found with :func:`found`."""
+        which its hooks re-plan with [`Resend`][counters.core.engine.Resend]); a hook reads the item a failed condition found with [`found`][counters.store.resources.found]."""
         return run(
             self.dynamodb.update_item,
             update.params() if isinstance(update, Update) else update,

@@ -19,7 +19,7 @@ Guarantees
     * SDK retries: must be **off**. A botocore retry re-sends the ADD after a lost reply and
       applies it twice without anyone knowing (seed 02, "Working with the AWS SDK"); the
       constructor refuses a client whose retry budget is not 1 attempt
-      (:data:`counters.core.client.CLIENT_CONFIG` has ``total_max_attempts=1``).
+      ([`counters.core.client.CLIENT_CONFIG`][counters.core.client.CLIENT_CONFIG] has ``total_max_attempts=1``).
     * Client retries / redelivered requests: **not recognised**. The token is ignored; a
       redelivery applies again under either policy (``exact = False``).
     * Write sharding: supported. A split over shards is one transaction with a fresh

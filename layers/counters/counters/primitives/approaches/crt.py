@@ -4,7 +4,7 @@ The delta is a one-item ``TransactWriteItems`` (``ADD`` + threshold condition) w
 ClientRequestToken is **derived from the request's idempotency token** (``uuid5`` of the
 token, the table and the counter's key: 36 chars, the API's maximum; DynamoDB keeps tokens
 per account and Region, not per table) and pinned across every retry
-(:func:`counters.core.engine.transact` with ``token=``). DynamoDB remembers a successful token for
+([`counters.core.engine.transact`][counters.core.engine.transact] with ``token=``). DynamoDB remembers a successful token for
 10 minutes: the same token with the same parameters is answered with success and changes
 nothing; with other parameters it is ``IdempotentParameterMismatch``.
 

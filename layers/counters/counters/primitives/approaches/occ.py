@@ -3,7 +3,7 @@
 Each write sets ``reserved``/``available`` to values computed from the read and replaces
 ``tag`` with a fresh random one, conditioned on ``tag`` still being the one read. The
 threshold is checked on the read values (the tag condition makes that check still true
-at write time). Conflicts are retried within the :class:`~counters.core.failures.RetryPolicy`
+at write time). Conflicts are retried within the [`RetryPolicy`][counters.core.failures.RetryPolicy]
 (bounded, full jitter): the loser's ``ALL_OLD`` shows the winner's item (our own tag there
 means applied), and the next round is planned from a read made after the backoff.
 

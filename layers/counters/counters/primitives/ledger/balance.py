@@ -38,7 +38,7 @@ class Balance:
     balance: int
     pending_entries: int
     checkpoint: JSONObject | None
-    """The checkpoint as the API shows it (:func:`public_checkpoint`)."""
+    """The checkpoint as the API shows it ([`public_checkpoint`][counters.primitives.ledger.balance.public_checkpoint])."""
     capacity: Capacity
     ignored_entries: int = 0
     """Entries at or below ``mergedThrough`` (seen mid-merge or written too late): not counted."""
@@ -60,7 +60,7 @@ class Balance:
 
 
 class Balances(LedgerBase):
-    """:meth:`balance` (the ledger's other parts are in the sibling modules)."""
+    """[`balance`][counters.primitives.ledger.balance.Balances.balance] (the ledger's other parts are in the sibling modules)."""
 
     def balance(self, ledger_id: str, *, page_size: int | None = None, verify: bool = False, max_reads: int = 5) -> Balance:
         """Checkpoint + the entries after it, in one consistent Query (checkpoint read last).

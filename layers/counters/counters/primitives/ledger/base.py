@@ -34,7 +34,7 @@ class LedgerSettings(RegionSettings):
 
 
 class LedgerOptions(TypedDict, total=False):
-    """:class:`LedgerBase`'s keyword options, for what builds a ledger for someone else (the service)."""
+    """[`LedgerBase`][counters.primitives.ledger.base.LedgerBase]'s keyword options, for what builds a ledger for someone else (the service)."""
 
     dynamodb: DynamoDBClient | None
     retry: RetryPolicy | None

@@ -35,7 +35,7 @@ DEADLINE = AuditReason.DEADLINE
 
 @dataclass
 class Settled:
-    """One post's audit at a settled point (:meth:`Audits.audit_posts`): ``stored`` is the tally
+    """One post's audit at a settled point ([`Audits.audit_posts`][counters.services.likes.audit.Audits.audit_posts]): ``stored`` is the tally
     at that point and ``counted`` the likes then; ``settled`` False says why there is no verdict
     (``reason``): ``moving`` (something was counted during the count), ``aggregator_behind`` (the
     stream's aggregator did not reach the audit's probe in time), ``not_found``, ``deadline`` (the
@@ -67,7 +67,7 @@ class Settled:
 
 @dataclass
 class QuickAudit:
-    """``GET /posts/{id}/audit``: the tally against a count now (:meth:`Audits.audit`)."""
+    """``GET /posts/{id}/audit``: the tally against a count now ([`Audits.audit`][counters.services.likes.audit.Audits.audit])."""
 
     post_id: str
     stored: int
@@ -108,7 +108,7 @@ class Audits:
         key of the post: a quick look, not at a settled point. A post that is or was hot has its
         likes counted by the stream's aggregator, so its tally trails its likes by the
         aggregator's lag: that is not drift, and no drift is concluded (``drift`` ``None``,
-        ``reason`` ``aggregated``; :meth:`audit_posts` compares at a settled point)."""
+        ``reason`` ``aggregated``; [`audit_posts`][counters.services.likes.audit.Audits.audit_posts] compares at a settled point)."""
         self._refuse_across_regions()
         before = self.store.read(post_id, self.retry)
         if before is None:
@@ -189,7 +189,7 @@ class Audits:
 
     def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float, deadline: float | None = None) -> dict[str, Post]:
         """Each post's META at a point where its tally includes every like written before it
-        (see :meth:`audit_posts`); posts missing, whose aggregator is behind, or not reached
+        (see [`audit_posts`][counters.services.likes.audit.Audits.audit_posts]); posts missing, whose aggregator is behind, or not reached
         before ``deadline`` (``time.monotonic()``) are left out, with their reason."""
         points: dict[str, Post] = {}
         probing: dict[str, dict[str, int]] = {}  # post id -> lane name -> this audit's probe number

@@ -27,14 +27,14 @@ PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are s
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
 
 PublicPost = JSONObject
-"""A post as the API shows it (:func:`public_post`)."""
+"""A post as the API shows it ([`public_post`][counters.services.likes.model.public_post])."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class LikeSettings(RegionSettings):
     """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
     hot after this many retried attempts of its likes in one process within 10 s; 0: never.
-    The global table's topology (:class:`RegionSettings`): docs/likes.md "Global tables"."""
+    The global table's topology ([`RegionSettings`][counters.core.regions.RegionSettings]): docs/likes.md "Global tables"."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
     cursor_secret: str = env("CURSOR_SECRET", "")
@@ -93,7 +93,7 @@ def post_id_for(author_id: str, idempotency_key: str) -> str:
 
 
 def derived_form(post_id: str) -> bool:
-    """Whether ``post_id`` has the form :func:`post_id_for` gives (a version-5 UUID, 32 lowercase
+    """Whether ``post_id`` has the form [`post_id_for`][counters.services.likes.model.post_id_for] gives (a version-5 UUID, 32 lowercase
     hex digits): a form a client's own ``postId`` may not take, so no one can take the id
     another author's Idempotency-Key stands for before that author's create."""
     if len(post_id) != 32 or post_id.strip("0123456789abcdef"):

@@ -1,6 +1,6 @@
 """Posts: create, read, switch mode; a user's own like and the likers list (the reads of likes).
 
-Also the process's view of each post (:class:`~counters.services.likes.model.PostInfo`, an LRU
+Also the process's view of each post ([`PostInfo`][counters.services.likes.model.PostInfo], an LRU
 trusted for ``mode_ttl_ms``) that the like path routes by.
 """
 
@@ -77,16 +77,16 @@ class Posts:
 
         Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
         derived from (author, key); with a client ``post_id`` the id is the client's, and never
-        of the derived form (:func:`derived_form`: :class:`InvalidRequest`), so the two never meet. Either
+        of the derived form ([`derived_form`][counters.services.likes.model.derived_form]: [`InvalidRequest`][counters.core.errors.InvalidRequest]), so the two never meet. Either
         way the Put is conditioned on the id being new, and a post already stored with the
         same author and body, created in the ``mode`` asked for (whatever its mode now), is this request's (``created`` False: an earlier attempt, or the
         one whose answer was lost, wrote it: ``created`` is True when the stored post carries
         this request's id). A different post under that id is
-        :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
+        [`AlreadyExists`][counters.core.errors.AlreadyExists] (the client's id) or [`IdempotencyKeyReused`][counters.core.errors.IdempotencyKeyReused] (the key).
         Without either, the id is random and a re-send creates another post.
 
         ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on an MRSC table, the one mode it has) is stored on the post with ``modeEpoch`` 0 (each
-        :meth:`switch_mode` adds one), its ``spread`` (where its likes live, fixed for its life)
+        [`switch_mode`][counters.services.likes.posts.Posts.switch_mode] adds one), its ``spread`` (where its likes live, fixed for its life)
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         if mode is None:
@@ -123,7 +123,7 @@ class Posts:
         return public_post(post)
 
     def info(self, post_id: str) -> PostInfo:
-        """The post's layout and mode; :class:`NotFound` if it is missing.
+        """The post's layout and mode; [`NotFound`][counters.core.errors.NotFound] if it is missing.
 
         Read (0.5 RCU) once per process and post (while it is among the ``cache_size`` posts
         used last: an LRU), trusted for ``mode_ttl_ms``: the standard
@@ -158,7 +158,7 @@ class Posts:
         may flow during the switch: each flip is counted once by the write that made it (package
         doc). Sent again, it finds the post already in ``mode``: switched ``False`` (also when an
         earlier attempt of this call switched it and its answer was lost). A post stored before
-        ``spread`` cannot switch (:class:`NotSwitchable`).
+        ``spread`` cannot switch ([`NotSwitchable`][counters.core.errors.NotSwitchable]).
         """
         self.topology.refuse(
             "switching a post's mode",
@@ -186,7 +186,7 @@ class Posts:
         key order.
 
         The cursor names only what a listing showed: the lane and the last liker listed in it
-        (or none: the lane from its start), signed for this post (:func:`encode_cursor`).
+        (or none: the lane from its start), signed for this post ([`encode_cursor`][counters.services.likes.cursor.encode_cursor]).
         DynamoDB's LastEvaluatedKey, which may be a tombstone (a user who unliked), is only
         followed inside the page, never handed out. So a page reads on until it has listed at
         least one liker (a page that ends in a run of tombstones would otherwise hand out a
