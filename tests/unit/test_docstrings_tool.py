@@ -183,3 +183,8 @@ def test_the_check_fails_when_the_root_page_does_not_list_the_root_names(tmp_pat
     convert(root)
     found = problems(root, tmp_path / "pkg.md")
     assert len(found) == 1 and "members ['Widget'] are not pkg.__all__ ['Widget', 'make']" in found[0]
+
+
+def test_the_layers_docstrings_pass_the_check() -> None:
+    """What `make docs` checks before mkdocs runs: no reST left, every public name documented."""
+    assert problems() == []

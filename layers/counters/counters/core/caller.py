@@ -26,6 +26,7 @@ class Caller:
 
     @property
     def is_admin(self) -> bool:
+        """In the admin group, or authorization is off."""
         return not self.enforced or self.admin_group in self.groups
 
     @property
@@ -39,6 +40,7 @@ class Caller:
         return None if self.is_admin else self.user_id
 
     def require_admin(self, what: str) -> None:
+        """Refuse ([`Forbidden`][counters.core.errors.Forbidden], 403) a caller outside the admin group: ``what`` names the action."""
         if not self.is_admin:
             raise Forbidden(f"{what} needs the {self.admin_group!r} group")
 

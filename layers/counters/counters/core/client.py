@@ -49,22 +49,40 @@ class DynamoDBClient(Protocol):
     class from the service model at run time, so botocore-stubs type it only as ``BaseClient``)."""
 
     @property
-    def meta(self) -> ClientMeta: ...
-    def get_item(self, **params: object) -> Response: ...  # botocore validates them at run time
-    def put_item(self, **params: object) -> Response: ...
-    def update_item(self, **params: object) -> Response: ...
-    def delete_item(self, **params: object) -> Response: ...
-    def query(self, **params: object) -> Response: ...
-    def transact_get_items(self, **params: object) -> Response: ...
-    def transact_write_items(self, **params: object) -> Response: ...
+    def meta(self) -> ClientMeta:
+        """botocore's client metadata (its Region, its endpoint)."""
+
+    def get_item(self, **params: object) -> Response:  # botocore validates them at run time
+        """GetItem."""
+
+    def put_item(self, **params: object) -> Response:
+        """PutItem."""
+
+    def update_item(self, **params: object) -> Response:
+        """UpdateItem."""
+
+    def delete_item(self, **params: object) -> Response:
+        """DeleteItem."""
+
+    def query(self, **params: object) -> Response:
+        """Query."""
+
+    def transact_get_items(self, **params: object) -> Response:
+        """TransactGetItems."""
+
+    def transact_write_items(self, **params: object) -> Response:
+        """TransactWriteItems."""
 
 
 class SQSClient(Protocol):
     """The SQS operations the layer calls (see [`DynamoDBClient`][counters.core.client.DynamoDBClient])."""
 
     @property
-    def meta(self) -> ClientMeta: ...
-    def send_message(self, **params: object) -> Response: ...  # botocore validates them at run time
+    def meta(self) -> ClientMeta:
+        """botocore's client metadata (its Region, its endpoint)."""
+
+    def send_message(self, **params: object) -> Response:  # botocore validates them at run time
+        """SendMessage."""
 
 
 CLIENT_CONFIG = Config(
@@ -74,6 +92,7 @@ CLIENT_CONFIG = Config(
     tcp_keepalive=True,
     max_pool_connections=64,
 )
+"""Every client's botocore configuration: one attempt per call (the engine retries), short timeouts, keep-alive."""
 GUARD_ENV = "TALLY_ENGINE_GUARD"
 
 CLIENT_LOCK = threading.RLock()

@@ -61,6 +61,7 @@ class Command:
     version: int = 1
 
     def to_message(self) -> str:
+        """The command as a queue message body (JSON); ``ValueError`` if it exceeds SQS's message size."""
         body = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
         if len(body.encode()) > MAX_MESSAGE_BYTES:
             raise ValueError("command too large for a queue message")
@@ -68,6 +69,7 @@ class Command:
 
     @classmethod
     def from_message(cls, body: str) -> Command:
+        """The command a queue message body carries (the inverse of [`to_message`][counters.core.commands.Command.to_message])."""
         try:
             data = json.loads(body)
             command = cls(

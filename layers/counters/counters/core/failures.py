@@ -96,6 +96,8 @@ def _reason(raw: Mapping[str, Any]) -> CancellationReason:
 
 @dataclass(frozen=True)
 class Classified:
+    """One failure classified: its kind, its error code and, for a cancelled transaction, the reasons."""
+
     kind: Failure
     code: str
     reasons: tuple[CancellationReason, ...] = ()

@@ -58,6 +58,7 @@ class Function(Generic[S, T]):
 
     @property
     def settings(self) -> S:
+        """The settings, read from the environment on first use (once per process)."""
         if self._settings is None:
             with self._lock:
                 if self._settings is None:
@@ -66,6 +67,7 @@ class Function(Generic[S, T]):
 
     @property
     def service(self) -> T:
+        """The object ``build(settings)`` made, on first use (once per process, again after a SnapStart restore)."""
         if self._service is None:
             settings = self.settings
             with self._lock:

@@ -70,12 +70,14 @@ class Capacity:
                 self.write_units += float(written or 0.0)
 
     def merge(self, other: Capacity) -> Capacity:
+        """Add ``other``'s units and calls to this one (returned)."""
         self.read_units += other.read_units
         self.write_units += other.write_units
         self.calls += other.calls
         return self
 
     def as_dict(self) -> dict[str, float | int]:
+        """The JSON form: ``readUnits``, ``writeUnits``, ``calls``."""
         return {"readUnits": self.read_units, "writeUnits": self.write_units, "calls": self.calls}
 
 
@@ -96,4 +98,5 @@ class Result:
 
     @property
     def succeeded(self) -> bool:
+        """The outcome counts as success (APPLIED or DUPLICATE)."""
         return self.outcome.succeeded

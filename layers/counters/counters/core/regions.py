@@ -52,6 +52,7 @@ class Topology:
     mode: GlobalTableMode = GlobalTableMode.NONE
     region: str = ""
     regions: tuple[str, ...] = ()
+    """The table's Regions, sorted (empty on a single-Region table)."""
     home_region: str = ""
 
     def __post_init__(self) -> None:

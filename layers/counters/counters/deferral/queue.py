@@ -94,6 +94,7 @@ class Deferrer:
         return cls(settings.table_name, settings.retry_queue_url, retry=settings.retry)
 
     def defer(self, command: Command, *, owner: str | None = None) -> Command:
+        """Record ``command`` as PENDING, then queue it; if queueing fails the record is dropped and the error raised (nothing acknowledged)."""
         try:
             self.operations.record_pending(command, owner)
             send(self._sqs or sqs_client(), self.operations.retry, QueueUrl=self.queue_url, MessageBody=command.to_message())
@@ -132,6 +133,7 @@ class Replayer:
         self._sqs = sqs
 
     def replay(self, body: str, *, message_id: str = "", receive_count: int = 1) -> str:
+        """Replay one queued command's body once and record its outcome; what happened (``redelivered``: already final, ``poison``: sent to the DLQ, or the verdict's status)."""
         command: Command | None = None
         try:
             command = Command.from_message(body)

@@ -51,7 +51,9 @@ class ApiFunction(Function[S, T]):
         self._make_deferrer = deferrer
         self._deferrer: tuple[ApiSettings, Deferrer | None] | None = None
         self.app: TallyResolver = build_app(self.logger, auth=lambda: self.settings, deferrer=self.deferrer, metrics=self.metrics)
+        """The resolver: register the function's routes on it."""
         self.lambda_handler = self.handler(correlation_paths.API_GATEWAY_REST)(self.app.resolve)
+        """The function's entry point (the resolver behind the Powertools decorators)."""
 
     def invoke(self, fn: Callable[[JSONObject, LambdaContext], object], event: JSONObject, context: LambdaContext) -> object:
         """A misconfigured API function answers a bare 500 (logged), never a stack trace."""

@@ -67,7 +67,9 @@ _LONG_NUMBER = re.compile(f"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
 _BRACKET = re.compile(r"[\[\]{}]")
 
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
+"""A path parameter holding an id (``ID_PATTERN``, 1 to 64 characters)."""
 OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
+"""A path parameter holding an operation id (32 lowercase hex digits)."""
 
 
 class Body(BaseModel):
@@ -78,6 +80,7 @@ class Body(BaseModel):
 
 
 def error(status: int, code: str, message: str) -> Response[JSONObject]:
+    """An error answer: ``status`` with the JSON body ``{"error": code, "message": message}``."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -114,12 +117,14 @@ class TallyResolver(APIGatewayRestResolver):
     and knowing who calls ([`caller`][counters.http.resolver.TallyResolver.caller], from the authorizer's verified claims)."""
 
     caller: Caller = Caller()
+    """Who the current request's caller is (set by [`resolve`][counters.http.resolver.TallyResolver.resolve] for each event)."""
     request_time: int = 0
     """When API Gateway received the request (ms): [`request_time`][counters.http.resolver.TallyResolver.request_time] of the current event."""
     auth: Callable[[], AuthSettings] = AuthSettings.from_env
     """Where identity comes from, read when a request arrives (the function's settings)."""
 
     def resolve(self, event: ProxyEvent, context: LambdaContext) -> ProxyResponse:
+        """Answer one API Gateway event: the caller and the request time read once, then the route."""
         self.request_time = request_time(event)
         try:
             auth = self.auth()
@@ -159,6 +164,7 @@ class TallyResolver(APIGatewayRestResolver):
 
 
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
+"""How far a request's time may be from this function's clock (5 minutes)."""
 
 
 def request_time(event: ProxyEvent, now: int | None = None) -> int:

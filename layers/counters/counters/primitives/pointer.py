@@ -45,6 +45,8 @@ from counters.store.sequences import SequenceStore, pointer_key
 
 
 class Reason(StrEnum):
+    """Why an advance did not simply apply."""
+
     ALREADY_AT_VALUE = "already_at_value"
     STALE = "stale"
     UNKNOWN_OUTCOME = "unknown_outcome"

@@ -49,6 +49,7 @@ class Audit:
 
     @property
     def drift(self) -> int:
+        """Stored minus counted (0 when the tally is right)."""
         return self.stored - self.counted
 
 

@@ -63,6 +63,8 @@ from counters.store.sequences import VALUE, SequenceAction, SequenceStore, count
 
 
 class SequenceMode(StrEnum):
+    """``fast`` (a number per claim, gaps possible) or ``gapless``."""
+
     FAST = "fast"
     GAPLESS = "gapless"
 

@@ -29,6 +29,7 @@ from counters.store.resources import MAX_SHARDS, Counter, shard_key
 __all__ = ["MAX_SHARDS", "ROUNDS", "ShardReason", "plan", "shard_key", "split_capacity", "take"]
 
 ROUNDS = 4
+"""How many rounds a take tries (each shard alone, then a split over them) before it answers contention."""
 
 
 class ShardReason(StrEnum):
@@ -39,6 +40,7 @@ class ShardReason(StrEnum):
 
 
 def split_capacity(capacity: int, shards: int) -> list[int]:
+    """``capacity`` split over ``shards`` as evenly as possible (the first ones take the remainder)."""
     return [capacity // shards + (1 if n < capacity % shards else 0) for n in range(shards)]
 
 

@@ -50,6 +50,7 @@ from counters.store.toggles import Guard, Owner, RegionalWrite, Stamp, StateItem
 __all__ = ["HORIZON_MS", "Guard", "Reason", "Stamp", "StateItem", "Toggle", "newer_than", "now_ms"]
 
 HORIZON_MS = 14 * 24 * 3600 * 1000  # RetryDLQ's retention: the longest a message waits without a redrive
+"""The longest a request can wait to be replayed: the retry DLQ's retention (14 days)."""
 TOMBSTONE_MARGIN_S = 24 * 3600  # clock skew between whoever stamped and whoever replays, with room to spare
 ROUNDS = 4  # state re-read and re-decided this often when concurrent requests move it, then contention
 
@@ -76,6 +77,7 @@ class Write(Enum):
 
 
 def now_ms() -> int:
+    """The clock, in ms since the epoch."""
     return time.time_ns() // 1_000_000
 
 

@@ -42,6 +42,7 @@ class Ledgers:
 
     @classmethod
     def from_settings(cls, settings: LedgerSettings) -> Ledgers:
+        """The service on the settings' table with the settings' options."""
         return cls(settings.table_name, **options(settings))
 
     def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:

@@ -136,10 +136,12 @@ class Orders:
 
     @classmethod
     def from_settings(cls, settings: OrderSettings) -> Orders:
+        """The service on the settings' table with the settings' sequence mode and Regions."""
         return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry, topology=settings.topology)
 
     @property
     def mode(self) -> SequenceMode:
+        """The order sequence's mode."""
         return self.sequence.mode
 
     def place(
@@ -251,6 +253,7 @@ class Orders:
         return Placed(order, created=mine, result=result)
 
     def read(self, order_id: int) -> JSONObject:
+        """The order's public form; [`NotFound`][counters.core.errors.NotFound] if there is none."""
         item, _ = self._get(order_key(order_id))
         if item is None:
             raise NotFound(f"order {order_id} not found")

@@ -77,4 +77,5 @@ def reserve_command(approach: Approach, resource_id: str, quantity: int, record:
 
 
 def release_command(resource_id: str, rid: str, request_id: str) -> Command:
+    """The deferred form of a release."""
     return Command("release", {"resourceId": resource_id, "reservationId": rid}, request_id)

@@ -178,9 +178,11 @@ class Reservations:
 
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> Reservations:
+        """The service on the settings' table with the settings' atomic policy and Regions."""
         return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy, topology=settings.topology)
 
     def approach(self, name: str) -> Approach:
+        """The approach ``name``, made on first use and kept."""
         if name not in self._approaches:
             made = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
             made.store.region = self.store.region  # marker's and crt's records are written by the take
@@ -522,6 +524,7 @@ class Reservations:
             )
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> Body:
+        """The reservation's public form; [`NotFound`][counters.core.errors.NotFound] if there is none (or, with a ``caller``, it is someone else's)."""
         record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
@@ -751,4 +754,5 @@ def public_reservation(rid: str, quantity: int, status: Status) -> Body:
 
 
 def transfer_body(resource_id: str, tid: str, source: str, target: str, quantity: int) -> Body:
+    """The public form of a transfer just sent."""
     return {"transferId": tid, "resourceId": resource_id, "from": source, "to": target, "quantity": quantity, "status": "SENT"}

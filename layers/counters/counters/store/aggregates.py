@@ -76,6 +76,7 @@ class CheckpointStore:
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     def update(self, parent: str, runs: list[LaneRun], net: int, changes: int, lag_ms: int | None) -> Update:

@@ -102,6 +102,7 @@ class Put(_Write):
     item: Mapping[str, object] = field(default_factory=dict)
 
     def body(self) -> Params:
+        """The Put's parameters (a transaction action's body)."""
         return self._conditioned({"TableName": self.table, "Item": to_item(self.item)}, Placeholders())
 
 
@@ -116,27 +117,33 @@ class Update(_Write):
     _delete: list[tuple[Path, object]] = field(default_factory=list, init=False)
 
     def set(self, name: str | Path, value: object) -> Update:
+        """``SET name = value``."""
         self._set.append((path(name), operand(value)))
         return self
 
     def set_all(self, values: Mapping[str, object]) -> Update:
+        """``SET`` each name to its value."""
         for name, value in values.items():
             self.set(name, value)
         return self
 
     def add(self, name: str | Path, value: object) -> Update:
+        """``ADD name value``."""
         self._add.append((path(name), value))
         return self
 
     def remove(self, *names: str | Path) -> Update:
+        """``REMOVE`` the names."""
         self._remove.extend(path(n) for n in names)
         return self
 
     def delete(self, name: str | Path, members: object) -> Update:
+        """``DELETE name members`` (from a set)."""
         self._delete.append((path(name), members))
         return self
 
     def expression(self, ph: Placeholders) -> str:
+        """The UpdateExpression, its placeholders allocated in ``ph``."""
         clauses = []
         if self._set:
             clauses.append("SET " + ", ".join(f"{p.render(ph)} = {v.render(ph)}" for p, v in self._set))
@@ -151,6 +158,7 @@ class Update(_Write):
         return " ".join(clauses)
 
     def body(self) -> Params:
+        """The Update's parameters (a transaction action's body)."""
         ph = Placeholders()
         params: Params = {"TableName": self.table, "Key": to_item(self.key), "UpdateExpression": self.expression(ph)}
         return self._conditioned(params, ph)
@@ -163,6 +171,7 @@ class Delete(_Write):
     key: Key = field(default_factory=dict)
 
     def body(self) -> Params:
+        """The Delete's parameters (a transaction action's body)."""
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
 
 
@@ -173,6 +182,7 @@ class Check(_Write):
     key: Key = field(default_factory=dict)
 
     def body(self) -> Params:
+        """The ConditionCheck's parameters; ``ValueError`` without a condition."""
         if self.condition is None:
             raise ValueError("a ConditionCheck needs a condition")
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
@@ -188,14 +198,17 @@ class Get:
     consistent: bool = False
 
     def project(self, *names: str | Path) -> Get:
+        """Read only these attributes."""
         self.projection = tuple(path(n) for n in names)
         return self
 
     def strongly(self) -> Get:
+        """Read strongly consistently."""
         self.consistent = True
         return self
 
     def params(self) -> Params:
+        """The GetItem parameters."""
         ph = Placeholders()
         params: Params = {"TableName": self.table, "Key": to_item(self.key)}
         if self.projection:
@@ -221,14 +234,17 @@ class Query:
     index: str | None = None
 
     def where(self, condition: Cond) -> Query:
+        """Add a filter condition (``AND`` with any before)."""
         self.filter = all_of(self.filter, condition)
         return self
 
     def project(self, *names: str | Path) -> Query:
+        """Read only these attributes."""
         self.projection = tuple(path(n) for n in names)
         return self
 
     def params(self) -> Params:
+        """The Query parameters."""
         ph = Placeholders()
         params: Params = {"TableName": self.table, "KeyConditionExpression": self.key.render(ph)}
         if self.filter is not None:
@@ -267,15 +283,19 @@ class Transaction(Generic[N]):
         return self
 
     def put(self, name: N, request: Put) -> Transaction[N]:
+        """Add a Put named ``name``."""
         return self._add(name, {"Put": request.body()})
 
     def update(self, name: N, request: Update) -> Transaction[N]:
+        """Add an Update named ``name``."""
         return self._add(name, {"Update": request.body()})
 
     def delete(self, name: N, request: Delete) -> Transaction[N]:
+        """Add a Delete named ``name``."""
         return self._add(name, {"Delete": request.body()})
 
     def check(self, name: N, request: Check) -> Transaction[N]:
+        """Add a ConditionCheck named ``name``."""
         return self._add(name, {"ConditionCheck": request.body()})
 
     def extend(self, other: Transaction[N]) -> Transaction[N]:
@@ -333,6 +353,7 @@ class Cancellation(Generic[N]):
         return from_item(item) if item else None
 
     def any_failed(self) -> bool:
+        """Some action's condition failed."""
         return any(self.failed(n) for n in self.reasons)
 
 

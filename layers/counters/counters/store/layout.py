@@ -26,6 +26,7 @@ class Shape:
     notes: str = ""
 
     def row(self) -> str:
+        """The shape as a Markdown table row."""
         return f"| {self.item} | `{self.pk}` | `{self.sk}` | {self.notes} |"
 
 

@@ -31,6 +31,7 @@ SHAPES = (
 
 
 def operation_key(operation_id: str) -> dict[str, str]:
+    """The key of an operation record."""
     return {"PK": f"OP#{operation_id}", "SK": "OP"}
 
 
@@ -51,6 +52,7 @@ class Operation:
 
     @classmethod
     def of(cls, item: Record) -> Operation:
+        """The record an item holds."""
         return cls(
             operation_id=str(item.get("operationId", "")),
             op=str(item.get(OP, "")),
@@ -116,6 +118,7 @@ class OperationRecords(Store):
         return run(self.dynamodb.delete_item, delete.params(), policy=self.retry, write=True).outcome is not Outcome.CONTENTION
 
     def get(self, operation_id: str) -> Operation | None:
+        """The operation record (strongly consistent), or None."""
         key: Key = operation_key(operation_id)
         response = read(self.dynamodb.get_item, self.retry, **Get(self.table_name, key).strongly().params())
         found = from_item(response.get("Item"))

@@ -98,10 +98,12 @@ class Mode(StrEnum):
 
 # -- keys ------------------------------------------------------------------------------------------
 def post_pk(post_id: str) -> str:
+    """The partition key of a post."""
     return f"POST#{post_id}"
 
 
 def post_key(post_id: str) -> dict[str, str]:
+    """The key of a post's item."""
     return {PK: post_pk(post_id), SK: "META"}
 
 
@@ -121,14 +123,17 @@ def lane_of(user_id: str, spread: int) -> int:
 
 
 def hot_pk(post_id: str, lane: int) -> str:
+    """The partition key of lane ``lane`` of a hot post."""
     return f"POST#{post_id}#S{lane}"
 
 
 def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
+    """The key of a user's like of a hot post (its lane from the user id)."""
     return {PK: hot_pk(post_id, lane_of(user_id, spread)), SK: f"{LIKE_PREFIX}{user_id}"}
 
 
 def probe_key(post_id: str, lane: int) -> dict[str, str]:
+    """The key of the probe item in lane ``lane`` of a hot post."""
     return {PK: hot_pk(post_id, lane), SK: PROBE_SK}
 
 
@@ -177,6 +182,7 @@ class Post:
 
     @property
     def epoch(self) -> int:
+        """How many times the post's mode has switched (``modeEpoch``, 0 if never)."""
         return self.stored_epoch or 0
 
     @property
@@ -231,6 +237,8 @@ class Written:
 
 
 class Repair(StrEnum):
+    """What a tally repair did."""
+
     REPAIRED = "repaired"
     MOVING = "moving"  # refused: something was counted since the post was read
     BUSY = "busy"
@@ -283,6 +291,7 @@ class PostStore:
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     def create(self, post: Post, spread: int, policy: RetryPolicy) -> Written:

@@ -49,6 +49,7 @@ class RefCountStore:
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     def link(self, parent: Key, child: Mapping[str, object], also: Transaction[Enum] | None, policy: RetryPolicy) -> Linked:

@@ -74,6 +74,7 @@ Fields = Mapping[str, object]
 """The attributes a caller adds to a reservation record (``resourceId``, ``requestId``, ``owner``...)."""
 
 MAX_SHARDS = 20
+"""The most counter items one resource is split over (one transaction takes at most that many)."""
 
 # -- attribute names -------------------------------------------------------------------------------
 PK = "PK"
@@ -113,10 +114,12 @@ COUNTERS = tuple(a for a in Action if isinstance(a.value, int))
 
 # -- keys ------------------------------------------------------------------------------------------
 def resource_key(resource_id: str) -> Key:
+    """The key of an unsharded resource's counter item."""
     return {"PK": f"RES#{resource_id}", "SK": "META"}
 
 
 def shard_key(resource_id: str, n: int) -> Key:
+    """The key of shard ``n`` of a resource."""
     return {"PK": f"RES#{resource_id}#{n}", "SK": "SHARD"}
 
 
@@ -128,10 +131,12 @@ def share_key(resource_id: str, region: str, n: int | None = None) -> Key:
 
 
 def transfers_pk(resource_id: str) -> str:
+    """The partition key of a resource's transfers."""
     return f"RES#{resource_id}#XFER"
 
 
 def transfer_key(resource_id: str, transfer_id: str, *, receipt: bool = False) -> Key:
+    """The key of a transfer (or, with ``receipt``, of its receipt)."""
     return {"PK": transfers_pk(resource_id), "SK": transfer_id + (RECEIPT if receipt else "")}
 
 
@@ -156,6 +161,7 @@ class Counter:
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Counter | None:
+        """The counter an item holds, or None."""
         if not item:
             return None
         return cls(
@@ -188,6 +194,7 @@ class Resource:
 
     @property
     def counter_keys(self) -> list[Key]:
+        """The keys of the counter items this Region takes from: its share's, the shards' or the one item."""
         if self.shares is not None:
             return self.keys_in(self.region)
         if self.shards == 1:
@@ -203,6 +210,7 @@ class Resource:
         return [share_key(self.resource_id, region, n) for n in range(self.shards)]
 
     def key_for(self, pk: str) -> Key:
+        """The counter key whose partition key is ``pk``."""
         return next(key for key in self.counter_keys if key["PK"] == pk)
 
 
@@ -225,6 +233,7 @@ class Record:
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Record | None:
+        """The record an item holds, or None."""
         if not item:
             return None
         allocation = item.get(ALLOCATION)
@@ -268,6 +277,7 @@ def fits(delta: int) -> Cond:
 
 
 def guard(delta: int, bounded: bool) -> Cond:
+    """The write's condition: the item exists and, if ``bounded``, ``delta`` fits."""
     return EXISTS & fits(delta) if bounded else EXISTS
 
 
@@ -369,9 +379,11 @@ class ResourceStore(Store):
         return from_item(response.get("Item"))
 
     def counter(self, key: Key, capacity: Capacity | None = None) -> Counter | None:
+        """The counter item at ``key`` (strongly consistent), or None."""
         return Counter.of(self._get(key, capacity))
 
     def record(self, token: str, capacity: Capacity | None = None) -> Record | None:
+        """This Region's record of a request token, or None."""
         return Record.of(self._get(record_key(token, self.region), capacity))
 
     def records(self, token: str, capacity: Capacity | None = None) -> list[Record]:
@@ -424,6 +436,7 @@ class ResourceStore(Store):
         ]
 
     def transfer(self, resource_id: str, transfer_id: str) -> Transfer | None:
+        """The transfer ``transfer_id`` of a resource, or None."""
         item = self._get(transfer_key(resource_id, transfer_id), None)
         if item is None:
             return None

@@ -81,6 +81,7 @@ def pointer_key(name: str, writer: str = "") -> dict[str, str]:
 
 
 def order_key(order_id: int) -> dict[str, str]:
+    """The key of an order's item."""
     return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
 
 

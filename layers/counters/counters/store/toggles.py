@@ -146,10 +146,12 @@ class ToggleStore(Generic[P]):
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     # ------------------------------------------------------------------ facts and conditions
     def state_item(self, item: Mapping[str, Any] | None) -> StateItem | None:
+        """The state an item holds, or None."""
         if not item:
             return None
         stamp = Stamp(int(item[CHANGED_AT]), str(item.get(CHANGED_BY, ""))) if CHANGED_AT in item else None
@@ -164,6 +166,7 @@ class ToggleStore(Generic[P]):
         return state.missing() | (state == True)  # noqa: E712  # builds a condition, not a comparison
 
     def is_off(self) -> Cond:
+        """The state attribute says off."""
         return Path(self.state) == False  # noqa: E712  # builds a condition
 
     # ------------------------------------------------------------------ requests

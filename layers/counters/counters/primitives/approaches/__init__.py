@@ -58,6 +58,7 @@ from counters.store.expr import Update
 from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back, quota_adjust
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
+"""The approaches' names, in the seed's order."""
 
 __all__ = ["AVAILABLE", "NAMES", "RESERVED", "Approach", "Fields", "Key", "Reason", "approach_class", "create", "rejection", "result"]
 
@@ -158,6 +159,7 @@ class Approach:
 
     # -- helpers -------------------------------------------------------------------------------
     def read(self, key: Key, capacity: Capacity) -> Counter | None:
+        """The counter item at ``key`` (one strongly consistent read), or None."""
         return self.store.counter(key, capacity)
 
     def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> Result:
@@ -201,6 +203,7 @@ class Approach:
         return result(Outcome.DUPLICATE, capacity, attempts, Reason.MARKER_EXISTS, allocation=existing.allocation, marker=existing)
 
     def require_token(self, token: str | None) -> str:
+        """``token``, or ``ValueError`` if the approach needs one and has none."""
         if not token:
             raise ValueError(f"the {self.name} approach needs a request token")
         return token
@@ -233,4 +236,5 @@ def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: StrEnum 
 
 
 def allocation_of(parts: list[tuple[Key, int]]) -> dict[str, int]:
+    """A split's allocation: each part's quantity by its counter item's partition key."""
     return {key["PK"]: part for key, part in parts}

@@ -50,6 +50,7 @@ def sdk_attempts(ddb: object) -> int | None:
 
 
 def assert_sdk_retries_off(ddb: object) -> None:
+    """``ValueError`` unless the client makes one attempt per call: a botocore retry of an ``ADD`` would apply twice."""
     attempts = sdk_attempts(ddb)
     if attempts is not None and attempts != 1:
         raise ValueError(
@@ -58,6 +59,8 @@ def assert_sdk_retries_off(ddb: object) -> None:
 
 
 class Atomic(Approach):
+    """Approach 1: one ``UpdateItem`` with ``ADD``; see the module."""
+
     name = "atomic"
     exact = False
     needs_token = False
@@ -73,6 +76,8 @@ class Atomic(Approach):
         assert_sdk_retries_off(self._dynamodb or client())
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """One conditional ``ADD``; an unknown outcome is re-sent or not as ``policy`` says (``under``: never)."""
+
         def unknown(report: Report, _failure: Classified) -> Stop | None:
             # under: never re-send (at most once); over: re-send until a definite answer
             return Stop(Reason.NOT_RETRIED) if self.policy == "under" else None
@@ -93,6 +98,7 @@ class Atomic(Approach):
         return result(Outcome.CONTENTION, capacity, attempts)
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+        """The parts' ``ADD`` s in one transaction; an unknown outcome is AMBIGUOUS (nothing remembers it)."""
         taken = self.store.take([adjust(self.table_name, key, part) for key, part in parts])
         if taken.outcome is Outcome.REJECTED:
             return result(Outcome.REJECTED, taken.capacity, taken.attempts, Reason.THRESHOLD)

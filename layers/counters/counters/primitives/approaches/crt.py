@@ -56,12 +56,15 @@ def client_request_token(token: str, scope: str) -> str:
 
 
 class Crt(Approach):
+    """Approach 4: a transaction whose ClientRequestToken derives from the request's token; see the module."""
+
     name = "crt"
     exact = True  # within the 10-minute window
     needs_token = True
     shardable = True
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """A one-item transaction under the token's ClientRequestToken."""
         token = self.require_token(token)
         crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
         return self._run([adjust(self.table_name, key, delta, bounded)], None, crt, (Outcome.REJECTED, Reason.TOKEN_MISMATCH))

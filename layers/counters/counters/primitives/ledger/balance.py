@@ -51,6 +51,7 @@ class Balance:
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
 
     def as_dict(self) -> JSONObject:
+        """The JSON form (``checkpoints`` and ``duplicateKeys`` with per-Region checkpoints)."""
         out: JSONObject = {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": self.checkpoint}
         if self.checkpoints is not None:
             checkpoints: JSONObject = dict(self.checkpoints)

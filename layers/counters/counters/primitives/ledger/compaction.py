@@ -23,6 +23,8 @@ from counters.store.ledger import MAX_CHUNK
 
 @dataclass
 class CompactionReport:
+    """What one ledger's compaction did."""
+
     ledger_id: str
     outcome: Outcome
     """APPLIED (merged what was due; possibly nothing) or CONTENTION (stopped; safe to re-run)."""
@@ -37,6 +39,7 @@ class CompactionReport:
     capacity: Capacity = field(default_factory=Capacity)
 
     def as_dict(self) -> JSONObject:
+        """The JSON form."""
         return {
             "ledgerId": self.ledger_id,
             "outcome": self.outcome.value,
@@ -60,12 +63,15 @@ class ScheduledSummary(TypedDict):
 
 @dataclass
 class ScheduledReport:
+    """What a scheduled compaction run did, over every ledger due."""
+
     ledgers: list[CompactionReport] = field(default_factory=list)
     markers_cleared: int = 0
     stopped_early: bool = False
     capacity: Capacity = field(default_factory=Capacity)
 
     def as_dict(self) -> ScheduledSummary:
+        """The run's summary: ledgers, entries merged, ledgers left incomplete, markers cleared."""
         return {
             "ledgers": len(self.ledgers),
             "merged": sum(r.merged for r in self.ledgers),

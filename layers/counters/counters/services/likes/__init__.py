@@ -187,6 +187,7 @@ class Likes:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
+        """The service on the settings' table (hot mode, cursor secret and Regions from the settings when they have them)."""
         hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
         secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
         topology = settings.topology if isinstance(settings, RegionSettings) else ONE_REGION  # a replay too (the retry worker)
@@ -194,10 +195,12 @@ class Likes:
 
     @property
     def mode_ttl_ms(self) -> int:
+        """How long a remembered post mode is trusted (ms)."""
         return self.posts.mode_ttl_ms
 
     @property
     def hot_after_retries(self) -> int:
+        """Retried attempts on a standard post after which it turns hot (0: never)."""
         return self.toggling.hot_after_retries
 
     @property
@@ -218,6 +221,7 @@ class Likes:
         return self.posts.create_post(author_id=author_id, body=body, post_id=post_id, idempotency_key=idempotency_key, mode=mode)
 
     def get_post(self, post_id: str) -> PublicPost:
+        """The post's public form: mode and tally (per Region on a global table); [`NotFound`][counters.core.errors.NotFound] if there is none."""
         return self.posts.get_post(post_id)
 
     def switch_mode(self, post_id: str, mode: str) -> tuple[PublicPost, bool]:
@@ -225,6 +229,7 @@ class Likes:
         return self.posts.switch_mode(post_id, mode)
 
     def like_state(self, post_id: str, user_id: str) -> JSONObject:
+        """[`Posts.like_state`][counters.services.likes.posts.Posts.like_state]: the user's own like of the post."""
         return self.posts.like_state(post_id, user_id)
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:

@@ -51,9 +51,11 @@ class Settled:
 
     @property
     def drift(self) -> int | None:
+        """Stored minus counted at the settled point; None unless settled."""
         return None if self.stored is None or self.counted is None or not self.settled else self.stored - self.counted
 
     def public(self) -> JSONObject:
+        """The JSON form."""
         return {
             "postId": self.post_id,
             "stored": self.stored,
@@ -77,10 +79,12 @@ class QuickAudit:
 
     @property
     def drift(self) -> int | None:
+        """Stored minus counted; None for a post whose tally the aggregator keeps."""
         return None if self.aggregated else self.stored - self.counted
 
     @property
     def reason(self) -> AuditReason | None:
+        """Why there is no drift to report ([`AuditReason.AGGREGATED`][counters.services.likes.audit.AuditReason]), or None."""
         return AuditReason.AGGREGATED if self.aggregated else None
 
 

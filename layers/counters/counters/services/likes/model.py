@@ -53,6 +53,7 @@ class PostInfo:
 
     @classmethod
     def of(cls, post: Post) -> PostInfo:
+        """What to remember of a post just read."""
         return cls(post.spread, post.mode, post.epoch, now_ms())
 
     def lanes(self, post_id: str) -> list[str]:
@@ -60,6 +61,7 @@ class PostInfo:
         return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
 
     def like_key(self, post_id: str, user_id: str) -> dict[str, str]:
+        """The key of a user's like of the post, in the post's layout."""
         return like_key(post_id, user_id) if self.spread is None else hot_like_key(post_id, user_id, self.spread)
 
 
@@ -121,6 +123,7 @@ def aggregated_post(info: PostInfo) -> bool:
 
 
 def require_mode(mode: str) -> Mode:
+    """``mode`` as a [`Mode`][counters.store.posts.Mode]; [`InvalidRequest`][counters.core.errors.InvalidRequest] if it is not one."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     return Mode(mode)

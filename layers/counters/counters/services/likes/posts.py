@@ -114,6 +114,7 @@ class Posts:
         raise AlreadyExists(f"post {post_id!r} already exists", cause_code="ConditionalCheckFailed")
 
     def get_post(self, post_id: str) -> PublicPost:
+        """Read the post (and remember its layout); [`NotFound`][counters.core.errors.NotFound] if there is none."""
         post = self.store.read(post_id, self.retry)
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
@@ -141,6 +142,7 @@ class Posts:
         return info
 
     def remember(self, post_id: str, post: Post) -> PostInfo:
+        """Remember the layout of a post just read."""
         info = self.known[post_id] = PostInfo.of(post)
         return info
 
