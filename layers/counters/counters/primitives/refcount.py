@@ -5,7 +5,7 @@ child's key is the dedupe guard (``attribute_not_exists``), so a duplicated or r
 can never count twice. ``unlink`` is the mirror (``attribute_exists`` guard, ADD -1) and
 never drives the tally below zero.
 
-Guarantees
+Guarantees:
     * Ambiguous failure (5xx/timeout after sending): retried with the same ClientRequestToken,
       so a committed attempt replays as success; if DynamoDB answers the retry with a
       condition failure instead, the child exists (ours or a concurrent twin): ``rejected``

@@ -3,7 +3,7 @@
 Cheapest (1 WCU per write of an item up to 1 KB) and the least accurate: DynamoDB keeps no
 memory of who wrote, so nothing can tell a committed write from a lost one.
 
-Guarantees
+Guarantees:
     * Thresholds: always held. The condition ``available >= q`` (or ``reserved >= q``) is
       checked and applied atomically, so concurrent writers can never breach it.
     * Ambiguous failure (5xx/timeout after sending): the outcome is unknown and cannot be

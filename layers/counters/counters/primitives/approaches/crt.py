@@ -8,7 +8,7 @@ per account and Region, not per table) and pinned across every retry
 10 minutes: the same token with the same parameters is answered with success and changes
 nothing; with other parameters it is ``IdempotentParameterMismatch``.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (a condition in the transaction).
     * Ambiguous failure (5xx/timeout after sending): the retry re-sends the same token; a
       committed first attempt is replayed, never re-applied. Exact.

@@ -7,7 +7,7 @@ marker is the request's memory: it carries ``quantity``, ``status`` (``CONFIRMED
 marker would strand it: the release that gives it back starts the TTL),
 so it doubles as the reservation record.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (a condition in the transaction).
     * Ambiguous failure: the in-line retry re-sends the same ClientRequestToken (replayed if
       it committed); a retry after the token's window, or any redelivery, is cancelled by

@@ -7,7 +7,7 @@ at write time). Conflicts are retried within the [`RetryPolicy`][counters.core.f
 (bounded, full jitter): the loser's ``ALL_OLD`` shows the winner's item (our own tag there
 means applied), and the next round is planned from a read made after the backoff.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (the write is conditioned on the state the check saw).
     * Ambiguous failure (5xx/timeout after sending): re-read the item.
       tag unchanged -> definitely not applied: retry safely;

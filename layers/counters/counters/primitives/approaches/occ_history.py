@@ -7,7 +7,7 @@ a list instead of a string"). A call's tag is **derived from its request token**
 the new values, ``version = v + 1`` and the chain plus our tag, conditioned on
 ``version = v`` (the version read).
 
-Guarantees
+Guarantees:
     * Thresholds: always held (checked on the read the version condition pins).
     * Ambiguous failure (5xx/timeout after sending): re-read. Our tag in the chain ->
       ``applied``. Otherwise, if the chain still reaches back to version ``v + 1`` (the slot

@@ -5,7 +5,7 @@ A take is one ``UpdateItem``: ``ADD tokens {t}`` with the delta, conditioned on
 give-back removes the token (``DELETE tokens {t}``) conditioned on ``contains(tokens, :t)``,
 so it happens exactly once.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (a condition of the same write).
     * Ambiguous failure (5xx/timeout after sending): retrying is safe - the token's presence
       makes a committed write's re-send fail its condition. On a condition failure the item
