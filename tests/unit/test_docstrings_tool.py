@@ -134,6 +134,13 @@ def test_the_check_fails_on_a_role_left(tmp_path: Path) -> None:
     assert any("literal-block marker" in line for line in found)
 
 
+def test_the_check_fails_on_a_role_the_converter_does_not_know(tmp_path: Path) -> None:
+    root = package(tmp_path, core=CORE.replace('"""A base."""', '"""A base (see :ref:`bases`)."""'))
+    convert(root)
+    found = problems(root, tmp_path / "pkg.md")
+    assert [line.split(": ", 1)[1] for line in found] == ["reST role ':ref:`bases`'"]
+
+
 @pytest.mark.parametrize(
     ("undocument", "kind"),
     [
