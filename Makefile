@@ -84,7 +84,8 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode bran
 build: $(SAM_VENV)/.installed ## sam build (python3.X, the template's Runtime: on PATH, pyenv's or uv's, found by scripts/lambda-python-dir.sh)
 	$(WITH_LAMBDA_PY) $(SAM) build
 
-docs: $(DOCS_VENV)/.installed ## the counters API reference from the docstrings (mkdocs + mkdocstrings, --strict) into site/
+docs: $(DOCS_VENV)/.installed ## the counters API reference from the docstrings (mkdocs + mkdocstrings, --strict) into site/; fails on a reST role, an undocumented public name or an unresolved cross-reference
+	$(DOCS_VENV)/bin/python -m tools.docstrings check
 	$(DOCS_VENV)/bin/mkdocs build --strict
 
 $(DOCS_VENV)/.installed: requirements-docs.txt

@@ -2,7 +2,7 @@
 
 The public names below are importable from the package root (``from counters import Likes``)
 and resolved lazily, on first use: ``import counters`` imports no submodule (no botocore), so a
-cold start only pays for what a function uses. :data:`_PUBLIC` maps each name to the module that
+cold start only pays for what a function uses. `_PUBLIC` maps each name to the module that
 defines it, the one place to change when a module moves. Everything else is imported from its
 module (``counters.primitives.refcount``...).
 """

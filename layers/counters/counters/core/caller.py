@@ -1,7 +1,7 @@
 """The verified caller of a request: who acts, and the ownership checks every service applies.
 
 Where the identity comes from (API Gateway's Cognito claims, or nobody when ``AuthMode`` is
-``NONE``) is :mod:`counters.http.auth`; the rules themselves are documented there.
+``NONE``) is [`counters.http.auth`][counters.http.auth]; the rules themselves are documented there.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Caller:
 
     @property
     def is_admin(self) -> bool:
+        """In the admin group, or authorization is off."""
         return not self.enforced or self.admin_group in self.groups
 
     @property
@@ -39,6 +40,7 @@ class Caller:
         return None if self.is_admin else self.user_id
 
     def require_admin(self, what: str) -> None:
+        """Refuse ([`Forbidden`][counters.core.errors.Forbidden], 403) a caller outside the admin group: ``what`` names the action."""
         if not self.is_admin:
             raise Forbidden(f"{what} needs the {self.admin_group!r} group")
 
@@ -54,8 +56,8 @@ class Caller:
             raise Forbidden(f"you may not {what}: it belongs to another user")
 
     def require_owner_or_hide(self, owner: str | None, what: str, missing: NotFound) -> None:
-        """:meth:`require_owner` for an object whose id can be guessed or computed: refused as
-        :class:`~counters.core.errors.Hidden`, i.e. exactly the ``missing`` answer (404), so the
+        """[`require_owner`][counters.core.caller.Caller.require_owner] for an object whose id can be guessed or computed: refused as
+        [`Hidden`][counters.core.errors.Hidden], i.e. exactly the ``missing`` answer (404), so the
         answer never tells that someone else's object exists."""
         try:
             self.require_owner(owner, what)
@@ -68,7 +70,7 @@ class Caller:
 
     def require_own_ledger(self, ledger_id: str, what: str) -> None:
         """Write to a ledger: an entry moves the owner's balance in their name, so only the owner
-        may - admins included, as with :meth:`require_self`."""
+        may - admins included, as with [`require_self`][counters.core.caller.Caller.require_self]."""
         self.require_self(ledger_owner(ledger_id), what)
 
 

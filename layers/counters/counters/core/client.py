@@ -2,7 +2,7 @@
 
 **SDK retries are off** (``total_max_attempts=1``): botocore would otherwise silently re-send
 non-idempotent writes (seed 02, "Working with the AWS SDK"), and the layer needs to see every
-failure to classify it. Retrying is done once, by :func:`counters.core.engine.run`, which knows
+failure to classify it. Retrying is done once, by [`counters.core.engine.run`][counters.core.engine.run], which knows
 (through its caller's hooks) whether a resend is safe. Endpoint, region and credentials come from
 the standard environment (``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL_SQS``,
 ``AWS_ENDPOINT_URL``, ``AWS_REGION``...), which botocore honours natively. The clients are built on
@@ -10,9 +10,9 @@ botocore directly: boto3 adds nothing a low-level client needs, and importing it
 costs a third of a cold start.
 
 The guard (a test seam): with ``TALLY_ENGINE_GUARD=1`` in the environment, every client made here
-refuses a call not issued from inside :func:`counters.core.engine.run` (:func:`engine_call` marks
+refuses a call not issued from inside [`counters.core.engine.run`][counters.core.engine.run] ([`engine_call`][counters.core.client.engine_call] marks
 those), so a call that would have no retry fails the tests. Item conversion is
-:mod:`counters.core.items`; what a failure means is :mod:`counters.core.failures`.
+[`counters.core.items`][counters.core.items]; what a failure means is [`counters.core.failures`][counters.core.failures].
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ botocore-stubs do not type it per operation (that would take mypy-boto3-dynamodb
 not a dependency of the layer)."""
 Response = dict[str, Any]
 """What one botocore call answers (``Item``, ``Attributes``, ``ConsumedCapacity``...), untyped for
-the same reason as :data:`Params`; the store turns it into typed facts."""
+the same reason as [`Params`][counters.core.client.Params]; the store turns it into typed facts."""
 
 
 class DynamoDBClient(Protocol):
@@ -49,23 +49,43 @@ class DynamoDBClient(Protocol):
     class from the service model at run time, so botocore-stubs type it only as ``BaseClient``)."""
 
     @property
-    def meta(self) -> ClientMeta: ...
-    def get_item(self, **params: object) -> Response: ...  # botocore validates them at run time
-    def put_item(self, **params: object) -> Response: ...
-    def update_item(self, **params: object) -> Response: ...
-    def delete_item(self, **params: object) -> Response: ...
-    def query(self, **params: object) -> Response: ...
-    def scan(self, **params: object) -> Response: ...
-    def transact_get_items(self, **params: object) -> Response: ...
-    def transact_write_items(self, **params: object) -> Response: ...
+    def meta(self) -> ClientMeta:
+        """botocore's client metadata (its Region, its endpoint)."""
+
+    def get_item(self, **params: object) -> Response:  # botocore validates them at run time
+        """GetItem."""
+
+    def put_item(self, **params: object) -> Response:
+        """PutItem."""
+
+    def update_item(self, **params: object) -> Response:
+        """UpdateItem."""
+
+    def delete_item(self, **params: object) -> Response:
+        """DeleteItem."""
+
+    def query(self, **params: object) -> Response:
+        """Query."""
+
+    def scan(self, **params: object) -> Response:
+        """Scan."""
+
+    def transact_get_items(self, **params: object) -> Response:
+        """TransactGetItems."""
+
+    def transact_write_items(self, **params: object) -> Response:
+        """TransactWriteItems."""
 
 
 class SQSClient(Protocol):
-    """The SQS operations the layer calls (see :class:`DynamoDBClient`)."""
+    """The SQS operations the layer calls (see [`DynamoDBClient`][counters.core.client.DynamoDBClient])."""
 
     @property
-    def meta(self) -> ClientMeta: ...
-    def send_message(self, **params: object) -> Response: ...  # botocore validates them at run time
+    def meta(self) -> ClientMeta:
+        """botocore's client metadata (its Region, its endpoint)."""
+
+    def send_message(self, **params: object) -> Response:  # botocore validates them at run time
+        """SendMessage."""
 
 
 CLIENT_CONFIG = Config(
@@ -75,6 +95,7 @@ CLIENT_CONFIG = Config(
     tcp_keepalive=True,
     max_pool_connections=64,
 )
+"""Every client's botocore configuration: one attempt per call (the engine retries), short timeouts, keep-alive."""
 GUARD_ENV = "TALLY_ENGINE_GUARD"
 
 CLIENT_LOCK = threading.RLock()
@@ -86,7 +107,7 @@ _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("tally_engine_cal
 
 
 def botocore_session() -> botocore.session.Session:
-    """A new botocore session (call with :data:`CLIENT_LOCK` held) sharing one data loader, so
+    """A new botocore session (call with [`CLIENT_LOCK`][counters.core.client.CLIENT_LOCK] held) sharing one data loader, so
     each service model is parsed once per process while endpoint, region and credentials are
     read from the environment afresh for every client (a shared session would keep the first
     credentials it resolved)."""
@@ -156,7 +177,7 @@ class OutsideEngine(RuntimeError):
 
 @contextmanager
 def engine_call() -> Iterator[None]:
-    """Marks one attempt as the engine's (:func:`counters.core.engine.run` wraps each send in it)."""
+    """Marks one attempt as the engine's ([`counters.core.engine.run`][counters.core.engine.run] wraps each send in it)."""
     marker = _inside.set(True)
     try:
         yield

@@ -1,12 +1,12 @@
 """Commands: a mutating request as data, so it can be deferred and replayed.
 
-A service that runs out of in-line retries raises :class:`~counters.core.errors.ContentionError`
-carrying a :class:`Command` (operation name, typed payload, the request's id). The service also
-registers, per operation, a :class:`Replayable` (the payload dataclass and the executor) that
-:mod:`counters.deferral` uses to replay the command from the retry queue; the replay answers a
-:class:`Verdict`, or raises: :meth:`Replayable.run` turns a final error into ``REJECTED`` and lets
+A service that runs out of in-line retries raises [`ContentionError`][counters.core.errors.ContentionError]
+carrying a [`Command`][counters.core.commands.Command] (operation name, typed payload, the request's id). The service also
+registers, per operation, a [`Replayable`][counters.core.commands.Replayable] (the payload dataclass and the executor) that
+[`counters.deferral`][counters.deferral] uses to replay the command from the retry queue; the replay answers a
+[`Verdict`][counters.core.commands.Verdict], or raises: [`Replayable.run`][counters.core.commands.Replayable.run] turns a final error into ``REJECTED`` and lets
 any other one propagate (redelivered). This module is below the services (they build commands);
-the queue and the operation records that carry them are in :mod:`counters.deferral`.
+the queue and the operation records that carry them are in [`counters.deferral`][counters.deferral].
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def new_request_id() -> str:
     time in ms, request id), and when two requests share the API's millisecond (API Gateway
     gives no finer time; ``sam local start-api`` 1.170.0 gives every request the same time,
     aws/aws-sam-cli#9279) the one received later still wins, as stored stamps compare
-    (``changedAt``, ``changedBy``) in that order (:data:`counters.primitives.toggle.STORED_IS_OLDER`)."""
+    (``changedAt``, ``changedBy``) in that order ([`counters.store.toggles.stored_is_older`][counters.store.toggles.stored_is_older])."""
     global _last_ns
     with _ids_lock:
         _last_ns = max(time.time_ns(), _last_ns + 1)
@@ -61,6 +61,7 @@ class Command:
     version: int = 1
 
     def to_message(self) -> str:
+        """The command as a queue message body (JSON); ``ValueError`` if it exceeds SQS's message size."""
         body = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
         if len(body.encode()) > MAX_MESSAGE_BYTES:
             raise ValueError("command too large for a queue message")
@@ -68,6 +69,7 @@ class Command:
 
     @classmethod
     def from_message(cls, body: str) -> Command:
+        """The command a queue message body carries (the inverse of [`to_message`][counters.core.commands.Command.to_message])."""
         try:
             data = json.loads(body)
             command = cls(
@@ -116,7 +118,7 @@ class Replayable:
 
     def run(self, command: Command) -> Verdict:
         """Replay ``command``. The one place a replay's error becomes an outcome, for every
-        operation: a final error (:attr:`CounterError.final`) ends it ``REJECTED`` with the error's
+        operation: a final error ([`CounterError.final`][counters.core.errors.CounterError.final]) ends it ``REJECTED`` with the error's
         code and message; any other error propagates, so SQS redelivers the message (and after
         ``maxReceiveCount`` it lands in the DLQ). Executors never catch errors to reject."""
         try:

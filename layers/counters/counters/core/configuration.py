@@ -1,14 +1,14 @@
 """Failures that are a setup to fix, not load to retry: an endpoint never reached, a table not there.
 
-:func:`counters.core.engine.run` asks this module, once per call, whether a failure is one of
-these; if so it raises a :class:`~counters.core.errors.ConfigurationError` whose message names the
+[`counters.core.engine.run`][counters.core.engine.run] asks this module, once per call, whether a failure is one of
+these; if so it raises a [`ConfigurationError`][counters.core.errors.ConfigurationError] whose message names the
 fix, instead of answering contention (or letting botocore's raw error through):
 
 * **A missing table** (``ResourceNotFoundException`` from DynamoDB, never retryable) becomes
-  :class:`~counters.core.errors.TableNotFound`, naming the table, the endpoint and the region.
+  [`TableNotFound`][counters.core.errors.TableNotFound], naming the table, the endpoint and the region.
 * **An endpoint that cannot be connected to** (every attempt of the budget failed before sending:
   ``EndpointConnectionError``, ``ConnectTimeoutError``) becomes
-  :class:`~counters.core.errors.EndpointUnreachable`, naming the endpoint and the variables that
+  [`EndpointUnreachable`][counters.core.errors.EndpointUnreachable], naming the endpoint and the variables that
   set it, but only **outside Lambda** and only if this process **never reached** that endpoint.
   Inside a Lambda function (``AWS_LAMBDA_FUNCTION_NAME`` is set: by Lambda, by ``sam local``, by
   the local stack) a lost connection is transient: it stays a not-applied failure, retried and
@@ -97,7 +97,7 @@ def _tables(params: dict[str, Any]) -> list[str]:
 
 
 def missing_table(operation: Callable[..., Any], exc: ClientError | BotoCoreError, params: dict[str, Any]) -> TableNotFound | None:
-    """A DynamoDB ``ResourceNotFoundException`` as :class:`TableNotFound` (anything else: ``None``)."""
+    """A DynamoDB ``ResourceNotFoundException`` as [`TableNotFound`][counters.core.errors.TableNotFound] (anything else: ``None``)."""
     if not isinstance(exc, ClientError) or _service(operation) != "dynamodb":
         return None
     if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":

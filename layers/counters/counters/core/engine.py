@@ -1,26 +1,26 @@
-"""The retry engine: every DynamoDB and SQS call of the layer runs through :func:`run`.
+"""The retry engine: every DynamoDB and SQS call of the layer runs through [`run`][counters.core.engine.run].
 
-SDK retries are off (:data:`counters.core.client.CLIENT_CONFIG`), so a call made anywhere else has
-no retry at all. :func:`run` is the layer's only attempt loop. It owns:
+SDK retries are off ([`counters.core.client.CLIENT_CONFIG`][counters.core.client.CLIENT_CONFIG]), so a call made anywhere else has
+no retry at all. [`run`][counters.core.engine.run] is the layer's only attempt loop. It owns:
 
-* **classification** (:func:`counters.core.failures.classify`): condition failed / conflict /
+* **classification** ([`counters.core.failures.classify`][counters.core.failures.classify]): condition failed / conflict /
   throttled / not sent / unknown outcome; anything else is re-raised untouched;
-* **backoff** with full jitter between attempts, within one :class:`RetryPolicy` budget;
+* **backoff** with full jitter between attempts, within one [`RetryPolicy`][counters.core.failures.RetryPolicy] budget;
 * **the token rule** for TransactWriteItems: after an *unknown* outcome the next attempt
   re-sends the **same** ClientRequestToken (a committed first attempt is then replayed,
   never re-applied); after a *definite* non-application a fresh one is drawn, unless the
   caller pinned it or an earlier attempt's outcome was unknown (then only that token can
   recognise its commit, so it is kept to the end);
 * **hooks** for what a caller does when a condition fails (``on_condition``) or an outcome
-  is unknown (``on_unknown``): stop with a verdict (:class:`Stop`), re-send other
-  parameters (:class:`Resend`, e.g. OCC's next round, planned after the backoff), or let the
+  is unknown (``on_unknown``): stop with a verdict ([`Stop`][counters.core.engine.Stop]), re-send other
+  parameters ([`Resend`][counters.core.engine.Resend], e.g. OCC's next round, planned after the backoff), or let the
   engine decide (``None``: a condition failure is final, an unknown outcome is re-sent);
-* **one report type** (:class:`Report`);
-* **a deadline** (:func:`deadline`): inside it, no attempt (a first call, a retry, a page) is sent
-  at or after the deadline: :class:`~counters.core.errors.DeadlineReached` is raised instead.
+* **one report type** ([`Report`][counters.core.engine.Report]);
+* **a deadline** ([`deadline`][counters.core.engine.deadline]): inside it, no attempt (a first call, a retry, a page) is sent
+  at or after the deadline: [`DeadlineReached`][counters.core.errors.DeadlineReached] is raised instead.
 
 A test seam keeps it that way: with ``TALLY_ENGINE_GUARD=1`` in the environment, the
-layer's clients refuse any call not issued from inside :func:`run` (the test suite turns it
+layer's clients refuse any call not issued from inside [`run`][counters.core.engine.run] (the test suite turns it
 on for every process it starts).
 """
 
@@ -46,7 +46,7 @@ __all__ = ["GUARD_ENV", "Operation", "OutsideEngine", "deadline", "guard", "read
 CONTENDED = frozenset({Failure.CONFLICT, Failure.THROTTLED})
 
 Operation = Callable[..., Response]
-"""A bound botocore operation (``client.update_item``...), called with keyword :data:`Params`."""
+"""A bound botocore operation (``client.update_item``...), called with keyword [`Params`][counters.core.client.Params]."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ _deadline: contextvars.ContextVar[tuple[Clock, float] | None] = contextvars.Cont
 
 @contextmanager
 def deadline(at: float | None, clock: Clock = time.monotonic) -> Iterator[None]:
-    """Inside this block, :func:`run` sends no attempt once ``clock()`` reaches ``at``: it raises
-    :class:`~counters.core.errors.DeadlineReached` instead (``None``: no deadline). The check is
+    """Inside this block, [`run`][counters.core.engine.run] sends no attempt once ``clock()`` reaches ``at``: it raises
+    [`DeadlineReached`][counters.core.errors.DeadlineReached] instead (``None``: no deadline). The check is
     made before every attempt, retries and a query's next page included, so a caller with a time
     budget (the audit) never starts a call after it, whatever the call or the retries in it."""
     marker = _deadline.set(None if at is None else (clock, at))
@@ -90,7 +90,7 @@ def deadline(at: float | None, clock: Clock = time.monotonic) -> Iterator[None]:
 
 
 def past_deadline() -> bool:
-    """Whether the deadline of the enclosing :func:`deadline` block (if any) has passed."""
+    """Whether the deadline of the enclosing [`deadline`][counters.core.engine.deadline] block (if any) has passed."""
     current = _deadline.get()
     return current is not None and current[0]() >= current[1]
 
@@ -112,9 +112,9 @@ class Report:
     unknown_seen: bool = False
     """An attempt ended with an unknown outcome: it may have applied before the one reported."""
     stopped: bool = False
-    """A hook said :class:`Stop`, or ``before`` refused another attempt."""
+    """A hook said [`Stop`][counters.core.engine.Stop], or ``before`` refused another attempt."""
     value: object = None
-    """What a hook's :class:`Stop` carried."""
+    """What a hook's [`Stop`][counters.core.engine.Stop] carried."""
     capacity: Capacity = field(default_factory=Capacity)
     token: str | None = None
     """The ClientRequestToken of the last attempt (transactions)."""
@@ -149,7 +149,7 @@ def run(
     """Call ``operation(**params)`` until it answers, a condition rejects it, a hook stops it,
     or ``policy`` runs out.
 
-    ``rounds``: when ``on_condition`` re-sends (:class:`Resend`, e.g. a gapless sequence's next
+    ``rounds``: when ``on_condition`` re-sends ([`Resend`][counters.core.engine.Resend], e.g. a gapless sequence's next
     value after a lost race), that starts a new round: it draws on ``rounds`` (budget and backoff)
     and the new round has ``policy``'s whole budget for transient failures. Without ``rounds`` such
     a re-send is one more attempt under ``policy``.
@@ -255,7 +255,7 @@ def _send(operation: Operation, params: Params) -> Response:
 # -- the shapes every caller needs ---------------------------------------------------------------
 def read(operation: Operation, policy: RetryPolicy, capacity: Capacity | None = None, **params: object) -> Response:
     """A read (GetItem, Query, TransactGetItems...) retried on throttling, conflicts and 5xx;
-    :class:`~counters.core.errors.ContentionError` (503, retryable) when the budget runs out."""
+    [`ContentionError`][counters.core.errors.ContentionError] (503, retryable) when the budget runs out."""
     report = run(operation, params, policy=policy, capacity=capacity)
     if report.response is None:
         code = report.failure.code if report.failure else "unknown"

@@ -1,10 +1,10 @@
 """One exception root for the layer; handlers map these to HTTP statuses in one place.
 
-Botocore errors never reach a handler as such: :func:`counters.core.failures.classify` turns
+Botocore errors never reach a handler as such: [`counters.core.failures.classify`][counters.core.failures.classify] turns
 each into a failure kind inside the engine, the primitives answer an outcome, and the services
-raise these (a contention that outlasted the budget is :class:`ContentionError`, carrying the
+raise these (a contention that outlasted the budget is [`ContentionError`][counters.core.errors.ContentionError], carrying the
 command that replays the request). The HTTP glue maps them to statuses in one place.
-Each class also says whether it is **final** (:attr:`CounterError.final`): what the retry worker
+Each class also says whether it is **final** ([`CounterError.final`][counters.core.errors.CounterError.final]): what the retry worker
 does when a deferred request's replay raises it.
 """
 
@@ -26,7 +26,7 @@ class CounterError(Exception):
     """Whether a deferred request's replay that raises this has its definite outcome: ``True``, the
     operation ends ``REJECTED`` with this error's code (a refusal no redelivery changes); ``False``,
     the message is left for SQS to redeliver (and after ``maxReceiveCount``, the DLQ).
-    :meth:`counters.core.commands.Replayable.run` applies it, for every deferred operation.
+    [`counters.core.commands.Replayable.run`][counters.core.commands.Replayable.run] applies it, for every deferred operation.
 
     Every class in this module declares its own (``tests/unit/test_final_errors.py``). The root's
     ``False`` is what a subclass that does not say gets: an error nobody classified is not known to
@@ -142,13 +142,13 @@ class ContentionError(CounterError):
     def __init__(self, message: str | None = None, *, cause_code: str | None = None, command: Command | None = None) -> None:
         super().__init__(message, cause_code=cause_code)
         self.command = command
-        """A :class:`counters.core.commands.Command` to re-drive the request later, when it is safe to."""
+        """A [`counters.core.commands.Command`][counters.core.commands.Command] to re-drive the request later, when it is safe to."""
 
 
 class IdempotencyKeyInFlight(ContentionError):
     """The first request with this Idempotency-Key is still being processed: retry the same request later.
 
-    409, as draft-ietf-httpapi-idempotency-key-header-07 (section 2.7) has it; a :class:`ContentionError`
+    409, as draft-ietf-httpapi-idempotency-key-header-07 (section 2.7) has it; a [`ContentionError`][counters.core.errors.ContentionError]
     all the same (nothing was done, the same request is safe to retry), but never deferred: the
     first request is the one that finishes."""
 
@@ -159,7 +159,7 @@ class IdempotencyKeyInFlight(ContentionError):
 
 
 class DeadlineReached(ContentionError):
-    """The caller's deadline (:func:`counters.core.engine.deadline`) passed before the next attempt:
+    """The caller's deadline ([`counters.core.engine.deadline`][counters.core.engine.deadline]) passed before the next attempt:
     it was not sent. Like any contention, replaying the request is safe."""
 
     default_message = "out of time before the next call; retry the request"
@@ -225,6 +225,7 @@ class WrongRegion(CounterError):
         """The Region to send the request to (the error body's ``region``)."""
 
     def details(self) -> dict[str, str]:
+        """The error body's extra field: the Region to send the request to."""
         return {"region": self.region}
 
 

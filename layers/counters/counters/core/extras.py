@@ -1,8 +1,8 @@
 """The ``[lambda]`` extra: what a module that needs it raises when it is not installed.
 
-The core needs botocore only; the Lambda glue (:mod:`counters.core.function`,
-:mod:`counters.http.function`, :mod:`counters.http.resolver`) imports Powertools and pydantic,
-which ``pip install 'tally-counters[lambda]'`` adds. Each of those modules imports them as::
+The core needs botocore only; the Lambda glue ([`counters.core.function`][counters.core.function],
+[`counters.http.function`][counters.http.function], [`counters.http.resolver`][counters.http.resolver]) imports Powertools and pydantic,
+which ``pip install 'tally-counters[lambda]'`` adds. Each of those modules imports them as:
 
     try:
         from aws_lambda_powertools import Logger

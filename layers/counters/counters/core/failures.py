@@ -1,8 +1,8 @@
 """What a failed call tells about whether it applied, and how long to wait before the next attempt.
 
-Every failure becomes one :class:`Failure` kind. Transaction cancellations are classified by
-``CancellationReasons[i].Code``, never by message text. :class:`RetryPolicy` is the backoff
-(capped exponential, full jitter) that :func:`counters.core.engine.run` applies.
+Every failure becomes one [`Failure`][counters.core.failures.Failure] kind. Transaction cancellations are classified by
+``CancellationReasons[i].Code``, never by message text. [`RetryPolicy`][counters.core.failures.RetryPolicy] is the backoff
+(capped exponential, full jitter) that [`counters.core.engine.run`][counters.core.engine.run] applies.
 """
 
 from __future__ import annotations
@@ -96,11 +96,13 @@ def _reason(raw: Mapping[str, Any]) -> CancellationReason:
 
 @dataclass(frozen=True)
 class Classified:
+    """One failure classified: its kind, its error code and, for a cancelled transaction, the reasons."""
+
     kind: Failure
     code: str
     reasons: tuple[CancellationReason, ...] = ()
     """The transaction's CancellationReasons, in TransactItems order (empty otherwise): read them by
-    action name through :meth:`counters.store.expr.Transaction.cancellation`, never by position."""
+    action name through [`counters.store.expr.Transaction.cancellation`][counters.store.expr.Transaction.cancellation], never by position."""
 
 
 def classify(exc: BaseException) -> Classified | None:
@@ -144,7 +146,7 @@ def classify(exc: BaseException) -> Classified | None:
 NOT_SENT_ERRORS = (EndpointConnectionError, ConnectTimeoutError)
 """The only transport errors raised before a byte of the request was sent (botocore raises them
 when the connection cannot be opened): definitely not applied. ``ConnectTimeoutError`` is a
-subclass of botocore's ``ConnectionError``, hence the order in :func:`classify`."""
+subclass of botocore's ``ConnectionError``, hence the order in [`classify`][counters.core.failures.classify]."""
 
 
 @dataclass

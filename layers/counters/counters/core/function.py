@@ -1,6 +1,6 @@
 """A Lambda function's preamble, written once: Logger, Metrics, settings, what it builds from them.
 
-Every handler module starts the same way::
+Every handler module starts the same way:
 
     function = Function(Settings, Likes.from_settings)    # nothing read from the environment yet
 
@@ -8,12 +8,12 @@ Every handler module starts the same way::
     def lambda_handler(event, context):
         return function.service.do(...)
 
-* :attr:`Function.settings` is parsed from the environment on first use (the first invocation),
-  once; :meth:`Function.configure` injects settings instead (tests, the local stack).
-* :attr:`Function.service` is built from the settings by ``build``, once per settings.
+* [`Function.settings`][counters.core.function.Function.settings] is parsed from the environment on first use (the first invocation),
+  once; [`Function.configure`][counters.core.function.Function.configure] injects settings instead (tests, the local stack).
+* [`Function.service`][counters.core.function.Function.service] is built from the settings by ``build``, once per settings.
 * The layer's own loggers (``counters.*``) get the function's Logger configuration.
 * Under Lambda SnapStart, a service built before the snapshot is forgotten after each restore
-  and built again on first use (:mod:`counters.core.snapstart`).
+  and built again on first use ([`counters.core.snapstart`][counters.core.snapstart]).
 
 API functions use ``counters.http.function.ApiFunction``, which adds the resolver.
 """
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 S = TypeVar("S", bound=Settings)
 T = TypeVar("T")
 F = TypeVar("F", bound="Callable[..., object]")
-"""A Lambda entry point, ``(event, context) -> response``; :meth:`Function.handler` keeps its type."""
+"""A Lambda entry point, ``(event, context) -> response``; [`Function.handler`][counters.core.function.Function.handler] keeps its type."""
 
 
 class Function(Generic[S, T]):
@@ -62,6 +62,7 @@ class Function(Generic[S, T]):
 
     @property
     def settings(self) -> S:
+        """The settings, read from the environment on first use (once per process)."""
         if self._settings is None:
             with self._lock:
                 if self._settings is None:
@@ -70,6 +71,7 @@ class Function(Generic[S, T]):
 
     @property
     def service(self) -> T:
+        """The object ``build(settings)`` made, on first use (once per process, again after a SnapStart restore)."""
         if self._service is None:
             settings = self.settings
             with self._lock:

@@ -11,4 +11,5 @@ ID_RE = re.compile(ID_PATTERN)
 
 
 def valid_id(value: object) -> bool:
+    """``value`` is a string id the API accepts (``ID_RE``)."""
     return isinstance(value, str) and ID_RE.match(value) is not None

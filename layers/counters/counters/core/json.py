@@ -1,13 +1,13 @@
 """The layer's JSON type aliases: what a body, a payload or a public record may hold.
 
-``JSONValue`` is any value :func:`json.dumps` writes (and :func:`json.loads` reads back), nested to
+``JSONValue`` is any value `json.dumps` writes (and `json.loads` reads back), nested to
 any depth; ``JSONObject`` is a JSON object (a response body, a deferred command's payload, an
 operation's result). They are the public API's types for such data instead of ``Any``, so a caller
 must narrow (``isinstance``) before using a field.
 
-Records read from DynamoDB may also hold :class:`~decimal.Decimal` (a number that is not whole) and
-``bytes``/``set`` (binary and set attributes): :data:`ItemValue` / :data:`ItemRecord` in
-:mod:`counters.core.items` type those. This module imports nothing at run time (and shadows the
+Records read from DynamoDB may also hold `Decimal` (a number that is not whole) and
+``bytes``/``set`` (binary and set attributes): [`Record`][counters.core.items.Record] in
+[`counters.core.items`][counters.core.items] types those. This module imports nothing at run time (and shadows the
 standard library's ``json`` only for code that writes ``from counters.core import json``; the
 layer never does).
 """

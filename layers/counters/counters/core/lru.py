@@ -28,6 +28,7 @@ class LRU(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get(self, key: K, default: V | None = None) -> V | None:
+        """The value under ``key`` (now the most recently used), or ``default``."""
         with self._lock:
             if key not in self._entries:
                 return default
@@ -47,6 +48,7 @@ class LRU(Generic[K, V]):
                 self._entries.popitem(last=False)
 
     def pop(self, key: K, default: V | None = None) -> V | None:
+        """Remove ``key``; its value, or ``default``."""
         with self._lock:
             return self._entries.pop(key, default)
 

@@ -70,12 +70,14 @@ class Capacity:
                 self.write_units += float(written or 0.0)
 
     def merge(self, other: Capacity) -> Capacity:
+        """Add ``other``'s units and calls to this one (returned)."""
         self.read_units += other.read_units
         self.write_units += other.write_units
         self.calls += other.calls
         return self
 
     def as_dict(self) -> dict[str, float | int]:
+        """The JSON form: ``readUnits``, ``writeUnits``, ``calls``."""
         return {"readUnits": self.read_units, "writeUnits": self.write_units, "calls": self.calls}
 
 
@@ -89,11 +91,12 @@ class Result:
     capacity: Capacity = field(default_factory=Capacity)
     attempts: int = 1
     contended_retries: int = 0
-    """Attempts retried because of a conflict or a throttle (:attr:`counters.core.engine.Report.contended_retries`)."""
+    """Attempts retried because of a conflict or a throttle ([`counters.core.engine.Report.contended_retries`][counters.core.engine.Report.contended_retries])."""
     value: object = None
     """Primitive-specific payload (new counter value, the item read to resolve ambiguity...):
     ``object``, as each primitive documents its own; a caller narrows it (``isinstance``)."""
 
     @property
     def succeeded(self) -> bool:
+        """The outcome counts as success (APPLIED or DUPLICATE)."""
         return self.outcome.succeeded

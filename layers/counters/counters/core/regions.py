@@ -12,9 +12,9 @@ replication for DynamoDB", V2globaltables_HowItWorks, and "Global table design",
 
 The layer designs by one rule in MREC: **an item updated in place has one writing Region** (a per-Region
 item summed on read, or an item only its home Region writes); items written once per request may be
-written anywhere if their own rule survives last-writer-wins. :class:`Topology` tells a primitive which
-Region it writes in and which Regions exist; :meth:`Topology.refuse` turns "this approach is not exact
-in this mode" into one clear error (:class:`~counters.core.errors.UnsupportedInMode`) at the first call.
+written anywhere if their own rule survives last-writer-wins. [`Topology`][counters.core.regions.Topology] tells a primitive which
+Region it writes in and which Regions exist; [`Topology.refuse`][counters.core.regions.Topology.refuse] turns "this approach is not exact
+in this mode" into one clear error ([`UnsupportedInMode`][counters.core.errors.UnsupportedInMode]) at the first call.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class Topology:
     mode: GlobalTableMode = GlobalTableMode.NONE
     region: str = ""
     regions: tuple[str, ...] = ()
+    """The table's Regions, sorted (empty on a single-Region table)."""
     home_region: str = ""
 
     def __post_init__(self) -> None:
@@ -101,7 +102,7 @@ class Topology:
 
     @property
     def index(self) -> int:
-        """This Region's position in :attr:`regions` (0 for a single-Region table)."""
+        """This Region's position in [`regions`][counters.core.regions.Topology.regions] (0 for a single-Region table)."""
         return self.regions.index(self.region) if self.multi_region else 0
 
     @property
@@ -115,12 +116,12 @@ class Topology:
         return not self.eventual or not self.home_region or self.region == self.home_region
 
     def home_of(self, item_id: str) -> str:
-        """The Region that creates ``item_id`` (:func:`home_of`) on MREC; this Region otherwise (a
+        """The Region that creates ``item_id`` ([`home_of`][counters.core.regions.Topology.home_of]) on MREC; this Region otherwise (a
         single Region, or MRSC, whose conditional writes see every Region)."""
         return home_of(item_id, self.regions) if self.eventual else self.region
 
     def refuse(self, what: str, *modes: GlobalTableMode, why: str) -> None:
-        """Raise :class:`UnsupportedInMode` if this table's mode is one of ``modes``."""
+        """Raise [`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] if this table's mode is one of ``modes``."""
         if self.mode in modes:
             raise UnsupportedInMode(f"{what} is not available on a {self.mode.upper()} global table: {why} (docs/regions.md)")
 
@@ -136,7 +137,7 @@ class RegionSettings(Settings):
 
     @property
     def topology(self) -> Topology:
-        """The topology these settings describe (raises :class:`SettingsError` if inconsistent)."""
+        """The topology these settings describe (raises [`SettingsError`][counters.core.settings.SettingsError] if inconsistent)."""
         regions = tuple(sorted({r.strip() for r in self.table_regions.split(",") if r.strip()}))
         try:
             return Topology(self.global_table_mode, self.region, regions, self.home_region)

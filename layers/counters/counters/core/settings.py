@@ -1,18 +1,18 @@
 """Settings: what a function reads from its environment, typed, parsed once, injectable.
 
 Each piece of the layer that needs configuration declares it as a frozen dataclass field bound
-to its environment variable (template.yaml sets them)::
+to its environment variable (template.yaml sets them):
 
     @dataclass(frozen=True, kw_only=True)
     class OrderSettings(Settings):
         sequence_mode: SequenceMode = env("SEQUENCE_MODE", SequenceMode.FAST)
 
 A function's settings combine the pieces it uses (``class Settings(ApiSettings, OrderSettings)``)
-and are parsed by :meth:`Settings.from_env` exactly once, on the first invocation (never at
+and are parsed by [`Settings.from_env`][counters.core.settings.Settings.from_env] exactly once, on the first invocation (never at
 import: a module can be imported with no environment at all). Tests build settings directly
 (``OrderSettings(table_name="t")``) and hand them to the function: nothing patches globals.
 
-A missing required variable or a value of the wrong type raises :class:`SettingsError` naming
+A missing required variable or a value of the wrong type raises [`SettingsError`][counters.core.settings.SettingsError] naming
 the variable: the function fails its first invocation loudly rather than running half-configured.
 """
 

@@ -5,7 +5,7 @@ phase (the handler module's import) once per published version, snapshots the me
 every new execution environment from that one snapshot: whatever init drew or opened is shared by
 all of them. Handlers draw nothing unique and open nothing at import
 (tests/unit/test_snapshot_safety.py imports every one to check), but some state is process-wide by
-nature, so after a restore :func:`after_restore`:
+nature, so after a restore [`after_restore`][counters.core.snapstart.after_restore]:
 
 * re-seeds the ``random`` module's generator, seeded from the OS when ``random`` was imported
   (Powertools' log sampling and any caller of ``random.random`` would otherwise draw the same
@@ -13,7 +13,7 @@ nature, so after a restore :func:`after_restore`:
 * drops the cached botocore clients (DynamoDB, SQS): they are made on first use, so normally
   after the restore, but one made during init (a warm-up call) would hold dead connections and
   the credentials resolved at snapshot time;
-* runs the hooks registered with :func:`on_restore` (a :class:`~counters.core.function.Function`
+* runs the hooks registered with [`on_restore`][counters.core.snapstart.on_restore] (a [`Function`][counters.core.function.Function]
   forgets a service built before the snapshot: its retry jitter's ``random.Random`` was seeded then).
 
 ``snapshot_restore_py`` ships in Lambda's managed Python runtimes (3.12+); anywhere else (tests,
@@ -58,7 +58,7 @@ def after_restore() -> None:
 
 
 def install() -> bool:
-    """Register :func:`after_restore` with the Lambda runtime once; False where there is no runtime hook API."""
+    """Register [`after_restore`][counters.core.snapstart.after_restore] with the Lambda runtime once; False where there is no runtime hook API."""
     global _registered
     with _lock:
         if _registered is None:

@@ -1,6 +1,6 @@
 """Operation records ``OP#<operationId>``: PENDING until the worker writes the definite outcome, once.
 
-The record's layout and requests are :mod:`counters.store.operations`; this module decides what a
+The record's layout and requests are [`counters.store.operations`][counters.store.operations]; this module decides what a
 caller sees of it and when a failure is the caller's problem.
 """
 
@@ -32,9 +32,11 @@ class Operations:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Operations:
+        """The operation records of the settings' table."""
         return cls(settings.table_name, retry=settings.retry)
 
     def record_pending(self, command: Command, owner: str | None = None) -> None:
+        """Record a deferred command as PENDING (owned by ``owner``); [`ContentionError`][counters.core.errors.ContentionError] if the record cannot be written."""
         if not self.records.put_pending(command.operation_id, command.op, command.created_at, owner):
             raise ContentionError("could not record the deferred operation; retry the request")
 
@@ -46,13 +48,14 @@ class Operations:
         return written
 
     def forget(self, operation_id: str) -> None:
+        """Delete a PENDING record whose command was never queued (best effort: the TTL removes it otherwise)."""
         if not self.records.delete_pending(operation_id):
             # best effort; the TTL removes it in any case
             logger.warning("could not remove an unqueued operation record", extra={"operationId": operation_id})
 
     def read(self, operation_id: str, *, caller: Caller | None = None) -> PublicOperation | None:
         """The public record, or None; with a ``caller``, someone else's operation is
-        :class:`~counters.core.errors.Hidden` (answered as a missing one)."""
+        [`Hidden`][counters.core.errors.Hidden] (answered as a missing one)."""
         operation = self.records.get(operation_id)
         if operation is None:
             return None

@@ -3,10 +3,10 @@
 A mutating request whose outcome is **contention** (conflicts, throttling or unknown outcomes
 that outlasted the in-line retry budget) is safe to re-drive: the primitive that failed is
 idempotent under its token or key. The service raises
-:class:`~counters.core.errors.ContentionError` carrying a :class:`Command`; instead of a 503, the API
+[`ContentionError`][counters.core.errors.ContentionError] carrying a [`Command`][counters.core.commands.Command]; instead of a 503, the API
 
 1. writes an **operation record** ``OP#<operationId>`` / ``OP`` with status ``PENDING``,
-2. sends the :class:`Command` (operation, typed payload, operation id) to the retry queue,
+2. sends the [`Command`][counters.core.commands.Command] (operation, typed payload, operation id) to the retry queue,
 3. answers ``202 {"status": "PENDING", "operationId": ...}``.
 
 The operation id **is the request's id**: the service drew it when the request started and
@@ -18,7 +18,7 @@ request made it" -> ``DUPLICATE`` (an unlike keeps the like item as a tombstone 
 A like/unlike also carries the time the API received it: a replay overtaken by a newer request
 of the same user on the same post is ``REJECTED`` as stale.
 
-Each service registers its replayable operations (:class:`Replayable`: a payload dataclass that
+Each service registers its replayable operations ([`Replayable`][counters.core.commands.Replayable]: a payload dataclass that
 validates itself, and an executor); the retry worker builds its registry from them. The
 outcome (``APPLIED``/``DUPLICATE``/``REJECTED``) is recorded on the operation record once: a
 second delivery finds the record final and changes nothing. A replay that meets a definite
@@ -95,6 +95,7 @@ class Deferrer:
         return cls(settings.table_name, settings.retry_queue_url, retry=settings.retry)
 
     def defer(self, command: Command, *, owner: str | None = None) -> Command:
+        """Record ``command`` as PENDING, then queue it; if queueing fails the record is dropped and the error raised (nothing acknowledged)."""
         try:
             self.operations.record_pending(command, owner)
             send(self._sqs or sqs_client(), self.operations.retry, QueueUrl=self.queue_url, MessageBody=command.to_message())
@@ -111,8 +112,8 @@ class Replayer:
     * Already final (a redelivery, or a duplicate message): nothing is replayed.
     * Poison (malformed, unknown operation, invalid payload): sent to the DLQ at once and
       acknowledged, instead of burning every redelivery; its operation (if known) is REJECTED.
-    * A definite refusal (an error whose class is :attr:`~counters.core.errors.CounterError.final`):
-      the operation is ``REJECTED`` with the error's code (:meth:`Replayable.run`, for every operation).
+    * A definite refusal (an error whose class is [`final`][counters.core.errors.CounterError.final]):
+      the operation is ``REJECTED`` with the error's code ([`Replayable.run`][counters.core.commands.Replayable.run], for every operation).
     * Still contended, or any error that is not final: it propagates, so the batch processor
       reports the message as an item failure and SQS redelivers it later (then the DLQ).
     """
@@ -133,6 +134,7 @@ class Replayer:
         self._sqs = sqs
 
     def replay(self, body: str, *, message_id: str = "", receive_count: int = 1) -> str:
+        """Replay one queued command's body once and record its outcome; what happened (``redelivered``: already final, ``poison``: sent to the DLQ, or the verdict's status)."""
         command: Command | None = None
         try:
             command = Command.from_message(body)

@@ -8,7 +8,7 @@
 * ``COGNITO``: API Gateway's Cognito user-pool authorizer has verified the ID token and put its
   claims in ``requestContext.authorizer.claims`` (every value a string). The acting user is the
   ``sub`` claim; admins are members of the ``ADMIN_GROUP`` group (``cognito:groups``, matched by
-  exact name: see :func:`parse_groups`). A request
+  exact name: see [`parse_groups`][counters.http.auth.parse_groups]). A request
   without claims is refused with 401, even though API Gateway should never let one through.
 
 Ownership rules (object-level authorization, checked before anything is written):
@@ -27,7 +27,7 @@ Ownership rules (object-level authorization, checked before anything is written)
 
 A refusal is 403, except for another user's reservation, order or operation: their ids are
 computable (or sequential), so they answer exactly as a missing one (404,
-:meth:`Caller.require_owner_or_hide`); handlers still log every refusal.
+[`Caller.require_owner_or_hide`][counters.core.caller.Caller.require_owner_or_hide]); handlers still log every refusal.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from counters.core.settings import Settings, SettingsError, env
 
 ProxyEvent = Mapping[str, Any]
 """An API Gateway (REST, proxy) event as Powertools' resolver takes it (``Mapping[str, Any]`` in
-its ``resolve``, which :class:`counters.http.resolver.TallyResolver` overrides): its nested
+its ``resolve``, which [`counters.http.resolver.TallyResolver`][counters.http.resolver.TallyResolver] overrides): its nested
 fields are read with ``.get`` and checked where used (``isinstance``), as input from outside."""
 
 NONE = "NONE"

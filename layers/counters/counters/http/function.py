@@ -1,6 +1,4 @@
-"""An API Gateway (REST) function's preamble: :class:`~counters.core.function.Function` plus the resolver.
-
-::
+"""An API Gateway (REST) function's preamble: [`Function`][counters.core.function.Function] plus the resolver.
 
     function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
     app = function.app                       # register routes on it
@@ -11,7 +9,7 @@
 
     lambda_handler = function.lambda_handler
 
-The resolver reads who the caller is with the function's :class:`ApiSettings` (``AUTH_MODE``,
+The resolver reads who the caller is with the function's [`ApiSettings`][counters.http.function.ApiSettings] (``AUTH_MODE``,
 ``ADMIN_GROUP``) and, given a ``deferrer``, defers contended requests to its retry queue
 (``RETRY_QUEUE_URL``); both are built from the settings on first use.
 """
@@ -50,7 +48,7 @@ T = TypeVar("T")
 
 
 class ApiFunction(Function[S, T]):
-    """A function behind API Gateway: routes on :attr:`app`, entry point :attr:`lambda_handler`."""
+    """A function behind API Gateway: routes on [`app`][counters.http.function.ApiFunction.app], entry point [`lambda_handler`][counters.http.function.ApiFunction.lambda_handler]."""
 
     def __init__(self, settings_type: type[S], build: Callable[[S], T], *, deferrer: Callable[[S], Deferrer | None] | None = None) -> None:
         """``deferrer`` (e.g. ``Deferrer.from_settings``) turns contention into 202s through the retry queue."""
@@ -58,7 +56,9 @@ class ApiFunction(Function[S, T]):
         self._make_deferrer = deferrer
         self._deferrer: tuple[ApiSettings, Deferrer | None] | None = None
         self.app: TallyResolver = build_app(self.logger, auth=lambda: self.settings, deferrer=self.deferrer, metrics=self.metrics)
+        """The resolver: register the function's routes on it."""
         self.lambda_handler = self.handler(correlation_paths.API_GATEWAY_REST)(self.app.resolve)
+        """The function's entry point (the resolver behind the Powertools decorators)."""
 
     def invoke(self, fn: Callable[[JSONObject, LambdaContext], object], event: JSONObject, context: LambdaContext) -> object:
         """A misconfigured API function answers a bare 500 (logged), never a stack trace."""

@@ -5,7 +5,7 @@
 HTTP resolver. An API function uses one, the REST resolver, yet importing any submodule runs that
 ``__init__`` first (about a tenth of ``import boto3``: docs/bench.md, "Cold start").
 
-:func:`light_package` registers the package without running its ``__init__``: its submodules
+[`light_package`][counters.http.powertools.light_package] registers the package without running its ``__init__``: its submodules
 import as usual, and the first name asked of the package itself that is not a submodule
 (``from aws_lambda_powertools.event_handler import AppSyncResolver``) runs the real ``__init__``
 then, so every import that worked still works, only later. Import this module before anything
@@ -23,6 +23,7 @@ from types import ModuleType
 from counters.core.extras import needs_lambda_extra
 
 EVENT_HANDLER = "aws_lambda_powertools.event_handler"
+"""The Powertools package registered without its ``__init__`` ([`light_package`][counters.http.powertools.light_package])."""
 KNOWN = {
     name: "api_gateway"
     for name in ("ALBResolver", "APIGatewayHttpResolver", "ApiGatewayResolver", "APIGatewayRestResolver", "CORSConfig", "Response")
@@ -34,7 +35,7 @@ light package, they are taken from there (Powertools' own modules ask for ``Resp
 
 def light_package(name: str, known: dict[str, str] | None = None) -> ModuleType:
     """The package ``name``, registered without running its ``__init__`` (unless already imported).
-    ``known``: names of the ``__init__`` and the submodule each comes from (:data:`KNOWN`)."""
+    ``known``: names of the ``__init__`` and the submodule each comes from ([`KNOWN`][counters.http.powertools.KNOWN])."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.find_spec(name)

@@ -74,7 +74,9 @@ _LONG_NUMBER = re.compile(f"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
 _BRACKET = re.compile(r"[\[\]{}]")
 
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
+"""A path parameter holding an id (``ID_PATTERN``, 1 to 64 characters)."""
 OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
+"""A path parameter holding an operation id (32 lowercase hex digits)."""
 
 
 class Body(BaseModel):
@@ -127,15 +129,17 @@ def _missing_key(err: Any) -> bool:  # one of pydantic's error dicts
 class TallyResolver(APIGatewayRestResolver):
     """The REST resolver, refusing non-JSON bodies before Powertools' validation parses them
     (it would otherwise try multipart/form-data and fail with a 500 on a missing boundary),
-    and knowing who calls (:attr:`caller`, from the authorizer's verified claims)."""
+    and knowing who calls ([`caller`][counters.http.resolver.TallyResolver.caller], from the authorizer's verified claims)."""
 
     caller: Caller = Caller()
+    """Who the current request's caller is (set by [`resolve`][counters.http.resolver.TallyResolver.resolve] for each event)."""
     request_time: int = 0
-    """When API Gateway received the request (ms): :func:`request_time` of the current event."""
+    """When API Gateway received the request (ms): [`request_time`][counters.http.resolver.TallyResolver.request_time] of the current event."""
     auth: Callable[[], AuthSettings] = AuthSettings.from_env
     """Where identity comes from, read when a request arrives (the function's settings)."""
 
     def resolve(self, event: ProxyEvent, context: LambdaContext) -> ProxyResponse:
+        """Answer one API Gateway event: the caller and the request time read once, then the route."""
         self.request_time = request_time(event)
         try:
             auth = self.auth()
@@ -175,12 +179,13 @@ class TallyResolver(APIGatewayRestResolver):
 
 
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
+"""How far a request's time may be from this function's clock (5 minutes)."""
 
 
 def request_time(event: ProxyEvent, now: int | None = None) -> int:
     """When the API received the request, in ms: API Gateway's ``requestContext.requestTimeEpoch``,
     or the function's clock at the start of the request when the event has none, or one further
-    than :data:`MAX_CLOCK_SKEW_MS` from it (a stored sample event, not a live request: API
+    than [`MAX_CLOCK_SKEW_MS`][counters.http.resolver.MAX_CLOCK_SKEW_MS] from it (a stored sample event, not a live request: API
     Gateway invokes the function within its integration timeout)."""
     now = time.time_ns() // 1_000_000 if now is None else now
     epoch = (event.get("requestContext") or {}).get("requestTimeEpoch")
@@ -192,7 +197,7 @@ def request_time(event: ProxyEvent, now: int | None = None) -> int:
 def _unsafe_json(text: str) -> str | None:
     """Why ``text`` must not reach ``json.loads`` (a 500 from a RecursionError or ValueError
     deep inside the parser), or None. Bounded before parsing: nesting deeper than
-    :data:`MAX_JSON_DEPTH`, a digit run longer than :data:`MAX_NUMBER_DIGITS` outside strings.
+    [`MAX_JSON_DEPTH`][counters.http.resolver.MAX_JSON_DEPTH], a digit run longer than [`MAX_NUMBER_DIGITS`][counters.http.resolver.MAX_NUMBER_DIGITS] outside strings.
     Within both bounds json.loads can raise only a JSONDecodeError, which the validation
     middleware answers (``invalid_json`` as before), so the body is parsed once, by Powertools."""
     bare = _JSON_STRING.sub('""', text)

@@ -1,9 +1,8 @@
 """A tally kept from the table's stream, exactly once: net change per parent, checkpointed per lane.
 
-Writers change state items alone (one conditional write each, :meth:`Toggle.set_alone
-<counters.primitives.toggle.Toggle.set_alone>`); each write records ``delta``, what it changed the
+Writers change state items alone (one conditional write each, [`Toggle.set_alone`][counters.primitives.toggle.Toggle.set_alone]); each write records ``delta``, what it changed the
 count by. The stream carries every committed write at least once; this aggregator turns a batch of
-them into **one conditional UpdateItem per parent**::
+them into **one conditional UpdateItem per parent**:
 
     ADD <tally> :net  SET <seq>.<lane> = :last, <at>.<lane> = :created  (for every lane in the batch)
     IF  attribute_exists(<seq>) AND (attribute_not_exists(<seq>.<lane>) OR <seq>.<lane> < :first) ...
@@ -25,7 +24,7 @@ restarted from a failed record after other parents' writes, a bisected or redeli
 retry after an unknown outcome whose first attempt committed). Nothing left: ``duplicate``.
 
 **Watermark.** ``<at>.<lane>`` is the approximate creation time (ms) of the last record applied
-for the lane; the tally is exact as of the least of them (:func:`as_of`).
+for the lane; the tally is exact as of the least of them ([`as_of`][counters.primitives.aggregator.as_of]).
 
 **Lag.** With ``lag_attribute``, each write also sets it (top level, one number per parent)
 to how long the oldest record it applies waited: the aggregator's clock at the write minus
@@ -41,9 +40,9 @@ before the probe is in the tally": a point in the stream a reader can wait for a
 (the audit). ``<revision>`` counts the changes applied, so a reader can tell "nothing was
 counted between two points" even when a like and an unlike cancel out in the tally.
 
-The write itself (and the checkpoint condition, :func:`counters.store.aggregates.lane_not_applied`)
-is :mod:`counters.store.aggregates`'; a family's store instantiates it (likes:
-:mod:`counters.store.posts`).
+The write itself (and the checkpoint condition, [`counters.store.aggregates.lane_not_applied`][counters.store.aggregates.lane_not_applied])
+is [`counters.store.aggregates`][counters.store.aggregates]'; a family's store instantiates it (likes:
+[`counters.store.posts`][counters.store.posts]).
 """
 
 from __future__ import annotations

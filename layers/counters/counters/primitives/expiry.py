@@ -2,11 +2,11 @@
 
 DynamoDB TTL deletes an item some time after its ``expiresAt`` passes. MRSC global tables have no
 TTL ("Key facts about MRSC", docs/regions.md), so without this every operation record, released
-reservation, order key and like tombstone would stay forever. :meth:`ExpirySweeper.sweep` does
+reservation, order key and like tombstone would stay forever. [`ExpirySweeper.sweep`][counters.primitives.expiry.ExpirySweeper.sweep] does
 TTL's work through the engine:
 
 * **finds** items past expiry with Scan pages (a filter on ``expiresAt <= now`` over the families of
-  :data:`counters.store.expiry.EXPIRING`), starting where the last run stopped;
+  [`counters.store.expiry.EXPIRING`][counters.store.expiry.EXPIRING]), starting where the last run stopped;
 * **deletes** each with a conditional DeleteItem (``expiresAt`` still ``<= now``), so an item renewed
   between the scan and the delete stays, and an item another sweep deleted first is just gone;
 * **is bounded**: at most ``max_items`` deletes and ``max_pages`` pages per run;
@@ -74,6 +74,7 @@ class SweepReport:
     capacity: Capacity = field(default_factory=Capacity)
 
     def as_dict(self) -> dict[str, int | bool | float]:
+        """The report as the sweeper's log line and the function's answer."""
         return {
             "now": self.now,
             "pages": self.pages,
@@ -113,6 +114,7 @@ class ExpirySweeper:
 
     @classmethod
     def from_settings(cls, settings: ExpirySettings) -> Self:
+        """A sweeper with its bounds from the environment (EXPIRY_MAX_ITEMS, EXPIRY_MAX_PAGES)."""
         return cls(settings.table_name, retry=settings.retry, max_items=settings.expiry_max_items, max_pages=settings.expiry_max_pages)
 
     def sweep(self, *, should_stop: Callable[[], bool] | None = None) -> SweepReport:

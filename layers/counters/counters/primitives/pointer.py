@@ -1,13 +1,13 @@
 """Monotonic pointers (seed 04): an item holding the greatest value seen, e.g. LAST_ORDER.
 
-The pointer is one item, ``POINTER#<name>`` / ``META`` (:mod:`counters.store.sequences`).
-:meth:`Pointer.advance` is one conditional UpdateItem: ``SET #v = :new`` only if
+The pointer is one item, ``POINTER#<name>`` / ``META`` ([`counters.store.sequences`][counters.store.sequences]).
+[`Pointer.advance`][counters.primitives.pointer.Pointer.advance] is one conditional UpdateItem: ``SET #v = :new`` only if
 ``attribute_not_exists(#v) OR #v < :new``. Writers may run in parallel and deliveries may arrive
 late, twice, or out of order (stream shards processed in parallel, retried batches, queues): the
 condition makes every such update either move the pointer forward or do nothing. It **never moves
 backward**, and no read is needed first.
 
-Outcomes of :meth:`Pointer.advance` (``Result.value`` is the value stored afterwards):
+Outcomes of [`Pointer.advance`][counters.primitives.pointer.Pointer.advance] (``Result.value`` is the value stored afterwards):
 
 * ``applied``: the pointer moved to the new value.
 * ``duplicate`` (reason ``already_at_value``): the pointer already holds **exactly** this value:
@@ -18,11 +18,11 @@ Outcomes of :meth:`Pointer.advance` (``Result.value`` is the value stored afterw
 * ``contention``: throttling/unknown outcomes outlasted the retry budget; re-driving the
   same update is always safe.
 
-Across Regions (:class:`~counters.core.regions.Topology`)
+Across Regions ([`Topology`][counters.core.regions.Topology])
     On MREC a pointer updated in place by two Regions can go **backward**: last-writer-wins keeps
     the later write, and a condition sees only the local replica, so B's ``5`` written after A's
     ``9`` (before ``9`` reached B) replaces ``9`` everywhere. So each Region advances its **own**
-    item ``POINTER#<name>#<Region>`` (one writing Region per item) and :meth:`Pointer.read` answers
+    item ``POINTER#<name>#<Region>`` (one writing Region per item) and [`Pointer.read`][counters.primitives.pointer.Pointer.read] answers
     the greatest of the Regions' items. Each item only moves forward in its Region; its replicas
     receive its versions in write-time order (an older version arriving late loses LWW), so each
     replica only moves forward too, and so does the max: monotonic in every Region, before and
@@ -45,6 +45,8 @@ from counters.store.sequences import SequenceStore, pointer_key
 
 
 class Reason(StrEnum):
+    """Why an advance did not simply apply."""
+
     ALREADY_AT_VALUE = "already_at_value"
     STALE = "stale"
     UNKNOWN_OUTCOME = "unknown_outcome"
@@ -69,11 +71,11 @@ class Pointer:
         self.attribute = attribute
         self.topology = topology or Topology()
         self.writer = self.topology.writer if self.topology.eventual else ""
-        """The Region whose own item :meth:`advance` moves (``""``: the one shared item)."""
+        """The Region whose own item [`advance`][counters.primitives.pointer.Pointer.advance] moves (``""``: the one shared item)."""
         self.key = pointer_key(name, self.writer)
         readers = self.topology.regions if self.topology.eventual else ("",)
         self.keys = [pointer_key(name, region) for region in readers]
-        """What :meth:`read` reads: every Region's item on MREC, else the one item."""
+        """What [`read`][counters.primitives.pointer.Pointer.read] reads: every Region's item on MREC, else the one item."""
         self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.store.retry
 

@@ -5,7 +5,7 @@ child's key is the dedupe guard (``attribute_not_exists``), so a duplicated or r
 can never count twice. ``unlink`` is the mirror (``attribute_exists`` guard, ADD -1) and
 never drives the tally below zero.
 
-Guarantees
+Guarantees:
     * Ambiguous failure (5xx/timeout after sending): retried with the same ClientRequestToken,
       so a committed attempt replays as success; if DynamoDB answers the retry with a
       condition failure instead, the child exists (ours or a concurrent twin): ``rejected``
@@ -14,7 +14,7 @@ Guarantees
     * Contention (conflicts/throttling past the retry budget): ``contention``; replaying the
       request is safe because the child key makes it idempotent.
 
-The requests are in :mod:`counters.store.refcounts`.
+The requests are in [`counters.store.refcounts`][counters.store.refcounts].
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class Audit:
 
     @property
     def drift(self) -> int:
+        """Stored minus counted (0 when the tally is right)."""
         return self.stored - self.counted
 
 
@@ -110,7 +111,7 @@ class RefCount:
         its item collection), counted one after the other.
 
         ``where``: a filter for children that are stored but do not count (e.g.
-        :meth:`counters.primitives.toggle.Toggle.counted`: tombstones); the count is of the
+        [`counters.primitives.toggle.Toggle.counted`][counters.primitives.toggle.Toggle.counted]: tombstones); the count is of the
         items that pass it.
 
         Reads the tally first, then counts; concurrent links/unlinks between the two make the

@@ -1,7 +1,7 @@
 """Auto-increment sequences (seed 05): the next value of a named counter, ``fast`` or ``gapless``.
 
 The counter is one item, ``SEQ#<name>`` / ``META``, attribute ``value`` (the last value taken);
-its requests are :mod:`counters.store.sequences`.
+its requests are [`counters.store.sequences`][counters.store.sequences].
 
 ``fast`` (atomic counter)
     ``UpdateItem ADD value 1`` with ``ReturnValues=UPDATED_NEW``: one write, never blocks,
@@ -16,28 +16,28 @@ its requests are :mod:`counters.store.sequences`.
     ``attribute_not_exists`` guard). The value and the items commit together or not at all,
     so every taken value has its item: **1..N with no holes**. A lost race (the counter's
     condition failed) learns the current value from ``ReturnValuesOnConditionCheckFailure``
-    and the engine re-sends the next round (:class:`~counters.core.engine.Resend`, a fresh
+    and the engine re-sends the next round ([`Resend`][counters.core.engine.Resend], a fresh
     ClientRequestToken, full-jitter backoff) without a re-read, up to ``occ.max_attempts``
     attempts. An unknown outcome is re-sent with the same token, so a committed round replays
     as success instead of taking a second value; a lost race *after* an unknown outcome stops
     (the round may have committed: a re-drive's items tell). Cost: one serialisation point:
     throughput is bounded by one round trip per value, and every writer that loses a race pays
-    a cancelled transaction. Threads sharing one :class:`Sequence` queue on a local lock
+    a cancelled transaction. Threads sharing one [`Sequence`][counters.primitives.sequence.Sequence] queue on a local lock
     first, so only separate processes/environments race at DynamoDB.
 
-Across Regions (:class:`~counters.core.regions.Topology`, docs/orders.md "Global tables")
+Across Regions ([`Topology`][counters.core.regions.Topology], docs/orders.md "Global tables")
     ``fast`` on MREC: each Region ADDs to its **own** item ``SEQ#<name>#<Region>`` (one writing
     Region per item: last-writer-wins never meets two writers) and turns its n-th value into
     ``(n - 1) * stride + index + 1`` (``stride`` = the number of Regions, ``index`` = this
     Region's position): the Regions' id sets are disjoint, so ids are unique across Regions
     without any coordination and whatever the replication delay. ``fast`` on MRSC: the one
     strongly consistent item, as in one Region; the caller's items are written one by one in
-    order (MRSC has no transactions; :meth:`SequenceStore.write_each`).
+    order (MRSC has no transactions; [`SequenceStore.write_each`][counters.store.sequences.SequenceStore.write_each]).
     ``gapless`` on MREC: only in the home Region (``HOME_REGION``), which alone writes the counter;
-    every other Region is refused (:class:`~counters.core.errors.UnsupportedInMode`, naming the
+    every other Region is refused ([`UnsupportedInMode`][counters.core.errors.UnsupportedInMode], naming the
     home Region). ``gapless`` on MRSC: refused (its value and items commit in one transaction).
 
-Outcomes of :meth:`Sequence.claim`: ``applied`` (``value`` is ours and the items are
+Outcomes of [`Sequence.claim`][counters.primitives.sequence.Sequence.claim]: ``applied`` (``value`` is ours and the items are
 written); ``rejected`` (caller's items failed their conditions: ``conflicts`` says which and
 what was there; in ``fast`` mode ``value`` was burned);
 ``contention`` (budget exhausted; if ``unknown_outcome`` is set a value *may* have been
@@ -63,6 +63,8 @@ from counters.store.sequences import VALUE, SequenceAction, SequenceStore, count
 
 
 class SequenceMode(StrEnum):
+    """``fast`` (a number per claim, gaps possible) or ``gapless``."""
+
     FAST = "fast"
     GAPLESS = "gapless"
 
@@ -82,7 +84,7 @@ class Reason(StrEnum):
 
 @dataclass
 class Claim:
-    """What :meth:`Sequence.claim` did."""
+    """What [`Sequence.claim`][counters.primitives.sequence.Sequence.claim] did."""
 
     result: Result
     value: int | None = None

@@ -17,7 +17,7 @@ A resource of capacity C with N shards keeps its count on ``RES#<id>#<n>`` / ``S
 
 Every part is guarded by its own shard's condition, so no shard (and therefore no total)
 ever goes below zero. The resource reads as the sum of its shards
-(:meth:`counters.store.resources.ResourceStore.snapshot`, where the shard keys live too).
+([`counters.store.resources.ResourceStore.snapshot`][counters.store.resources.ResourceStore.snapshot], where the shard keys live too).
 """
 
 from __future__ import annotations
@@ -33,16 +33,18 @@ from counters.store.resources import MAX_SHARDS, Counter, shard_key
 __all__ = ["MAX_SHARDS", "ROUNDS", "ShardReason", "plan", "shard_key", "split_capacity", "take"]
 
 ROUNDS = 4
+"""How many rounds a take tries (each shard alone, then a split over them) before it answers contention."""
 
 
 class ShardReason(StrEnum):
-    """Why a sharded take answered as it did, beyond its approach's :class:`Reason`."""
+    """Why a sharded take answered as it did, beyond its approach's [`Reason`][counters.primitives.approaches.Reason]."""
 
     SOLD_OUT = "sold_out"
     SHARDS_BUSY = "shards_busy"
 
 
 def split_capacity(capacity: int, shards: int) -> list[int]:
+    """``capacity`` split over ``shards`` as evenly as possible (the first ones take the remainder)."""
     return [capacity // shards + (1 if n < capacity % shards else 0) for n in range(shards)]
 
 

@@ -6,11 +6,11 @@ after it is switched off (a *tombstone*), so it always says what the last reques
 | attribute | meaning |
 |---|---|
 | ``<state>`` (e.g. ``liked``) | on/off; an item without it is *on* (written before tombstones existed) |
-| ``changedAt``, ``changedBy`` | the :class:`Stamp` (request time in ms, request id) of the latest request ordered on this key |
+| ``changedAt``, ``changedBy`` | the [`Stamp`][counters.store.toggles.Stamp] (request time in ms, request id) of the latest request ordered on this key |
 | ``requestId`` | the request that made the current state (a flip): "was it this request?" for a replay |
 | ``expiresAt`` | tombstones only: TTL, ``changedAt`` + the horizon + a day |
 
-A request carries its :class:`Stamp`; stamps order requests totally (time, then id). ``set``:
+A request carries its [`Stamp`][counters.store.toggles.Stamp]; stamps order requests totally (time, then id). ``set``:
 
 * **flip** (the stored state differs and its stamp is older): one TransactWriteItems, the state
   item (new or flipped, stamped, ``requestId``) and ``ADD tally ±1`` on the parent: ``applied``;
@@ -27,12 +27,12 @@ A request older than ``horizon`` (default 14 days) is ``rejected`` / ``stale`` w
 tombstones expire ``horizon`` + 1 day after their stamp, so only a request inside the horizon is
 sure to find every newer stamp. The horizon must outlast any replay that can still arrive (the
 retry queue's messages; a DLQ redrive makes them new messages, so the horizon, not the queues'
-retention, is what bounds them). The ordering rule lives in :func:`newer_than` so a mode that
+retention, is what bounds them). The ordering rule lives in [`newer_than`][counters.primitives.toggle.newer_than] so a mode that
 counts elsewhere (a stream aggregator) can write the same state item under the same condition.
 
-The requests (and the staleness condition, :func:`counters.store.toggles.stored_is_older`) are in
-:mod:`counters.store.toggles`; a family's store instantiates them for its items (likes:
-:mod:`counters.store.posts`).
+The requests (and the staleness condition, [`counters.store.toggles.stored_is_older`][counters.store.toggles.stored_is_older]) are in
+[`counters.store.toggles`][counters.store.toggles]; a family's store instantiates them for its items (likes:
+[`counters.store.posts`][counters.store.posts]).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from counters.store.toggles import Guard, Owner, RegionalWrite, Stamp, StateItem
 __all__ = ["HORIZON_MS", "Guard", "Reason", "Stamp", "StateItem", "Toggle", "newer_than", "now_ms"]
 
 HORIZON_MS = 14 * 24 * 3600 * 1000  # RetryDLQ's retention: the longest a message waits without a redrive
+"""The longest a request can wait to be replayed: the retry DLQ's retention (14 days)."""
 TOMBSTONE_MARGIN_S = 24 * 3600  # clock skew between whoever stamped and whoever replays, with room to spare
 ROUNDS = 4  # state re-read and re-decided this often when concurrent requests move it, then contention
 
@@ -57,7 +58,7 @@ P = TypeVar("P")
 
 
 class Reason(StrEnum):
-    """Why :meth:`Toggle.set` did not flip (``Result.reason``; the values are the wire's strings)."""
+    """Why [`Toggle.set`][counters.primitives.toggle.Toggle.set] did not flip (``Result.reason``; the values are the wire's strings)."""
 
     STALE = "stale"
     ALREADY_SET = "already_set"
@@ -68,7 +69,7 @@ class Reason(StrEnum):
 
 
 class Write(Enum):
-    """The next write of a :meth:`Toggle.set` round."""
+    """The next write of a [`Toggle.set`][counters.primitives.toggle.Toggle.set] round."""
 
     FLIP = "flip"  # the state item flipped (and, with a parent, the tally moved)
     TOMBSTONE = "tombstone"  # switching off a key with no item: a tombstone
@@ -76,11 +77,12 @@ class Write(Enum):
 
 
 def now_ms() -> int:
+    """The clock, in ms since the epoch."""
     return time.time_ns() // 1_000_000
 
 
 def newer_than(stamp: Stamp, stored: Stamp | None) -> bool:
-    """The rule :func:`counters.store.toggles.stored_is_older` evaluates in DynamoDB, in Python."""
+    """The rule [`counters.store.toggles.stored_is_older`][counters.store.toggles.stored_is_older] evaluates in DynamoDB, in Python."""
     return stored is None or stamp > stored
 
 
@@ -121,11 +123,11 @@ class Toggle(Generic[P]):
         a stamp-only one too (e.g. ``delta = 0``: this write is counted here, not from a stream);
         ``guard`` is added to the parent's condition in a flip.
 
-        Outcomes (reasons are :class:`Reason`): ``applied`` (flipped, tally moved); ``duplicate``
+        Outcomes (reasons are [`Reason`][counters.primitives.toggle.Reason]): ``applied`` (flipped, tally moved); ``duplicate``
         / ``own_request`` (the state is this request's own flip); ``rejected`` with
         ``already_set`` (the state is already ``on``; a newer stamp was recorded), ``stale`` (a
         newer request set the other state, or the request is older than the horizon; ``value``
-        is the stored :class:`StateItem`), ``parent_missing``, ``guard`` (the parent fails
+        is the stored [`StateItem`][counters.store.toggles.StateItem]), ``parent_missing``, ``guard`` (the parent fails
         ``guard``; ``value`` is the parent's fact), ``tally_would_go_negative`` (integrity: on,
         but the tally is 0; ``value`` is the parent's fact); ``contention``.
         """
@@ -134,14 +136,14 @@ class Toggle(Generic[P]):
     def set_alone(
         self, key: Key, on: bool, stamp: Stamp, *, attributes: Mapping[str, object] | None = None, delta_attribute: str = "delta"
     ) -> Result:
-        """:meth:`set` without the tally: the state item is written alone, one conditional write
+        """[`set`][counters.primitives.toggle.Toggle.set] without the tally: the state item is written alone, one conditional write
         under the same rule (the latest request wins), and every write records on it
         ``delta_attribute``, what it changed the count by: ``+1`` / ``-1`` for a flip, ``0`` for
         a stamp-only write or a new tombstone. A reader of the table's stream (NEW_IMAGE) sums
-        the deltas to keep the tally elsewhere (:mod:`counters.primitives.aggregator`).
+        the deltas to keep the tally elsewhere ([`counters.primitives.aggregator`][counters.primitives.aggregator]).
 
         The parent is not checked (the caller does it: the hot mode reads the post first).
-        Outcomes as :meth:`set`, without ``parent_missing`` and ``tally_would_go_negative``.
+        Outcomes as [`set`][counters.primitives.toggle.Toggle.set], without ``parent_missing`` and ``tally_would_go_negative``.
         """
         return self._set(None, key, on, stamp, dict(attributes or {}), delta_attribute, {}, None)
 
@@ -230,7 +232,7 @@ class Toggle(Generic[P]):
         attributes: Mapping[str, object] | None = None,
         delta_attribute: str = "delta",
     ) -> Result:
-        """:meth:`set` on a global table, written in ``region`` (module doc, "Across Regions").
+        """[`set`][counters.primitives.toggle.Toggle.set] on a global table, written in ``region`` (module doc, "Across Regions").
 
         Every write (a stamp-only one too) names ``region`` as the version's writer, and counts
         for this Region ``[the new version is on] - [the replaced version was on and written here]``
@@ -239,8 +241,8 @@ class Toggle(Generic[P]):
         that key (this Region's own tally item), ``delta_attribute`` 0 on the state item. ``tally``
         None (hot): the state item alone, ``delta_attribute`` = what it counted, for this Region's
         stream aggregator. A version replaced by another Region's (replicated in) is taken off
-        this Region's tally by its aggregator (:func:`counters.streams.regional_change`).
-        Outcomes as :meth:`set` (``tally_would_go_negative`` only with ``tally``)."""
+        this Region's tally by its aggregator ([`counters.streams.regional_change`][counters.streams.regional_change]).
+        Outcomes as [`set`][counters.primitives.toggle.Toggle.set] (``tally_would_go_negative`` only with ``tally``)."""
         capacity, attempts, contended = Capacity(), 0, 0
         extra = dict(attributes or {})
 

@@ -1,19 +1,19 @@
 """What an MREC Region does by itself about escrow, with nobody calling a route (issue 28, item 4).
 
-Driven by the Region's own stream (``EscrowFunction``, :mod:`counters.streams.escrow` reads the
-records), each action is one of :class:`~counters.services.reservations.Reservations`' own, so
+Driven by the Region's own stream (``EscrowFunction``, [`counters.streams.escrow`][counters.streams.escrow] reads the
+records), each action is one of [`Reservations`][counters.services.reservations.Reservations]' own, so
 exactly as idempotent:
 
-* **a transfer to this Region arrives** (replicated in): :meth:`EscrowAutomation.transfer_arrived`
-  credits it (step 2, :meth:`~counters.services.reservations.Reservations.receive_transfers`: one
+* **a transfer to this Region arrives** (replicated in): [`EscrowAutomation.transfer_arrived`][counters.services.escrow_automation.EscrowAutomation.transfer_arrived]
+  credits it (step 2, [`receive_transfers`][counters.services.reservations.Reservations.receive_transfers]: one
   local transaction with the receipt's ``attribute_not_exists``, so exactly once however often the
   record is delivered or however many receivers race). If it is still not credited afterwards (the
   transaction met contention, the share has not replicated here yet) it raises
-  :class:`~counters.core.errors.ContentionError`: the record is reported failed and redelivered,
+  [`ContentionError`][counters.core.errors.ContentionError]: the record is reported failed and redelivered,
   never dropped as done.
 * **a CONFIRMED reservation record arrives** (this Region's own, or another's replicated in):
-  :meth:`EscrowAutomation.record_arrived` runs
-  :meth:`~counters.services.reservations.Reservations.reconcile`: if another Region took the same
+  [`EscrowAutomation.record_arrived`][counters.services.escrow_automation.EscrowAutomation.record_arrived] runs
+  [`reconcile`][counters.services.reservations.Reservations.reconcile]: if another Region took the same
   key (a failover re-send during a partition) and this Region's record is not the first, this
   Region gives its own back, once (the release's ``CONFIRMED`` guard).
 
@@ -40,17 +40,19 @@ class Done:
 
 
 class EscrowAutomation:
-    """An MREC Region's escrow chores, each an idempotent call of :class:`Reservations`."""
+    """An MREC Region's escrow chores, each an idempotent call of [`Reservations`][counters.services.reservations.Reservations]."""
 
     def __init__(self, reservations: Reservations) -> None:
         self.reservations = reservations
 
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> EscrowAutomation:
+        """The automation for this Region, from the function's settings."""
         return cls(Reservations.from_settings(settings))
 
     @property
     def region(self) -> str:
+        """The Region this consumer acts for (the one whose stream it reads)."""
         return self.reservations.topology.region
 
     @property
@@ -71,7 +73,7 @@ class EscrowAutomation:
 
     def record_arrived(self, resource_id: str, reservation_id: str) -> Done:
         """A CONFIRMED record of the key is in this replica: give this Region's twin back if it is
-        not the first (:meth:`Reservations.reconcile`; busy: ContentionError, redelivered)."""
+        not the first ([`Reservations.reconcile`][counters.services.reservations.Reservations.reconcile]; busy: ContentionError, redelivered)."""
         if not self.active:
             return Done()
         return Done(reconciled=self.reservations.reconcile(resource_id, reservation_id))

@@ -1,8 +1,8 @@
 """The ledger service: appends as API requests (typed failures, deferral), balances and compaction.
 
-It holds a :class:`~counters.primitives.ledger.Ledger` (seed 02's approach 6: entries, checkpoint,
+It holds a [`Ledger`][counters.primitives.ledger.Ledger] (seed 02's approach 6: entries, checkpoint,
 compaction, exact balances; why it is exact: docs/ledgers.md) and adds what a request needs: one
-answer per outcome, and a :class:`Command` to re-drive a contended append from the retry queue with
+answer per outcome, and a [`Command`][counters.core.commands.Command] to re-drive a contended append from the retry queue with
 the same request id. Both ledger functions (the API and compaction) go through it.
 """
 
@@ -35,13 +35,14 @@ class AppendPayload:
 
 
 class Ledgers:
-    """Ledger requests over the :class:`Ledger` it holds (``self.ledger``, built from the same options)."""
+    """Ledger requests over the [`Ledger`][counters.primitives.ledger.Ledger] it holds (``self.ledger``, built from the same options)."""
 
     def __init__(self, table_name: str, **options: Unpack[LedgerOptions]) -> None:
         self.ledger = Ledger(table_name, **options)
 
     @classmethod
     def from_settings(cls, settings: LedgerSettings) -> Ledgers:
+        """The service on the settings' table with the settings' options."""
         return cls(settings.table_name, **options(settings))
 
     def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:

@@ -4,16 +4,16 @@
 |---|---|---|---|
 | order | ``ORDER#<n>`` | ``META`` | with its id, in one transaction with the key record |
 | idempotency record | ``ORDERKEY#<key>``, ``ORDERKEY#<owner>#<key>`` with authorization on | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
-| sequence | ``SEQ#ORDER`` | ``META`` | :mod:`counters.primitives.sequence` |
-| pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function (:mod:`counters.primitives.pointer`) |
+| sequence | ``SEQ#ORDER`` | ``META`` | [`counters.primitives.sequence`][counters.primitives.sequence] |
+| pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function ([`counters.primitives.pointer`][counters.primitives.pointer]) |
 
 Idempotency
-    :meth:`Orders.place` first reads the key record (1 RCU): a replay answers the recorded
+    [`Orders.place`][counters.services.orders.Orders.place] first reads the key record (1 RCU): a replay answers the recorded
     order and writes nothing. Otherwise the order and the key record are Put in **one**
     transaction, each with ``attribute_not_exists``, so an order never exists without its key
     record (and the reverse). Two concurrent requests with one key: one transaction wins, the
     other fails on the key record and answers the winner's order (``ALL_OLD`` tells it which).
-    The same key with a different body (customerId/items): :class:`IdempotencyKeyReused` (422).
+    The same key with a different body (customerId/items): [`IdempotencyKeyReused`][counters.core.errors.IdempotencyKeyReused] (422).
     Keys are per caller when authorization is on (the record's key includes the owner, as a
     reservation id does): another user's key is never found, so it neither answers 422 (telling
     that it exists) nor blocks anyone.
@@ -32,12 +32,12 @@ The key record carries the answer
     ``orderId``: a replay answers from the key's **own** record, and reads ``ORDER#<n>`` only to
     check that it belongs to this key (same ``idempotencyKey`` and ``requestId``; the body's hash
     for records written before ``requestId``). An order that does not belong is an
-    :class:`IntegrityError` (409), never the answer: before ids were unique across Regions, two
+    [`IntegrityError`][counters.core.errors.IntegrityError] (409), never the answer: before ids were unique across Regions, two
     Regions' ``ORDER#5`` met under last-writer-wins and a re-send of one key answered 200 with
     the other customer's items (issue 21).
 
 Across Regions (docs/orders.md "Global tables")
-    MREC: ids are Region-strided (:mod:`counters.primitives.sequence`), orders are stamped with
+    MREC: ids are Region-strided ([`counters.primitives.sequence`][counters.primitives.sequence]), orders are stamped with
     their Region (``writerRegion``) and the pointer is per Region. An order and its key record
     replicate separately: a replay that finds the record but not yet the order answers from the
     record. MRSC: no transactions, so the key record is Put first and the order second (each
@@ -114,10 +114,10 @@ class PublicOrder(TypedDict):
 
 @dataclass
 class Placed:
-    """The answer to :meth:`Orders.place`: the order, and whether this request created it."""
+    """The answer to [`Orders.place`][counters.services.orders.Orders.place]: the order, and whether this request created it."""
 
     order: PublicOrder
-    """The public order (:func:`public_order`)."""
+    """The public order ([`public_order`][counters.services.orders.public_order])."""
     created: bool
     result: Result
 
@@ -125,7 +125,7 @@ class Placed:
 @dataclass(frozen=True, kw_only=True)
 class OrderSettings(RegionSettings):
     """``SEQUENCE_MODE`` (template parameter ``SequenceMode``): ``fast`` or ``gapless`` order ids;
-    the global table's topology (:class:`RegionSettings`)."""
+    the global table's topology ([`RegionSettings`][counters.core.regions.RegionSettings])."""
 
     sequence_mode: SequenceMode = env("SEQUENCE_MODE", SequenceMode.FAST)
 
@@ -153,10 +153,12 @@ class Orders:
 
     @classmethod
     def from_settings(cls, settings: OrderSettings) -> Orders:
+        """The service on the settings' table with the settings' sequence mode and Regions."""
         return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry, topology=settings.topology)
 
     @property
     def mode(self) -> SequenceMode:
+        """The order sequence's mode."""
         return self.sequence.mode
 
     def place(
@@ -268,6 +270,7 @@ class Orders:
         return Placed(order, created=mine, result=result)
 
     def read(self, order_id: int) -> PublicOrder:
+        """The stored order ``order_id`` (404 when missing, or another caller's)."""
         item, _ = self._get(order_key(order_id))
         if item is None:
             raise NotFound(f"order {order_id} not found")

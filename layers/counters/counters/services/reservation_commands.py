@@ -1,10 +1,10 @@
 """The reservations service's deferred commands: what a take or give-back that ran out of in-line
 retries carries to the retry queue, and how the retry worker replays it.
 
-Only exact, token-remembering approaches are re-driven (:func:`reserve_command`); ``atomic`` and
+Only exact, token-remembering approaches are re-driven ([`reserve_command`][counters.services.reservation_commands.reserve_command]); ``atomic`` and
 ``occ`` never blindly. A release is safe to re-drive on every strategy: the record's
 ``CONFIRMED -> RELEASED`` guard gives back once. The executors are
-:meth:`counters.services.reservations.Reservations.replayables`.
+[`counters.services.reservations.Reservations.replayables`][counters.services.reservations.Reservations.replayables].
 """
 
 from __future__ import annotations
@@ -77,4 +77,5 @@ def reserve_command(approach: Approach, resource_id: str, quantity: int, record:
 
 
 def release_command(resource_id: str, rid: str, request_id: str) -> Command:
+    """The deferred form of a release."""
     return Command("release", {"resourceId": resource_id, "reservationId": rid}, request_id)

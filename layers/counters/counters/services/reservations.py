@@ -2,7 +2,7 @@
 
 The items (resource ``RES#<id>``/``META``, shards ``RES#<id>#<n>``/``SHARD``, reservation records
 ``RSV#<reservationId>``/``RSV``), their requests and the calls are in
-:mod:`counters.store.resources`; the deferred commands in :mod:`.reservation_commands`. This
+[`counters.store.resources`][counters.store.resources]; the deferred commands in [`reservation_commands`][counters.services.reservation_commands]. This
 service orchestrates.
 
 The reservation id is ``uuid5(resourceId, Idempotency-Key)`` when a key is given (so a
@@ -11,7 +11,7 @@ request token), a random uuid otherwise.
 
 Take (``reserve``): the reservation record is read first (a replay of a known key is answered
 from it: same quantity -> the same reservation, other quantity -> 422); then the approach
-applies the quantity (through :mod:`counters.primitives.sharding` when sharded); then - for every
+applies the quantity (through [`counters.primitives.sharding`][counters.primitives.sharding] when sharded); then - for every
 approach but ``marker``, whose transaction wrote the record already - the record is Put with
 ``attribute_not_exists``. That conditional Put decides which of two concurrent duplicates
 answers 201 and which 200. If the caller dies between the counter write and the record, the
@@ -25,7 +25,7 @@ others are answered from the claim (422 for another quantity) and never touch th
 a 422 means nothing was taken. A rejected or contended apply drops its claim; an ambiguous one
 marks the record ``UNKNOWN`` (the documented bound of those approaches: it may hold the
 quantity, and it cannot be released); a claim left ``PENDING`` by a caller that died is read
-as ``UNKNOWN`` after :data:`CLAIM_SECONDS`.
+as ``UNKNOWN`` after [`CLAIM_SECONDS`][counters.services.reservations.CLAIM_SECONDS].
 
 Every record carries the ``requestId`` of the request that wrote it, so a re-drive of the same
 request (the retry worker, or an attempt whose answer was lost) tells "mine" (201 / APPLIED)
@@ -33,11 +33,11 @@ from "an earlier request's" (200 / DUPLICATE).
 
 Holds never expire: a ``CONFIRMED`` record has no TTL (a TTL deleting it would strand its
 quantity: release would answer 404 and the count would keep it forever). Only a ``RELEASED``
-record gets one (``expiresAt``, :data:`RELEASED_TTL_SECONDS` by default).
+record gets one (``expiresAt``, [`RELEASED_TTL_SECONDS`][counters.services.reservations.RELEASED_TTL_SECONDS] by default).
 
 Global tables (docs/reservations.md, "Global tables"): on MREC each Region owns an escrowed share
 of the capacity and its own reservation records, takes draw on the local share only, and
-:meth:`Reservations.transfer` / :meth:`Reservations.receive_transfers` move units between shares in
+[`Reservations.transfer`][counters.services.reservations.Reservations.transfer] / [`Reservations.receive_transfers`][counters.services.reservations.Reservations.receive_transfers] move units between shares in
 two idempotent steps; on MRSC the transaction-based strategies and sharding are refused, and a
 release takes three single-item steps.
 
@@ -232,9 +232,11 @@ class Reservations:
 
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> Reservations:
+        """The service on the settings' table with the settings' atomic policy and Regions."""
         return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy, topology=settings.topology)
 
     def approach(self, name: str) -> Approach:
+        """The approach ``name``, made on first use and kept."""
         if name not in self._approaches:
             made = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
             made.store.region = self.store.region  # marker's and crt's records are written by the take
@@ -445,7 +447,7 @@ class Reservations:
     def _known(self, rid: str) -> Record | None:
         """The record that answers for a request token: the one record (one Region, MRSC), or
         (MREC) the earliest of every Region's that this replica holds (a client that failed over
-        is answered from it, nothing is taken; a later Region's twin is given back by :meth:`reconcile`)."""
+        is answered from it, nothing is taken; a later Region's twin is given back by [`reconcile`][counters.services.reservations.Reservations.reconcile])."""
         if not self.store.region:
             return self.store.record(rid)
         return first(self.store.records(rid))  # MREC: the earliest, wherever it was taken (see reconcile)
@@ -456,7 +458,7 @@ class Reservations:
         not come first (earliest ``createdAt``, then Region name) releases its own, once (the usual
         release, guarded by ``CONFIRMED``). Returns whether this call gave units back. Safe to call
         any time, in any Region: each Region's stream consumer calls it on every arriving CONFIRMED
-        record (:mod:`counters.services.escrow_automation`)."""
+        record ([`counters.services.escrow_automation`][counters.services.escrow_automation])."""
         if not self.store.region:
             return False
         records = [r for r in self.store.records(rid) if r.resource_id == resource_id and r.status in (CONFIRMED, RELEASED, RELEASING)]
@@ -595,6 +597,7 @@ class Reservations:
             )
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> ReservationDetails:
+        """The reservation ``reservation_id`` of ``resource_id`` (404 when missing, or another caller's)."""
         record = self._known(rid)
         missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
         if record is None or record.resource_id != resource_id:
@@ -713,8 +716,8 @@ class Reservations:
     ) -> Reservation[Transferred]:
         """Step 1 of an escrow transfer, in this (the source) Region: debit ``quantity`` from this
         Region's share and write the transfer, in one transaction here. The target Region credits
-        it (:meth:`receive_transfers`) once the transfer has replicated there, exactly once. The
-        transfer id is derived from the key and this Region (:func:`transfer_id`): a re-send here
+        it ([`receive_transfers`][counters.services.reservations.Reservations.receive_transfers]) once the transfer has replicated there, exactly once. The
+        transfer id is derived from the key and this Region ([`transfer_id`][counters.store.resources.transfer_id]): a re-send here
         answers the same transfer (200), another quantity or target 422; the same key sent in
         another Region is that Region's own transfer. Capacity is conserved at every instant: shares + in flight."""
         self._require_escrow()
@@ -774,7 +777,7 @@ class Reservations:
             )
 
     def receive(self, resource_id: str) -> int:
-        """:meth:`receive_transfers` as the admin route asks it: refused (409) outside MREC, as a
+        """[`receive_transfers`][counters.services.reservations.Reservations.receive_transfers] as the admin route asks it: refused (409) outside MREC, as a
         transfer is (nothing is ever sent to a Region there), and 404 for a missing resource."""
         self._require_escrow()
         return self.receive_transfers(resource_id)
@@ -784,7 +787,7 @@ class Reservations:
         replicated here and has no receipt yet, each with its receipt in one transaction here (the
         receipt's ``attribute_not_exists`` makes a second credit fail: exactly once). Returns the
         units credited. Called by the target Region's stream consumer as each transfer arrives
-        (:mod:`counters.services.escrow_automation`), by a take that finds the share short, and by the admin route."""
+        ([`counters.services.escrow_automation`][counters.services.escrow_automation]), by a take that finds the share short, and by the admin route."""
         if not self.topology.eventual:
             return 0
         resource = self.resource(resource_id)
@@ -813,7 +816,7 @@ class Reservations:
         }
 
     def _replay_settle_claim(self, p: SettleClaimPayload, command: Command) -> Verdict:
-        """A claim whose take applied, confirmed with its allocation (see :meth:`_settle_claim`)."""
+        """A claim whose take applied, confirmed with its allocation (see `_settle_claim`)."""
         record = self.store.record(p.reservationId)
         if record is None:
             return Verdict("REJECTED", {"error": "not_found", "message": f"reservation {p.reservationId!r} not found"})
@@ -846,4 +849,5 @@ def public_reservation(rid: str, quantity: int, status: Status) -> PublicReserva
 
 
 def transfer_body(resource_id: str, tid: str, source: str, target: str, quantity: int) -> Transferred:
+    """The answer for a transfer: its id, resource, source and target Regions, and quantity."""
     return {"transferId": tid, "resourceId": resource_id, "from": source, "to": target, "quantity": quantity, "status": "SENT"}

@@ -1,10 +1,10 @@
 """A stream aggregator's write: a tally and its per-lane checkpoints on a parent item.
 
 Generic over the attribute names (tally, checkpoint ``<seq>``, watermark ``<at>``, ``<probe>``,
-revision, lag); :mod:`counters.store.posts` instantiates it for likes on a post's ``META``. The
-rules (lanes, runs, exactly once) are :mod:`counters.primitives.aggregator`'s; this module builds
-the one conditional UpdateItem, sends it through :mod:`counters.core.engine` and answers what
-a refusal found (:class:`Checkpointed`).
+revision, lag); [`counters.store.posts`][counters.store.posts] instantiates it for likes on a post's ``META``. The
+rules (lanes, runs, exactly once) are [`counters.primitives.aggregator`][counters.primitives.aggregator]'s; this module builds
+the one conditional UpdateItem, sends it through [`counters.core.engine`][counters.core.engine] and answers what
+a refusal found ([`Checkpointed`][counters.store.aggregates.Checkpointed]).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class CheckpointStore:
         dynamodb: Any = None,
     ) -> None:
         """``writer`` (attribute, Region): the parent is this Region's own item on a global table;
-        each write names the Region, and :meth:`create` makes the parent when it is missing."""
+        each write names the Region, and [`create`][counters.store.aggregates.CheckpointStore.create] makes the parent when it is missing."""
         self.writer = writer
         self.table_name = table_name
         self.key_of = key_of
@@ -76,6 +76,7 @@ class CheckpointStore:
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     def update(self, parent: str, runs: list[LaneRun], net: int, changes: int, lag_ms: int | None) -> Update:

@@ -18,4 +18,5 @@ class Store:
 
     @property
     def dynamodb(self) -> DynamoDBClient:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()

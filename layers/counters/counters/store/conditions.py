@@ -1,10 +1,10 @@
 """Expressions: attribute paths, values, operands and conditions, rendered with placeholders.
 
-A condition is a tree of :class:`Cond` (``&``, ``|``, ``~``) over :class:`Path` s and values; an
-operand of SET is a value, a :class:`Path`, or :func:`if_not_exists` / :func:`plus` / :func:`minus` /
-:func:`list_append`. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>``
-values through one :class:`Placeholders` per request, and only the ones the request uses. The
-requests that use them are :mod:`counters.store.expr`.
+A condition is a tree of [`Cond`][counters.store.conditions.Cond] (``&``, ``|``, ``~``) over [`Path`][counters.store.conditions.Path] s and values; an
+operand of SET is a value, a [`Path`][counters.store.conditions.Path], or [`if_not_exists`][counters.store.conditions.if_not_exists] / [`plus`][counters.store.conditions.plus] / [`minus`][counters.store.conditions.minus] /
+[`list_append`][counters.store.conditions.list_append]. Rendering allocates ``#name`` placeholders (readable: ``#mode``) and ``:v<n>``
+values through one [`Placeholders`][counters.store.conditions.Placeholders] per request, and only the ones the request uses. The
+requests that use them are [`counters.store.expr`][counters.store.expr].
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class Placeholders:
         self._by_name: dict[str, str] = {}
 
     def name(self, part: str) -> str:
+        """The ``#name`` placeholder of one path part (made on first use)."""
         found = self._by_name.get(part)
         if found is None:
             base = f"#{part}" if _PLAIN.match(part) else f"#n{len(self._by_name)}"
@@ -37,11 +38,13 @@ class Placeholders:
         return found
 
     def value(self, value: object) -> str:
+        """A new ``:v<n>`` placeholder for ``value``."""
         placeholder = f":v{len(self.values)}"
         self.values[placeholder] = serialize(value)
         return placeholder
 
     def apply(self, params: Params) -> Params:
+        """Add the placeholders used to ``params`` (none: no key)."""
         if self.names:
             params["ExpressionAttributeNames"] = dict(self.names)
         if self.values:
@@ -54,6 +57,7 @@ class Operand:
     """Something an expression can compare or assign: a path, a value, a function of them."""
 
     def render(self, ph: Placeholders) -> str:
+        """The operand in expression syntax, its placeholders allocated in ``ph``."""
         raise NotImplementedError
 
     # comparisons make conditions
@@ -80,9 +84,12 @@ class Operand:
 
 @dataclass(frozen=True, eq=False)
 class Value(Operand):
+    """A value operand (a ``:v<n>`` placeholder)."""
+
     value: object
 
     def render(self, ph: Placeholders) -> str:
+        """The value's placeholder."""
         return ph.value(self.value)
 
 
@@ -95,6 +102,7 @@ class Path(Operand):
         self.parts = parts
 
     def render(self, ph: Placeholders) -> str:
+        """The path's placeholders, joined (``#a.#b[0]``)."""
         out = ""
         for part in self.parts:
             out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + ph.name(part))
@@ -104,30 +112,37 @@ class Path(Operand):
         return f"Path{self.parts!r}"
 
     def exists(self) -> Cond:
+        """``attribute_exists(path)``."""
         return _Function("attribute_exists", (self,))
 
     def missing(self) -> Cond:
+        """``attribute_not_exists(path)``."""
         return _Function("attribute_not_exists", (self,))
 
     def begins_with(self, prefix: str) -> Cond:
+        """``begins_with(path, prefix)``."""
         return _Function("begins_with", (self, Value(prefix)))
 
     def contains(self, member: object) -> Cond:
+        """``contains(path, member)``."""
         return _Function("contains", (self, operand(member)))
 
     def between(self, low: object, high: object) -> Cond:
+        """``path BETWEEN low AND high``."""
         return _Between(self, operand(low), operand(high))
 
     def size(self) -> Operand:
+        """``size(path)``, an operand."""
         return _Call("size", (self,))
 
 
 def operand(value: object) -> Operand:
-    """``value`` as an operand: a :class:`Path` or :class:`Operand` as it is, anything else a value."""
+    """``value`` as an operand: a [`Path`][counters.store.conditions.Path] or [`Operand`][counters.store.conditions.Operand] as it is, anything else a value."""
     return value if isinstance(value, Operand) else Value(value)
 
 
 def path(name: str | Path) -> Path:
+    """``name`` as a [`Path`][counters.store.conditions.Path]."""
     return name if isinstance(name, Path) else Path(name)
 
 
@@ -161,10 +176,12 @@ def plus(left: object, right: object) -> Operand:
 
 
 def minus(left: object, right: object) -> Operand:
+    """``left - right``, an operand (for ``SET``)."""
     return _Arithmetic(operand(left), "-", operand(right))
 
 
 def list_append(left: object, right: object) -> Operand:
+    """``list_append(left, right)``, an operand (for ``SET``)."""
     return _Call("list_append", (operand(left), operand(right)))
 
 
@@ -173,6 +190,7 @@ class Cond:
     """A condition (or key condition, or filter) expression."""
 
     def render(self, ph: Placeholders) -> str:
+        """The condition in expression syntax, its placeholders allocated in ``ph``."""
         raise NotImplementedError
 
     def __and__(self, other: Cond) -> Cond:
@@ -243,6 +261,7 @@ def all_of(*conds: Cond | None) -> Cond | None:
 
 
 def any_of(*conds: Cond) -> Cond:
+    """The conditions joined by ``OR``."""
     out = conds[0]
     for c in conds[1:]:
         out = out | c

@@ -1,11 +1,11 @@
 """Expiry without DynamoDB TTL (an MRSC global table has none): the sweep's requests and its checkpoint.
 
 Items that DynamoDB TTL would delete carry ``expiresAt`` (epoch seconds). The sweep
-(:mod:`counters.primitives.expiry`) scans the table page by page for such items whose time has
-passed, deletes each one under :func:`still_expired` (an item renewed between the scan and the
+([`counters.primitives.expiry`][counters.primitives.expiry]) scans the table page by page for such items whose time has
+passed, deletes each one under [`still_expired`][counters.store.expiry.still_expired] (an item renewed between the scan and the
 delete stays), and keeps where it got to in one checkpoint item, so the next run resumes there.
 
-The families that write ``expiresAt`` are declared here (:data:`EXPIRING`): the scan looks only at
+The families that write ``expiresAt`` are declared here ([`EXPIRING`][counters.store.expiry.EXPIRING]): the scan looks only at
 them, and the sweeper's IAM grants DeleteItem on exactly these key prefixes (a unit test keeps
 template.yaml equal to this tuple).
 """
@@ -80,6 +80,7 @@ class Checkpoint:
 
     @classmethod
     def of(cls, item: Record | None) -> Checkpoint:
+        """The checkpoint read from its stored item (a fresh one when there is none)."""
         if item is None:
             return cls()
         cursor = {"PK": item[CURSOR_PK], "SK": item[CURSOR_SK]} if CURSOR_PK in item and CURSOR_SK in item else None
@@ -113,6 +114,7 @@ class ExpiryStore(Store):
     """The sweep's calls: a page of expired items, one conditional delete, the checkpoint."""
 
     def checkpoint(self, capacity: Capacity | None = None) -> Checkpoint:
+        """Where the sweep resumes: the checkpoint item, read strongly consistent."""
         get = Get(self.table_name, CHECKPOINT_KEY).strongly()
         return Checkpoint.of(from_item(read(self.dynamodb.get_item, self.retry, capacity, **get.params()).get("Item")))
 

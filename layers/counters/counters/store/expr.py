@@ -1,8 +1,8 @@
 """A small typed builder for DynamoDB requests: placeholders are made for you.
 
 Every attribute name goes through ``ExpressionAttributeNames`` and every value through
-``ExpressionAttributeValues`` (STYLE 4): a request is built from :class:`Path` s and Python values,
-never from expression strings. ::
+``ExpressionAttributeValues`` (STYLE 4): a request is built from [`Path`][counters.store.conditions.Path] s and Python values,
+never from expression strings.
 
     post = Path("mode")
     update = (
@@ -15,13 +15,13 @@ never from expression strings. ::
     run(dynamodb.update_item, update.params(), ...)          # UpdateItem
     tx.update(Action.POST, update)                           # or one action of a transaction
 
-An update is SET/ADD/REMOVE/DELETE clauses; conditions and operands (:class:`Path`, :class:`Cond`,
-:func:`if_not_exists`...) are :mod:`counters.store.conditions`, re-exported here. Rendering allocates
+An update is SET/ADD/REMOVE/DELETE clauses; conditions and operands ([`Path`][counters.store.conditions.Path], [`Cond`][counters.store.conditions.Cond],
+[`if_not_exists`][counters.store.conditions.if_not_exists]...) are [`counters.store.conditions`][counters.store.conditions], re-exported here. Rendering allocates
 ``#name`` placeholders (readable: ``#mode``) and ``:v<n>`` values, and only the ones the request
 uses, so DynamoDB never refuses an unused placeholder.
 
-A :class:`Transaction` names its actions (an enum per store module), so a cancellation is read by
-name (:class:`Cancellation`), never by position. The transaction's action kinds are written by
+A [`Transaction`][counters.store.expr.Transaction] names its actions (an enum per store module), so a cancellation is read by
+name ([`Cancellation`][counters.store.expr.Cancellation]), never by position. The transaction's action kinds are written by
 distinct methods (``put``/``update``/``delete``/``check``) so tools/iam derives each function's
 ``TransactWriteItems`` kinds from the methods it reaches.
 """
@@ -102,6 +102,7 @@ class Put(_Write):
     item: Mapping[str, object] = field(default_factory=dict)
 
     def body(self) -> Params:
+        """The Put's parameters (a transaction action's body)."""
         return self._conditioned({"TableName": self.table, "Item": to_item(self.item)}, Placeholders())
 
 
@@ -116,27 +117,33 @@ class Update(_Write):
     _delete: list[tuple[Path, object]] = field(default_factory=list, init=False)
 
     def set(self, name: str | Path, value: object) -> Update:
+        """``SET name = value``."""
         self._set.append((path(name), operand(value)))
         return self
 
     def set_all(self, values: Mapping[str, object]) -> Update:
+        """``SET`` each name to its value."""
         for name, value in values.items():
             self.set(name, value)
         return self
 
     def add(self, name: str | Path, value: object) -> Update:
+        """``ADD name value``."""
         self._add.append((path(name), value))
         return self
 
     def remove(self, *names: str | Path) -> Update:
+        """``REMOVE`` the names."""
         self._remove.extend(path(n) for n in names)
         return self
 
     def delete(self, name: str | Path, members: object) -> Update:
+        """``DELETE name members`` (from a set)."""
         self._delete.append((path(name), members))
         return self
 
     def expression(self, ph: Placeholders) -> str:
+        """The UpdateExpression, its placeholders allocated in ``ph``."""
         clauses = []
         if self._set:
             clauses.append("SET " + ", ".join(f"{p.render(ph)} = {v.render(ph)}" for p, v in self._set))
@@ -151,6 +158,7 @@ class Update(_Write):
         return " ".join(clauses)
 
     def body(self) -> Params:
+        """The Update's parameters (a transaction action's body)."""
         ph = Placeholders()
         params: Params = {"TableName": self.table, "Key": to_item(self.key), "UpdateExpression": self.expression(ph)}
         return self._conditioned(params, ph)
@@ -163,6 +171,7 @@ class Delete(_Write):
     key: Key = field(default_factory=dict)
 
     def body(self) -> Params:
+        """The Delete's parameters (a transaction action's body)."""
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
 
 
@@ -173,6 +182,7 @@ class Check(_Write):
     key: Key = field(default_factory=dict)
 
     def body(self) -> Params:
+        """The ConditionCheck's parameters; ``ValueError`` without a condition."""
         if self.condition is None:
             raise ValueError("a ConditionCheck needs a condition")
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
@@ -188,14 +198,17 @@ class Get:
     consistent: bool = False
 
     def project(self, *names: str | Path) -> Get:
+        """Read only these attributes."""
         self.projection = tuple(path(n) for n in names)
         return self
 
     def strongly(self) -> Get:
+        """Read strongly consistently."""
         self.consistent = True
         return self
 
     def params(self) -> Params:
+        """The GetItem parameters."""
         ph = Placeholders()
         params: Params = {"TableName": self.table, "Key": to_item(self.key)}
         if self.projection:
@@ -221,14 +234,17 @@ class Query:
     index: str | None = None
 
     def where(self, condition: Cond) -> Query:
+        """Add a filter condition (``AND`` with any before)."""
         self.filter = all_of(self.filter, condition)
         return self
 
     def project(self, *names: str | Path) -> Query:
+        """Read only these attributes."""
         self.projection = tuple(path(n) for n in names)
         return self
 
     def params(self) -> Params:
+        """The Query parameters."""
         ph = Placeholders()
         params: Params = {"TableName": self.table, "KeyConditionExpression": self.key.render(ph)}
         if self.filter is not None:
@@ -259,14 +275,17 @@ class Scan:
     start: Key | None = None
 
     def where(self, condition: Cond) -> Scan:
+        """This scan with a filter expression."""
         self.filter = all_of(self.filter, condition)
         return self
 
     def project(self, *names: str | Path) -> Scan:
+        """This scan reading only the given attributes."""
         self.projection = tuple(path(n) for n in names)
         return self
 
     def params(self) -> Params:
+        """The Scan request's parameters."""
         ph = Placeholders()
         params: Params = {"TableName": self.table}
         if self.filter is not None:
@@ -299,15 +318,19 @@ class Transaction(Generic[N]):
         return self
 
     def put(self, name: N, request: Put) -> Transaction[N]:
+        """Add a Put named ``name``."""
         return self._add(name, {"Put": request.body()})
 
     def update(self, name: N, request: Update) -> Transaction[N]:
+        """Add an Update named ``name``."""
         return self._add(name, {"Update": request.body()})
 
     def delete(self, name: N, request: Delete) -> Transaction[N]:
+        """Add a Delete named ``name``."""
         return self._add(name, {"Delete": request.body()})
 
     def check(self, name: N, request: Check) -> Transaction[N]:
+        """Add a ConditionCheck named ``name``."""
         return self._add(name, {"ConditionCheck": request.body()})
 
     def extend(self, other: Transaction[N]) -> Transaction[N]:
@@ -365,6 +388,7 @@ class Cancellation(Generic[N]):
         return from_item(item) if item else None
 
     def any_failed(self) -> bool:
+        """Some action's condition failed."""
         return any(self.failed(n) for n in self.reasons)
 
 

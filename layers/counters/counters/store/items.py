@@ -1,10 +1,10 @@
 """Item conversion: Python values <-> DynamoDB attribute values (the wire form botocore sends).
 
-:func:`to_item` / :func:`from_item` convert as boto3's ``TypeSerializer``/``TypeDeserializer`` do
+[`to_item`][counters.store.items.to_item] / [`from_item`][counters.store.items.from_item] convert as boto3's ``TypeSerializer``/``TypeDeserializer`` do
 (floats refused, numbers exact in DynamoDB's 38-digit context), except that whole numbers come back
 as ``int`` (counters, stamps and ids are whole) and binary values as ``bytes``. A number that is not
-whole comes back as :class:`~decimal.Decimal`, exactly as stored: never a ``float``, which would
-round it. The wire types are :mod:`counters.core.items`.
+whole comes back as `Decimal`, exactly as stored: never a ``float``, which would
+round it. The wire types are [`counters.core.items`][counters.core.items].
 
 Only the store converts items; everything above it sees typed facts.
 """
@@ -62,7 +62,7 @@ def _plain_number(text: str) -> int | Decimal:
 
 
 def deserialize(value: AttributeValue) -> Any:
-    """One DynamoDB attribute value -> one Python value (``Any``: see :data:`Record`)."""
+    """One DynamoDB attribute value -> one Python value (``Any``: see [`Record`][counters.core.items.Record])."""
     ((kind, data),) = value.items()
     if kind == "S":
         return data
@@ -94,7 +94,7 @@ def to_item(values: Mapping[str, object]) -> Item:
 
 def from_item(item: Mapping[str, AttributeValue] | None) -> Record | None:
     """DynamoDB attribute values -> Python values; numbers (nested ones too) come back as
-    ``int`` when whole, :class:`~decimal.Decimal` otherwise."""
+    ``int`` when whole, `Decimal` otherwise."""
     if item is None:
         return None
     return {k: deserialize(v) for k, v in item.items()}

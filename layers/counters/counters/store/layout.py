@@ -1,8 +1,8 @@
 """The table's layout, declared by the store modules that own it.
 
-Each family module (:mod:`counters.store.posts`, ``resources``, ``ledger``, ``sequences``,
-``operations``, ``expiry``) declares its item shapes as :class:`Shape` s in a module-level ``SHAPES`` tuple, next
-to the key functions and attribute names it uses. :func:`table` renders every family's shapes as the
+Each family module ([`counters.store.posts`][counters.store.posts], ``resources``, ``ledger``, ``sequences``,
+``operations``, ``expiry``) declares its item shapes as [`Shape`][counters.store.layout.Shape] s in a module-level ``SHAPES`` tuple, next
+to the key functions and attribute names it uses. [`table`][counters.store.layout.table] renders every family's shapes as the
 Markdown item table of docs/DESIGN.md, and a unit test (tests/unit/test_store_layout.py) keeps that
 table equal to it: the layout lives in code, the doc is its image.
 """
@@ -26,11 +26,12 @@ class Shape:
     notes: str = ""
 
     def row(self) -> str:
+        """The shape as a Markdown table row."""
         return f"| {self.item} | `{self.pk}` | `{self.sk}` | {self.notes} |"
 
 
 def shapes() -> list[Shape]:
-    """Every family's shapes, in :data:`FAMILIES` order (families not written yet are skipped)."""
+    """Every family's shapes, in [`FAMILIES`][counters.store.layout.FAMILIES] order (families not written yet are skipped)."""
     out: list[Shape] = []
     for family in FAMILIES:
         try:

@@ -4,12 +4,12 @@ On an MREC global table every item updated in place belongs to one writing Regio
 writes its own entries (``ENTRY#<id>#<Region>``), its own checkpoint (``SNAPSHOT#<Region>``) and its
 own dirty markers (``LEDGERS#DIRTY#<Region>``); a single-Region table (and MRSC, strongly consistent)
 keeps the unsuffixed layout (``writer == ""``). On MRSC (no transactions) a compaction chunk and a
-withdrawal are single-item writes (:attr:`LedgerStore.transactions` is False).
+withdrawal are single-item writes ([`LedgerStore.transactions`][counters.store.ledger.LedgerStore.transactions] is False).
 
 This module owns the ledger family's keys, attribute names and requests, makes its DynamoDB calls
-(through :mod:`counters.core.engine`) and turns what comes back into typed facts. Why each
+(through [`counters.core.engine`][counters.core.engine]) and turns what comes back into typed facts. Why each
 condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they are kept"); the rules
-that use these requests are in :mod:`counters.primitives.ledger`.
+that use these requests are in [`counters.primitives.ledger`][counters.primitives.ledger].
 """
 
 from __future__ import annotations
@@ -157,6 +157,7 @@ _UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0
 
 # -- keys ------------------------------------------------------------------------------------------
 def ledger_pk(ledger_id: str) -> str:
+    """The partition key of a ledger's entries."""
     return f"{LEDGER_PREFIX}{ledger_id}"
 
 
@@ -166,10 +167,12 @@ def _in(writer: str) -> str:
 
 
 def snapshot_sk(writer: str = "") -> str:
+    """The sort key of the checkpoint ``writer`` keeps (``""``: single-Region)."""
     return SNAPSHOT + _in(writer)
 
 
 def dirty_pk(writer: str = "") -> str:
+    """The partition key of the dirty markers ``writer`` writes (``""``: single-Region)."""
     return DIRTY_PK + _in(writer)
 
 
@@ -199,10 +202,12 @@ class EntryKey:
 
     @property
     def entry_id(self) -> str:
+        """The entry id: the key's time (13 digits) and the key."""
         return f"{self.at_ms:013d}-{self.key}"
 
     @property
     def sk(self) -> str:
+        """The sort key of this key's entry (single-Region)."""
         return ENTRY_PREFIX + self.entry_id
 
     def sk_in(self, writer: str) -> str:
@@ -210,11 +215,12 @@ class EntryKey:
         return self.sk + _in(writer)
 
     def withdrawn_sk(self, request_id: str, writer: str = "") -> str:
+        """The sort key of the record that this key's entry was withdrawn by ``request_id``."""
         return f"{WITHDRAWN_PREFIX}{self.entry_id}{_in(writer)}#{request_id}"
 
 
 def parse_key(raw: str | None) -> EntryKey:
-    """Accept a ULID (26 Crockford base32 chars) or a UUIDv7; raise :class:`InvalidRequest`."""
+    """Accept a ULID (26 Crockford base32 chars) or a UUIDv7; raise [`InvalidRequest`][counters.core.errors.InvalidRequest]."""
     if not raw:
         raise InvalidRequest("the Idempotency-Key header is required (a ULID or a UUIDv7)")
     text = raw.strip()
@@ -238,6 +244,7 @@ def new_key(at: float | None = None) -> str:
 
 
 def marker_sk(bucket_ms: int, ledger_id: str) -> str:
+    """The sort key of a ledger's dirty marker in a time bucket."""
     return f"{bucket_ms:013d}#{ledger_id}"
 
 
@@ -289,6 +296,7 @@ class Entry:
 
     @property
     def entry_id(self) -> str:
+        """The entry id its sort key holds."""
         return entry_id_of(self.sk)
 
 
@@ -311,6 +319,8 @@ class PutStatus(StrEnum):
 
 @dataclass(frozen=True)
 class EntryPut:
+    """What putting an entry did."""
+
     status: PutStatus
     attempts: int
     unknown_seen: bool
@@ -364,26 +374,32 @@ class Chunk(Enum):
 
 # -- conditions, named for what they guard -----------------------------------------------------------
 def entry_is_new() -> Cond:
+    """No entry under the key yet: the double-count guard."""
     return Path(SK).missing()  # one entry per idempotency key: the double-count guard
 
 
 def checkpoint_unchanged(version: int) -> Cond:
+    """The checkpoint is the version this compactor read."""
     return Path(VERSION) == version  # the checkpoint is the one this compactor read
 
 
 def checkpoint_absent() -> Cond:
+    """No checkpoint yet (first compaction: nobody created it meanwhile)."""
     return Path(PK).missing()  # first compaction: nobody created it meanwhile
 
 
 def checkpoint_below(sk: str) -> Cond:
+    """Nothing merged past ``sk`` (the fence)."""
     return Path(MERGED_THROUGH).missing() | (Path(MERGED_THROUGH) < sk)  # the fence: nothing merged past this entry
 
 
 def entry_still_exists() -> Cond:
+    """The entry is still there (not merged, not removed)."""
     return Path(SK).exists()  # merge only entries still there (not merged, not removed)
 
 
 def entry_is_mine(request_id: str) -> Cond:
+    """The entry was written by ``request_id``: only its own request withdraws it."""
     return Path(SK).exists() & (Path(REQUEST_ID) == request_id)  # withdraw only this request's own entry
 
 
@@ -408,6 +424,7 @@ class LedgerStore(Store):
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.writer = writer
         self.transactions = transactions
+        """Whether the table takes transactions (False on MRSC: single-item writes)."""
 
     def _entry_key(self, ledger_id: str, key: EntryKey) -> dict[str, str]:
         return {PK: ledger_pk(ledger_id), SK: key.sk_in(self.writer)}
@@ -471,7 +488,7 @@ class LedgerStore(Store):
     def withdraw(self, ledger_id: str, key: EntryKey, request_id: str, now_ms: int, capacity: Capacity) -> Outcome:
         """Delete this request's own entry and record that it did: APPLIED, REJECTED (the entry is
         gone, or is another request's) or CONTENTION. One transaction; on MRSC (no transactions)
-        :meth:`_withdraw_single`."""
+        `_withdraw_single`."""
         record = {PK: ledger_pk(ledger_id), SK: key.withdrawn_sk(request_id, self.writer), REQUEST_ID: request_id, WITHDRAWN_AT: now_ms}
         entry = Delete(self.table_name, key=self._entry_key(ledger_id, key)).when(entry_is_mine(request_id))
         entry.on_failure = False
@@ -610,7 +627,7 @@ class LedgerStore(Store):
         """APPLIED; REJECTED (another compactor moved the checkpoint, or an entry vanished); CONTENTION.
 
         On MRSC: the checkpoint update alone (its ``pendingDeletes`` lists the entries), then
-        :meth:`delete_merged`; the balance read ignores entries at or below ``mergedThrough`` meanwhile.
+        [`delete_merged`][counters.store.ledger.LedgerStore.delete_merged]; the balance read ignores entries at or below ``mergedThrough`` meanwhile.
         """
         if self.transactions:
             return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome
@@ -649,5 +666,6 @@ class LedgerStore(Store):
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def clear_marker(self, sk: str, capacity: Capacity) -> bool:
+        """Delete a dirty marker; False if the delete did not get through."""
         delete = Delete(self.table_name, key={PK: dirty_pk(self.writer), SK: sk})
         return run(self.dynamodb.delete_item, delete.params(), policy=self.retry, capacity=capacity, write=True).response is not None

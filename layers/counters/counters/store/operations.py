@@ -1,6 +1,6 @@
 """Operation records: ``OP#<operationId>`` / ``OP``, a deferred request's status (PENDING, then final).
 
-The record is written PENDING when a request is deferred (:mod:`counters.deferral.queue`), made
+The record is written PENDING when a request is deferred ([`counters.deferral.queue`][counters.deferral.queue]), made
 final once by the replay that settles it, and read by ``GET /operations/{id}``. Its owner (the
 verified caller, with authorization on) decides who may read it.
 """
@@ -45,6 +45,7 @@ WRITERS: tuple[WriterRule, ...] = (
 
 
 def operation_key(operation_id: str) -> dict[str, str]:
+    """The key of an operation record."""
     return {"PK": f"OP#{operation_id}", "SK": "OP"}
 
 
@@ -78,6 +79,7 @@ class Operation:
 
     @classmethod
     def of(cls, item: Record) -> Operation:
+        """The operation read from its stored item."""
         public: PublicOperation = {
             "operationId": item["operationId"],
             "op": item[OP],
@@ -153,6 +155,7 @@ class OperationRecords(Store):
         return run(self.dynamodb.delete_item, delete.params(), policy=self.retry, write=True).outcome is not Outcome.CONTENTION
 
     def get(self, operation_id: str) -> Operation | None:
+        """The operation record (strongly consistent), or None."""
         key: Key = operation_key(operation_id)
         response = read(self.dynamodb.get_item, self.retry, **Get(self.table_name, key).strongly().params())
         found = from_item(response.get("Item"))

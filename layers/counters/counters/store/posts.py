@@ -1,12 +1,12 @@
 """Posts and likes: their keys, attribute names, requests and facts.
 
 A post's ``META`` holds its tally, its mode and the stream aggregator's checkpoints; a like is a
-counted toggle's state item (:mod:`counters.store.toggles`) under one of the post's spread keys
+counted toggle's state item ([`counters.store.toggles`][counters.store.toggles]) under one of the post's spread keys
 (or, for a post stored before ``spread``, in seed 01's item collection); an audit probe is an item
 per spread key the aggregator copies to ``META``. The rules are the service's
-(:mod:`counters.services.likes`) and the primitives' (toggle, refcount, aggregator); this module
-builds and sends the requests that are the post's own and answers typed facts (:class:`Post`,
-:class:`Liker`), never raw items. Details: docs/likes.md.
+([`counters.services.likes`][counters.services.likes]) and the primitives' (toggle, refcount, aggregator); this module
+builds and sends the requests that are the post's own and answers typed facts ([`Post`][counters.store.posts.Post],
+[`Liker`][counters.store.posts.Liker]), never raw items. Details: docs/likes.md.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ POST = WriterRule(
     "MRSC: a create's condition sees every Region (409 `already_exists`)",
     home_id="postId",
 )
+"""The post's META: its writer rule, whose ``require`` refuses a creation outside the id's home Region on MREC."""
 _LIKE_WHY = (
     "the state of the user's latest request (`changedAt`, `changedBy`): the later request wins in every Region, each Region "
     "counts only the versions it wrote and takes back its own like another Region's version replaced ([likes.md](likes.md#global-tables))"
@@ -140,10 +141,12 @@ class Mode(StrEnum):
 
 # -- keys ------------------------------------------------------------------------------------------
 def post_pk(post_id: str) -> str:
+    """The partition key of a post."""
     return f"POST#{post_id}"
 
 
 def post_key(post_id: str) -> dict[str, str]:
+    """The key of a post's item."""
     return {PK: post_pk(post_id), SK: "META"}
 
 
@@ -163,14 +166,17 @@ def lane_of(user_id: str, spread: int) -> int:
 
 
 def hot_pk(post_id: str, lane: int) -> str:
+    """The partition key of lane ``lane`` of a hot post."""
     return f"POST#{post_id}#S{lane}"
 
 
 def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
+    """The key of a user's like of a hot post (its lane from the user id)."""
     return {PK: hot_pk(post_id, lane_of(user_id, spread)), SK: f"{LIKE_PREFIX}{user_id}"}
 
 
 def probe_key(post_id: str, lane: int) -> dict[str, str]:
+    """The key of the probe item in lane ``lane`` of a hot post."""
     return {PK: hot_pk(post_id, lane), SK: PROBE_SK}
 
 
@@ -219,6 +225,7 @@ class Post:
 
     @property
     def epoch(self) -> int:
+        """How many times the post's mode has switched (``modeEpoch``, 0 if never)."""
         return self.stored_epoch or 0
 
     @property
@@ -273,6 +280,8 @@ class Written:
 
 
 class Repair(StrEnum):
+    """What a tally repair did."""
+
     REPAIRED = "repaired"
     MOVING = "moving"  # refused: something was counted since the post was read
     BUSY = "busy"
@@ -323,20 +332,21 @@ class PostStore:
         self.table_name = table_name
         self._dynamodb = dynamodb
         self.topology = topology
-        """Where this store writes: a post is created only in its home Region on MREC (:data:`POST`)."""
+        """Where this store writes: a post is created only in its home Region on MREC ([`POST`][counters.store.posts.POST])."""
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     def new_post_id(self) -> str:
-        """A random post id this Region may create (:data:`POST`)."""
+        """A random post id this Region may create ([`POST`][counters.store.posts.POST])."""
         return POST.fresh_id(self.topology)
 
     def create(self, post: Post, spread: int, policy: RetryPolicy) -> Written:
         """Put a new post (``likeTally`` 0, empty aggregator maps, ``tallyRev`` 0) if its id is new;
         a refusal answers the stored post. On MREC only the id's home Region creates it: elsewhere
-        :class:`~counters.core.errors.WrongRegion`, nothing written (:data:`POST`)."""
+        [`WrongRegion`][counters.core.errors.WrongRegion], nothing written ([`POST`][counters.store.posts.POST])."""
         POST.require(self.topology, post.post_id)
         item: dict[str, object] = {
             **post_key(post.post_id),
@@ -410,7 +420,7 @@ class PostStore:
 
     def region_tallies(self, post_id: str, policy: RetryPolicy, capacity: Capacity | None = None) -> list[Post]:
         """The tally item of every Region that counted likes of the post (a global table; one
-        strongly consistent Query of this Region's replica): each as a :class:`Post` with its
+        strongly consistent Query of this Region's replica): each as a [`Post`][counters.store.posts.Post] with its
         ``tally``, ``watermarks`` and ``lag_ms``."""
         query = Query(self.table_name, (Path(PK) == post_pk(post_id)) & Path(SK).begins_with(REGION_TALLY_PREFIX))
         query.consistent = True
@@ -503,7 +513,7 @@ def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapp
 
 
 def streamed(keys: Mapping[str, Any], image: Mapping[str, Any]) -> Streamed | None:
-    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a :class:`Streamed`;
+    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a [`Streamed`][counters.store.posts.Streamed];
     ``None`` for a record that is not a spread key's like (with ``delta``) or probe."""
     parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
     if parsed is None:

@@ -1,8 +1,8 @@
 """A reference count's items: a tally on a parent item and the child items it counts (seed 01).
 
-Generic over the tally's attribute name; the rules are :mod:`counters.primitives.refcount`'s.
-This module builds the requests, makes the calls through :mod:`counters.core.engine` and answers
-typed facts (:class:`Linked`).
+Generic over the tally's attribute name; the rules are [`counters.primitives.refcount`][counters.primitives.refcount]'s.
+This module builds the requests, makes the calls through [`counters.core.engine`][counters.core.engine] and answers
+typed facts ([`Linked`][counters.store.refcounts.Linked]).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class RefCountStore:
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     def link(self, parent: Key, child: Mapping[str, object], also: Transaction[Enum] | None, policy: RetryPolicy) -> Linked:

@@ -11,10 +11,10 @@
 A *counter item* (a resource's ``META`` when unsharded, or a shard) holds ``reserved`` and
 ``available``, which always sum to its capacity, plus what its approach remembers (``tag``;
 ``version`` + ``tags``; ``tokens``). The request shapes of every approach
-(:mod:`counters.primitives.approaches`) are built here, and :class:`ResourceStore` makes the
+([`counters.primitives.approaches`][counters.primitives.approaches]) are built here, and [`ResourceStore`][counters.store.resources.ResourceStore] makes the
 calls; the approaches decide which to make, the reservations service
-(:mod:`counters.services.reservations`) orchestrates. Nothing above this module sees a raw item:
-reads and ``ALL_OLD`` items come back as :class:`Counter`, :class:`Resource` and :class:`Record`.
+([`counters.services.reservations`][counters.services.reservations]) orchestrates. Nothing above this module sees a raw item:
+reads and ``ALL_OLD`` items come back as [`Counter`][counters.store.resources.Counter], [`Resource`][counters.store.resources.Resource] and [`Record`][counters.store.resources.Record].
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ RESOURCE = WriterRule(
     "strategies update it from any Region, each write on the latest version",
     home_id="id",
 )
+"""The resource's META: its writer rule, whose ``require`` refuses a creation outside the id's home Region on MREC."""
 WRITERS: tuple[WriterRule, ...] = (
     RESOURCE,
     WriterRule(
@@ -162,6 +163,7 @@ Fields = Mapping[str, object]
 """The attributes a caller adds to a reservation record (``resourceId``, ``requestId``, ``owner``...)."""
 
 MAX_SHARDS = 20
+"""The most counter items one resource is split over (one transaction takes at most that many)."""
 
 # -- attribute names -------------------------------------------------------------------------------
 PK = "PK"
@@ -196,15 +198,17 @@ class Action(Enum):
 
 
 COUNTERS = tuple(a for a in Action if isinstance(a.value, int))
-"""One action name per counter item of a transaction (at most :data:`MAX_SHARDS`)."""
+"""One action name per counter item of a transaction (at most [`MAX_SHARDS`][counters.store.resources.MAX_SHARDS])."""
 
 
 # -- keys ------------------------------------------------------------------------------------------
 def resource_key(resource_id: str) -> Key:
+    """The key of an unsharded resource's counter item."""
     return {"PK": f"RES#{resource_id}", "SK": "META"}
 
 
 def shard_key(resource_id: str, n: int) -> Key:
+    """The key of shard ``n`` of a resource."""
     return {"PK": f"RES#{resource_id}#{n}", "SK": "SHARD"}
 
 
@@ -216,6 +220,7 @@ def share_key(resource_id: str, region: str, n: int | None = None) -> Key:
 
 
 def transfers_pk(resource_id: str) -> str:
+    """The partition key of a resource's transfers."""
     return f"RES#{resource_id}#XFER"
 
 
@@ -230,6 +235,7 @@ def transfer_id(resource_id: str, source: str, idempotency_key: str) -> str:
 
 
 def transfer_key(resource_id: str, transfer_id: str, *, receipt: bool = False) -> Key:
+    """The key of a transfer (or, with ``receipt``, of its receipt)."""
     return {"PK": transfers_pk(resource_id), "SK": transfer_id + (RECEIPT if receipt else "")}
 
 
@@ -254,6 +260,7 @@ class Counter:
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Counter | None:
+        """The counter an item holds, or None."""
         if not item:
             return None
         return cls(
@@ -282,10 +289,11 @@ class Resource:
     shares: dict[str, int] | None = None
     """MREC escrow: each Region's share at creation (``None``: one counter for every Region)."""
     region: str = ""
-    """The Region this resource is used from: its :attr:`counter_keys` are this Region's share."""
+    """The Region this resource is used from: its [`counter_keys`][counters.store.resources.Resource.counter_keys] are this Region's share."""
 
     @property
     def counter_keys(self) -> list[Key]:
+        """The keys of the counter items this Region takes from: its share's, the shards' or the one item."""
         if self.shares is not None:
             return self.keys_in(self.region)
         if self.shards == 1:
@@ -301,6 +309,7 @@ class Resource:
         return [share_key(self.resource_id, region, n) for n in range(self.shards)]
 
     def key_for(self, pk: str) -> Key:
+        """The counter key whose partition key is ``pk``."""
         return next(key for key in self.counter_keys if key["PK"] == pk)
 
 
@@ -323,6 +332,7 @@ class Record:
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Record | None:
+        """The record an item holds, or None."""
         if not item:
             return None
         allocation = item.get(ALLOCATION)
@@ -366,6 +376,7 @@ def fits(delta: int) -> Cond:
 
 
 def guard(delta: int, bounded: bool) -> Cond:
+    """The write's condition: the item exists and, if ``bounded``, ``delta`` fits."""
     return EXISTS & fits(delta) if bounded else EXISTS
 
 
@@ -467,16 +478,18 @@ class ResourceStore(Store):
     ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.topology = topology
-        """Where this store writes: a resource is created only in its home Region on MREC (:data:`RESOURCE`)."""
+        """Where this store writes: a resource is created only in its home Region on MREC ([`RESOURCE`][counters.store.resources.RESOURCE])."""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
         return from_item(response.get("Item"))
 
     def counter(self, key: Key, capacity: Capacity | None = None) -> Counter | None:
+        """The counter item at ``key`` (strongly consistent), or None."""
         return Counter.of(self._get(key, capacity))
 
     def record(self, token: str, capacity: Capacity | None = None) -> Record | None:
+        """This Region's record of a request token, or None."""
         return Record.of(self._get(record_key(token, self.region), capacity))
 
     def records(self, token: str, capacity: Capacity | None = None) -> list[Record]:
@@ -529,6 +542,7 @@ class ResourceStore(Store):
         ]
 
     def transfer(self, resource_id: str, transfer_id: str) -> Transfer | None:
+        """The transfer ``transfer_id`` of a resource, or None."""
         item = self._get(transfer_key(resource_id, transfer_id), None)
         if item is None:
             return None
@@ -557,7 +571,7 @@ class ResourceStore(Store):
 
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
         """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
-        follows as its own single-item write, then :meth:`finish_release`. Returns the record as
+        follows as its own single-item write, then [`finish_release`][counters.store.resources.ResourceStore.finish_release]. Returns the record as
         it was when the condition failed."""
         update = Update(self.table_name, record_key(rid, self.region)).set_all({STATUS: Status.RELEASING, RELEASED_BY: request_id})
         report = run(self.dynamodb.update_item, update.when(Path(STATUS) == Status.CONFIRMED).params(), policy=self.retry, write=True)
@@ -583,7 +597,7 @@ class ResourceStore(Store):
         self, update: Update | Params, *, capacity: Capacity | None = None, on_condition: Hook | None = None, on_unknown: Hook | None = None
     ) -> Report:
         """One counter write (UpdateItem; or the params of an optimistic approach's planned write,
-        which its hooks re-plan with :class:`~counters.core.engine.Resend`); a hook reads the item a failed condition found with :func:`found`."""
+        which its hooks re-plan with [`Resend`][counters.core.engine.Resend]); a hook reads the item a failed condition found with [`found`][counters.store.resources.found]."""
         return run(
             self.dynamodb.update_item,
             update.params() if isinstance(update, Update) else update,
@@ -623,8 +637,8 @@ class ResourceStore(Store):
 
     def create(self, meta: Fields, counters: Sequence[tuple[Key, Fields]]) -> Outcome:
         """The resource (and its shards, or every Region's share) in one transaction, none overwriting
-        an existing item; on MREC only in the id's home Region (:data:`RESOURCE`: elsewhere
-        :class:`~counters.core.errors.WrongRegion`, nothing written)."""
+        an existing item; on MREC only in the id's home Region ([`RESOURCE`][counters.store.resources.RESOURCE]: elsewhere
+        [`WrongRegion`][counters.core.errors.WrongRegion], nothing written)."""
         RESOURCE.require(self.topology, str(meta["resourceId"]))
         tx: Transaction[Action] = Transaction()
         tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))

@@ -8,10 +8,10 @@
 | pointer | ``POINTER#<name>``; ``POINTER#<name>#<Region>`` per Region on an MREC table | ``META`` (the greatest value seen) |
 
 A per-Region item (``writer`` = the Region's name) is written only by its own Region
-(:class:`counters.core.regions.Topology`): last-writer-wins never meets two writers of one item.
+([`counters.core.regions.Topology`][counters.core.regions.Topology]): last-writer-wins never meets two writers of one item.
 
-The counting rules are the primitives' (:mod:`counters.primitives.sequence`,
-:mod:`counters.primitives.pointer`) and the service's (:mod:`counters.services.orders`); this module
+The counting rules are the primitives' ([`counters.primitives.sequence`][counters.primitives.sequence],
+[`counters.primitives.pointer`][counters.primitives.pointer]) and the service's ([`counters.services.orders`][counters.services.orders]); this module
 builds and sends their requests and answers typed facts.
 """
 
@@ -131,6 +131,7 @@ def pointer_key(name: str, writer: str = "") -> dict[str, str]:
 
 
 def order_key(order_id: int) -> dict[str, str]:
+    """The key of an order's item."""
     return {"PK": f"{ORDER_PREFIX}{order_id}", "SK": "META"}
 
 
@@ -217,7 +218,7 @@ class SequenceStore(Store):
         rounds: RetryPolicy | None = None,
     ) -> Report:
         """One TransactWriteItems under the token rule; ``on_condition`` may re-send another round
-        (drawing on ``rounds``: :func:`counters.core.engine.run`)."""
+        (drawing on ``rounds``: [`counters.core.engine.run`][counters.core.engine.run])."""
         return run(
             self.dynamodb.transact_write_items,
             {"TransactItems": tx.items()},

@@ -1,13 +1,13 @@
 """A counted toggle's items: one on/off state item per key and a tally on a parent item.
 
 Generic over the attribute names (the state attribute, the parent's tally and revision): a family
-module instantiates :class:`ToggleStore` for its own items (:mod:`counters.store.posts` does for
+module instantiates [`ToggleStore`][counters.store.toggles.ToggleStore] for its own items ([`counters.store.posts`][counters.store.posts] does for
 likes). The rules that decide which write comes next are the primitive's
-(:mod:`counters.primitives.toggle`); this module builds the requests, makes the calls through
-:mod:`counters.core.engine` and answers typed facts (:class:`StateItem`, :class:`Written`).
+([`counters.primitives.toggle`][counters.primitives.toggle]); this module builds the requests, makes the calls through
+[`counters.core.engine`][counters.core.engine] and answers typed facts ([`StateItem`][counters.store.toggles.StateItem], [`Written`][counters.store.toggles.Written]).
 
 A state item holds ``<state>`` (on/off; absent: on, written before tombstones existed),
-``changedAt``/``changedBy`` (the :class:`Stamp` of the latest request ordered on the key),
+``changedAt``/``changedBy`` (the [`Stamp`][counters.store.toggles.Stamp] of the latest request ordered on the key),
 ``requestId`` (the request that made the state) and, on a tombstone, ``expiresAt`` (TTL).
 """
 
@@ -34,7 +34,7 @@ P = TypeVar("P")
 @dataclass(frozen=True, order=True)
 class Stamp:
     """When a request arrived (ms) and its id: compared as (at, by), a total order. Ids from
-    :func:`counters.core.commands.new_request_id` begin with the function's receive time, so
+    [`counters.core.commands.new_request_id`][counters.core.commands.new_request_id] begin with the function's receive time, so
     requests in the same millisecond are ordered as the function received them."""
 
     at: int
@@ -90,7 +90,7 @@ class Written(Generic[P]):
 
 @dataclass(frozen=True)
 class RegionalWrite:
-    """One write of a toggle on a global table (:meth:`ToggleStore.regional`): ``kind``, the state asked for, the request's stamp, the stored writer it
+    """One write of a toggle on a global table ([`ToggleStore.regional`][counters.store.toggles.ToggleStore.regional]): ``kind``, the state asked for, the request's stamp, the stored writer it
     may replace (``owner``), the attributes of every write (``attributes``) and of a flip or a
     new tombstone only (``flip_attributes``), and a tombstone's TTL."""
 
@@ -115,7 +115,7 @@ class Guard(Generic[P]):
 
 def stored_is_older(stamp: Stamp) -> Cond:
     """The staleness guard: the stored stamp is older than this request's (or there is none).
-    :func:`counters.primitives.toggle.newer_than` is the same rule in Python."""
+    [`counters.primitives.toggle.newer_than`][counters.primitives.toggle.newer_than] is the same rule in Python."""
     at, by = Path(CHANGED_AT), Path(CHANGED_BY)
     return at.missing() | (at < stamp.at) | ((at == stamp.at) & (by < stamp.by))
 
@@ -146,10 +146,12 @@ class ToggleStore(Generic[P]):
 
     @property
     def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
         return self._dynamodb or client()
 
     # ------------------------------------------------------------------ facts and conditions
     def state_item(self, item: Mapping[str, Any] | None) -> StateItem | None:
+        """The state an item holds, or None."""
         if not item:
             return None
         stamp = Stamp(int(item[CHANGED_AT]), str(item.get(CHANGED_BY, ""))) if CHANGED_AT in item else None
@@ -164,6 +166,7 @@ class ToggleStore(Generic[P]):
         return state.missing() | (state == True)  # noqa: E712  # builds a condition, not a comparison
 
     def is_off(self) -> Cond:
+        """The state attribute says off."""
         return Path(self.state) == False  # noqa: E712  # builds a condition
 
     # ------------------------------------------------------------------ requests
@@ -319,7 +322,7 @@ class ToggleStore(Generic[P]):
         policy: RetryPolicy,
         capacity: Capacity,
     ) -> Written[P]:
-        """One write of a global table's toggle in ``region`` (:class:`RegionalWrite`): the state
+        """One write of a global table's toggle in ``region`` ([`RegionalWrite`][counters.store.toggles.RegionalWrite]): the state
         item (every version names its writer), and, with ``tally`` and a non-zero ``delta``, in one
         TransactWriteItems ``ADD tally delta`` on this Region's own tally item (created by its first
         ADD; a -1 only while it is >= 1)."""

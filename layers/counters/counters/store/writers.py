@@ -5,27 +5,27 @@ last-writer-wins keeps one whole item, so two Regions writing one item in place 
 two Regions creating one id both answer 201 and one creation vanishes; on **MRSC** a conditional
 write sees every Region and a concurrent write from another Region is refused
 (``ReplicatedWriteConflictException``); with **no** global table (``none``) one Region writes
-everything. Every family module (:data:`~counters.store.layout.FAMILIES`) declares, in a module-level
-``WRITERS`` tuple, one :class:`WriterRule` per item family: its key shape and, per mode, a :class:`Rule`:
+everything. Every family module ([`FAMILIES`][counters.store.layout.FAMILIES]) declares, in a module-level
+``WRITERS`` tuple, one [`WriterRule`][counters.store.writers.WriterRule] per item family: its key shape and, per mode, a [`Rule`][counters.store.writers.Rule]:
 
-* :attr:`Kind.PER_REGION`: the key (or the named attribute) names the one Region that writes the
+* [`Kind.PER_REGION`][counters.store.writers.Kind.PER_REGION]: the key (or the named attribute) names the one Region that writes the
   item; read as a sum, a max, or by its own Region only. Optionally created, with every Region's
   twin, by the home Region of the id (a resource's shares).
-* :attr:`Kind.HOME`: only the table's home Region (``HOME_REGION``; on one Region, that one) writes it.
-* :attr:`Kind.HOME_OF_ID`: only the id's home Region (:func:`counters.core.regions.home_of`) writes
-  it; elsewhere the store refuses before writing (:meth:`WriterRule.require`: 409 ``wrong_region``
+* [`Kind.HOME`][counters.store.writers.Kind.HOME]: only the table's home Region (``HOME_REGION``; on one Region, that one) writes it.
+* [`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID]: only the id's home Region ([`counters.core.regions.home_of`][counters.core.regions.home_of]) writes
+  it; elsewhere the store refuses before writing ([`WriterRule.require`][counters.store.writers.WriterRule.require]: 409 ``wrong_region``
   naming the home). While that Region is down, that id cannot be created (other ids can).
-* :attr:`Kind.ONCE`: created once, in one Region (its id is random or from that Region's own id
+* [`Kind.ONCE`][counters.store.writers.Kind.ONCE]: created once, in one Region (its id is random or from that Region's own id
   space), and written after only there.
-* :attr:`Kind.ANY`: any Region; a conflicting write is detected (the reason says how: MRSC's
+* [`Kind.ANY`][counters.store.writers.Kind.ANY]: any Region; a conflicting write is detected (the reason says how: MRSC's
   conditions and write conflicts, or a state whose latest request wins and whose replaced version
   its Region takes back, or a detectable twin).
-* :attr:`Kind.REFUSED`: not written in that mode (the layer refuses the approach, or uses another
+* [`Kind.REFUSED`][counters.store.writers.Kind.REFUSED]: not written in that mode (the layer refuses the approach, or uses another
   family there).
 
-The emulator (``testkit/regions.py``) maps every local write's key to its family (:func:`family_of`)
+The emulator (``testkit/regions.py``) maps every local write's key to its family ([`family_of`][counters.store.writers.family_of])
 and checks the writing Region against the family's rule: a family written against its rule, or a
-key no family declares, fails the run. :func:`table` renders the declarations as docs/regions.md's
+key no family declares, fails the run. [`table`][counters.store.writers.table] renders the declarations as docs/regions.md's
 "Who writes what" table (``scripts/writers_table.py``; a unit test keeps it current).
 """
 
@@ -47,16 +47,22 @@ class Kind(StrEnum):
     """Who may write an item family in one mode (module doc)."""
 
     PER_REGION = "per Region"
+    """Each Region writes only its own item (the key or an attribute names it); read as a sum, a max, or by its Region."""
     HOME = "home Region"
+    """Only the table's home Region (``HOME_REGION``) writes it."""
     HOME_OF_ID = "home of the id"
+    """Only the id's home Region (sha256 of the id over the sorted Regions) creates it."""
     ONCE = "created once"
+    """Written once, never updated in place: its key is unique (a random or sequence id)."""
     ANY = "any Region"
+    """Any Region, with a stated rule that survives last-writer-wins (the family's ``why``)."""
     REFUSED = "refused"
+    """Nobody writes it in this mode."""
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One mode's rule: its :class:`Kind`, how it is read (per Region: ``sum``, ``max``, ``own``),
+    """One mode's rule: its [`Kind`][counters.store.writers.Kind], how it is read (per Region: ``sum``, ``max``, ``own``),
     and whether the id's home Region creates it (a per-Region item created with every Region's twin)."""
 
     kind: Kind
@@ -64,6 +70,7 @@ class Rule:
     created_at_home: bool = False
 
     def cell(self) -> str:
+        """The rule as a cell of docs/regions.md's table."""
         text = {
             Kind.PER_REGION: f"per Region ({self.read})",
             Kind.HOME: "home Region",
@@ -119,7 +126,7 @@ def _pattern(shape: str) -> re.Pattern[str]:
 class WriterRule:
     """One item family: its key shape, who writes it in each mode, and why that holds across Regions.
 
-    ``home_id``: the key placeholder that is the id whose home Region (:attr:`Kind.HOME_OF_ID`) writes
+    ``home_id``: the key placeholder that is the id whose home Region ([`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID]) writes
     it. ``region_attribute``: a per-Region item whose key does not name its Region names it in this
     attribute (a transfer's ``source``)."""
 
@@ -146,6 +153,7 @@ class WriterRule:
             raise ValueError(f"{self.item}: a per-Region rule needs <Region> in the key or a region_attribute")
 
     def rule(self, mode: GlobalTableMode | str) -> Rule:
+        """This family's rule in ``mode``."""
         return {GlobalTableMode.NONE: self.none, GlobalTableMode.MREC: self.mrec, GlobalTableMode.MRSC: self.mrsc}[GlobalTableMode(mode)]
 
     def match(self, pk: str, sk: str) -> dict[str, str] | None:
@@ -163,8 +171,8 @@ class WriterRule:
         return parts.get("region")
 
     def require(self, topology: Topology, item_id: str) -> None:
-        """Raise :class:`WrongRegion` (naming the home) when this Region may not create ``item_id``
-        (:attr:`Kind.HOME_OF_ID` in this mode); called by the store before its conditional create,
+        """Raise [`WrongRegion`][counters.core.errors.WrongRegion] (naming the home) when this Region may not create ``item_id``
+        ([`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID] in this mode); called by the store before its conditional create,
         so a refusal writes nothing."""
         if self.rule(topology.mode).kind is not Kind.HOME_OF_ID:
             return
@@ -177,7 +185,7 @@ class WriterRule:
             )
 
     def fresh_id(self, topology: Topology) -> str:
-        """A random id (32 hex) this Region may create: under :attr:`Kind.HOME_OF_ID` one is drawn
+        """A random id (32 hex) this Region may create: under [`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID] one is drawn
         until its home is this Region (on average as many draws as there are Regions)."""
         while True:
             made = uuid.uuid4().hex
@@ -185,6 +193,7 @@ class WriterRule:
                 return made
 
     def row(self) -> str:
+        """This family as a row of docs/regions.md's table."""
         return f"| {self.item} | `{self.pk}` / `{self.sk}` | {self.none.cell()} | {self.mrec.cell()} | {self.mrsc.cell()} | {self.why} |"
 
 
@@ -194,12 +203,12 @@ def declared(family: str) -> tuple[WriterRule, ...]:
 
 
 def rules() -> list[WriterRule]:
-    """Every family's declarations, in :data:`~counters.store.layout.FAMILIES` order."""
+    """Every family's declarations, in [`FAMILIES`][counters.store.layout.FAMILIES] order."""
     return [w for family in FAMILIES for w in declared(family)]
 
 
 def family_of(pk: str, sk: str, declarations: list[WriterRule] | None = None) -> tuple[WriterRule, dict[str, str]] | None:
-    """The first declaration (in :func:`rules` order: a module lists its more specific shapes first)
+    """The first declaration (in [`rules`][counters.store.writers.rules] order: a module lists its more specific shapes first)
     whose key shape matches, with its placeholders; ``None``: no family declares this key."""
     for writers in rules() if declarations is None else declarations:
         parts = writers.match(pk, sk)

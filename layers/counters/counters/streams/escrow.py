@@ -1,12 +1,12 @@
 """An MREC Region's stream, read for what escrow does by itself (docs/reservations.md, "Global tables").
 
 Two kinds of record matter, and the template's filter (``EscrowFunction``'s ``FilterCriteria``)
-delivers only them; :func:`escrow_event` checks again, so an unfiltered stream is safe:
+delivers only them; [`escrow_event`][counters.streams.escrow.escrow_event] checks again, so an unfiltered stream is safe:
 
 * a **transfer** (``RES#<id>#XFER`` / ``<transferId>``, written once by its source Region) as it
-  appears in a Region's replica: :class:`TransferArrived`. Its target credits it (step 2);
+  appears in a Region's replica: [`TransferArrived`][counters.streams.escrow.TransferArrived]. Its target credits it (step 2);
 * a **reservation record** (``RSV#<reservationId>`` / ``RSV@<region>``) that is ``CONFIRMED``, of
-  this Region or replicated in: :class:`RecordArrived`. When two Regions both took the key (a
+  this Region or replicated in: [`RecordArrived`][counters.streams.escrow.RecordArrived]. When two Regions both took the key (a
   failover re-send during a partition), the later one gives its own back.
 
 Receipts (``<transferId>#IN``), released records and every other item are ``None``: nothing to do.
@@ -70,7 +70,7 @@ def escrow_event(record: Mapping[str, Any]) -> TransferArrived | RecordArrived |
 
 def act(automation: EscrowAutomation, record: Mapping[str, Any]) -> Done | None:
     """Do what one stream record asks of this Region (``None``: nothing). Raises what the action
-    raises (:class:`~counters.core.errors.ContentionError` while a transfer is not credited, a busy
+    raises ([`ContentionError`][counters.core.errors.ContentionError] while a transfer is not credited, a busy
     release): the caller reports the record failed and it is redelivered."""
     found = escrow_event(record)
     if isinstance(found, TransferArrived):

@@ -1,6 +1,6 @@
 """Seed 02's resource counters behind one interface: a registry by name and a base class.
 
-A *counter item* holds two numbers that always sum to its capacity::
+A *counter item* holds two numbers that always sum to its capacity:
 
     reserved   what has been taken (never above capacity)
     available  what is left        (never below 0)
@@ -11,14 +11,14 @@ a positive delta needs ``available >= delta`` (the ceiling: never above capacity
 negative one needs ``reserved >= -delta`` (the floor: never below 0). Keeping both numbers
 lets DynamoDB check either threshold without arithmetic on attributes.
 
-``marker`` only takes (positive deltas): its give-back is :meth:`Approach.release_update`
+``marker`` only takes (positive deltas): its give-back is [`Approach.release_update`][counters.primitives.approaches.Approach.release_update]
 inside a transaction guarded by the marker's status, which every approach also offers.
 
-Every approach returns a :class:`counters.core.outcome.Result`:
+Every approach returns a [`counters.core.outcome.Result`][counters.core.outcome.Result]:
 
 ``applied``    this call changed the counter
 ``duplicate``  an earlier call with the same ``token`` already did (approaches that remember tokens)
-``rejected``   definitely not applied; ``reason`` (a :class:`Reason`) is ``threshold`` (``value["available"]`` or
+``rejected``   definitely not applied; ``reason`` (a [`Reason`][counters.primitives.approaches.Reason]) is ``threshold`` (``value["available"]`` or
                ``value["reserved"]`` tells what was left), ``missing`` (no counter item),
                ``set_full`` or ``token_mismatch`` (the token was used for a different request)
 ``contention`` conflicts/throttling outlasted the retry budget; nothing known to have applied
@@ -26,19 +26,19 @@ Every approach returns a :class:`counters.core.outcome.Result`:
 
 | name | module | remembers tokens | exact | shardable |
 |---|---|---|---|---|
-| ``atomic`` | :mod:`.atomic` | no | no (policy ``over``/``under``) | yes |
-| ``occ`` | :mod:`.occ` | no | no (ambiguous on a third tag) | no |
-| ``occ_history`` | :mod:`.occ_history` | last N writers | within N writes | no |
-| ``crt`` | :mod:`.crt` | 10 minutes (DynamoDB) | within the window | yes |
-| ``marker`` | :mod:`.marker` | marker item (TTL) | yes | yes |
-| ``set`` | :mod:`.set` | the token set | yes (bounded size) | no |
+| ``atomic`` | [`atomic`][counters.primitives.approaches.atomic] | no | no (policy ``over``/``under``) | yes |
+| ``occ`` | [`occ`][counters.primitives.approaches.occ] | no | no (ambiguous on a third tag) | no |
+| ``occ_history`` | [`occ_history`][counters.primitives.approaches.occ_history] | last N writers | within N writes | no |
+| ``crt`` | [`crt`][counters.primitives.approaches.crt] | 10 minutes (DynamoDB) | within the window | yes |
+| ``marker`` | [`marker`][counters.primitives.approaches.marker] | marker item (TTL) | yes | yes |
+| ``set`` | [`set`][counters.primitives.approaches.set] | the token set | yes (bounded size) | no |
 
 Approach 6 of the seed (counting with an item collection, a ledger) is not one of these: it has
 no counter item and its own interface (append, balance, compact), in the package
-:mod:`counters.primitives.ledger` (docs/ledgers.md).
+[`counters.primitives.ledger`][counters.primitives.ledger] (docs/ledgers.md).
 
-Keys, attribute names and every request shape live in :mod:`counters.store.resources`, which
-also makes the calls (:class:`~counters.store.resources.ResourceStore`); an approach decides
+Keys, attribute names and every request shape live in [`counters.store.resources`][counters.store.resources], which
+also makes the calls ([`ResourceStore`][counters.store.resources.ResourceStore]); an approach decides
 which writes to make and what their answers mean.
 """
 
@@ -58,6 +58,7 @@ from counters.store.expr import Update
 from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back, quota_adjust
 
 NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
+"""The approaches' names, in the seed's order."""
 
 __all__ = ["AVAILABLE", "NAMES", "RESERVED", "Approach", "Fields", "Key", "Reason", "approach_class", "create", "rejection", "result"]
 
@@ -131,7 +132,7 @@ class Approach:
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
         """Apply several positive deltas to several counter items in ONE transaction. ``round_``
-        is the planner's round (:func:`counters.primitives.sharding.take`): a new plan is a new
+        is the planner's round ([`counters.primitives.sharding.take`][counters.primitives.sharding.take]): a new plan is a new
         request, so an approach keyed by request tokens (crt) derives a fresh one per round."""
         raise NotImplementedError(f"{self.name} does not support write sharding")
 
@@ -140,7 +141,7 @@ class Approach:
         return give_back(self.table_name, key, quantity)
 
     def give_back_token(self, token: str) -> str:
-        """The token a give-back made with :meth:`apply` (MRSC: no transaction) carries: the
+        """The token a give-back made with [`apply`][counters.primitives.approaches.Approach.apply] (MRSC: no transaction) carries: the
         approaches that remember tokens recognise a re-sent give-back by it."""
         return f"release:{token}"
 
@@ -158,12 +159,13 @@ class Approach:
 
     # -- helpers -------------------------------------------------------------------------------
     def read(self, key: Key, capacity: Capacity) -> Counter | None:
+        """The counter item at ``key`` (one strongly consistent read), or None."""
         return self.store.counter(key, capacity)
 
     def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> Result:
         """Read, then write conditioned on what was read (occ, occ_history): ``plan(counter, attempts)``
-        gives the first write (:class:`~counters.core.engine.Resend` of an ``Update``'s params) or
-        the verdict the read already gives (:class:`~counters.core.engine.Stop`); ``lost``/``unknown``
+        gives the first write ([`Resend`][counters.core.engine.Resend] of an ``Update``'s params) or
+        the verdict the read already gives ([`Stop`][counters.core.engine.Stop]); ``lost``/``unknown``
         are the engine's hooks for a lost race and an unknown outcome."""
         first = plan(self.read(key, capacity), 1)
         if isinstance(first, Stop):
@@ -201,6 +203,7 @@ class Approach:
         return result(Outcome.DUPLICATE, capacity, attempts, Reason.MARKER_EXISTS, allocation=existing.allocation, marker=existing)
 
     def require_token(self, token: str | None) -> str:
+        """``token``, or ``ValueError`` if the approach needs one and has none."""
         if not token:
             raise ValueError(f"the {self.name} approach needs a request token")
         return token
@@ -221,16 +224,17 @@ def create(name: str, table_name: str, **options: object) -> Approach:
 
 
 def verdict(value: object) -> Result:
-    """The Result a hook's :class:`~counters.core.engine.Stop` carried."""
+    """The Result a hook's [`Stop`][counters.core.engine.Stop] carried."""
     if not isinstance(value, Result):
         raise TypeError(f"a hook stopped with {value!r}, not a Result")
     return value
 
 
 def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: StrEnum | None = None, **value: object) -> Result:
-    """A primitive's answer; ``reason`` is its own enum (:class:`Reason`, or e.g. sharding's)."""
+    """A primitive's answer; ``reason`` is its own enum ([`Reason`][counters.primitives.approaches.Reason], or e.g. sharding's)."""
     return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, value=value or None)
 
 
 def allocation_of(parts: list[tuple[Key, int]]) -> dict[str, int]:
+    """A split's allocation: each part's quantity by its counter item's partition key."""
     return {key["PK"]: part for key, part in parts}

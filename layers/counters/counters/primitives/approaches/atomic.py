@@ -3,7 +3,7 @@
 Cheapest (1 WCU per write of an item up to 1 KB) and the least accurate: DynamoDB keeps no
 memory of who wrote, so nothing can tell a committed write from a lost one.
 
-Guarantees
+Guarantees:
     * Thresholds: always held. The condition ``available >= q`` (or ``reserved >= q``) is
       checked and applied atomically, so concurrent writers can never breach it.
     * Ambiguous failure (5xx/timeout after sending): the outcome is unknown and cannot be
@@ -19,7 +19,7 @@ Guarantees
     * SDK retries: must be **off**. A botocore retry re-sends the ADD after a lost reply and
       applies it twice without anyone knowing (seed 02, "Working with the AWS SDK"); the
       constructor refuses a client whose retry budget is not 1 attempt
-      (:data:`counters.core.client.CLIENT_CONFIG` has ``total_max_attempts=1``).
+      ([`counters.core.client.CLIENT_CONFIG`][counters.core.client.CLIENT_CONFIG] has ``total_max_attempts=1``).
     * Client retries / redelivered requests: **not recognised**. The token is ignored; a
       redelivery applies again under either policy (``exact = False``).
     * Write sharding: supported. A split over shards is one transaction with a fresh
@@ -50,6 +50,7 @@ def sdk_attempts(ddb: object) -> int | None:
 
 
 def assert_sdk_retries_off(ddb: object) -> None:
+    """``ValueError`` unless the client makes one attempt per call: a botocore retry of an ``ADD`` would apply twice."""
     attempts = sdk_attempts(ddb)
     if attempts is not None and attempts != 1:
         raise ValueError(
@@ -58,6 +59,8 @@ def assert_sdk_retries_off(ddb: object) -> None:
 
 
 class Atomic(Approach):
+    """Approach 1: one ``UpdateItem`` with ``ADD``; see the module."""
+
     name = "atomic"
     exact = False
     needs_token = False
@@ -73,6 +76,8 @@ class Atomic(Approach):
         assert_sdk_retries_off(self._dynamodb or client())
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """One conditional ``ADD``; an unknown outcome is re-sent or not as ``policy`` says (``under``: never)."""
+
         def unknown(report: Report, _failure: Classified) -> Stop | None:
             # under: never re-send (at most once); over: re-send until a definite answer
             return Stop(Reason.NOT_RETRIED) if self.policy == "under" else None
@@ -93,6 +98,7 @@ class Atomic(Approach):
         return result(Outcome.CONTENTION, capacity, attempts)
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+        """The parts' ``ADD`` s in one transaction; an unknown outcome is AMBIGUOUS (nothing remembers it)."""
         taken = self.store.take([adjust(self.table_name, key, part) for key, part in parts])
         if taken.outcome is Outcome.REJECTED:
             return result(Outcome.REJECTED, taken.capacity, taken.attempts, Reason.THRESHOLD)

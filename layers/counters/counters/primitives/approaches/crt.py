@@ -4,11 +4,11 @@ The delta is a one-item ``TransactWriteItems`` (``ADD`` + threshold condition) w
 ClientRequestToken is **derived from the request's idempotency token** (``uuid5`` of the
 token, the table and the counter's key: 36 chars, the API's maximum; DynamoDB keeps tokens
 per account and Region, not per table) and pinned across every retry
-(:func:`counters.core.engine.transact` with ``token=``). DynamoDB remembers a successful token for
+([`counters.core.engine.transact`][counters.core.engine.transact] with ``token=``). DynamoDB remembers a successful token for
 10 minutes: the same token with the same parameters is answered with success and changes
 nothing; with other parameters it is ``IdempotentParameterMismatch``.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (a condition in the transaction).
     * Ambiguous failure (5xx/timeout after sending): the retry re-sends the same token; a
       committed first attempt is replayed, never re-applied. Exact.
@@ -56,12 +56,15 @@ def client_request_token(token: str, scope: str) -> str:
 
 
 class Crt(Approach):
+    """Approach 4: a transaction whose ClientRequestToken derives from the request's token; see the module."""
+
     name = "crt"
     exact = True  # within the 10-minute window
     needs_token = True
     shardable = True
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """A one-item transaction under the token's ClientRequestToken."""
         token = self.require_token(token)
         crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
         return self._run([adjust(self.table_name, key, delta, bounded)], None, crt, (Outcome.REJECTED, Reason.TOKEN_MISMATCH))

@@ -7,7 +7,7 @@ marker is the request's memory: it carries ``quantity``, ``status`` (``CONFIRMED
 marker would strand it: the release that gives it back starts the TTL),
 so it doubles as the reservation record.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (a condition in the transaction).
     * Ambiguous failure: the in-line retry re-sends the same ClientRequestToken (replayed if
       it committed); a retry after the token's window, or any redelivery, is cancelled by
@@ -34,6 +34,8 @@ marker_key = record_key  # the marker is the reservation record
 
 
 class Marker(Approach):
+    """Approach 5: the counter update and the request's marker item in one transaction; see the module."""
+
     name = "marker"
     exact = True
     needs_token = True
@@ -41,12 +43,14 @@ class Marker(Approach):
     writes_record = True
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """Take ``delta`` (> 0) and write the marker; a give-back is [`release_update`][counters.primitives.approaches.Approach.release_update]."""
         token = self.require_token(token)
         if delta <= 0:
             raise ValueError("marker applies takes (delta > 0); give back with release_update under the marker's status guard")
         return self._run([(key, delta)], token, delta, record, bounded)
 
     def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+        """Take the parts and write one marker holding their allocation, in one transaction."""
         return self._run(parts, token, sum(p for _, p in parts), record, True)
 
     def _run(self, parts: list[tuple[Key, int]], token: str, quantity: int, record: Fields | None, bounded: bool) -> Result:

@@ -3,11 +3,11 @@
 Each write sets ``reserved``/``available`` to values computed from the read and replaces
 ``tag`` with a fresh random one, conditioned on ``tag`` still being the one read. The
 threshold is checked on the read values (the tag condition makes that check still true
-at write time). Conflicts are retried within the :class:`~counters.core.failures.RetryPolicy`
+at write time). Conflicts are retried within the [`RetryPolicy`][counters.core.failures.RetryPolicy]
 (bounded, full jitter): the loser's ``ALL_OLD`` shows the winner's item (our own tag there
 means applied), and the next round is planned from a read made after the backoff.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (the write is conditioned on the state the check saw).
     * Ambiguous failure (5xx/timeout after sending): re-read the item.
       tag unchanged -> definitely not applied: retry safely;
@@ -36,23 +36,29 @@ from counters.store.resources import TAG, Counter, found, occ_write
 
 
 def new_tag() -> str:
+    """A fresh random entity tag (16 hex)."""
     return uuid.uuid4().hex[:16]
 
 
 def breaches(counter: Counter, delta: int) -> bool:
+    """Applying ``delta`` to ``counter`` would cross a threshold."""
     return counter.available < delta if delta > 0 else counter.reserved < -delta
 
 
 class Occ(Approach):
+    """Approach 2: optimistic concurrency on an entity tag; see the module."""
+
     name = "occ"
     exact = False
     needs_token = False
     shardable = False
 
     def initial_attributes(self, capacity: int) -> dict[str, object]:
+        """The base attributes and a first tag."""
         return {**super().initial_attributes(capacity), TAG: new_tag()}
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """Read, then write conditioned on the tag read; re-read and retry on a conflict."""
         capacity = Capacity()
         mine = ""  # the tag our pending write sets
         old = ""  # the tag it is conditioned on
@@ -84,9 +90,11 @@ class Occ(Approach):
         return self.optimistic(key, capacity, plan, lost, unknown)
 
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
+        """The base give-back, moving the tag."""
         return super().release_update(key, quantity, token).set(TAG, new_tag())  # every change moves the tag: OCC readers see it
 
     def quota_update(self, key: Key, delta: int, token: str) -> Update:
+        """The base quota move, moving the tag."""
         return super().quota_update(key, delta, token).set(TAG, new_tag())
 
 

@@ -7,7 +7,7 @@ a list instead of a string"). A call's tag is **derived from its request token**
 the new values, ``version = v + 1`` and the chain plus our tag, conditioned on
 ``version = v`` (the version read).
 
-Guarantees
+Guarantees:
     * Thresholds: always held (checked on the read the version condition pins).
     * Ambiguous failure (5xx/timeout after sending): re-read. Our tag in the chain ->
       ``applied``. Otherwise, if the chain still reaches back to version ``v + 1`` (the slot
@@ -70,6 +70,8 @@ def resolve(counter: Counter | None, read_version: int, mine: str) -> Verdict:
 
 
 class OccHistory(Approach):
+    """Approach 3: OCC whose tag is a chain of the last writers' request tags; see the module."""
+
     name = "occ_history"
     exact = True  # within the bound: a duplicate older than N writes is not recognised
     needs_token = True
@@ -84,9 +86,11 @@ class OccHistory(Approach):
         self.history = history
 
     def initial_attributes(self, capacity: int) -> dict[str, object]:
+        """The base attributes, version 0 and an empty tag chain."""
         return {**super().initial_attributes(capacity), VERSION: 0, TAGS: []}
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """Read, then write conditioned on the version read; a request whose tag is in the chain is a duplicate."""
         capacity = Capacity()
         mine = tag_for(token)
         sent = False  # a send of ours may have committed: our tag then means "applied", not "duplicate"

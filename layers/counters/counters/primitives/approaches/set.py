@@ -5,7 +5,7 @@ A take is one ``UpdateItem``: ``ADD tokens {t}`` with the delta, conditioned on
 give-back removes the token (``DELETE tokens {t}``) conditioned on ``contains(tokens, :t)``,
 so it happens exactly once.
 
-Guarantees
+Guarantees:
     * Thresholds: always held (a condition of the same write).
     * Ambiguous failure (5xx/timeout after sending): retrying is safe - the token's presence
       makes a committed write's re-send fail its condition. On a condition failure the item
@@ -37,6 +37,8 @@ DEFAULT_MAX_TOKENS = 250
 
 
 class TokenSet(Approach):
+    """Approach 7: the counter item holds a set of request tokens; see the module."""
+
     name = "set"
     exact = True
     needs_token = True
@@ -54,6 +56,7 @@ class TokenSet(Approach):
         self.max_tokens = max_tokens
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+        """One ``UpdateItem`` adding (or, for a give-back, deleting) the token with the delta."""
         token = self.require_token(token)
         take = delta > 0
 
@@ -80,9 +83,11 @@ class TokenSet(Approach):
         return result(Outcome.REJECTED, capacity, attempt, reason, **value)
 
     def give_back_token(self, token: str) -> str:
+        """The take's own token: a give-back deletes it."""
         return token  # a give-back deletes the take's own token
 
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
+        """A give-back that deletes the take's token from the set."""
         return set_write(self.table_name, key, -quantity, token)
 
 

@@ -4,14 +4,14 @@ Why every case is exact (the retry window, settling an append after its Put, the
 compaction, global tables) is written once, in docs/ledgers.md ("Guarantees and how they are kept", "The cases, step by step").
 The parts, by job:
 
-* :mod:`counters.store.ledger`: keys (``LEDGER#``, ``ENTRY#``, ``SNAPSHOT``, ``WITHDRAWN#``,
-  ``LEDGERS#DIRTY``), idempotency keys (:func:`parse_key`, :func:`new_key`), requests, facts;
-* :mod:`.append`: append, then settle (fast path, the checkpoint fence, withdrawal);
-* :mod:`.balance`: the balance read and :class:`Balance`;
-* :mod:`.compaction`: compaction by ledger and by schedule, their reports (per Region on an MREC table; single-item chunks on MRSC);
-* :mod:`.base`: settings, :class:`Reason`, the state they share.
+* [`counters.store.ledger`][counters.store.ledger]: keys (``LEDGER#``, ``ENTRY#``, ``SNAPSHOT``, ``WITHDRAWN#``,
+  ``LEDGERS#DIRTY``), idempotency keys ([`parse_key`][counters.store.ledger.parse_key], [`new_key`][counters.store.ledger.new_key]), requests, facts;
+* [`append`][counters.primitives.ledger.append]: append, then settle (fast path, the checkpoint fence, withdrawal);
+* [`balance`][counters.primitives.ledger.balance]: the balance read and [`Balance`][counters.primitives.ledger.balance.Balance];
+* [`compaction`][counters.primitives.ledger.compaction]: compaction by ledger and by schedule, their reports (per Region on an MREC table; single-item chunks on MRSC);
+* [`base`][counters.primitives.ledger.base]: settings, [`Reason`][counters.primitives.ledger.base.Reason], the state they share.
 
-The request-level service (answers, deferral) is :mod:`counters.services.ledgers`.
+The request-level service (answers, deferral) is [`counters.services.ledgers`][counters.services.ledgers].
 """
 
 from __future__ import annotations
@@ -43,5 +43,5 @@ __all__ = [
 
 
 class Ledger(Appends, Balances, Compaction):
-    """Append entries idempotently (:meth:`append`), read exact balances (:meth:`balance`),
-    compact safely (:meth:`compact`, :meth:`compact_due`). Options: :class:`.base.LedgerBase`."""
+    """Append entries idempotently ([`append`][counters.primitives.ledger.append.Appends.append]), read exact balances ([`balance`][counters.primitives.ledger.balance.Balances.balance]),
+    compact safely ([`compact`][counters.primitives.ledger.compaction.Compaction.compact], [`compact_due`][counters.primitives.ledger.compaction.Compaction.compact_due]). Options: [`base.LedgerBase`][counters.primitives.ledger.base.LedgerBase]."""

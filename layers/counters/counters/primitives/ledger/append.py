@@ -14,7 +14,7 @@ from counters.store.ledger import EntryKey, Fence, PutStatus, parse_key
 
 
 class Appends(LedgerBase):
-    """:meth:`append` and what it needs (the ledger's other parts are in the sibling modules)."""
+    """[`append`][counters.primitives.ledger.append.Appends.append] and what it needs (the ledger's other parts are in the sibling modules)."""
 
     def check_fresh(self, key: EntryKey) -> None:
         """Refuse keys outside [now - retry_window, now + max_future_skew]."""
@@ -34,9 +34,9 @@ class Appends(LedgerBase):
         """Write one entry. ``value`` is the entry id.
 
         Outcomes: ``applied``; ``duplicate`` (this key's entry exists with this amount);
-        ``rejected`` with reason :attr:`Reason.KEY_REUSED` (same key, other amount) or
-        :attr:`Reason.KEY_EXPIRED`; ``contention``; ``ambiguous`` only when the key expired while
-        retrying an unknown outcome. Raises :class:`InvalidRequest` for a bad amount or key, before
+        ``rejected`` with reason [`Reason.KEY_REUSED`][counters.primitives.ledger.base.Reason.KEY_REUSED] (same key, other amount) or
+        [`Reason.KEY_EXPIRED`][counters.primitives.ledger.base.Reason.KEY_EXPIRED]; ``contention``; ``ambiguous`` only when the key expired while
+        retrying an unknown outcome. Raises [`InvalidRequest`][counters.core.errors.InvalidRequest] for a bad amount or key, before
         any write.
         """
         if isinstance(amount, bool) or not isinstance(amount, int) or amount == 0 or abs(amount) > AMOUNT_LIMIT:

@@ -57,7 +57,7 @@ class Balance:
     balance: int
     pending_entries: int
     checkpoint: PublicCheckpoint | None
-    """The checkpoint as the API shows it (:func:`public_checkpoint`)."""
+    """The checkpoint as the API shows it ([`public_checkpoint`][counters.primitives.ledger.balance.public_checkpoint])."""
     capacity: Capacity
     ignored_entries: int = 0
     """Entries at or below ``mergedThrough`` (seen mid-merge or written too late): not counted."""
@@ -70,6 +70,7 @@ class Balance:
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
 
     def as_dict(self) -> JSONObject:
+        """The balance as the HTTP answer's JSON object."""
         checkpoint = None if self.checkpoint is None else json_object(self.checkpoint)
         out: JSONObject = {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": checkpoint}
         if self.checkpoints is not None:
@@ -80,7 +81,7 @@ class Balance:
 
 
 class Balances(LedgerBase):
-    """:meth:`balance` (the ledger's other parts are in the sibling modules)."""
+    """[`balance`][counters.primitives.ledger.balance.Balances.balance] (the ledger's other parts are in the sibling modules)."""
 
     def balance(self, ledger_id: str, *, page_size: int | None = None, verify: bool = False, max_reads: int = 5) -> Balance:
         """Checkpoint + the entries after it, in one consistent Query (checkpoint read last).

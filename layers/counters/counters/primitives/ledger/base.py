@@ -20,8 +20,10 @@ AMOUNT_LIMIT = 10**15  # |amount| bound: sums stay exact in DynamoDB's 38-digit 
 class Reason(StrEnum):
     """Why an append was refused (``Result.reason``; the values are what logs and tests see)."""
 
-    KEY_REUSED = "key_reused"  # the key's entry holds another amount
-    KEY_EXPIRED = "key_expired"  # the key is older than the retry window, or its entry was stranded and withdrawn
+    KEY_REUSED = "key_reused"
+    """The key's entry holds another amount."""
+    KEY_EXPIRED = "key_expired"
+    """The key is older than the retry window, or its entry was stranded and withdrawn."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +36,7 @@ class LedgerSettings(RegionSettings):
 
 
 class LedgerOptions(TypedDict, total=False):
-    """:class:`LedgerBase`'s keyword options, for what builds a ledger for someone else (the service)."""
+    """[`LedgerBase`][counters.primitives.ledger.base.LedgerBase]'s keyword options, for what builds a ledger for someone else (the service)."""
 
     dynamodb: DynamoDBClient | None
     retry: RetryPolicy | None
@@ -107,10 +109,12 @@ class LedgerBase:
 
     @classmethod
     def from_settings(cls, settings: LedgerSettings) -> Self:
+        """A ledger on the settings' table with the settings' options."""
         return cls(settings.table_name, **options(settings))
 
     @property
     def retry(self) -> RetryPolicy:
+        """The retry budget of every call."""
         return self.store.retry
 
     def _now_ms(self) -> int:

@@ -1,6 +1,6 @@
 """Compaction: merge entries older than the retry window + margin into the checkpoint, chunk by
-chunk, per ledger (:meth:`Compaction.compact`) or every ledger with due entries
-(:meth:`Compaction.compact_due`). On an MREC global table every Region compacts its own entries into
+chunk, per ledger ([`Compaction.compact`][counters.primitives.ledger.compaction.Compaction.compact]) or every ledger with due entries
+([`Compaction.compact_due`][counters.primitives.ledger.compaction.Compaction.compact_due]). On an MREC global table every Region compacts its own entries into
 its own checkpoint (no Region writes another's); on MRSC a chunk is the checkpoint update, then the
 deletes (no transactions).
 
@@ -23,6 +23,8 @@ from counters.store.ledger import MAX_CHUNK
 
 @dataclass
 class CompactionReport:
+    """What one ledger's compaction did."""
+
     ledger_id: str
     outcome: Outcome
     """APPLIED (merged what was due; possibly nothing) or CONTENTION (stopped; safe to re-run)."""
@@ -33,10 +35,11 @@ class CompactionReport:
     complete: bool = True
     """False when the chunk budget ran out before every due entry was merged."""
     checkpoint: PublicCheckpoint | None = None
-    """The checkpoint as the API shows it (:func:`~counters.primitives.ledger.balance.public_checkpoint`)."""
+    """The checkpoint as the API shows it ([`public_checkpoint`][counters.primitives.ledger.balance.public_checkpoint])."""
     capacity: Capacity = field(default_factory=Capacity)
 
     def as_dict(self) -> JSONObject:
+        """The JSON form."""
         return {
             "ledgerId": self.ledger_id,
             "outcome": self.outcome.value,
@@ -49,7 +52,7 @@ class CompactionReport:
 
 
 class ScheduledSummary(TypedDict):
-    """:meth:`ScheduledReport.as_dict`: what the scheduled run logs and answers."""
+    """[`ScheduledReport.as_dict`][counters.primitives.ledger.compaction.ScheduledReport.as_dict]: what the scheduled run logs and answers."""
 
     ledgers: int
     merged: int
@@ -60,12 +63,15 @@ class ScheduledSummary(TypedDict):
 
 @dataclass
 class ScheduledReport:
+    """What a scheduled compaction run did, over every ledger due."""
+
     ledgers: list[CompactionReport] = field(default_factory=list)
     markers_cleared: int = 0
     stopped_early: bool = False
     capacity: Capacity = field(default_factory=Capacity)
 
     def as_dict(self) -> ScheduledSummary:
+        """The run's summary: ledgers, entries merged, ledgers left incomplete, markers cleared."""
         return {
             "ledgers": len(self.ledgers),
             "merged": sum(r.merged for r in self.ledgers),
@@ -76,7 +82,7 @@ class ScheduledReport:
 
 
 class Compaction(LedgerBase):
-    """:meth:`compact` and :meth:`compact_due` (the ledger's other parts are in the sibling modules)."""
+    """[`compact`][counters.primitives.ledger.compaction.Compaction.compact] and [`compact_due`][counters.primitives.ledger.compaction.Compaction.compact_due] (the ledger's other parts are in the sibling modules)."""
 
     def cutoff_ms(self) -> int:
         """Entries with a key time before this are merged; later ones may still be retried."""

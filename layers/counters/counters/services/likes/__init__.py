@@ -1,22 +1,22 @@
 """Posts and likes: the reference-count primitive applied to seed 01's item shapes.
 
 The items (post ``META``, like state items under spread keys or seed 01's layout, audit probes)
-and their requests are :mod:`counters.store.posts`'. The service is split by job, and
-:class:`Likes` composes the parts: :mod:`.posts` (create, read, switch mode, likers),
-:mod:`.toggling` (like/unlike, promotion under pressure, deferred replay), :mod:`.audit` (quick
-audit, audits at a settled point, repair); :mod:`.model` holds what they share and :mod:`.cursor`
-the likers cursor. The stream's records are parsed above the service (:mod:`counters.streams`).
+and their requests are [`counters.store.posts`][counters.store.posts]'. The service is split by job, and
+[`Likes`][counters.services.likes.Likes] composes the parts: [`posts`][counters.services.likes.posts] (create, read, switch mode, likers),
+[`toggling`][counters.services.likes.toggling] (like/unlike, promotion under pressure, deferred replay), [`audit`][counters.services.likes.audit] (quick
+audit, audits at a settled point, repair); [`model`][counters.services.likes.model] holds what they share and [`cursor`][counters.services.likes.cursor]
+the likers cursor. The stream's records are parsed above the service ([`counters.streams`][counters.streams]).
 
-Like and unlike are a :class:`~counters.primitives.toggle.Toggle`: the latest request of a user on
+Like and unlike are a [`Toggle`][counters.primitives.toggle.Toggle]: the latest request of a user on
 a post wins, whenever its replay runs. A post's ``mode`` is data on ``META``:
 
 * ``standard`` counts in the like's transaction (the state item with ``delta = 0`` + ``ADD
   likeTally`` on META, conditioned on the post still being ``standard``: the fence);
 * ``hot`` writes the like's state item alone (one conditional write, ``delta`` = +1/-1), and the
-  tally is kept from the table's stream by :mod:`counters.primitives.aggregator` (exact as of a
+  tally is kept from the table's stream by [`counters.primitives.aggregator`][counters.primitives.aggregator] (exact as of a
   watermark).
 
-**Switching modes** (:meth:`Likes.switch_mode`) moves nothing: a user's state item is the same
+**Switching modes** ([`Likes.switch_mode`][counters.services.likes.Likes.switch_mode]) moves nothing: a user's state item is the same
 item in both modes (its key depends on ``spread``, fixed at creation, not on the mode), so the
 latest-request rule holds across a switch, and **every flip is counted exactly once by the write
 that made it**: a standard flip in its own transaction (its ``delta`` 0 keeps it out of the
@@ -191,6 +191,7 @@ class Likes:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:
+        """The service on the settings' table (hot mode, cursor secret and Regions from the settings when they have them)."""
         hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
         secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
         topology = settings.topology if isinstance(settings, RegionSettings) else ONE_REGION  # a replay too (the retry worker)
@@ -198,61 +199,65 @@ class Likes:
 
     @property
     def mode_ttl_ms(self) -> int:
+        """How long a remembered post mode is trusted (ms)."""
         return self.posts.mode_ttl_ms
 
     @property
     def hot_after_retries(self) -> int:
+        """Retried attempts on a standard post after which it turns hot (0: never)."""
         return self.toggling.hot_after_retries
 
     @property
     def _posts(self) -> LRU[str, PostInfo]:
-        """The posts this process remembers (:meth:`Posts.info`)."""
+        """The posts this process remembers ([`Posts.info`][counters.services.likes.posts.Posts.info])."""
         return self.posts.known
 
     @property
     def _pressure(self) -> LRU[str, list[tuple[int, int]]]:
-        """Recent retried attempts per standard post (:meth:`Toggling._under_pressure`)."""
+        """Recent retried attempts per standard post (`Toggling._under_pressure`)."""
         return self.toggling.pressure
 
     # -- posts (:class:`Posts`) ----------------------------------------------------------------------
     def create_post(
         self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str | None = None
     ) -> tuple[PublicPost, bool]:
-        """:meth:`Posts.create_post`: (the post, created now?)."""
+        """[`Posts.create_post`][counters.services.likes.posts.Posts.create_post]: (the post, created now?)."""
         return self.posts.create_post(author_id=author_id, body=body, post_id=post_id, idempotency_key=idempotency_key, mode=mode)
 
     def get_post(self, post_id: str) -> PublicPost:
+        """The post's public form: mode and tally (per Region on a global table); [`NotFound`][counters.core.errors.NotFound] if there is none."""
         return self.posts.get_post(post_id)
 
     def switch_mode(self, post_id: str, mode: str) -> tuple[PublicPost, bool]:
-        """:meth:`Posts.switch_mode`: (the post, switched by this call?)."""
+        """[`Posts.switch_mode`][counters.services.likes.posts.Posts.switch_mode]: (the post, switched by this call?)."""
         return self.posts.switch_mode(post_id, mode)
 
     def like_state(self, post_id: str, user_id: str) -> LikeState:
+        """Whether ``user_id`` likes ``post_id`` now, as the like routes answer it."""
         return self.posts.like_state(post_id, user_id)
 
     def likers(self, post_id: str, *, limit: int, cursor: str | None = None) -> LikersPage:
-        """:meth:`Posts.likers`: one page, and the signed cursor of the next."""
+        """[`Posts.likers`][counters.services.likes.posts.Posts.likers]: one page, and the signed cursor of the next."""
         return self.posts.likers(post_id, limit=limit, cursor=cursor)
 
     # -- like/unlike (:class:`Toggling`) ---------------------------------------------------------------
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
-        """:meth:`Toggling.like`: like, unless a newer request of this user on this post decided."""
+        """[`Toggling.like`][counters.services.likes.toggling.Toggling.like]: like, unless a newer request of this user on this post decided."""
         return self.toggling.like(post_id, user_id, request_id=request_id, at=at)
 
     def unlike(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
-        """:meth:`Toggling.unlike`: the like item stays as a tombstone that orders later replays."""
+        """[`Toggling.unlike`][counters.services.likes.toggling.Toggling.unlike]: the like item stays as a tombstone that orders later replays."""
         return self.toggling.unlike(post_id, user_id, request_id=request_id, at=at)
 
     # -- audits (:class:`Audits`) ------------------------------------------------------------------
     def audit(self, post_id: str) -> QuickAudit:
-        """:meth:`Audits.audit`: the tally against a count now (no drift concluded for a hot post)."""
+        """[`Audits.audit`][counters.services.likes.audit.Audits.audit]: the tally against a count now (no drift concluded for a hot post)."""
         return self.audits.audit(post_id)
 
     def audit_posts(
         self, post_ids: list[str], *, repair: bool = False, wait_s: float = 8.0, poll_s: float = 0.1, budget_s: float | None = None
     ) -> list[Settled]:
-        """:meth:`Audits.audit_posts`: each post at a settled point, a drift repaired surgically."""
+        """[`Audits.audit_posts`][counters.services.likes.audit.Audits.audit_posts]: each post at a settled point, a drift repaired surgically."""
         return self.audits.audit_posts(post_ids, repair=repair, wait_s=wait_s, poll_s=poll_s, budget_s=budget_s)
 
     def replayables(self) -> dict[str, Replayable]:

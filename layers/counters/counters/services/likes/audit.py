@@ -37,7 +37,7 @@ DEADLINE = AuditReason.DEADLINE
 
 @dataclass
 class Settled:
-    """One post's audit at a settled point (:meth:`Audits.audit_posts`): ``stored`` is the tally
+    """One post's audit at a settled point ([`Audits.audit_posts`][counters.services.likes.audit.Audits.audit_posts]): ``stored`` is the tally
     at that point and ``counted`` the likes then; ``settled`` False says why there is no verdict
     (``reason``): ``moving`` (something was counted during the count), ``aggregator_behind`` (the
     stream's aggregator did not reach the audit's probe in time), ``not_found``, ``deadline`` (the
@@ -53,9 +53,11 @@ class Settled:
 
     @property
     def drift(self) -> int | None:
+        """Stored minus counted at the settled point; None unless settled."""
         return None if self.stored is None or self.counted is None or not self.settled else self.stored - self.counted
 
     def public(self) -> JSONObject:
+        """The JSON form."""
         return {
             "postId": self.post_id,
             "stored": self.stored,
@@ -69,7 +71,7 @@ class Settled:
 
 @dataclass
 class QuickAudit:
-    """``GET /posts/{id}/audit``: the tally against a count now (:meth:`Audits.audit`)."""
+    """``GET /posts/{id}/audit``: the tally against a count now ([`Audits.audit`][counters.services.likes.audit.Audits.audit])."""
 
     post_id: str
     stored: int
@@ -79,10 +81,12 @@ class QuickAudit:
 
     @property
     def drift(self) -> int | None:
+        """Stored minus counted; None for a post whose tally the aggregator keeps."""
         return None if self.aggregated else self.stored - self.counted
 
     @property
     def reason(self) -> AuditReason | None:
+        """Why there is no drift to report ([`AuditReason.AGGREGATED`][counters.services.likes.audit.AuditReason]), or None."""
         return AuditReason.AGGREGATED if self.aggregated else None
 
 
@@ -123,7 +127,7 @@ class Audits:
         key of the post: a quick look, not at a settled point. A post that is or was hot has its
         likes counted by the stream's aggregator, so its tally trails its likes by the
         aggregator's lag: that is not drift, and no drift is concluded (``drift`` ``None``,
-        ``reason`` ``aggregated``; :meth:`audit_posts` compares at a settled point)."""
+        ``reason`` ``aggregated``; [`audit_posts`][counters.services.likes.audit.Audits.audit_posts] compares at a settled point)."""
         self._refuse_across_regions()
         before = self.store.read(post_id, self.retry)
         if before is None:
@@ -171,7 +175,7 @@ class Audits:
 
         ``budget_s``: the time the audit may take (the API passes the function's remaining time
         less ``AUDIT_MARGIN_S``). No call is started after it: the clock is checked before each
-        step, and the engine checks it before every attempt (:func:`counters.core.engine.deadline`:
+        step, and the engine checks it before every attempt ([`counters.core.engine.deadline`][counters.core.engine.deadline]:
         a retry, a probe of the next lane, a count's next page). A post not reached, or not
         finished, answers ``settled`` False, ``reason`` ``deadline`` (a settled drift found but
         not repaired in time keeps its verdict with that reason; ``repaired`` False then means "not
@@ -218,7 +222,7 @@ class Audits:
 
     def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float, deadline: float | None = None) -> dict[str, Post]:
         """Each post's META at a point where its tally includes every like written before it
-        (see :meth:`audit_posts`); posts missing, whose aggregator is behind, or not reached
+        (see [`audit_posts`][counters.services.likes.audit.Audits.audit_posts]); posts missing, whose aggregator is behind, or not reached
         before ``deadline`` (``self.clock()``) are left out, with their reason."""
         points: dict[str, Post] = {}
         probing: dict[str, dict[str, int]] = {}  # post id -> lane name -> this audit's probe number
@@ -285,7 +289,7 @@ class Audits:
         return False
 
     def late(self, deadline: float | None) -> bool:
-        """Whether ``deadline`` (on :attr:`clock`) has passed."""
+        """Whether ``deadline`` (on the audit's clock) has passed."""
         return deadline is not None and self.clock() >= deadline
 
     def _add_probe_map(self, post_id: str) -> None:

@@ -15,7 +15,7 @@ CURSOR_LABEL = b"tally likers cursor v1"  # what the cursor key is derived for (
 
 
 def cursor_key(secret: str, table_name: str) -> bytes:
-    """The key likers cursors are signed with: derived from ``CURSOR_SECRET`` (:class:`~counters.services.likes.LikeSettings`),
+    """The key likers cursors are signed with: derived from ``CURSOR_SECRET`` ([`LikeSettings`][counters.services.likes.model.LikeSettings]),
     or, when it is unset (tests, the local stack), from the table name (forgeable by whoever
     knows it: local use only; the template always sets the secret)."""
     return hmac.new((secret or f"local:{table_name}").encode(), CURSOR_LABEL, hashlib.sha256).digest()
@@ -38,7 +38,7 @@ def encode_cursor(key: bytes, post_id: str, lane: int, after: str | None) -> str
 
 def decode_cursor(key: bytes, post_id: str, cursor: str, lanes: int) -> tuple[int, str | None]:
     """(lane index, the user to resume after or ``None``) of a cursor this deployment issued for
-    this post's likers; anything else (forged, tampered, another post's) is :class:`InvalidCursor`,
+    this post's likers; anything else (forged, tampered, another post's) is [`InvalidCursor`][counters.core.errors.InvalidCursor],
     with the same message whatever failed."""
     try:
         body, dot, tag = cursor.partition(".")

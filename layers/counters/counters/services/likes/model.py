@@ -65,7 +65,7 @@ class PublicLiker(TypedDict):
 class LikeSettings(RegionSettings):
     """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
     hot after this many retried attempts of its likes in one process within 10 s; 0: never.
-    The global table's topology (:class:`RegionSettings`): docs/likes.md "Global tables"."""
+    The global table's topology ([`RegionSettings`][counters.core.regions.RegionSettings]): docs/likes.md "Global tables"."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
     cursor_secret: str = env("CURSOR_SECRET", "")
@@ -84,6 +84,7 @@ class PostInfo:
 
     @classmethod
     def of(cls, post: Post) -> PostInfo:
+        """What to remember of a post just read."""
         return cls(post.spread, post.mode, post.epoch, now_ms())
 
     def lanes(self, post_id: str) -> list[str]:
@@ -91,6 +92,7 @@ class PostInfo:
         return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
 
     def like_key(self, post_id: str, user_id: str) -> dict[str, str]:
+        """The key of a user's like of the post, in the post's layout."""
         return like_key(post_id, user_id) if self.spread is None else hot_like_key(post_id, user_id, self.spread)
 
 
@@ -124,7 +126,7 @@ def post_id_for(author_id: str, idempotency_key: str) -> str:
 
 
 def derived_form(post_id: str) -> bool:
-    """Whether ``post_id`` has the form :func:`post_id_for` gives (a version-5 UUID, 32 lowercase
+    """Whether ``post_id`` has the form [`post_id_for`][counters.services.likes.model.post_id_for] gives (a version-5 UUID, 32 lowercase
     hex digits): a form a client's own ``postId`` may not take, so no one can take the id
     another author's Idempotency-Key stands for before that author's create."""
     if len(post_id) != 32 or post_id.strip("0123456789abcdef"):
@@ -152,6 +154,7 @@ def aggregated_post(info: PostInfo) -> bool:
 
 
 def require_mode(mode: str) -> Mode:
+    """``mode`` as a [`Mode`][counters.store.posts.Mode]; [`InvalidRequest`][counters.core.errors.InvalidRequest] if it is not one."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     return Mode(mode)

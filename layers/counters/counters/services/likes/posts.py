@@ -1,6 +1,6 @@
 """Posts: create, read, switch mode; a user's own like and the likers list (the reads of likes).
 
-Also the process's view of each post (:class:`~counters.services.likes.model.PostInfo`, an LRU
+Also the process's view of each post ([`PostInfo`][counters.services.likes.model.PostInfo], an LRU
 trusted for ``mode_ttl_ms``) that the like path routes by.
 """
 
@@ -77,18 +77,18 @@ class Posts:
 
         Re-sends are the same post, never a second one: with ``idempotency_key`` the id is
         derived from (author, key); with a client ``post_id`` the id is the client's, and never
-        of the derived form (:func:`derived_form`: :class:`InvalidRequest`), so the two never meet. Either
+        of the derived form ([`derived_form`][counters.services.likes.model.derived_form]: [`InvalidRequest`][counters.core.errors.InvalidRequest]), so the two never meet. Either
         way the Put is conditioned on the id being new, and a post already stored with the
         same author and body, created in the ``mode`` asked for (whatever its mode now), is this request's (``created`` False: an earlier attempt, or the
         one whose answer was lost, wrote it: ``created`` is True when the stored post carries
         this request's id). A different post under that id is
-        :class:`AlreadyExists` (the client's id) or :class:`IdempotencyKeyReused` (the key).
+        [`AlreadyExists`][counters.core.errors.AlreadyExists] (the client's id) or [`IdempotencyKeyReused`][counters.core.errors.IdempotencyKeyReused] (the key).
         Without either, the id is random (on MREC drawn with this Region as its home: the store
         creates a named id only in its home Region, docs/regions.md "Creations") and a re-send
         creates another post.
 
         ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on an MRSC table, the one mode it has) is stored on the post with ``modeEpoch`` 0 (each
-        :meth:`switch_mode` adds one), its ``spread`` (where its likes live, fixed for its life)
+        [`switch_mode`][counters.services.likes.posts.Posts.switch_mode] adds one), its ``spread`` (where its likes live, fixed for its life)
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         if mode is None:
@@ -116,6 +116,7 @@ class Posts:
         raise AlreadyExists(f"post {post_id!r} already exists", cause_code="ConditionalCheckFailed")
 
     def get_post(self, post_id: str) -> PublicPost:
+        """Read the post (and remember its layout); [`NotFound`][counters.core.errors.NotFound] if there is none."""
         post = self.store.read(post_id, self.retry)
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
@@ -125,7 +126,7 @@ class Posts:
         return public_post(post)
 
     def info(self, post_id: str) -> PostInfo:
-        """The post's layout and mode; :class:`NotFound` if it is missing.
+        """The post's layout and mode; [`NotFound`][counters.core.errors.NotFound] if it is missing.
 
         Read (0.5 RCU) once per process and post (while it is among the ``cache_size`` posts
         used last: an LRU), trusted for ``mode_ttl_ms``: the standard
@@ -143,6 +144,7 @@ class Posts:
         return info
 
     def remember(self, post_id: str, post: Post) -> PostInfo:
+        """Remember the layout of a post just read."""
         info = self.known[post_id] = PostInfo.of(post)
         return info
 
@@ -160,7 +162,7 @@ class Posts:
         may flow during the switch: each flip is counted once by the write that made it (package
         doc). Sent again, it finds the post already in ``mode``: switched ``False`` (also when an
         earlier attempt of this call switched it and its answer was lost). A post stored before
-        ``spread`` cannot switch (:class:`NotSwitchable`).
+        ``spread`` cannot switch ([`NotSwitchable`][counters.core.errors.NotSwitchable]).
         """
         self.topology.refuse(
             "switching a post's mode",
@@ -188,7 +190,7 @@ class Posts:
         key order.
 
         The cursor names only what a listing showed: the lane and the last liker listed in it
-        (or none: the lane from its start), signed for this post (:func:`encode_cursor`).
+        (or none: the lane from its start), signed for this post ([`encode_cursor`][counters.services.likes.cursor.encode_cursor]).
         DynamoDB's LastEvaluatedKey, which may be a tombstone (a user who unliked), is only
         followed inside the page, never handed out. So a page reads on until it has listed at
         least one liker (a page that ends in a run of tombstones would otherwise hand out a

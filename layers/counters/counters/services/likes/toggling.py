@@ -80,7 +80,7 @@ class Toggling:
         return sum(n for _, n in recent) >= self.hot_after_retries
 
     def _promote(self, post_id: str) -> bool:
-        """Switch the post to hot (:meth:`Posts.switch_mode`); False if another request just did, or it failed."""
+        """Switch the post to hot ([`Posts.switch_mode`][counters.services.likes.posts.Posts.switch_mode]); False if another request just did, or it failed."""
         self.pressure.pop(post_id, None)
         try:
             return self.posts.switch_mode(post_id, HOT)[1]
