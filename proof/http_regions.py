@@ -39,12 +39,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import requests
 
@@ -1037,20 +1037,6 @@ ROWS: dict[str, list[tuple[Mode, Row]]] = {
 SIZES = {"likes": 40, "ledgers": 60, "orders": 50, "reservations": 16, "creations": 6}
 
 
-@contextmanager
-def _env(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def run(names: list[str], *, seed: int, scale: float = 1.0, log: Path) -> list[HttpReport]:
     """The named rows, grouped by mode: one global stack per mode (fresh ids per row)."""
     reports: list[HttpReport] = []
@@ -1058,7 +1044,10 @@ def run(names: list[str], *, seed: int, scale: float = 1.0, log: Path) -> list[H
         rows = [(name, row) for name in names for m, row in ROWS[name] if m is mode]
         if not rows:
             continue
-        with _env({"AWS_ACCESS_KEY_ID": "proof", "AWS_SECRET_ACCESS_KEY": "proof"}), GlobalStack(mode, seed, log) as stack:
+        with (
+            mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "proof", "AWS_SECRET_ACCESS_KEY": "proof"}),
+            GlobalStack(mode, seed, log) as stack,
+        ):
             for name, row in rows:
                 got = row(stack, max(4, int(SIZES[name] * scale)))
                 rows = got if isinstance(got, list) else [got]

@@ -11,36 +11,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "layers" / "counters"))
+sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 
 from counters.store.writers import table  # noqa: E402
+from scripts.generated_block import Block  # noqa: E402
 
 DOC = ROOT / "docs" / "regions.md"
-BEGIN, END = "<!-- writers: generated from counters/store/*.py WRITERS by scripts/writers_table.py -->", "<!-- /writers -->"
-
-
-def rendered(text: str) -> str:
-    """``text`` with its writers block replaced by the table the store modules declare."""
-    head, sep, rest = text.partition(BEGIN)
-    if not sep:
-        raise SystemExit(f"{DOC}: no {BEGIN!r} marker")
-    _, sep, tail = rest.partition(END)
-    if not sep:
-        raise SystemExit(f"{DOC}: no {END!r} marker")
-    return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
-
-
-def main(argv: list[str]) -> int:
-    text = DOC.read_text()
-    new = rendered(text)
-    if "--check" in argv:
-        if new != text:
-            print("docs/regions.md's who-writes-what table differs from the store modules: run python scripts/writers_table.py")
-            return 1
-        return 0
-    DOC.write_text(new)
-    return 0
-
+BLOCK = Block(
+    DOC,
+    "<!-- writers: generated from counters/store/*.py WRITERS by scripts/writers_table.py -->",
+    "<!-- /writers -->",
+    table,
+    "docs/regions.md's who-writes-what table differs from the store modules: run python scripts/writers_table.py",
+)
+rendered = BLOCK.rendered
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(BLOCK.main(sys.argv[1:]))
