@@ -135,7 +135,14 @@ def test_a_credit_that_meets_contention_is_redelivered_not_dropped(regions: Regi
 
 def test_the_handler_credits_and_reconciles_from_its_regions_stream(regions: Regions, load_function: Any) -> None:
     """functions/escrow/app.py itself (Powertools' BatchProcessor) on B's stream."""
-    params = {"GlobalTableMode": "mrec", "ReplicaRegions": f"{A},{B}", "HomeRegion": A, "GlobalTableName": regions.table}
+    params = {
+        "GlobalTableMode": "mrec",
+        "ReplicaRegions": f"{A},{B}",
+        "HomeRegion": A,
+        "GlobalTableName": regions.table,
+        # B is outside the home Region: the template asks for its replica's stream (read locally by the table's name)
+        "ReplicaStreamArn": f"arn:aws:dynamodb:{B}:123456789012:table/{regions.table}/stream/local",
+    }
     b = regions.service(B)
     module = load_function(FUNCTION, regions.table, params=params, build=lambda _s: EscrowAutomation(b))
     context = LambdaContext.for_function(FUNCTION, 512, 10)
