@@ -23,12 +23,13 @@ from typing import Any
 import pytest
 import requests
 
+from counters.core.regions import home_of
 from counters.primitives.ledger import new_key
 from counters.services.reservations import CLAIM_SECONDS, reservation_id
 from counters.store.resources import Status, record_put
 from devstack.api import LocalApi
 from devstack.template import read_stack
-from tests.conftest import RunningApi, item_count
+from tests.conftest import HTTP_TIMEOUT, RunningApi, item_count
 
 pytestmark = pytest.mark.xdist_group("idempotency-http")  # one worker runs the module's MREC stack, not each
 
@@ -37,18 +38,22 @@ HERE, THERE = "us-east-1", "eu-west-1"  # the tests' AWS_REGION, and the other R
 
 def post(url: str, path: str, body: Any, key: str | None = None) -> requests.Response:
     headers = {} if key is None else {"Idempotency-Key": key}
-    return requests.post(f"{url}{path}", json=body, headers=headers, timeout=10)
+    return requests.post(f"{url}{path}", json=body, headers=headers, timeout=HTTP_TIMEOUT)
 
 
 def new_resource(url: str, strategy: str, capacity: int = 10, **extra: Any) -> str:
+    """A fresh resource; its id's home is this Region (HERE), so the MREC stack creates it too (an id
+    homed in THERE is created only there: 409 wrong_region, docs/regions.md "Creations")."""
     rid = f"idem-{strategy}-{uuid.uuid4().hex[:8]}"
+    while home_of(rid, (THERE, HERE)) != HERE:
+        rid = f"idem-{strategy}-{uuid.uuid4().hex[:8]}"
     r = post(url, "/resources", {"resourceId": rid, "capacity": capacity, "strategy": strategy, **extra})
     assert r.status_code == 201, r.text
     return rid
 
 
 def reserved(url: str, rid: str) -> int:
-    return int(requests.get(f"{url}/resources/{rid}", timeout=10).json()["reserved"])
+    return int(requests.get(f"{url}/resources/{rid}", timeout=HTTP_TIMEOUT).json()["reserved"])
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +121,7 @@ def test_a_post_key_reused_for_another_post_is_a_422(local_api: RunningApi) -> N
     assert (first.status_code, again.status_code, again.json()["postId"]) == (201, 200, first.json()["postId"])
     other = post(url, "/posts", {"authorId": "alice", "body": "two"}, key)
     assert (other.status_code, other.json()["error"]) == (422, "idempotency_key_reused"), other.text
-    assert requests.get(f"{url}/posts/{first.json()['postId']}", timeout=10).json()["body"] == "one"
+    assert requests.get(f"{url}/posts/{first.json()['postId']}", timeout=HTTP_TIMEOUT).json()["body"] == "one"
 
 
 def test_an_order_key_reused_with_another_body_is_a_422(local_api: RunningApi) -> None:
@@ -137,7 +142,7 @@ def test_a_ledger_key_reused_with_another_amount_is_a_422_and_an_old_key_expires
     # the published expiry: a key older than the retry window (600 s by default) is refused
     old = post(url, path, {"amount": 5}, new_key(at=time.time() - 3600))
     assert (old.status_code, old.json()["error"]) == (422, "idempotency_key_expired"), old.text
-    assert requests.get(f"{url}/ledgers/{ledger}", timeout=10).json()["balance"] == 5
+    assert requests.get(f"{url}/ledgers/{ledger}", timeout=HTTP_TIMEOUT).json()["balance"] == 5
 
 
 def test_a_transfer_key_reused_with_another_quantity_or_target_is_a_422(mrec_api: str) -> None:
@@ -152,7 +157,7 @@ def test_a_transfer_key_reused_with_another_quantity_or_target_is_a_422(mrec_api
     assert (other.status_code, other.json()["error"]) == (422, "idempotency_key_reused"), other.text
     missing = post(url, f"/resources/{rid}/transfers", {"to": THERE, "quantity": 2})
     assert (missing.status_code, missing.json()["error"]) == (400, "idempotency_key_missing"), missing.text
-    view = requests.get(f"{url}/resources/{rid}", timeout=10).json()
+    view = requests.get(f"{url}/resources/{rid}", timeout=HTTP_TIMEOUT).json()
     assert view["inFlight"] == 2 and view["regions"][HERE]["available"] == 4, view  # one transfer, once
 
 
