@@ -280,12 +280,7 @@ class Env:
 
     def faults(self) -> tuple[int, int, int]:
         """(DynamoDB faults, SQS faults, delivery faults) injected so far."""
-        ddb = sqs = 0
-        for path in self.report_dir.glob("*.json"):
-            data = json.loads(path.read_text())
-            by = data.get("by_service", {})
-            ddb += sum(by.get("dynamodb", {}).get("injected", {}).values())
-            sqs += sum(by.get("sqs", {}).get("injected", {}).values())
+        ddb, sqs = injected(self.report_dir)
         delivery = sum(p.duplicated + p.expired for p in self.stack.pollers)
         delivery += self.stack.streams.duplicated if self.stack.streams else 0
         return ddb, sqs, delivery
@@ -301,6 +296,17 @@ class Env:
                 return True
             time.sleep(0.25)
         return False
+
+
+def injected(report_dir: Path) -> tuple[int, int]:
+    """(DynamoDB faults, SQS faults) the functions' workers reported into ``report_dir``
+    (``DEVSTACK_FAULTS_REPORT``: a JSON file per worker)."""
+    ddb = sqs = 0
+    for path in report_dir.glob("*.json"):
+        by = json.loads(path.read_text()).get("by_service", {})
+        ddb += sum(by.get("dynamodb", {}).get("injected", {}).values())
+        sqs += sum(by.get("sqs", {}).get("injected", {}).values())
+    return ddb, sqs
 
 
 @contextmanager

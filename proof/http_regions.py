@@ -52,7 +52,7 @@ from devstack.dynamodb_local import DynamoDBLocal, free_port
 from devstack.regions import RegionStack
 from devstack.sqs import sqs_client
 from proof.hot import is_liked, like_owner
-from proof.http import DELIVERY, INLINE_RETRY_ATTEMPTS, Client, HttpReport, fault_spec
+from proof.http import DELIVERY, INLINE_RETRY_ATTEMPTS, Client, HttpReport, fault_spec, injected
 from proof.regions import MREC_REGIONS, MRSC_REGIONS
 from testkit.regions import Delays, GlobalTable, Mode, WriterRuleViolation
 
@@ -341,14 +341,8 @@ class GlobalStack:
     def faults(self) -> tuple[int, int, int]:
         """(DynamoDB faults, SQS faults, 0) injected in every Region so far (delivery faults are
         counted inside each Region's process and not reported here)."""
-        ddb = sqs = 0
-        for region in self.regions.values():
-            for path in region.report_dir.glob("*.json"):
-                data = json.loads(path.read_text())
-                by = data.get("by_service", {})
-                ddb += sum(by.get("dynamodb", {}).get("injected", {}).values())
-                sqs += sum(by.get("sqs", {}).get("injected", {}).values())
-        return ddb, sqs, 0
+        counts = [injected(region.report_dir) for region in self.regions.values()]
+        return sum(d for d, _ in counts), sum(q for _, q in counts), 0
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -217,7 +217,7 @@ class Likes:
         """Recent retried attempts per standard post (`Toggling._under_pressure`)."""
         return self.toggling.pressure
 
-    # -- posts (:class:`Posts`) ----------------------------------------------------------------------
+    # -- posts (Posts) ----------------------------------------------------------------------
     def create_post(
         self, *, author_id: str, body: str, post_id: str | None = None, idempotency_key: str | None = None, mode: str | None = None
     ) -> tuple[PublicPost, bool]:
@@ -240,7 +240,7 @@ class Likes:
         """[`Posts.likers`][counters.services.likes.posts.Posts.likers]: one page, and the signed cursor of the next."""
         return self.posts.likers(post_id, limit=limit, cursor=cursor)
 
-    # -- like/unlike (:class:`Toggling`) ---------------------------------------------------------------
+    # -- like/unlike (Toggling) ---------------------------------------------------------------
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
         """[`Toggling.like`][counters.services.likes.toggling.Toggling.like]: like, unless a newer request of this user on this post decided."""
         return self.toggling.like(post_id, user_id, request_id=request_id, at=at)
@@ -249,7 +249,7 @@ class Likes:
         """[`Toggling.unlike`][counters.services.likes.toggling.Toggling.unlike]: the like item stays as a tombstone that orders later replays."""
         return self.toggling.unlike(post_id, user_id, request_id=request_id, at=at)
 
-    # -- audits (:class:`Audits`) ------------------------------------------------------------------
+    # -- audits (Audits) ------------------------------------------------------------------
     def audit(self, post_id: str) -> QuickAudit:
         """[`Audits.audit`][counters.services.likes.audit.Audits.audit]: the tally against a count now (no drift concluded for a hot post)."""
         return self.audits.audit(post_id)
