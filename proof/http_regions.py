@@ -62,7 +62,7 @@ DELAYS = Delays(low=0.005, median=0.3, sigma=1.0, high=2.0, tail=0.03, tail_max=
 """Live replication delays (wall seconds): as the in-process proof's, with the tail cut to seconds
 so a row does not wait minutes; the partition stands in for the long tail."""
 MRSC_FAULTS: list[Any] = [["mrsc_unsupported", {"rate": 1.0}], ["replicated_conflict", {"rate": 0.03}]]
-SETTLE_SECONDS = 240.0
+SETTLE_SECONDS = 900.0
 """How long the settle may take before the row reports it did not converge (a hang guard only:
 every check waits for a condition, never for a time)."""
 
