@@ -5,6 +5,7 @@ Region's stack, the replicator and DynamoDB Local."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -24,9 +25,12 @@ READY = "Ctrl-C to stop."
 
 
 def free_ports(count: int) -> int:
-    """A port with the next ``count - 1`` free too (the Regions take consecutive ports)."""
+    """A port with the next ``count - 1`` free too (the Regions take consecutive ports), drawn below
+    Linux's ephemeral range (32768-60999): the ports every other process of the suite gets from the
+    OS (DynamoDB Local, the APIs, clients' source ports) are never taken from under us there."""
+    rng = random.Random()
     while True:
-        first = free_port()
+        first = rng.randrange(20000, 32000 - count)
         if all(not port_open("127.0.0.1", first + i) for i in range(count)):
             return first
 
