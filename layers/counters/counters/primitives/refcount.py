@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
+from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.expr import Cond, Key, Transaction
@@ -63,7 +64,7 @@ class RefCount:
         tally_attribute: str,
         pk: str = "PK",
         sk: str = "SK",
-        dynamodb: object = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.store = RefCountStore(table_name, tally_attribute=tally_attribute, pk=pk, sk=sk, dynamodb=dynamodb)

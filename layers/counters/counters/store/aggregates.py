@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
@@ -63,7 +63,7 @@ class CheckpointStore:
         lag_attribute: str | None = None,
         writer: tuple[str, str] | None = None,
         pk: str = "PK",
-        dynamodb: Any = None,
+        dynamodb: DynamoDBClient | None = None,
     ) -> None:
         """``writer`` (attribute, Region): the parent is this Region's own item on a global table;
         each write names the Region, and [`create`][counters.store.aggregates.CheckpointStore.create] makes the parent when it is missing."""

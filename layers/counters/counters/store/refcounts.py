@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
@@ -42,7 +42,9 @@ class Linked:
 class RefCountStore:
     """The requests of a tally kept by child items, with typed answers."""
 
-    def __init__(self, table_name: str, *, tally_attribute: str, pk: str = "PK", sk: str = "SK", dynamodb: Any = None) -> None:
+    def __init__(
+        self, table_name: str, *, tally_attribute: str, pk: str = "PK", sk: str = "SK", dynamodb: DynamoDBClient | None = None
+    ) -> None:
         self.table_name = table_name
         self.tally, self.pk, self.sk = tally_attribute, pk, sk
         self._dynamodb = dynamodb

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
-from counters.core.client import client
+from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
@@ -134,7 +134,7 @@ class ToggleStore(Generic[P]):
         writer_attribute: str | None = None,
         pk: str = "PK",
         sk: str = "SK",
-        dynamodb: Any = None,
+        dynamodb: DynamoDBClient | None = None,
     ) -> None:
         """``parent`` turns a stored parent item into the caller's fact (e.g. a post)."""
         self.table_name = table_name

@@ -31,6 +31,7 @@ aggregator within its lag.
 
 from __future__ import annotations
 
+from counters.core.client import DynamoDBClient
 from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
@@ -155,7 +156,7 @@ class Likes:
         self,
         table_name: str,
         *,
-        dynamodb: object = None,
+        dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         mode_ttl_ms: int = MODE_TTL_MS,
         hot_after_retries: int = 0,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict
 
+from counters.core.client import DynamoDBClient
 from counters.core.commands import require
 from counters.core.errors import InvalidRequest
 from counters.core.failures import RetryPolicy
@@ -137,7 +138,7 @@ def derived_form(post_id: str) -> bool:
 def like_aggregator(
     table_name: str,
     *,
-    dynamodb: object = None,
+    dynamodb: DynamoDBClient | None = None,
     retry: RetryPolicy | None = None,
     clock: Callable[[], int] | None = None,
     region: str = "",
