@@ -117,10 +117,16 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool
 
 
 def _poll(stop: threading.Event, history: History, read: Callable[[], int]) -> threading.Thread:
+    from counters.core.errors import ContentionError
+
     def loop() -> None:
         while not stop.is_set():
             t0 = time.monotonic()
-            history.read(read(), t0)
+            try:
+                value = read()
+            except ContentionError:  # a busy read (throttled, timed out) answers nothing: the reader asks again
+                continue
+            history.read(value, t0)
             time.sleep(0.005)
 
     thread = threading.Thread(target=loop)
