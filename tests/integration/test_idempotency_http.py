@@ -26,7 +26,7 @@ import requests
 from counters.core.regions import home_of
 from counters.primitives.ledger import new_key
 from counters.services.reservations import CLAIM_SECONDS, reservation_id
-from counters.store.resources import Status, record_put
+from counters.store.resources_records import Status, record_put
 from devstack.api import LocalApi
 from devstack.template import read_stack
 from tests.conftest import HTTP_TIMEOUT, RunningApi, item_count

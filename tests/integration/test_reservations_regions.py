@@ -17,7 +17,7 @@ import pytest
 from counters.core.errors import IdempotencyKeyReused, InsufficientCapacity, UnsupportedInMode
 from counters.core.regions import GlobalTableMode, Topology
 from counters.services.reservations import Reservations
-from counters.store.resources import Transfer
+from counters.store.resources_transfers import Transfer
 from tests.integration.regions_support import A, B, C, Regions
 
 MREC, MRSC = GlobalTableMode.MREC, GlobalTableMode.MRSC

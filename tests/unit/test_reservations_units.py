@@ -10,7 +10,7 @@ from counters.primitives.approaches.occ_history import resolve, tag_for
 from counters.primitives.sharding import plan, shard_key, split_capacity
 from counters.services.reservations import reservation_id
 from counters.store.expr import Cond, Placeholders
-from counters.store.resources import Counter, guard
+from counters.store.resources_counters import Counter, guard
 
 FITS_CEILING, FITS_FLOOR = "#available >= :v0", "#reserved >= :v0"  # the thresholds, as the store renders them
 
@@ -90,7 +90,7 @@ def test_mrsc_replicated_write_conflict_is_a_retryable_conflict() -> None:
 
 
 def test_escrow_shares_default_to_an_even_split_and_keys_are_per_region() -> None:
-    from counters.store.resources import Resource
+    from counters.store.resources_counters import Resource
 
     resource = Resource("r", 10, "crt", 2, shares={"eu-west-1": 5, "us-east-1": 5}, region="us-east-1")
     assert [k["PK"] for k in resource.counter_keys] == ["RES#r@us-east-1#0", "RES#r@us-east-1#1"]

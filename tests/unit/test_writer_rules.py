@@ -14,7 +14,8 @@ from counters.store import layout, writers
 from counters.store.expiry import CHECKPOINT_KEY
 from counters.store.posts import POST
 from counters.store.posts import WRITERS as POST_WRITERS
-from counters.store.resources import RESOURCE, transfer_id
+from counters.store.resources_counters import RESOURCE
+from counters.store.resources_transfers import transfer_id
 from counters.store.writers import Kind, WriterRule
 from scripts.writers_table import DOC, rendered
 from testkit.regions import Mode, WriterCheck, WriterRuleViolation
@@ -44,7 +45,9 @@ def test_every_key_the_store_builds_maps_to_its_family() -> None:
     from counters.store.ledger import EntryKey, dirty_pk, marker_sk, snapshot_sk
     from counters.store.operations import operation_key
     from counters.store.posts import hot_like_key, like_key, post_key, probe_key, region_tally_key
-    from counters.store.resources import record_key, resource_key, shard_key, share_key, transfer_key
+    from counters.store.resources_counters import resource_key, shard_key, share_key
+    from counters.store.resources_records import record_key
+    from counters.store.resources_transfers import transfer_key
     from counters.store.sequences import idempotency_key, order_key, pointer_key, sequence_key
 
     entry = EntryKey("01JDQ1C0K6Y9V2Q7W3E4R5T6Y7", 1732700000000)

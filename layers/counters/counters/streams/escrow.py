@@ -20,7 +20,8 @@ from typing import Any
 
 from counters.services.escrow_automation import Done, EscrowAutomation
 from counters.store.items import from_item
-from counters.store.resources import RECEIPT, SOURCE, STATUS, TARGET, Status
+from counters.store.resources_records import STATUS, Status
+from counters.store.resources_transfers import RECEIPT, SOURCE, TARGET
 
 __all__ = ["RecordArrived", "TransferArrived", "act", "escrow_event"]
 
