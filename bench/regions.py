@@ -186,10 +186,11 @@ def _sum(table: Table, region: str, pk: str, attribute: str) -> int:
 
 def _ledger_of(table: Table, region: str) -> Any:
     """The layer's ledger as ``region`` runs it on an MREC table (its own entries; the balance sums every Region's)."""
+    from counters.core.policy import RegionPolicy
     from counters.primitives.ledger import Ledger
 
     topology = Topology(GlobalTableMode.MREC, region, tuple(sorted(table.gt.regions)))
-    return Ledger(table.name, dynamodb=table.client(region), topology=topology)
+    return Ledger(table.name, dynamodb=table.client(region), policy=RegionPolicy.of(topology))
 
 
 def _ledger_append(table: Table, region: str, key: str, i: int) -> int:
@@ -404,9 +405,10 @@ def _reserve_run(approach: Any, key: str, i: int) -> Any:
 
 
 def _ledger(ddb: Any, table: str, topology: Topology) -> Any:
+    from counters.core.policy import RegionPolicy
     from counters.primitives.ledger import Ledger
 
-    return Ledger(table, dynamodb=ddb, topology=topology)
+    return Ledger(table, dynamodb=ddb, policy=RegionPolicy.of(topology))
 
 
 def _ledger_run(ledger: Any, key: str, i: int) -> Any:

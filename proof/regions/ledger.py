@@ -37,6 +37,7 @@ from counters.core.client import CLIENT_CONFIG
 from counters.core.errors import CounterError
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
+from counters.core.policy import RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.ledger import Ledger, new_key, parse_key
 from proof.checker import Report
@@ -321,7 +322,7 @@ def _mode_scenarios(endpoint: str, seed: int, schedules: int, mode: Mode) -> Rep
                     retry_window=WINDOW,
                     margin=MARGIN,
                     clock_skew=skew,
-                    topology=Topology(topology_mode, r, tuple(sorted(regions))),
+                    policy=RegionPolicy.of(Topology(topology_mode, r, tuple(sorted(regions)))),
                     clock=gt.clock.now,
                 )
                 for r in regions

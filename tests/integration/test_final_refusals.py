@@ -135,7 +135,7 @@ def test_a_deferred_ledger_append_whose_key_expired_before_its_replay_is_rejecte
     load_function: Callable[..., Any], table: str, queues: Queues, faults: Any, worker: tuple[Any, Any]
 ) -> None:
     from counters.services.ledgers import Ledgers
-    from counters.store.ledger import new_key
+    from counters.store.ledger_items import new_key
 
     app = load_function("LedgerFunction", table, queues.urls, build=lambda s: Ledgers(s.table_name, retry=FAST))
     key = new_key(time.time() - 120)  # fresh for the API (its window is 600 s)

@@ -19,10 +19,11 @@ from botocore.exceptions import ClientError
 from counters.core.client import CLIENT_CONFIG
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
+from counters.core.policy import RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.ledger import Ledger, LedgerSettings, new_key, parse_key
-from counters.primitives.ledger.base import options
-from counters.store.ledger import DIRTY_PK, ENTRY_PREFIX, SNAPSHOT, WITHDRAWN_PREFIX, entry_id_of, entry_writer
+from counters.services.ledgers import ledger_options
+from counters.store.ledger_items import DIRTY_PK, ENTRY_PREFIX, SNAPSHOT, WITHDRAWN_PREFIX, entry_id_of, entry_writer
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
 from tests.integration.test_ledger import Clock
@@ -110,7 +111,7 @@ class Regions:
         client = Recording(self.raw[region], region, self.writes)
         kw.setdefault("retry_window", WINDOW)
         kw.setdefault("margin", MARGIN)
-        return Ledger(self.table, dynamodb=client, retry=FAST, clock=self.clock, topology=topology, **kw)  # type: ignore[arg-type]
+        return Ledger(self.table, dynamodb=client, retry=FAST, clock=self.clock, policy=RegionPolicy.of(topology), **kw)  # type: ignore[arg-type]
 
     def items(self, region: str) -> dict[tuple[str, str], dict[str, Any]]:
         out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -316,7 +317,7 @@ def mrsc(dynamodb_endpoint: str, ddb: Any, clock: Clock) -> Callable[..., Ledger
         kw.setdefault("margin", MARGIN)
         client = Recording(raw, region, writes, refuse_transactions=True)
         topology = Topology(GlobalTableMode.MRSC, region, MRSC_REGIONS)
-        return Ledger(table, dynamodb=client, retry=FAST, clock=clock, topology=topology, **kw)  # type: ignore[arg-type]
+        return Ledger(table, dynamodb=client, retry=FAST, clock=clock, policy=RegionPolicy.of(topology), **kw)  # type: ignore[arg-type]
 
     return build
 
@@ -400,9 +401,9 @@ def test_clock_skew_and_topology_come_from_the_environment() -> None:
         "TABLE_REGIONS": f"{B},{A}",
     }
     settings = LedgerSettings.from_env(env)
-    ledger = Ledger("t", **options(settings))
-    assert (ledger.clock_skew, ledger.writer, ledger.topology.regions) == (5.0, B, (A, B))
-    single = Ledger("t", **options(LedgerSettings.from_env({"TABLE_NAME": "t"})))
+    ledger = Ledger("t", **ledger_options(settings))
+    assert (ledger.clock_skew, ledger.writer, ledger.policy.readers) == (5.0, B, (A, B))
+    single = Ledger("t", **ledger_options(LedgerSettings.from_env({"TABLE_NAME": "t"})))
     assert (single.clock_skew, single.writer, single.store.transactions) == (60.0, "", True)
 
 
@@ -435,7 +436,7 @@ def emulated(gt: Any, region: str, **kw: Any) -> Ledger:
     kw.setdefault("retry_window", WINDOW)
     kw.setdefault("margin", MARGIN)
     topology = Topology(GlobalTableMode.MREC, region, (A, B))
-    return Ledger(gt.table_name, dynamodb=gt.client(region), retry=FAST, clock=gt.clock.now, topology=topology, **kw)
+    return Ledger(gt.table_name, dynamodb=gt.client(region), retry=FAST, clock=gt.clock.now, policy=RegionPolicy.of(topology), **kw)
 
 
 @pytest.mark.parametrize("clock_skew", [0.0, 60.0])  # the fast and the slow append path, as the issue measured both

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from counters.core.errors import IdempotencyKeyExpired, InvalidRequest
+from counters.core.policy import RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
-from counters.store.ledger import Checkpoint, Entry, entry_id_of, entry_writer, snapshot_writer
+from counters.store.ledger_items import Checkpoint, Entry, entry_id_of, entry_writer, snapshot_writer
 
 NOW = 1_800_000_000.0
 
@@ -110,7 +111,7 @@ def test_balance_ignores_entries_the_checkpoint_read_last_already_merged() -> No
     assert {"S": SNAPSHOT} in fake.calls[0]["ExpressionAttributeValues"].values()
 
 
-MREC = Topology(GlobalTableMode.MREC, "us-east-1", ("eu-west-1", "us-east-1"))
+MREC = RegionPolicy.of(Topology(GlobalTableMode.MREC, "us-east-1", ("eu-west-1", "us-east-1")))
 
 
 def region_entry(ms: int, amount: int, region: str, key: str = "K") -> dict[str, Any]:
@@ -131,8 +132,8 @@ def test_keys_name_their_region_only_on_an_mrec_table() -> None:
     assert (entry_writer(key.sk_in("eu-west-1")), entry_id_of(key.sk_in("eu-west-1"))) == ("eu-west-1", key.entry_id)
     assert (snapshot_writer(SNAPSHOT), snapshot_writer(f"{SNAPSHOT}#us-east-1"), snapshot_writer("WITHDRAWN#x")) == ("", "us-east-1", None)
     assert Ledger("t", dynamodb=FakeClient()).writer == ""
-    assert Ledger("t", dynamodb=FakeClient(), topology=MREC).writer == "us-east-1"
-    mrsc = Ledger("t", dynamodb=FakeClient(), topology=Topology(GlobalTableMode.MRSC, "a", ("a", "b", "c")))
+    assert Ledger("t", dynamodb=FakeClient(), policy=MREC).writer == "us-east-1"
+    mrsc = Ledger("t", dynamodb=FakeClient(), policy=RegionPolicy.of(Topology(GlobalTableMode.MRSC, "a", ("a", "b", "c"))))
     assert (mrsc.writer, mrsc.store.transactions) == ("", False)  # MRSC: one layout, no transactions
 
 
@@ -145,7 +146,7 @@ def test_an_mrec_balance_compares_each_entry_with_its_own_regions_checkpoint() -
         [region_snapshot("eu-west-1", 1000, 3, 3), region_snapshot("us-east-1", 50, 2, 2)],
     ]
     fake = FakeClient(pages)
-    read = Ledger("t", dynamodb=fake, topology=MREC).balance("l", page_size=3)
+    read = Ledger("t", dynamodb=fake, policy=MREC).balance("l", page_size=3)
     assert (read.balance, read.pending_entries, read.ignored_entries) == (1000 + 50 + 20 + 5 + 5 + 100, 4, 2)
     assert read.duplicate_keys == ["0000000000004-D"] and read.versions == 5
     assert read.checkpoint is not None and read.checkpoint["balance"] == 50  # this Region's

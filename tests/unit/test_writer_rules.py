@@ -42,7 +42,7 @@ def test_a_stale_table_is_caught() -> None:
 
 
 def test_every_key_the_store_builds_maps_to_its_family() -> None:
-    from counters.store.ledger import EntryKey, dirty_pk, marker_sk, snapshot_sk
+    from counters.store.ledger_items import EntryKey, dirty_pk, marker_sk, snapshot_sk
     from counters.store.operations import operation_key
     from counters.store.posts import hot_like_key, like_key, post_key, probe_key, region_tally_key
     from counters.store.resources_counters import resource_key, shard_key, share_key

@@ -16,8 +16,21 @@ from counters.core.commands import Command, Replayable, Verdict, new_request_id,
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused
 from counters.core.ids import valid_id
 from counters.core.outcome import Outcome, Result
+from counters.core.policy import RegionPolicy
 from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, LedgerSettings, Reason, ScheduledReport
-from counters.primitives.ledger.base import options
+
+
+def ledger_options(settings: LedgerSettings) -> LedgerOptions:
+    """The options a deployed ledger takes from its settings: its windows, and its Region policy,
+    resolved here once ([`RegionPolicy.of`][counters.core.policy.RegionPolicy.of]: per-Region items where
+    conditions see one replica)."""
+    return LedgerOptions(
+        retry=settings.retry,
+        retry_window=settings.retry_window,
+        margin=settings.margin,
+        clock_skew=settings.clock_skew,
+        policy=RegionPolicy.of(settings.topology),
+    )
 
 
 @dataclass(frozen=True)
@@ -43,7 +56,7 @@ class Ledgers:
     @classmethod
     def from_settings(cls, settings: LedgerSettings) -> Ledgers:
         """The service on the settings' table with the settings' options."""
-        return cls(settings.table_name, **options(settings))
+        return cls(settings.table_name, **ledger_options(settings))
 
     def post_entry(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> tuple[str, bool, Result]:
         """``append`` for an API: (entry id, created now?, result); raises for the failures."""

@@ -4,11 +4,12 @@ Why every case is exact (the retry window, settling an append after its Put, the
 compaction, global tables) is written once, in docs/ledgers.md ("Guarantees and how they are kept", "The cases, step by step").
 The parts, by job:
 
-* [`counters.store.ledger`][counters.store.ledger]: keys (``LEDGER#``, ``ENTRY#``, ``SNAPSHOT``, ``WITHDRAWN#``,
-  ``LEDGERS#DIRTY``), idempotency keys ([`parse_key`][counters.store.ledger.parse_key], [`new_key`][counters.store.ledger.new_key]), requests, facts;
+* [`counters.store.ledger_items`][counters.store.ledger_items]: keys (``LEDGER#``, ``ENTRY#``, ``SNAPSHOT``, ``WITHDRAWN#``,
+  ``LEDGERS#DIRTY``), idempotency keys ([`parse_key`][counters.store.ledger_items.parse_key], [`new_key`][counters.store.ledger_items.new_key]);
+  [`counters.store.ledger`][counters.store.ledger]: conditions, requests, facts;
 * [`append`][counters.primitives.ledger.append]: append, then settle (fast path, the checkpoint fence, withdrawal);
 * [`balance`][counters.primitives.ledger.balance]: the balance read and [`Balance`][counters.primitives.ledger.balance.Balance];
-* [`compaction`][counters.primitives.ledger.compaction]: compaction by ledger and by schedule, their reports (per Region on an MREC table; single-item chunks on MRSC);
+* [`compaction`][counters.primitives.ledger.compaction]: compaction by ledger and by schedule, their reports (per Region where the policy names a writer; single-item chunks without transactions);
 * [`base`][counters.primitives.ledger.base]: settings, [`Reason`][counters.primitives.ledger.base.Reason], the state they share.
 
 The request-level service (answers, deferral) is [`counters.services.ledgers`][counters.services.ledgers].
@@ -20,7 +21,7 @@ from counters.primitives.ledger.append import Appends
 from counters.primitives.ledger.balance import Balance, Balances
 from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerOptions, LedgerSettings, Reason
 from counters.primitives.ledger.compaction import Compaction, CompactionReport, ScheduledReport
-from counters.store.ledger import ENTRY_PREFIX, MAX_CHUNK, MAX_TX_ACTIONS, SNAPSHOT, EntryKey, ledger_pk, new_key, parse_key
+from counters.store.ledger_items import ENTRY_PREFIX, MAX_CHUNK, MAX_TX_ACTIONS, SNAPSHOT, EntryKey, ledger_pk, new_key, parse_key
 
 __all__ = [
     "AMOUNT_LIMIT",

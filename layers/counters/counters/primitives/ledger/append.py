@@ -10,7 +10,8 @@ from counters.core.commands import new_request_id
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, InvalidRequest
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerBase, Reason
-from counters.store.ledger import EntryKey, Fence, PutStatus, parse_key
+from counters.store.ledger import Fence, PutStatus
+from counters.store.ledger_items import EntryKey, parse_key
 
 
 class Appends(LedgerBase):
@@ -48,7 +49,7 @@ class Appends(LedgerBase):
         except IdempotencyKeyExpired:
             result.outcome, result.reason = Outcome.REJECTED, Reason.KEY_EXPIRED
             return result
-        if self.topology.eventual and self._seen_elsewhere(ledger_id, key, amount, result):
+        if self.policy.replica_local and self._seen_elsewhere(ledger_id, key, amount, result):
             return result  # a failover re-send: another Region's entry for this key answers it
         if not self._mark_dirty(ledger_id, key, result.capacity):
             return result
@@ -87,7 +88,7 @@ class Appends(LedgerBase):
         return self._now_ms() <= key.at_ms + int((self.retry_window + self.margin - self.clock_skew) * 1000)
 
     def _seen_elsewhere(self, ledger_id: str, key: EntryKey, amount: int, result: Result) -> bool:
-        """MREC failover: answer from another Region's entry for ``key`` if this replica holds one.
+        """A failover re-send where conditions see this replica only: answer from another Region's entry for ``key`` if this replica holds one.
 
         True when ``result`` is the answer: ``duplicate`` (same amount; the entry exists, so by the
         fast-path bound no compaction of its Region can have stranded it), ``key_reused`` (another

@@ -1,7 +1,7 @@
 """The balance read: the checkpoint plus the entries after it, in one consistent Query.
 
-On an MREC global table: the sum over writing Regions of (that Region's checkpoint + its entries
-after it), still one Query (every ``ENTRY#``, then every ``SNAPSHOT#<Region>``).
+Where each Region writes its own items (the policy's ``writer``): the sum over writing Regions of
+(that Region's checkpoint + its entries after it), still one Query (every ``ENTRY#``, then every ``SNAPSHOT#<Region>``).
 
 Why reading the checkpoint last (and ignoring entries at or below ``mergedThrough``) is exact
 while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
@@ -16,7 +16,7 @@ from counters.core.errors import ContentionError
 from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity
 from counters.primitives.ledger.base import LedgerBase
-from counters.store.ledger import Checkpoint
+from counters.store.ledger_items import Checkpoint
 
 
 class PublicCheckpoint(TypedDict):
@@ -62,9 +62,9 @@ class Balance:
     ignored_entries: int = 0
     """Entries at or below ``mergedThrough`` (seen mid-merge or written too late): not counted."""
     checkpoints: dict[str, PublicCheckpoint] | None = None
-    """MREC: every Region's checkpoint by Region (``checkpoint`` is then this Region's)."""
+    """Per-Region items: every Region's checkpoint by Region (``checkpoint`` is then this Region's)."""
     duplicate_keys: list[str] | None = None
-    """MREC: entry ids pending in more than one Region (a failover re-send that beat replication,
+    """Per-Region items: entry ids pending in more than one Region (a failover re-send that beat replication,
     counted once per Region: docs/ledgers.md, "Global tables")."""
     versions: int = 0
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
@@ -104,13 +104,10 @@ class Balances(LedgerBase):
     def _versions(self, ledger_id: str, capacity: Capacity) -> int:
         """The sum of the checkpoints' versions (each only grows: equal sums mean no checkpoint moved)."""
         total = 0
-        for writer in self._writers():
+        for writer in self.policy.readers:
             confirm = self.store.checkpoint(ledger_id, capacity, version_only=True, writer=writer)
             total += confirm.version if confirm else 0
         return total
-
-    def _writers(self) -> tuple[str, ...]:
-        return self.topology.writers if self.writer else ("",)
 
     def _read_balance(self, ledger_id: str, page_size: int | None, capacity: Capacity) -> Balance:
         per_region = bool(self.writer)

@@ -6,11 +6,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Self, TypedDict
+from typing import TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
-from counters.core.regions import GlobalTableMode, RegionSettings, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.store.ledger import LedgerStore
 
@@ -28,7 +29,7 @@ class Reason(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class LedgerSettings(RegionSettings):
-    """The retry window, compaction margin and clock skew (seconds), and the global table's topology."""
+    """The retry window, compaction margin and clock skew (seconds), and the table's Regions."""
 
     retry_window: float = env("LEDGER_RETRY_WINDOW_SECONDS", 600.0)
     margin: float = env("LEDGER_COMPACTION_MARGIN_SECONDS", 900.0)
@@ -45,19 +46,8 @@ class LedgerOptions(TypedDict, total=False):
     max_future_skew: float
     clock_skew: float
     marker_bucket: float
-    topology: Topology
+    policy: RegionPolicy
     clock: Callable[[], float]
-
-
-def options(settings: LedgerSettings) -> LedgerOptions:
-    """The options a deployed ledger takes from its settings."""
-    return LedgerOptions(
-        retry=settings.retry,
-        retry_window=settings.retry_window,
-        margin=settings.margin,
-        clock_skew=settings.clock_skew,
-        topology=settings.topology,
-    )
 
 
 class LedgerBase:
@@ -71,9 +61,12 @@ class LedgerBase:
     ``chunk_committed``, ``put_sending`` (an append's freshness check passed, its Put not sent yet)
     and ``entry_written`` (the Put answered or found the entry).
 
-    ``topology``: on an MREC global table each Region writes, compacts and fences only its own
-    entries, checkpoint and markers (``writer`` = this Region); on MRSC the single-Region layout is
-    kept (one checkpoint, strongly consistent) and chunks/withdrawals avoid transactions.
+    ``policy`` ([`RegionPolicy`][counters.core.policy.RegionPolicy]): where it names a ``writer``, each
+    Region writes, compacts and fences only its own entries, checkpoint and markers, and the balance
+    sums every Region's (``readers``); otherwise one layout serves every Region. Without
+    ``transactions``, chunks and withdrawals are single-item writes. Where a condition sees this
+    replica only (``replica_local``), an append first looks for another Region's entry for its key
+    (a failover re-send).
     """
 
     def __init__(
@@ -87,17 +80,16 @@ class LedgerBase:
         max_future_skew: float = 60.0,
         clock_skew: float = 60.0,
         marker_bucket: float = 300.0,
-        topology: Topology | None = None,
+        policy: RegionPolicy = ONE_REGION_POLICY,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if retry_window <= 0 or margin < 0 or marker_bucket <= 0 or clock_skew < 0:
             raise ValueError("retry_window and marker_bucket must be > 0, margin and clock_skew >= 0")
         self.table_name = table_name
-        self.topology = topology or Topology()
-        self.writer = self.topology.writer if self.topology.eventual else ""
-        """The Region whose items this ledger writes (``""``: the one layout of a single-Region or MRSC table)."""
-        transactions = self.topology.mode is not GlobalTableMode.MRSC
-        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, transactions=transactions)
+        self.policy = policy
+        self.writer = policy.writer
+        """The Region whose items this ledger writes (``""``: the one layout every Region writes)."""
+        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, transactions=policy.transactions)
         self.retry_window = retry_window
         self.margin = margin
         self.max_future_skew = max_future_skew
@@ -106,11 +98,6 @@ class LedgerBase:
         self.clock = clock
         self.hook: Callable[[str], None] | None = None
         self._marked: set[tuple[str, int]] = set()  # (ledger, bucket) dirty markers this process wrote
-
-    @classmethod
-    def from_settings(cls, settings: LedgerSettings) -> Self:
-        """A ledger on the settings' table with the settings' options."""
-        return cls(settings.table_name, **options(settings))
 
     @property
     def retry(self) -> RetryPolicy:

@@ -1,8 +1,8 @@
 """Compaction: merge entries older than the retry window + margin into the checkpoint, chunk by
 chunk, per ledger ([`Compaction.compact`][counters.primitives.ledger.compaction.Compaction.compact]) or every ledger with due entries
-([`Compaction.compact_due`][counters.primitives.ledger.compaction.Compaction.compact_due]). On an MREC global table every Region compacts its own entries into
-its own checkpoint (no Region writes another's); on MRSC a chunk is the checkpoint update, then the
-deletes (no transactions).
+([`Compaction.compact_due`][counters.primitives.ledger.compaction.Compaction.compact_due]). Where each Region writes its own items (the policy's ``writer``) every Region compacts its own
+entries into its own checkpoint (no Region writes another's); without transactions a chunk is the
+checkpoint update, then the deletes.
 
 Why two compactors, a crash mid-way and a slow append cannot lose or double-count an entry:
 docs/ledgers.md, "Guarantees and how they are kept" and "Global tables".
@@ -18,7 +18,7 @@ from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity, Outcome
 from counters.primitives.ledger.balance import PublicCheckpoint, public_checkpoint
 from counters.primitives.ledger.base import LedgerBase
-from counters.store.ledger import MAX_CHUNK
+from counters.store.ledger_items import MAX_CHUNK
 
 
 @dataclass
@@ -105,7 +105,10 @@ class Compaction(LedgerBase):
                 and checkpoint.pending_deletes
                 and not self.store.delete_merged(ledger_id, checkpoint, report.capacity)
             ):
-                report.outcome, report.complete = Outcome.CONTENTION, False  # MRSC: merged entries left; the next run deletes them
+                report.outcome, report.complete = (
+                    Outcome.CONTENTION,
+                    False,
+                )  # no transactions: merged entries left; the next run deletes them
                 return report
             through = checkpoint.merged_through if checkpoint else ""
             if max_chunks is not None and report.chunks >= max_chunks:
