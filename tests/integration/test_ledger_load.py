@@ -1,5 +1,9 @@
 """A ledger under load on DynamoDB Local: 16 writers, duplicates, injected after-commit
-errors, compaction running over and over, readers polling. Real clock, short windows."""
+errors, compaction running over and over, readers polling. Real clock, short windows.
+
+No verdict depends on the machine's speed: a client that a slow machine stalls past the retry
+window gets a documented answer (``rejected``/``ambiguous`` with ``key_expired``) and the books
+account for it; the balance is exact against what the clients were told."""
 
 from __future__ import annotations
 
@@ -35,12 +39,25 @@ class Books:
 
     acked: int = 0
     attempted: int = 0
+    ambiguous: list[int] = field(default_factory=list)
+    """Amounts answered ``ambiguous`` (documented: the key expired while an earlier attempt's outcome
+    was unknown). A machine slow enough to stall a re-drive past the window meets them; each is in
+    ``attempted``, never in ``acked``, and counted at most once."""
     outcomes: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def note(self, outcome: str) -> None:
         with self.lock:
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+def sums_of(amounts: list[int], count: int) -> set[int]:
+    """Every sum of exactly ``count`` of ``amounts``."""
+    reach: list[set[int]] = [{0}] + [set() for _ in amounts]
+    for amount in amounts:
+        for n in range(len(amounts), 0, -1):
+            reach[n] |= {total + amount for total in reach[n - 1]}
+    return reach[count]
 
 
 def test_concurrent_writers_readers_and_compactors_stay_exact(table: str, layer_client: Any, faults: Any, ddb: Any) -> None:
@@ -75,6 +92,11 @@ def test_concurrent_writers_readers_and_compactors_stay_exact(table: str, layer_
                     books.note("contention")
                     result = ledger.append("hot", amount, key)
                 books.note(result.outcome.value)
+                if result.outcome is Outcome.AMBIGUOUS:  # counted or not, never twice: the client sends it no more
+                    assert result.reason == "key_expired", result
+                    with books.lock:
+                        books.ambiguous.append(amount)
+                    break
                 if result.outcome is Outcome.REJECTED:  # expired before it applied: a new key
                     assert result.reason == "key_expired"
                     with books.lock:
@@ -129,7 +151,7 @@ def test_concurrent_writers_readers_and_compactors_stay_exact(table: str, layer_
     assert len(reads) > 20 and merged_during > 0
     assert sum(r.lost_races for r in compactions) > 0  # the compactors met each other at the checkpoint
     assert merged_during >= MIN_MERGED_DURING
-    assert books.outcomes.get("applied", 0) == len(acked_keys) >= ENTRIES
+    assert books.outcomes.get("applied", 0) == len(acked_keys) >= ENTRIES - len(books.ambiguous)
     assert faults.injected["after_commit"] > 20
     assert sum(n for outcome, n in books.outcomes.items() if outcome.startswith("resend:")) >= 50  # ~20% of the entries re-sent
 
@@ -153,13 +175,15 @@ def test_concurrent_writers_readers_and_compactors_stay_exact(table: str, layer_
     final_compaction = later.compact("hot")
     compact_seconds = time.monotonic() - t0
     final = ledger.balance("hot")
-    assert final.balance == books.acked == books.attempted
+    assert books.attempted == books.acked + sum(books.ambiguous)
     assert final.pending_entries == 0 and item_count(ddb, table, ledger_pk("hot"), "ENTRY#") == 0
-    assert final.checkpoint["mergedEntries"] == len(acked_keys)
+    counted_unknowns = int(final.checkpoint["mergedEntries"]) - len(acked_keys)  # ambiguous answers whose entry counted
+    assert 0 <= counted_unknowns <= len(books.ambiguous)
+    assert final.balance - books.acked in sums_of(books.ambiguous, counted_unknowns), "exact: acked + some ambiguous, each once"
     assert final.capacity.read_units <= 1.0 and final.capacity.calls == 1
     print(
         f"\n{len(acked_keys)} entries by {WRITERS} writers in {write_seconds:.1f}s = {len(acked_keys) / write_seconds:.0f} appends/s; "
-        f"outcomes {dict(sorted(books.outcomes.items()))}; faults {dict(faults.injected)}; "
+        f"outcomes {dict(sorted(books.outcomes.items()))} (ambiguous amounts {books.ambiguous}); faults {dict(faults.injected)}; "
         f"{len(reads)} reads (max {max(r[3] for r in reads):.0f} RCU), {len(compactions)} compactions merged {merged_during} "
         f"during the run (lost races {sum(r.lost_races for r in compactions)}); final compaction merged "
         f"{final_compaction.merged} in {compact_seconds:.2f}s; final read {final.capacity.read_units} RCU"
