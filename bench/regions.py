@@ -418,9 +418,9 @@ def _ledger_run(ledger: Any, key: str, i: int) -> Any:
 
 
 def _orders(ddb: Any, table: str, topology: Topology) -> Any:
-    from counters.services.orders import Orders
+    from counters.services.orders import Orders, order_policy
 
-    return Orders(table, dynamodb=ddb, mode="fast", topology=topology)
+    return Orders(table, dynamodb=ddb, mode="fast", policy=order_policy(topology))
 
 
 def _order_run(orders: Any, key: str, i: int) -> Any:

@@ -45,7 +45,7 @@ from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
 from counters.core.regions import RegionSettings
 from counters.primitives.pointer import Pointer
-from counters.services.orders import POINTER, order_id_from_pk, placed_here
+from counters.services.orders import POINTER, order_id_from_pk, order_policy, placed_here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +54,9 @@ class Settings(RegionSettings):
 
 
 def pointer(settings: Settings) -> Pointer:
-    return Pointer(settings.table_name, POINTER, attribute="orderId", retry=settings.retry, topology=settings.topology)
+    """The LAST_ORDER pointer of this Region, with the orders feature's Region policy."""
+    policy = order_policy(settings.topology)
+    return Pointer(settings.table_name, POINTER, attribute="orderId", retry=settings.retry, policy=policy)
 
 
 function = Function(Settings, pointer)
@@ -67,7 +69,7 @@ def new_order_id(record: DynamoDBRecord) -> int | None:
     (on MREC: an order replicated in from another Region, whose own pointer counts it)."""
     if record.event_name is not DynamoDBRecordEventName.INSERT or record.dynamodb is None:
         return None
-    if not placed_here(record.dynamodb.new_image, function.settings.topology):
+    if not placed_here(record.dynamodb.new_image, function.service.policy):
         return None
     return order_id_from_pk(str(record.dynamodb.keys.get("PK", "")))
 

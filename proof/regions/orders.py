@@ -49,9 +49,10 @@ import boto3
 from counters.core.errors import CounterError, UnsupportedInMode
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
+from counters.core.policy import RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.pointer import Pointer
-from counters.services.orders import POINTER, Orders, order_id_from_pk, placed_here
+from counters.services.orders import POINTER, Orders, order_id_from_pk, order_policy, placed_here
 from proof.checker import Report
 from proof.scenarios import FAULT_RATES
 from testkit.faults import FaultInjector
@@ -65,9 +66,10 @@ RESENDS = 12
 SHARD_REFRESH = 2.0
 
 
-def topology(gt: GlobalTable, region: str, home: str = "") -> Topology:
+def policy(gt: GlobalTable, region: str, home: str = "") -> RegionPolicy:
+    """The orders feature's policy in ``region`` of the emulated table, as its functions build it."""
     mode = GlobalTableMode.MRSC if gt.mode is Mode.MRSC else GlobalTableMode.MREC
-    return Topology(mode, region, tuple(sorted(gt.regions)), home)
+    return order_policy(Topology(mode, region, tuple(sorted(gt.regions)), home))
 
 
 class StreamFeed:
@@ -113,7 +115,7 @@ class StreamFeed:
         data = record["dynamodb"]
         image = {k: next(iter(v.values())) for k, v in data.get("NewImage", {}).items()}
         order_id = order_id_from_pk(str(data["Keys"]["PK"]["S"]))
-        if order_id is not None and placed_here(image, self.pointer.topology):
+        if order_id is not None and placed_here(image, self.pointer.policy):
             self.waiting = max(self.waiting, order_id)
 
 
@@ -219,9 +221,9 @@ class Run:
             for kind, rate in FAULT_RATES.items():
                 injector.add(kind, rate=rate, operations=CONFLICTING if kind == "conflict" else None)
             self.injectors.append(injector)
-            topo = topology(self.gt, name)
-            orders = Orders(self.gt.table_name, mode="fast", dynamodb=client, retry=RETRY, topology=topo)
-            pointer = Pointer(self.gt.table_name, POINTER, attribute="orderId", dynamodb=client, retry=RETRY, topology=topo)
+            here = policy(self.gt, name)
+            orders = Orders(self.gt.table_name, mode="fast", dynamodb=client, retry=RETRY, policy=here)
+            pointer = Pointer(self.gt.table_name, POINTER, attribute="orderId", dynamodb=client, retry=RETRY, policy=here)
             admin = _admin(self.gt, name)
             self.where[name] = Region(name, orders, StreamFeed(self.gt, name, pointer, admin), admin)
         self.answered_ids: dict[int, str] = {}  # every id answered, over every schedule -> its key
@@ -410,8 +412,8 @@ class GaplessRun:
             for kind, rate in FAULT_RATES.items():
                 injector.add(kind, rate=rate, operations=CONFLICTING if kind == "conflict" else None)
             self.injectors.append(injector)
-            topo = topology(self.gt, name, self.home)
-            self.orders[name] = Orders(self.gt.table_name, mode="gapless", dynamodb=self.gt.client(name), retry=RETRY, topology=topo)
+            here = policy(self.gt, name, self.home)
+            self.orders[name] = Orders(self.gt.table_name, mode="gapless", dynamodb=self.gt.client(name), retry=RETRY, policy=here)
         self.ids: list[int] = []
 
     def close(self) -> None:

@@ -13,9 +13,10 @@ import pytest
 
 from counters.core.errors import IntegrityError
 from counters.core.failures import RetryPolicy
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.pointer import Pointer
-from counters.services.orders import POINTER, Orders
+from counters.services.orders import POINTER, Orders, order_policy
 from proof.regions import orders as proof_orders
 from testkit.regions import Delays, GlobalTable, Mode, WriterRuleViolation
 
@@ -34,15 +35,15 @@ def mrec(dynamodb_endpoint: str) -> Iterator[GlobalTable]:
     gt.delete()
 
 
-def _pointer(gt: GlobalTable, region: str, topology: Topology) -> Pointer:
-    return Pointer(gt.table_name, POINTER, attribute="orderId", dynamodb=gt.client(region), retry=FAST, topology=topology)
+def _pointer(gt: GlobalTable, region: str, policy: RegionPolicy) -> Pointer:
+    return Pointer(gt.table_name, POINTER, attribute="orderId", dynamodb=gt.client(region), retry=FAST, policy=policy)
 
 
-def _interleave_and_heal(gt: GlobalTable, topologies: dict[str, Topology]) -> dict[str, list[int]]:
+def _interleave_and_heal(gt: GlobalTable, policies: dict[str, RegionPolicy]) -> dict[str, list[int]]:
     """Each Region's pointer function sees its own orders: A's reach 9 while B's reach 4, both in a
     partition; B's function moves last. Then heal and settle. Returns every read of each Region."""
-    feeds = {r: proof_orders.StreamFeed(gt, r, _pointer(gt, r, topologies[r]), proof_orders._admin(gt, r)) for r in (A, B)}
-    orders = {r: Orders(gt.table_name, dynamodb=gt.client(r), retry=FAST, topology=topologies[r]) for r in (A, B)}
+    feeds = {r: proof_orders.StreamFeed(gt, r, _pointer(gt, r, policies[r]), proof_orders._admin(gt, r)) for r in (A, B)}
+    orders = {r: Orders(gt.table_name, dynamodb=gt.client(r), retry=FAST, policy=policies[r]) for r in (A, B)}
     reads: dict[str, list[int]] = {A: [], B: []}
 
     def read_all() -> None:
@@ -74,7 +75,7 @@ def _interleave_and_heal(gt: GlobalTable, topologies: dict[str, Topology]) -> di
 
 
 def test_the_pointer_is_monotonic_in_every_region_after_a_heal(mrec: GlobalTable) -> None:
-    reads = _interleave_and_heal(mrec, {r: Topology(GlobalTableMode.MREC, r, (A, B)) for r in (A, B)})
+    reads = _interleave_and_heal(mrec, {r: order_policy(Topology(GlobalTableMode.MREC, r, (A, B))) for r in (A, B)})
     assert reads[A][3] == 7 and reads[B][5] == 4  # A: 1, 3, 5, 7; B: 2, 4 (strided ids)
     for region, seen in reads.items():
         assert seen == sorted(seen), (region, seen)
@@ -91,7 +92,7 @@ def test_one_shared_pointer_item_goes_backward_after_the_same_heal(mrec: GlobalT
     proves nothing.) The emulator's writer-rule check is off here, so the hazard plays out: the
     test below shows the check refusing these writes."""
     mrec.writers = None
-    reads = _interleave_and_heal(mrec, {r: Topology() for r in (A, B)})
+    reads = _interleave_and_heal(mrec, dict.fromkeys((A, B), ONE_REGION_POLICY))
     assert reads[A][3] == 4 and min(reads[A][4:]) < 4, reads  # backward after the heal
     order_1 = next(i for i in mrec.items(A) if i["PK"] == "ORDER#1")
     assert (order_1["customerId"], order_1["idempotencyKey"]) == ("bob", "b0")  # alice's order 1 is gone
@@ -105,7 +106,7 @@ def test_the_emulator_flags_the_single_region_items_written_in_two_regions(mrec:
     """The same schedule with the check on: the single-Region pointer is refused on MREC by its
     writer rule (counters.store.sequences WRITERS), so the first pump fails the run."""
     with pytest.raises(WriterRuleViolation, match="wrote pointer PK='POINTER#LAST_ORDER'.*refused on MREC"):
-        _interleave_and_heal(mrec, {r: Topology() for r in (A, B)})
+        _interleave_and_heal(mrec, dict.fromkeys((A, B), ONE_REGION_POLICY))
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -27,7 +27,7 @@ from counters.core.errors import IntegrityError, UnsupportedInMode
 from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.pointer import Pointer
-from counters.services.orders import POINTER, Orders
+from counters.services.orders import POINTER, Orders, order_policy
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
 from testkit.faults import FaultInjector
@@ -49,10 +49,10 @@ class Region:
     writes: list[tuple[str, str]] = field(default_factory=list)  # (operation, PK) of every write the layer sent
 
     def orders(self, topology: Topology, mode: str = "fast") -> Orders:
-        return Orders(TABLE[0], mode=mode, dynamodb=self.client, retry=FAST, topology=topology)
+        return Orders(TABLE[0], mode=mode, dynamodb=self.client, retry=FAST, policy=order_policy(topology))
 
     def pointer(self, topology: Topology) -> Pointer:
-        return Pointer(TABLE[0], POINTER, attribute="orderId", dynamodb=self.client, retry=FAST, topology=topology)
+        return Pointer(TABLE[0], POINTER, attribute="orderId", dynamodb=self.client, retry=FAST, policy=order_policy(topology))
 
     def get(self, pk: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self.admin.get_item(

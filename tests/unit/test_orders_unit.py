@@ -14,6 +14,7 @@ from moto import mock_aws
 
 from counters.core import client as dynamo
 from counters.core.outcome import Outcome, Result
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.regions import GlobalTableMode
 from counters.core.settings import SettingsError
 from counters.services.orders import Orders, OrderSettings
@@ -151,11 +152,13 @@ def test_the_stream_event_is_filtered_to_order_inserts() -> None:
 
 # ---------------------------------------------------------------------------- the pointer function
 class FakePointer:
-    """Records advances; answers ``contention`` for the values in ``busy``."""
+    """Records advances; answers ``contention`` for the values in ``busy``; ``policy``: the real
+    pointer's (the function reads which orders its pointer follows from it)."""
 
-    def __init__(self, busy: set[int] | None = None) -> None:
+    def __init__(self, busy: set[int] | None = None, policy: RegionPolicy = ONE_REGION_POLICY) -> None:
         self.calls: list[int] = []
         self.busy = busy or set()
+        self.policy = policy
 
     def advance(self, value: int) -> Result:
         self.calls.append(value)
@@ -202,10 +205,10 @@ def test_on_mrec_the_pointer_function_follows_only_orders_placed_in_its_region(p
     this Region's pointer item counts only its own Region's orders (``writerRegion``); the other
     Region's function counts the rest in its own item, and a read takes the max. Counting a
     replicated order here would make this Region's item a second writer of facts it does not own."""
-    fake = FakePointer()
     settings = dataclasses.replace(
         pointer_app.function.settings, global_table_mode=GlobalTableMode.MREC, region="eu-west-1", table_regions="us-east-1,eu-west-1"
     )
+    fake = FakePointer(policy=pointer_app.pointer(settings).policy)  # the policy the function builds from its settings
     pointer_app.function.configure(settings, fake)
     event = stream_event(("INSERT", "ORDER#3"), ("INSERT", "ORDER#10"), ("INSERT", "ORDER#5"), ("INSERT", "ORDER#12"))
     for record, region in zip(event["Records"], ["eu-west-1", "us-east-1", "eu-west-1", None], strict=True):
@@ -213,9 +216,11 @@ def test_on_mrec_the_pointer_function_follows_only_orders_placed_in_its_region(p
             record["dynamodb"]["NewImage"]["writerRegion"] = {"S": region}
     assert pointer_app.lambda_handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert fake.calls == [5]  # 10 was replicated from us-east-1; 12 names no Region: not this Region's
-    pointer_app.function.configure(dataclasses.replace(settings, global_table_mode=GlobalTableMode.NONE), fake)
+    one_region = dataclasses.replace(settings, global_table_mode=GlobalTableMode.NONE)
+    fake = FakePointer(policy=pointer_app.pointer(one_region).policy)
+    pointer_app.function.configure(one_region, fake)
     pointer_app.lambda_handler(event, LambdaContext())
-    assert fake.calls == [5, 12]  # one Region: every order counts
+    assert fake.calls == [12]  # one Region: every order counts (the batch's greatest, 12)
 
 
 def test_gapless_outside_its_home_region_is_a_409_naming_the_home_region(load_function: Any) -> None:

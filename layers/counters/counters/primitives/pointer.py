@@ -18,16 +18,18 @@ Outcomes of [`Pointer.advance`][counters.primitives.pointer.Pointer.advance] (``
 * ``contention``: throttling/unknown outcomes outlasted the retry budget; re-driving the
   same update is always safe.
 
-Across Regions ([`Topology`][counters.core.regions.Topology])
-    On MREC a pointer updated in place by two Regions can go **backward**: last-writer-wins keeps
-    the later write, and a condition sees only the local replica, so B's ``5`` written after A's
-    ``9`` (before ``9`` reached B) replaces ``9`` everywhere. So each Region advances its **own**
-    item ``POINTER#<name>#<Region>`` (one writing Region per item) and [`Pointer.read`][counters.primitives.pointer.Pointer.read] answers
-    the greatest of the Regions' items. Each item only moves forward in its Region; its replicas
-    receive its versions in write-time order (an older version arriving late loses LWW), so each
-    replica only moves forward too, and so does the max: monotonic in every Region, before and
-    after a heal, whatever the delay. A read costs one strongly consistent GetItem per Region.
-    On MRSC the one item is strongly consistent and its condition sees every Region's writes.
+Across Regions ([`RegionPolicy`][counters.core.policy.RegionPolicy])
+    Where conditions see one replica and last-writer-wins resolves concurrent versions (MREC), a
+    pointer updated in place by two Regions can go **backward**: last-writer-wins keeps the later
+    write, so B's ``5`` written after A's ``9`` (before ``9`` reached B) replaces ``9`` everywhere.
+    There the policy gives each Region its **own** item (``writer``): ``POINTER#<name>#<Region>``
+    (one writing Region per item), and [`Pointer.read`][counters.primitives.pointer.Pointer.read]
+    answers the greatest of the Regions' items (``readers``). Each item only moves forward in its
+    Region; its replicas receive its versions in write-time order (an older version arriving late
+    loses LWW), so each replica only moves forward too, and so does the max: monotonic in every
+    Region, before and after a heal, whatever the delay. A read costs one strongly consistent
+    GetItem per Region. On a strongly consistent table (MRSC) the one item's condition sees every
+    Region's writes.
 
 Both ``duplicate`` and ``rejected`` cost one WCU (a failed condition is still a write) and
 read nothing extra: ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells them apart.
@@ -40,7 +42,7 @@ from enum import StrEnum
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.regions import Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.sequences import SequenceStore, pointer_key
 
 
@@ -64,18 +66,17 @@ class Pointer:
         attribute: str = "value",
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
-        topology: Topology | None = None,
+        policy: RegionPolicy = ONE_REGION_POLICY,
     ) -> None:
         self.table_name = table_name
         self.name = name
         self.attribute = attribute
-        self.topology = topology or Topology()
-        self.writer = self.topology.writer if self.topology.eventual else ""
+        self.policy = policy
+        self.writer = policy.writer
         """The Region whose own item [`advance`][counters.primitives.pointer.Pointer.advance] moves (``""``: the one shared item)."""
         self.key = pointer_key(name, self.writer)
-        readers = self.topology.regions if self.topology.eventual else ("",)
-        self.keys = [pointer_key(name, region) for region in readers]
-        """What [`read`][counters.primitives.pointer.Pointer.read] reads: every Region's item on MREC, else the one item."""
+        self.keys = [pointer_key(name, region) for region in policy.readers]
+        """What [`read`][counters.primitives.pointer.Pointer.read] reads: every Region's own item, or the one item."""
         self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.store.retry
 
@@ -100,8 +101,8 @@ class Pointer:
 
         Strongly consistent on purpose: the pointer itself never moves backward, and a
         consistent read makes that true of what readers see too (an eventually consistent
-        read could return an older value after a newer one). One GetItem, 1 RCU; on MREC one per
-        Region, answering the greatest (see the module doc).
+        read could return an older value after a newer one). One GetItem, 1 RCU; with per-Region items
+        one per Region, answering the greatest (see the module doc).
         """
         capacity = Capacity()
         values = [self.store.read_number(key, self.attribute, capacity) for key in self.keys]

@@ -25,17 +25,19 @@ its requests are [`counters.store.sequences`][counters.store.sequences].
     a cancelled transaction. Threads sharing one [`Sequence`][counters.primitives.sequence.Sequence] queue on a local lock
     first, so only separate processes/environments race at DynamoDB.
 
-Across Regions ([`Topology`][counters.core.regions.Topology], docs/orders.md "Global tables")
-    ``fast`` on MREC: each Region ADDs to its **own** item ``SEQ#<name>#<Region>`` (one writing
+Across Regions ([`RegionPolicy`][counters.core.policy.RegionPolicy], docs/orders.md "Global tables")
+    ``fast`` where the policy gives this Region its own items (``writer``: conditions see one
+    replica, MREC): each Region ADDs to its **own** item ``SEQ#<name>#<Region>`` (one writing
     Region per item: last-writer-wins never meets two writers) and turns its n-th value into
-    ``(n - 1) * stride + index + 1`` (``stride`` = the number of Regions, ``index`` = this
-    Region's position): the Regions' id sets are disjoint, so ids are unique across Regions
-    without any coordination and whatever the replication delay. ``fast`` on MRSC: the one
-    strongly consistent item, as in one Region; the caller's items are written one by one in
-    order (MRSC has no transactions; [`SequenceStore.write_each`][counters.store.sequences.SequenceStore.write_each]).
-    ``gapless`` on MREC: only in the home Region (``HOME_REGION``), which alone writes the counter;
-    every other Region is refused ([`UnsupportedInMode`][counters.core.errors.UnsupportedInMode], naming the
-    home Region). ``gapless`` on MRSC: refused (its value and items commit in one transaction).
+    ``(n - 1) * stride + index + 1`` (the policy's ``stride`` = the number of Regions, ``index`` =
+    this Region's position): the Regions' id sets are disjoint, so ids are unique across Regions
+    without any coordination and whatever the replication delay. ``fast`` on a strongly consistent
+    table without transactions (MRSC): the one item, as in one Region; the caller's items are
+    written one by one in order ([`SequenceStore.write_each`][counters.store.sequences.SequenceStore.write_each]).
+    ``gapless`` needs transactions (the ``gapless`` row of [`REFUSALS`][counters.core.policy.REFUSALS]: refused
+    on MRSC) and, where conditions see one replica (MREC), the home Region (``HOME_REGION``), which
+    alone writes the counter: every other Region is refused
+    ([`RegionPolicy.require_home`][counters.core.policy.RegionPolicy.require_home], naming the home Region).
 
 Outcomes of [`Sequence.claim`][counters.primitives.sequence.Sequence.claim]: ``applied`` (``value`` is ours and the items are
 written); ``rejected`` (caller's items failed their conditions: ``conflicts`` says which and
@@ -53,11 +55,10 @@ from enum import Enum, StrEnum
 
 from counters.core.client import DynamoDBClient, Params
 from counters.core.engine import Report, Resend, Stop
-from counters.core.errors import UnsupportedInMode
 from counters.core.failures import Classified, Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.regions import GlobalTableMode, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.expr import Transaction, old_item
 from counters.store.sequences import VALUE, SequenceAction, SequenceStore, counter_bump, sequence_key
 
@@ -125,16 +126,16 @@ class Sequence:
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
-        topology: Topology | None = None,
+        policy: RegionPolicy = ONE_REGION_POLICY,
     ) -> None:
         self.table_name = table_name
         self.name = name
         self.mode = SequenceMode(mode)
-        self.topology = topology or Topology()
-        strided = self.mode is SequenceMode.FAST and self.topology.eventual
-        self.writer = self.topology.writer if strided else ""
+        self.policy = policy
+        strided = self.mode is SequenceMode.FAST and bool(policy.writer)
+        self.writer = policy.writer if strided else ""
         """The Region whose own item this sequence counts on (``""``: the one shared item)."""
-        self.stride, self.index = (self.topology.stride, self.topology.index) if strided else (1, 0)
+        self.stride, self.index = (policy.stride, policy.index) if strided else (1, 0)
         self.key = sequence_key(name, self.writer)
         self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.store.retry
@@ -145,30 +146,22 @@ class Sequence:
 
     # ------------------------------------------------------------------ reading
     def current(self) -> tuple[int | None, Capacity]:
-        """The last value taken (in this Region, on MREC; strongly consistent), ``None`` before the first."""
+        """The last value taken (in this Region, when it counts on its own item; strongly consistent), ``None`` before the first."""
         capacity = Capacity()
         raw = self.store.read_number(self.key, VALUE, capacity)
         return (None if raw is None else self._id(raw)), capacity
 
     def _id(self, raw: int) -> int:
-        """This Region's ``raw``-th value -> the id (``raw`` itself in one Region and on MRSC)."""
+        """This Region's ``raw``-th value -> the id (``raw`` itself on the one shared item)."""
         return (raw - 1) * self.stride + self.index + 1
 
     def check_mode(self) -> None:
-        """Refuse a mode this table's topology cannot keep exact (see the module doc)."""
+        """Refuse a mode this table cannot keep exact (see the module doc): ``gapless`` needs
+        transactions and, where conditions see one replica, the home Region."""
         if self.mode is not SequenceMode.GAPLESS:
             return
-        why = "its value and its items commit in one TransactWriteItems, which MRSC does not offer"
-        self.topology.refuse("a gapless sequence", GlobalTableMode.MRSC, why=why)
-        if self.topology.eventual and not self.topology.home_region:
-            raise UnsupportedInMode(
-                "a gapless sequence on an MREC global table needs a home Region (HOME_REGION) that alone takes its values"
-            )
-        if not self.topology.is_home:
-            raise UnsupportedInMode(
-                f"gapless ids are taken only in the home Region {self.topology.home_region} of this MREC global table; "
-                f"this is {self.topology.region}: send the request to {self.topology.home_region} (docs/orders.md)"
-            )
+        self.policy.require("gapless")
+        self.policy.require_home("a gapless sequence")
 
     # ------------------------------------------------------------------ taking values
     def next(self) -> Result:
@@ -209,8 +202,8 @@ class Sequence:
         if not len(tx):
             return Claim(taken, value=value)
         failed: Enum | None = None
-        if self.topology.mode is GlobalTableMode.MRSC:
-            report, failed = self.store.write_each(tx)  # no transactions on MRSC: one by one, in order
+        if not self.policy.transactions:
+            report, failed = self.store.write_each(tx)  # no transactions here: one by one, in order
         else:
             report = self.store.write(tx)
         # attempts - 1 = retries over both calls (what the Retries metric reports)

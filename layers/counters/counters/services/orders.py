@@ -64,7 +64,8 @@ from counters.core.ids import valid_id
 from counters.core.items import Record
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.regions import REGION_ATTRIBUTE, GlobalTableMode, RegionSettings, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.regions import REGION_ATTRIBUTE, RegionSettings, Topology
 from counters.core.settings import env
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence, SequenceMode
@@ -79,6 +80,7 @@ __all__ = [
     "idempotency_key",
     "order_id_from_pk",
     "order_key",
+    "order_policy",
     "placed_here",
     "public_order",
 ]
@@ -122,6 +124,12 @@ class Placed:
     result: Result
 
 
+def order_policy(topology: Topology) -> RegionPolicy:
+    """The orders feature's Region policy, resolved once where its settings are read: the sequence's
+    ``fast`` ids and the LAST_ORDER pointer are per Region where conditions see one replica (MREC)."""
+    return RegionPolicy.of(topology)
+
+
 @dataclass(frozen=True, kw_only=True)
 class OrderSettings(RegionSettings):
     """``SEQUENCE_MODE`` (template parameter ``SequenceMode``): ``fast`` or ``gapless`` order ids;
@@ -142,19 +150,21 @@ class Orders:
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
         key_ttl_seconds: int = KEY_TTL_SECONDS,
-        topology: Topology | None = None,
+        policy: RegionPolicy = ONE_REGION_POLICY,
     ) -> None:
         self.table_name = table_name
         self.key_ttl_seconds = key_ttl_seconds
         self.retry = retry or RetryPolicy()
-        self.topology = topology or Topology()
-        self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ, topology=self.topology)
-        self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry, topology=self.topology)
+        self.policy = policy
+        """What this table lets orders do across Regions ([`order_policy`][counters.services.orders.order_policy])."""
+        self.sequence = Sequence(table_name, SEQUENCE, mode=mode, dynamodb=dynamodb, retry=retry, occ=occ, policy=policy)
+        self.pointer = Pointer(table_name, POINTER, attribute="orderId", dynamodb=dynamodb, retry=retry, policy=policy)
 
     @classmethod
     def from_settings(cls, settings: OrderSettings) -> Orders:
         """The service on the settings' table with the settings' sequence mode and Regions."""
-        return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry, topology=settings.topology)
+        policy = order_policy(settings.topology)
+        return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry, policy=policy)
 
     @property
     def mode(self) -> SequenceMode:
@@ -167,14 +177,14 @@ class Orders:
         """Create the order for ``key`` once; a replay answers the same order (``created=False``,
         unless the key record carries this request's id: a re-drive of the request that made it).
         ``owner`` (the verified caller) scopes the key: each caller has their own keys."""
-        self.sequence.check_mode()  # gapless outside its home Region, or on MRSC: refused before anything is read
+        self.sequence.check_mode()  # gapless outside its home Region, or without transactions: refused before anything is read
         request_id = request_id or new_request_id()
         fingerprint = request_hash(customer_id, items)
         record, capacity = self._get(idempotency_key(key, owner))
         if record is not None:
             return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id)
         now = int(time.time())
-        region = self.topology.writer
+        region = self.policy.stamp
 
         def order_item(order_id: int) -> dict[str, object]:
             return _order_item(
@@ -248,9 +258,9 @@ class Orders:
             order = public_order(stored)
         else:
             order = public_order(record)
-            if stored is None and self.topology.mode is GlobalTableMode.MRSC:
-                # MRSC writes the key record, then the order: the request that wrote this record
-                # died before its order. Complete it from the record (only if still absent).
+            if stored is None and not self.policy.transactions:
+                # Without transactions (MRSC) the key record is written, then the order: the request that
+                # wrote this record died before its order. Complete it from the record (only if still absent).
                 self.sequence.store.put_if_new(
                     _order_item(
                         order_id,
@@ -262,7 +272,7 @@ class Orders:
                         region=str(record.get(REGION_ATTRIBUTE, "")),
                     )
                 )
-            # else (MREC): the order replicates apart from its key record; the record is the answer
+            # else (a transaction wrote both; MREC replicates them apart): the record is the answer
         result.value = order["orderId"]
         mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
         if mine:
@@ -286,10 +296,11 @@ class Orders:
         return self.sequence.store.read_item(key, capacity), capacity
 
 
-def placed_here(order: Mapping[str, object], topology: Topology) -> bool:
-    """An order (its stream image) was placed in this Region: on MREC its ``writerRegion`` is this
-    Region (each Region's pointer follows its own orders); in one Region and on MRSC, always."""
-    return not topology.eventual or order.get(REGION_ATTRIBUTE) == topology.region
+def placed_here(order: Mapping[str, object], policy: RegionPolicy) -> bool:
+    """An order (its stream image) counts for this Region's pointer: where each Region has its own
+    pointer item (the policy's ``writer``, MREC), its ``writerRegion`` is this Region (each Region's
+    pointer follows its own orders); with the one shared pointer (one Region, MRSC), always."""
+    return not policy.writer or order.get(REGION_ATTRIBUTE) == policy.writer
 
 
 def _order_item(

@@ -7,8 +7,9 @@
 | order key | ``ORDERKEY#<key>`` (``ORDERKEY#<owner>#<key>`` with authorization on) | ``META`` |
 | pointer | ``POINTER#<name>``; ``POINTER#<name>#<Region>`` per Region on an MREC table | ``META`` (the greatest value seen) |
 
-A per-Region item (``writer`` = the Region's name) is written only by its own Region
-([`counters.core.regions.Topology`][counters.core.regions.Topology]): last-writer-wins never meets two writers of one item.
+A per-Region item (``writer`` = the Region's name, the feature's
+[`RegionPolicy.writer`][counters.core.policy.RegionPolicy]) is written only by its own Region:
+last-writer-wins never meets two writers of one item.
 
 The counting rules are the primitives' ([`counters.primitives.sequence`][counters.primitives.sequence],
 [`counters.primitives.pointer`][counters.primitives.pointer]) and the service's ([`counters.services.orders`][counters.services.orders]); this module
