@@ -21,6 +21,11 @@ def test_one_region_is_the_single_layout_with_transactions() -> None:
     assert policy.transactions and not policy.replica_local and not policy.multi_region and policy.stamp == ""
 
 
+def test_a_single_region_table_stamps_nothing_even_with_table_regions_set_by_hand() -> None:
+    policy = RegionPolicy.of(Topology(NONE, "eu-west-1", TWO))
+    assert (policy.regions, policy.stamp, policy.multi_region) == ((), "", False)
+
+
 def test_mrec_writes_per_region_items_and_conditions_see_one_replica() -> None:
     policy = RegionPolicy.of(Topology(MREC, "us-east-1", TWO, "eu-west-1"))
     assert (policy.writer, policy.readers, policy.stride, policy.index) == ("us-east-1", TWO, 2, 1)

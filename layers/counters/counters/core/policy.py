@@ -133,7 +133,7 @@ class RegionPolicy:
             transactions=topology.mode is not MRSC,
             replica_local=topology.eventual,
             region=topology.region,
-            regions=topology.regions,
+            regions=topology.regions if topology.multi_region else (),
             home_region=topology.home_region,
             topology=topology,
         )
