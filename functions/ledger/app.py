@@ -10,8 +10,8 @@ from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Header, Query, Response
 from counters.http.resolver import Body, IdPath, json_response
-from counters.primitives.ledger import AMOUNT_LIMIT, LedgerSettings
-from counters.services.ledgers import Ledgers
+from counters.primitives.ledger import AMOUNT_LIMIT
+from counters.services.ledgers import Ledgers, LedgerSettings
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,9 +12,8 @@ from counters.core.json import JSONObject
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Response
 from counters.http.resolver import Body, IdPath, ProxyResponse, json_response
-from counters.primitives.ledger import LedgerSettings
 from counters.primitives.ledger.compaction import ScheduledSummary
-from counters.services.ledgers import Ledgers
+from counters.services.ledgers import Ledgers, LedgerSettings
 
 STOP_BEFORE_TIMEOUT_MS = 3000
 ROUTE_MAX_CHUNKS = 100  # ~9,900 entries per request; "complete": false says call again

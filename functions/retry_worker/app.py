@@ -16,8 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from counters.core.function import Function
 from counters.core.json import JSONObject
 from counters.deferral.queue import Replayer, ReplaySettings
-from counters.primitives.ledger import LedgerSettings
-from counters.services.ledgers import Ledgers
+from counters.services.ledgers import Ledgers, LedgerSettings
 from counters.services.likes import Likes, LikeSettings
 from counters.services.orders import Orders, OrderSettings
 from counters.services.reservations import Reservations, ReservationSettings

@@ -21,8 +21,8 @@ from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.core.policy import RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
-from counters.primitives.ledger import Ledger, LedgerSettings, new_key, parse_key
-from counters.services.ledgers import ledger_options
+from counters.primitives.ledger import Ledger, new_key, parse_key
+from counters.services.ledgers import LedgerSettings, ledger_options
 from counters.store.ledger_items import DIRTY_PK, ENTRY_PREFIX, SNAPSHOT, WITHDRAWN_PREFIX, entry_id_of, entry_writer
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack

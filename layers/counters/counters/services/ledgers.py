@@ -17,7 +17,18 @@ from counters.core.errors import ContentionError, IdempotencyKeyExpired, Idempot
 from counters.core.ids import valid_id
 from counters.core.outcome import Outcome, Result
 from counters.core.policy import RegionPolicy
-from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, LedgerSettings, Reason, ScheduledReport
+from counters.core.regions import RegionSettings
+from counters.core.settings import env
+from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, Reason, ScheduledReport
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerSettings(RegionSettings):
+    """The retry window, compaction margin and clock skew (seconds), and the table's Regions."""
+
+    retry_window: float = env("LEDGER_RETRY_WINDOW_SECONDS", 600.0)
+    margin: float = env("LEDGER_COMPACTION_MARGIN_SECONDS", 900.0)
+    clock_skew: float = env("LEDGER_CLOCK_SKEW_SECONDS", 60.0)
 
 
 def ledger_options(settings: LedgerSettings) -> LedgerOptions:

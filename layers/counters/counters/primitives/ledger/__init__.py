@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from counters.primitives.ledger.append import Appends
 from counters.primitives.ledger.balance import Balance, Balances
-from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerOptions, LedgerSettings, Reason
+from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerOptions, Reason
 from counters.primitives.ledger.compaction import Compaction, CompactionReport, ScheduledReport
 from counters.store.ledger_items import ENTRY_PREFIX, MAX_CHUNK, MAX_TX_ACTIONS, SNAPSHOT, EntryKey, ledger_pk, new_key, parse_key
 
@@ -34,7 +34,6 @@ __all__ = [
     "EntryKey",
     "Ledger",
     "LedgerOptions",
-    "LedgerSettings",
     "Reason",
     "ScheduledReport",
     "ledger_pk",

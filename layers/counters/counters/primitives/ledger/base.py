@@ -1,18 +1,15 @@
-"""What every part of the ledger shares: its settings, its reasons, and the state one ledger holds."""
+"""What every part of the ledger shares: its options, its reasons, and the state one ledger holds."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
-from counters.core.regions import RegionSettings
-from counters.core.settings import env
 from counters.store.ledger import LedgerStore
 
 AMOUNT_LIMIT = 10**15  # |amount| bound: sums stay exact in DynamoDB's 38-digit numbers
@@ -25,15 +22,6 @@ class Reason(StrEnum):
     """The key's entry holds another amount."""
     KEY_EXPIRED = "key_expired"
     """The key is older than the retry window, or its entry was stranded and withdrawn."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class LedgerSettings(RegionSettings):
-    """The retry window, compaction margin and clock skew (seconds), and the table's Regions."""
-
-    retry_window: float = env("LEDGER_RETRY_WINDOW_SECONDS", 600.0)
-    margin: float = env("LEDGER_COMPACTION_MARGIN_SECONDS", 900.0)
-    clock_skew: float = env("LEDGER_CLOCK_SKEW_SECONDS", 60.0)
 
 
 class LedgerOptions(TypedDict, total=False):
