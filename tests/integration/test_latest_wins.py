@@ -237,7 +237,8 @@ def test_the_toggle_writes_no_tombstone_or_like_under_a_missing_parent(ddb: Any,
     """The primitive on its own (the service reads the post first): switching a key on or off under
     a parent that does not exist writes nothing and answers ``parent_missing``."""
     from counters.primitives.toggle import Reason, Stamp, Toggle
-    from counters.store.posts import like_key, like_toggles, post_key
+    from counters.store.post_items import like_key, post_key
+    from counters.store.posts import like_toggles
 
     toggle = Toggle(like_toggles(table), retry=FAST)
     for on in (False, True):

@@ -22,7 +22,7 @@ from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.aggregator import Aggregator
 from counters.primitives.toggle import now_ms
 from counters.services.likes import Likes, like_aggregator
-from counters.store import aggregates, posts
+from counters.store import aggregates, post_items
 from counters.store.expr import Cond, Path
 from counters.streams import regional_change
 from proof.regions import likes as proof_likes
@@ -77,7 +77,7 @@ def regions(gt: GlobalTable) -> dict[str, Region]:
 def create_post(rs: dict[str, Region], **options: Any) -> None:
     """Create a post in its id's home Region (MREC creates an id there only; MRSC: any Region,
     here the first); the tests settle before they like it anywhere."""
-    rs[rs[A].likes.topology.home_of(options["post_id"])].likes.create_post(**options)
+    rs[rs[A].likes.policy.home_of(options["post_id"])].likes.create_post(**options)
 
 
 def settle(gt: GlobalTable, rs: dict[str, Region], redeliver: bool = False) -> None:
@@ -189,15 +189,15 @@ def test_a_like_sent_again_in_the_other_region_makes_the_version_its_own_and_cou
 
 def counting_replicated_deltas(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the guard: a record written in another Region counts its own delta here too."""
-    original = posts.regional_streamed
+    original = post_items.regional_streamed
 
     def broken(keys: Any, new: Any, old: Any, region: str) -> Any:
         found = original(keys, new, old, region)
         if found is not None and new and "delta" in new:
-            return posts.Streamed(found.post_id, found.lane, int(new["delta"]["N"]))
+            return post_items.Streamed(found.post_id, found.lane, int(new["delta"]["N"]))
         return found
 
-    monkeypatch.setattr(posts, "regional_streamed", broken)
+    monkeypatch.setattr(post_items, "regional_streamed", broken)
     import counters.streams
 
     monkeypatch.setattr(counters.streams, "regional_streamed", broken)
