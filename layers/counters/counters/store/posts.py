@@ -60,7 +60,7 @@ from counters.store.post_items import (
     probe_key,
     region_tally_key,
 )
-from counters.store.toggles import Guard, ToggleStore
+from counters.store.toggles import Guard, Tally, ToggleStore
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,15 @@ STANDARD_GUARD: Guard[Post] = Guard(
     lambda post: post.mode == Mode.STANDARD,
 )
 """The fence: a standard like's transaction counts on META only while the post is standard."""
+
+
+def standard_tally(post_id: str, writer: str = "") -> Tally[Post]:
+    """Where a standard like is counted in its transaction: the post's META, fenced by its mode
+    ([`STANDARD_GUARD`][counters.store.posts.STANDARD_GUARD]); with a ``writer`` (a Region of a global table, where a
+    post keeps its mode), that Region's own tally item, created by its first count."""
+    if writer:
+        return Tally(region_tally_key(post_id, writer), parent=False)
+    return Tally(post_key(post_id), guard=STANDARD_GUARD)
 
 
 def like_toggles(table_name: str, *, dynamodb: DynamoDBClient | None = None) -> ToggleStore[Post]:

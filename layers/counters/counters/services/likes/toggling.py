@@ -12,8 +12,8 @@ from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, now_ms
 from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
 from counters.services.likes.posts import Posts
-from counters.store.post_items import DELTA, LIKED_AT, POST_ID, USER_ID, Post, post_key, region_tally_key
-from counters.store.posts import STANDARD_GUARD
+from counters.store.post_items import DELTA, LIKED_AT, POST_ID, USER_ID, Post
+from counters.store.posts import standard_tally
 
 
 class Toggling:
@@ -90,34 +90,25 @@ class Toggling:
             return False  # the next likes under pressure try again
 
     def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
+        """One decision path in every mode: the like item, counted where the post's mode and the
+        table say ([`Toggle.set`][counters.primitives.toggle.Toggle.set]). Hot: the like item alone, its ``delta``
+        counted by the stream's aggregator. Standard: in the like's transaction, on META (fenced
+        by the post's mode) or, where each Region counts its own likes (a global table), on this
+        Region's tally item, every version naming its writer (docs/likes.md "Global tables").
+        A post stored before ``spread`` counts on META, standard for good."""
+        policy = self.policy
         attributes: dict[str, object] = {USER_ID: user_id}
         if liked:
             attributes[LIKED_AT] = stamp.at // 1000
         key = info.like_key(post_id, user_id)
-        if self.policy.multi_region:
-            return self._write_regional(post_id, key, liked, stamp, info, attributes)
-        if info.spread is None:  # seed 01's layout: standard for good
-            return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, guard=STANDARD_GUARD)
-        attributes[POST_ID] = post_id
-        if info.mode == HOT:  # the state item alone; the stream's aggregator counts its delta
-            return self.toggle.set_alone(key, liked, stamp, attributes=attributes, delta_attribute=DELTA)
-        # standard: counted in the transaction; every write says delta 0 so the aggregator skips it
-        return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, every_write={DELTA: 0}, guard=STANDARD_GUARD)
-
-    def _write_regional(
-        self, post_id: str, key: dict[str, str], liked: bool, stamp: Stamp, info: PostInfo, attributes: dict[str, object]
-    ) -> Result:
-        """A like or unlike on a global table: the like item names this Region as its writer, and
-        this Region counts it on its own tally item (standard: in the transaction; hot: by its
-        stream aggregator). docs/likes.md "Global tables"."""
-        policy = self.policy
-        if info.spread is None:
+        if info.spread is None:  # seed 01's layout: standard for good, one tally on META
             policy.require("like-before-spread")
+            return self.toggle.set(key, liked, stamp, tally=standard_tally(post_id), attributes=attributes)
+        attributes[POST_ID] = post_id
         if info.mode != HOT:
             policy.require("standard-like")
-        attributes[POST_ID] = post_id
-        tally = None if info.mode == HOT else region_tally_key(post_id, policy.writer)
-        return self.toggle.set_regional(key, liked, stamp, region=policy.writer, tally=tally, attributes=attributes, delta_attribute=DELTA)
+        tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)
+        return self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
 
     @staticmethod
     def _change(result: Result, command: Command) -> LikeChange:
