@@ -277,6 +277,25 @@ def test_mode_switch_and_audit_are_refused_on_a_global_table(mrec: GlobalTable) 
         rs[A].likes.audit_posts(["p"])
 
 
+def test_a_post_stored_before_spread_takes_no_like_on_a_global_table(mrec: GlobalTable) -> None:
+    """A post stored before ``spread`` counts on META, one item every Region would write in place:
+    on a global table its like is refused (409) before anything is written."""
+    rs = regions(mrec)
+    create_post(rs, author_id="a", body="b", post_id="p", mode="standard")
+    mrec.settle()
+    home = rs[A].likes.policy.home_of("p")
+    key = {"PK": {"S": "POST#p"}, "SK": {"S": "META"}}
+    mrec.client(home).update_item(TableName=mrec.table_name, Key=key, UpdateExpression="REMOVE spread")  # as stored before spread
+    mrec.settle()
+    for region in (A, B):
+        with pytest.raises(UnsupportedInMode, match="stored before spread"):
+            rs[region].likes.like("p", "u1")
+    mrec.settle()
+    for region in (A, B):
+        assert not [i for i in mrec.items(region) if i["SK"].startswith("LIKE#")]
+        assert all(i.get("likeTally", 0) == 0 for i in mrec.items(region) if i["PK"] == "POST#p")
+
+
 # --------------------------------------------------------------------------- the proof's schedules
 ISSUE_28_START = proof_likes.Start(56, faults={A: 3974, B: 4364, C: 4496}, conflicts=72, backlog={A: 6, B: 4, C: 2})
 """Where the MRSC hot group of ``python -m proof --seed 96621407 --regions likes`` (group seed
