@@ -363,7 +363,7 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
 
     def audit(n: int) -> None:
         auditor = Likes(table, retry=FAST)
-        read, calls = auditor.audits.store.read, [0]  # the audit's reads of META (counters.store.posts)
+        read, calls = auditor.audits.store.read, [0]  # the audit's reads of META (counters.store.posts.PostStore.read)
 
         def reading(*a: Any, **k: Any) -> Any:
             calls[0] += 1

@@ -236,16 +236,19 @@ def test_a_like_stored_before_tombstones_is_a_like(ddb: Any, table: str, layer_c
 def test_the_toggle_writes_no_tombstone_or_like_under_a_missing_parent(ddb: Any, table: str, layer_client: Any) -> None:
     """The primitive on its own (the service reads the post first): switching a key on or off under
     a parent that does not exist writes nothing and answers ``parent_missing``."""
-    from counters.primitives.toggle import Reason, Stamp, Toggle
-    from counters.store.posts import like_key, like_toggles, post_key
+    from counters.primitives.toggle import Reason, Stamp, Tally, Toggle
+    from counters.store.post_items import Post, like_key, post_key
+    from counters.store.posts import like_toggles
+    from counters.store.toggles import Owner, StateWrite, ToggleWrite
 
-    toggle = Toggle(like_toggles(table), retry=FAST)
+    toggle, parent = Toggle(like_toggles(table), retry=FAST), Tally[Post](post_key("nope"))
     for on in (False, True):
-        result = toggle.set(post_key("nope"), like_key("nope", "u1"), on, Stamp(now_ms(), f"r{on}"))
+        result = toggle.set(like_key("nope", "u1"), on, Stamp(now_ms(), f"r{on}"), tally=parent)
         assert (result.outcome, result.reason) == (Outcome.REJECTED, Reason.PARENT_MISSING)
     assert like_item(ddb, table, "nope", "u1") is None
     # the tombstone's own check (the parent gone between a refused flip and the tombstone): nothing written
     store, stamp = like_toggles(table), Stamp(now_ms(), "r-tombstone")
-    written = store.tombstone(post_key("nope"), like_key("nope", "u1"), stamp, {}, 0, policy=FAST, capacity=Capacity())
+    tombstone = ToggleWrite(StateWrite.TOMBSTONE, False, stamp, Owner.ANY, {}, {}, 0)
+    written = store.write(like_key("nope", "u1"), tombstone, tally=parent, policy=FAST, capacity=Capacity())
     assert (written.report.outcome, written.parent_refused, written.parent) == (Outcome.REJECTED, True, None)
     assert like_item(ddb, table, "nope", "u1") is None

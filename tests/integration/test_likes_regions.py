@@ -22,7 +22,7 @@ from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.aggregator import Aggregator
 from counters.primitives.toggle import now_ms
 from counters.services.likes import Likes, like_aggregator
-from counters.store import aggregates, posts
+from counters.store import aggregates, post_items
 from counters.store.expr import Cond, Path
 from counters.streams import regional_change
 from proof.regions import likes as proof_likes
@@ -77,7 +77,7 @@ def regions(gt: GlobalTable) -> dict[str, Region]:
 def create_post(rs: dict[str, Region], **options: Any) -> None:
     """Create a post in its id's home Region (MREC creates an id there only; MRSC: any Region,
     here the first); the tests settle before they like it anywhere."""
-    rs[rs[A].likes.topology.home_of(options["post_id"])].likes.create_post(**options)
+    rs[rs[A].likes.policy.home_of(options["post_id"])].likes.create_post(**options)
 
 
 def settle(gt: GlobalTable, rs: dict[str, Region], redeliver: bool = False) -> None:
@@ -189,15 +189,15 @@ def test_a_like_sent_again_in_the_other_region_makes_the_version_its_own_and_cou
 
 def counting_replicated_deltas(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the guard: a record written in another Region counts its own delta here too."""
-    original = posts.regional_streamed
+    original = post_items.regional_streamed
 
     def broken(keys: Any, new: Any, old: Any, region: str) -> Any:
         found = original(keys, new, old, region)
         if found is not None and new and "delta" in new:
-            return posts.Streamed(found.post_id, found.lane, int(new["delta"]["N"]))
+            return post_items.Streamed(found.post_id, found.lane, int(new["delta"]["N"]))
         return found
 
-    monkeypatch.setattr(posts, "regional_streamed", broken)
+    monkeypatch.setattr(post_items, "regional_streamed", broken)
     import counters.streams
 
     monkeypatch.setattr(counters.streams, "regional_streamed", broken)
@@ -275,6 +275,25 @@ def test_mode_switch_and_audit_are_refused_on_a_global_table(mrec: GlobalTable) 
         rs[A].likes.audit("p")
     with pytest.raises(UnsupportedInMode):
         rs[A].likes.audit_posts(["p"])
+
+
+def test_a_post_stored_before_spread_takes_no_like_on_a_global_table(mrec: GlobalTable) -> None:
+    """A post stored before ``spread`` counts on META, one item every Region would write in place:
+    on a global table its like is refused (409) before anything is written."""
+    rs = regions(mrec)
+    create_post(rs, author_id="a", body="b", post_id="p", mode="standard")
+    mrec.settle()
+    home = rs[A].likes.policy.home_of("p")
+    key = {"PK": {"S": "POST#p"}, "SK": {"S": "META"}}
+    mrec.client(home).update_item(TableName=mrec.table_name, Key=key, UpdateExpression="REMOVE spread")  # as stored before spread
+    mrec.settle()
+    for region in (A, B):
+        with pytest.raises(UnsupportedInMode, match="stored before spread"):
+            rs[region].likes.like("p", "u1")
+    mrec.settle()
+    for region in (A, B):
+        assert not [i for i in mrec.items(region) if i["SK"].startswith("LIKE#")]
+        assert all(i.get("likeTally", 0) == 0 for i in mrec.items(region) if i["PK"] == "POST#p")
 
 
 # --------------------------------------------------------------------------- the proof's schedules

@@ -13,7 +13,7 @@ import pytest
 
 from counters.core.json import json_object
 from counters.services.likes.model import public_post
-from counters.store.posts import Post
+from counters.store.post_items import Post
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ from counters.core.errors import WrongRegion
 from counters.core.regions import ONE_REGION, GlobalTableMode, Topology, home_of
 from counters.store import layout, writers
 from counters.store.expiry import CHECKPOINT_KEY
-from counters.store.posts import POST
-from counters.store.posts import WRITERS as POST_WRITERS
+from counters.store.post_items import POST
+from counters.store.post_items import WRITERS as POST_WRITERS
 from counters.store.resources_counters import RESOURCE
 from counters.store.resources_transfers import transfer_id
 from counters.store.writers import Kind, WriterRule
@@ -44,7 +44,7 @@ def test_a_stale_table_is_caught() -> None:
 def test_every_key_the_store_builds_maps_to_its_family() -> None:
     from counters.store.ledger_items import EntryKey, dirty_pk, marker_sk, snapshot_sk
     from counters.store.operations import operation_key
-    from counters.store.posts import hot_like_key, like_key, post_key, probe_key, region_tally_key
+    from counters.store.post_items import hot_like_key, like_key, post_key, probe_key, region_tally_key
     from counters.store.resources_counters import resource_key, shard_key, share_key
     from counters.store.resources_records import record_key
     from counters.store.resources_transfers import transfer_key
@@ -107,9 +107,9 @@ def test_a_per_region_item_written_by_another_region_is_flagged() -> None:
 def test_a_family_whose_rule_is_removed_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same write as the test above, by its own Region, once the tally's rule is gone: a key no
     family declares fails the run (a new family without a rule fails the proof)."""
-    import counters.store.posts as posts
+    import counters.store.post_items as post_items
 
-    monkeypatch.setattr(posts, "WRITERS", tuple(w for w in POST_WRITERS if w.item != "like tally of a Region"))
+    monkeypatch.setattr(post_items, "WRITERS", tuple(w for w in POST_WRITERS if w.item != "like tally of a Region"))
     undeclared = check()
     undeclared.write(EU, {"PK": "POST#p1", "SK": f"TALLY#{EU}"}, None, created=True)
     with pytest.raises(WriterRuleViolation, match="no item family declares"):

@@ -1,6 +1,6 @@
 """A tally kept from the table's stream, exactly once: net change per parent, checkpointed per lane.
 
-Writers change state items alone (one conditional write each, [`Toggle.set_alone`][counters.primitives.toggle.Toggle.set_alone]); each write records ``delta``, what it changed the
+Writers change state items alone (one conditional write each, [`Toggle.set`][counters.primitives.toggle.Toggle.set] without a tally); each write records ``delta``, what it changed the
 count by. The stream carries every committed write at least once; this aggregator turns a batch of
 them into **one conditional UpdateItem per parent**:
 

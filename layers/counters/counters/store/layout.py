@@ -1,6 +1,6 @@
 """The table's layout, declared by the store modules that own it.
 
-Each family module ([`counters.store.posts`][counters.store.posts], ``resources_counters``, ``resources_transfers``,
+Each family module ([`counters.store.post_items`][counters.store.post_items], ``resources_counters``, ``resources_transfers``,
 ``resources_records``, ``ledger_items``, ``sequences``, ``operations``, ``expiry``) declares its item shapes as [`Shape`][counters.store.layout.Shape] s in a module-level ``SHAPES`` tuple, next
 to the key functions and attribute names it uses. [`table`][counters.store.layout.table] renders every family's shapes as the
 Markdown item table of docs/DESIGN.md, and a unit test (tests/unit/test_store_layout.py) keeps that
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-FAMILIES = ("posts", "resources_counters", "resources_transfers", "resources_records", "ledger_items", "sequences", "operations", "expiry")
+FAMILIES = ("post_items", "resources_counters", "resources_transfers", "resources_records", "ledger_items", "sequences", "operations", "expiry")
 """The store modules that own items, in the order the table lists them."""
 
 

@@ -42,7 +42,7 @@ class Stamp:
 
 
 class StateWrite(Enum):
-    """What a regional write does to the state item."""
+    """What a write of the toggle does to the state item."""
 
     FLIP = "flip"  # the state flipped (or a new item switched on)
     TOMBSTONE = "tombstone"  # switching off a key with no item
@@ -50,11 +50,12 @@ class StateWrite(Enum):
 
 
 class Owner(Enum):
-    """Which Region's version a regional write may replace (a condition on the stored writer)."""
+    """Which writer's version a write may replace (a condition on the stored writer, where versions
+    name one: a Region of a global table; with one writer every version is its own)."""
 
     ANY = "any"  # not conditioned (a switch-on over a tombstone or nothing: it replaces nothing counted)
-    MINE = "mine"  # a version this Region wrote
-    THEIRS = "theirs"  # a version another Region wrote (or none recorded)
+    MINE = "mine"  # a version this writer wrote
+    THEIRS = "theirs"  # a version another writer wrote (or none recorded)
 
 
 class ToggleAction(Enum):
@@ -86,13 +87,15 @@ class Written(Generic[P]):
     parent_refused: bool = False
     stored: StateItem | None = None
     parent: P | None = None
+    paired: bool = False  # sent as one TransactWriteItems with the tally's item
 
 
 @dataclass(frozen=True)
-class RegionalWrite:
-    """One write of a toggle on a global table ([`ToggleStore.regional`][counters.store.toggles.ToggleStore.regional]): ``kind``, the state asked for, the request's stamp, the stored writer it
-    may replace (``owner``), the attributes of every write (``attributes``) and of a flip or a
-    new tombstone only (``flip_attributes``), and a tombstone's TTL."""
+class ToggleWrite:
+    """One write of a toggle ([`ToggleStore.write`][counters.store.toggles.ToggleStore.write]): ``kind``, the state asked for, the
+    request's stamp, the stored writer it may replace (``owner``; only where versions name their
+    writer), the attributes of every write (``attributes``) and of a flip or a new tombstone only
+    (``flip_attributes``), and a tombstone's TTL."""
 
     kind: StateWrite
     on: bool
@@ -111,6 +114,21 @@ class Guard(Generic[P]):
 
     condition: Cond
     holds: Callable[[P], bool]
+
+
+@dataclass(frozen=True)
+class Tally(Generic[P]):
+    """Where a write that counts moves the count, in the same TransactWriteItems: ``ADD`` on the
+    tally of the item at ``key`` (and its revision).
+
+    ``parent`` True: the item is the toggle's parent (e.g. a post's ``META``): a count, or a new
+    tombstone, under a missing parent is refused (``parent_missing``), and ``guard`` is added to
+    the count's condition. False: the item is the writer's own tally (a Region's item on a global
+    table), created by its first ``ADD``."""
+
+    key: Key
+    parent: bool = True
+    guard: Guard[P] | None = None
 
 
 def stored_is_older(stamp: Stamp) -> Cond:
@@ -184,16 +202,6 @@ class ToggleStore(Generic[P]):
             update.when(sk.exists() & self.is_on() & stored_is_older(stamp))
         return update  # ALL_OLD on failure: the state that stopped it
 
-    def _parent_move(self, parent: Key, on: bool, guard: Guard[P] | None) -> Update:
-        """The parent's half of a flip: ``ADD tally ±1`` (and the revision), if the parent exists
-        (and the tally stays >= 0, and the guard holds). ALL_OLD: no item = parent missing."""
-        update = Update(self.table_name, parent).add(self.tally, 1 if on else -1)
-        if self.revision:
-            update.add(self.revision, 1)
-        exists = Path(self.pk).exists()
-        condition = exists if on else exists & (Path(self.tally) >= 1)
-        return update.when(all_of(condition, guard.condition if guard is not None else None) or condition)
-
     def _tombstone(self, key: Key, stamp: Stamp, attributes: Mapping[str, object], expires_at: int) -> Put:
         item = {**key, **attributes, self.state: False, CHANGED_AT: stamp.at, CHANGED_BY: stamp.by, EXPIRES_AT: expires_at}
         return Put(self.table_name, item=item).when(Path(self.sk).missing())
@@ -213,11 +221,12 @@ class ToggleStore(Generic[P]):
 
     def _pair(self, tx: Transaction[ToggleAction], report: Report) -> Written[P]:
         if report.failure is None:
-            return Written(report)
+            return Written(report, paired=True)
         cancelled = tx.cancellation(report.failure)
         found = cancelled.old(ToggleAction.PARENT)
         return Written(
             report,
+            paired=True,
             state_refused=cancelled.failed(ToggleAction.STATE),
             parent_refused=cancelled.failed(ToggleAction.PARENT),
             stored=self.state_item(cancelled.old(ToggleAction.STATE)),
@@ -229,107 +238,53 @@ class ToggleStore(Generic[P]):
         report = run(self.dynamodb.transact_write_items, params, policy=policy, capacity=capacity, write=True, token=True)
         return self._pair(tx, report)
 
-    def flip(
-        self,
-        parent: Key,
-        key: Key,
-        on: bool,
-        stamp: Stamp,
-        attributes: Mapping[str, object],
-        expires_at: int,
-        guard: Guard[P] | None,
-        *,
-        policy: RetryPolicy,
-        capacity: Capacity,
-    ) -> Written[P]:
-        """The state item flipped and the tally moved, as one TransactWriteItems."""
-        tx: Transaction[ToggleAction] = Transaction()
-        tx.update(ToggleAction.STATE, self._flip_state(key, on, stamp, attributes, expires_at))
-        tx.update(ToggleAction.PARENT, self._parent_move(parent, on, guard))
-        return self._transact(tx, policy, capacity)
-
-    def tombstone(
-        self,
-        parent: Key,
-        key: Key,
-        stamp: Stamp,
-        attributes: Mapping[str, object],
-        expires_at: int,
-        *,
-        policy: RetryPolicy,
-        capacity: Capacity,
-    ) -> Written[P]:
-        """A tombstone where no item is (switching off what was never on), if the parent exists."""
-        check = Check(self.table_name, key=parent).when(Path(self.pk).exists())
-        check.on_failure = False  # a refusal means "no parent": nothing to return
-        tx: Transaction[ToggleAction] = Transaction()
-        tx.put(ToggleAction.STATE, self._tombstone(key, stamp, attributes, expires_at))
-        tx.check(ToggleAction.PARENT, check)
-        return self._transact(tx, policy, capacity)
-
-    def flip_alone(
-        self,
-        key: Key,
-        on: bool,
-        stamp: Stamp,
-        attributes: Mapping[str, object],
-        expires_at: int,
-        *,
-        policy: RetryPolicy,
-        capacity: Capacity,
-    ) -> Written[P]:
-        """The state item's flip alone (UpdateItem): no tally moves here."""
-        params = self._flip_state(key, on, stamp, attributes, expires_at).params()
-        return self._single(run(self.dynamodb.update_item, params, policy=policy, capacity=capacity, write=True))
-
-    def tombstone_alone(
-        self, key: Key, stamp: Stamp, attributes: Mapping[str, object], expires_at: int, *, policy: RetryPolicy, capacity: Capacity
-    ) -> Written[P]:
-        """A new tombstone alone (PutItem)."""
-        params = self._tombstone(key, stamp, attributes, expires_at).params()
-        return self._single(run(self.dynamodb.put_item, params, policy=policy, capacity=capacity, write=True))
-
-    def restamp(
-        self,
-        key: Key,
-        on: bool,
-        stamp: Stamp,
-        attributes: Mapping[str, object],
-        expires_at: int,
-        *,
-        policy: RetryPolicy,
-        capacity: Capacity,
-    ) -> Written[P]:
-        """A newer stamp on an item already in the requested state (UpdateItem, no count)."""
-        params = self._restamp(key, on, stamp, attributes, expires_at).params()
-        return self._single(run(self.dynamodb.update_item, params, policy=policy, capacity=capacity, write=True))
-
-    def owned(self, owner: Owner, region: str) -> Cond | None:
-        """The condition on the stored version's writer (``None``: any)."""
-        if self.writer is None or owner is Owner.ANY:
+    def owned(self, owner: Owner, writer: str) -> Cond | None:
+        """The condition on the stored version's writer (``None``: any, or versions that name no writer)."""
+        if self.writer is None or not writer or owner is Owner.ANY:
             return None
-        writer = Path(self.writer)
-        return writer == region if owner is Owner.MINE else writer.missing() | (writer != region)
+        stored = Path(self.writer)
+        return stored == writer if owner is Owner.MINE else stored.missing() | (stored != writer)
 
-    def regional(
+    @staticmethod
+    def pairs(tally: Tally[P] | None, kind: StateWrite, delta: int) -> bool:
+        """Whether a write goes with the tally's item in one TransactWriteItems: it counts
+        (``delta`` not 0), or it is a new tombstone under a parent whose existence it checks."""
+        return tally is not None and (delta != 0 or (kind is StateWrite.TOMBSTONE and tally.parent))
+
+    def _move(self, tally: Tally[P], delta: int, writer: str) -> Update:
+        """The tally's half: ``ADD tally delta`` (and the revision), the tally staying >= 0; on a
+        parent, if it exists (and the guard holds); on a writer's own item, naming its writer."""
+        update = Update(self.table_name, tally.key).add(self.tally, delta)
+        if writer and self.writer is not None and not tally.parent:
+            update.set(self.writer, writer)
+        if self.revision:
+            update.add(self.revision, 1)
+        exists = Path(self.pk).exists() if tally.parent else None
+        floor = Path(self.tally) >= -delta if delta < 0 else None
+        condition = all_of(exists, floor, tally.guard.condition if tally.guard is not None else None)
+        return update if condition is None else update.when(condition)
+
+    def write(
         self,
         key: Key,
-        write: RegionalWrite,
+        write: ToggleWrite,
         *,
-        region: str,
-        tally: Key | None,
-        delta: int,
+        writer: str = "",
+        tally: Tally[P] | None = None,
+        delta: int = 0,
         policy: RetryPolicy,
         capacity: Capacity,
     ) -> Written[P]:
-        """One write of a global table's toggle in ``region`` ([`RegionalWrite`][counters.store.toggles.RegionalWrite]): the state
-        item (every version names its writer), and, with ``tally`` and a non-zero ``delta``, in one
-        TransactWriteItems ``ADD tally delta`` on this Region's own tally item (created by its first
-        ADD; a -1 only while it is >= 1)."""
-        if self.writer is None:
-            raise ValueError("a regional write needs the writer attribute")
-        attributes = {**write.attributes, self.writer: region}
-        owned = self.owned(write.owner, region)
+        """One write of the toggle ([`ToggleWrite`][counters.store.toggles.ToggleWrite]): the state item, and when it
+        [`pairs`][counters.store.toggles.ToggleStore.pairs], in one TransactWriteItems ``ADD tally delta``
+        on ``tally``'s item (or, for a new tombstone, a check that the parent exists). ``writer``
+        (``""``: none): the name every version carries (a Region of a global table), and the
+        writer ``write.owner`` is read against."""
+        attributes = dict(write.attributes)
+        if writer:
+            if self.writer is None:
+                raise ValueError("a write that names its writer needs the writer attribute")
+            attributes[self.writer] = writer
         request: Update | Put
         if write.kind is StateWrite.TOMBSTONE:
             request = self._tombstone(key, write.stamp, {**attributes, **write.flip_attributes}, write.expires_at)
@@ -337,22 +292,23 @@ class ToggleStore(Generic[P]):
             request = self._restamp(key, write.on, write.stamp, attributes, write.expires_at)
         else:
             request = self._flip_state(key, write.on, write.stamp, {**attributes, **write.flip_attributes}, write.expires_at)
+        owned = self.owned(write.owner, writer)
         if owned is not None:
             request.when(owned)
-        if tally is None or not delta:
+        if tally is None or not self.pairs(tally, write.kind, delta):
             send = self.dynamodb.put_item if isinstance(request, Put) else self.dynamodb.update_item
             return self._single(run(send, request.params(), policy=policy, capacity=capacity, write=True))
-        move = Update(self.table_name, tally).add(self.tally, delta).set(self.writer, region)
-        if self.revision:
-            move.add(self.revision, 1)
-        if delta < 0:
-            move.when(Path(self.tally) >= -delta)
         tx: Transaction[ToggleAction] = Transaction()
         if isinstance(request, Put):
             tx.put(ToggleAction.STATE, request)
         else:
             tx.update(ToggleAction.STATE, request)
-        tx.update(ToggleAction.PARENT, move)
+        if delta:
+            tx.update(ToggleAction.PARENT, self._move(tally, delta, writer))
+        else:  # a new tombstone: nothing to count, but not under a missing parent
+            check = Check(self.table_name, key=tally.key).when(Path(self.pk).exists())
+            check.on_failure = False  # a refusal means "no parent": nothing to return
+            tx.check(ToggleAction.PARENT, check)
         return self._transact(tx, policy, capacity)
 
     # ------------------------------------------------------------------ reads

@@ -1,7 +1,7 @@
 """Posts and likes: the reference-count primitive applied to seed 01's item shapes.
 
 The items (post ``META``, like state items under spread keys or seed 01's layout, audit probes)
-and their requests are [`counters.store.posts`][counters.store.posts]'. The service is split by job, and
+are [`counters.store.post_items`][counters.store.post_items]' and their requests [`counters.store.posts`][counters.store.posts]'. The service is split by job, and
 [`Likes`][counters.services.likes.Likes] composes the parts: [`posts`][counters.services.likes.posts] (create, read, switch mode, likers),
 [`toggling`][counters.services.likes.toggling] (like/unlike, promotion under pressure, deferred replay), [`audit`][counters.services.likes.audit] (quick
 audit, audits at a settled point, repair); [`model`][counters.services.likes.model] holds what they share and [`cursor`][counters.services.likes.cursor]
@@ -35,6 +35,7 @@ from counters.core.client import DynamoDBClient
 from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
+from counters.core.policy import MREC, MRSC, RegionPolicy
 from counters.core.regions import ONE_REGION, RegionSettings, Topology
 from counters.core.settings import Settings
 from counters.primitives.refcount import RefCount
@@ -66,7 +67,7 @@ from counters.services.likes.model import (
 )
 from counters.services.likes.posts import LIKERS_QUERIES, LIKERS_READ, LikersPage, Posts
 from counters.services.likes.toggling import Toggling
-from counters.store.posts import (
+from counters.store.post_items import (
     AGG_AT,
     AGG_LAG,
     AGG_PROBE,
@@ -79,18 +80,15 @@ from counters.store.posts import (
     PROBE_SK,
     REPAIRED_BY,
     REVISION,
-    STANDARD_GUARD,
     TALLY,
-    PostStore,
     hot_like_key,
     hot_pk,
     lane_of,
-    like_checkpoints,
     like_key,
-    like_toggles,
     parse_hot_pk,
     post_key,
 )
+from counters.store.posts import STANDARD_GUARD, PostStore, like_checkpoints, like_toggles
 
 __all__ = [
     "AGG_AT",
@@ -165,13 +163,16 @@ class Likes:
         topology: Topology = ONE_REGION,
     ) -> None:
         """``topology``: the global table this Region writes in (docs/likes.md "Global tables"; the
-        default: one Region). ``hot_after_retries``: promote a standard post to hot once this process has retried that
+        default: one Region), resolved here, once, into the feature's
+        [`RegionPolicy`][counters.core.policy.RegionPolicy] that every part follows: likes are
+        counted per Region on MREC and on MRSC alike (each Region its own ``TALLY#<Region>``).
+        ``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
         ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU)."""
         self.table_name = table_name
-        self.topology = topology
+        self.policy = policy = RegionPolicy.of(topology, per_region_in=(MREC, MRSC))
         self.retry = retry or RetryPolicy()
-        store = PostStore(table_name, dynamodb=dynamodb, topology=topology)
+        store = PostStore(table_name, dynamodb=dynamodb, policy=policy)
         likes = like_toggles(table_name, dynamodb=dynamodb)
         self.toggle = Toggle(likes, retry=self.retry)
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=self.retry)
@@ -183,12 +184,12 @@ class Likes:
             mode_ttl_ms=mode_ttl_ms,
             cache_size=cache_size,
             cursor_secret=cursor_secret,
-            topology=topology,
+            policy=policy,
         )
         self.toggling = Toggling(
-            self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size, topology=topology
+            self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size, policy=policy
         )
-        self.audits = Audits(store, self.refcount, self.toggle.counted(), retry=self.retry, topology=topology)
+        self.audits = Audits(store, self.refcount, self.toggle.counted(), retry=self.retry, policy=policy)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:

@@ -13,12 +13,13 @@ from counters.core.errors import ContentionError, DeadlineReached, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity
-from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import now_ms
 from counters.services.likes.model import PostInfo, aggregated_post
 from counters.store.expr import Cond
-from counters.store.posts import LIKE_PREFIX, Post, PostStore, Repair, post_key
+from counters.store.post_items import LIKE_PREFIX, Post, post_key
+from counters.store.posts import PostStore, Repair
 
 
 class AuditReason(StrEnum):
@@ -100,27 +101,23 @@ class Audits:
         counted: Cond,
         *,
         retry: RetryPolicy,
-        topology: Topology = ONE_REGION,
+        policy: RegionPolicy = ONE_REGION_POLICY,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``counted``: the filter keeping the like items that count (tombstones aside). ``clock``
         and ``sleep`` measure the budget and the aggregator wait (injectable: tests run on a clock
-        of their own, not on the machine's speed)."""
+        of their own, not on the machine's speed). ``policy``: what likes may do on this table
+        ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.store, self.refcount, self.counted, self.retry = store, refcount, counted, retry
-        self.topology = topology
+        self.policy = policy
         self.clock, self.sleep = clock, sleep
 
     def _refuse_across_regions(self) -> None:
         """No audit on a global table yet: META's tally is not the post's, and a Region's tally
         also holds the corrections its aggregator has not applied yet, so a count of the items it
         wrote is no verdict (and a repair must never write a tally from items another Region owns)."""
-        self.topology.refuse(
-            "auditing a post's likes",
-            GlobalTableMode.MREC,
-            GlobalTableMode.MRSC,
-            why="each Region keeps its own tally; an audit per Region is not built yet (docs/likes.md)",
-        )
+        self.policy.require("audit")
 
     def audit(self, post_id: str) -> QuickAudit:
         """The stored tally against a count of the likes (tombstones aside) under every partition

@@ -17,7 +17,8 @@ from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.primitives.aggregator import Aggregator, as_of
 from counters.primitives.toggle import now_ms
-from counters.store.posts import Mode, Post, hot_like_key, hot_pk, like_checkpoints, like_key, post_key
+from counters.store.post_items import Mode, Post, hot_like_key, hot_pk, like_key, post_key
+from counters.store.posts import like_checkpoints
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 STANDARD, HOT = Mode.STANDARD.value, Mode.HOT.value
@@ -66,7 +67,7 @@ class PublicLiker(TypedDict):
 class LikeSettings(RegionSettings):
     """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
     hot after this many retried attempts of its likes in one process within 10 s; 0: never.
-    The global table's topology ([`RegionSettings`][counters.core.regions.RegionSettings]): docs/likes.md "Global tables"."""
+    The global table's Regions and mode ([`RegionSettings`][counters.core.regions.RegionSettings]): docs/likes.md "Global tables"."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
     cursor_secret: str = env("CURSOR_SECRET", "")
@@ -155,7 +156,7 @@ def aggregated_post(info: PostInfo) -> bool:
 
 
 def require_mode(mode: str) -> Mode:
-    """``mode`` as a [`Mode`][counters.store.posts.Mode]; [`InvalidRequest`][counters.core.errors.InvalidRequest] if it is not one."""
+    """``mode`` as a [`Mode`][counters.store.post_items.Mode]; [`InvalidRequest`][counters.core.errors.InvalidRequest] if it is not one."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     return Mode(mode)

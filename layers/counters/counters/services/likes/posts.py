@@ -14,7 +14,7 @@ from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyR
 from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
-from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import now_ms
 from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
 from counters.services.likes.model import (
@@ -32,7 +32,8 @@ from counters.services.likes.model import (
     require_mode,
 )
 from counters.store.expr import Cond
-from counters.store.posts import LIKE_PREFIX, Liker, Mode, Post, PostStore
+from counters.store.post_items import LIKE_PREFIX, Mode, Post
+from counters.store.posts import Liker, PostStore
 from counters.store.toggles import ToggleStore
 
 LIKERS_QUERIES = 12  # queries per likers page once it lists a liker (tombstones and empty spread keys make pages short)
@@ -61,10 +62,11 @@ class Posts:
         mode_ttl_ms: int = MODE_TTL_MS,
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
-        topology: Topology = ONE_REGION,
+        policy: RegionPolicy = ONE_REGION_POLICY,
     ) -> None:
+        """``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.table_name = table_name
-        self.topology = topology
+        self.policy = policy
         self.store, self.likes, self.retry = store, likes, retry
         self.mode_ttl_ms = mode_ttl_ms
         self.cursor_key = cursor_key(cursor_secret, table_name)
@@ -87,17 +89,15 @@ class Posts:
         creates a named id only in its home Region, docs/regions.md "Creations") and a re-send
         creates another post.
 
-        ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on an MRSC table, the one mode it has) is stored on the post with ``modeEpoch`` 0 (each
+        ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on a table without transactions (MRSC), the one mode it has) is stored on the post with ``modeEpoch`` 0 (each
         [`switch_mode`][counters.services.likes.posts.Posts.switch_mode] adds one), its ``spread`` (where its likes live, fixed for its life)
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         if mode is None:
-            mode = HOT if self.topology.mode is GlobalTableMode.MRSC else STANDARD
+            mode = STANDARD if self.policy.transactions else HOT  # standard counts in a transaction
         wanted = require_mode(mode)
         if wanted is not Mode.HOT:
-            self.topology.refuse(
-                "a standard post", GlobalTableMode.MRSC, why="standard mode counts in a transaction and MRSC has none: create it hot"
-            )
+            self.policy.require("standard-post")
         if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
             raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
         if post_id is None:
@@ -121,7 +121,7 @@ class Posts:
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
         self.known[post_id] = PostInfo.of(post)
-        if self.topology.multi_region:
+        if self.policy.multi_region:
             return public_post(post, regions=self.store.region_tallies(post_id, self.retry))
         return public_post(post)
 
@@ -164,12 +164,7 @@ class Posts:
         earlier attempt of this call switched it and its answer was lost). A post stored before
         ``spread`` cannot switch ([`NotSwitchable`][counters.core.errors.NotSwitchable]).
         """
-        self.topology.refuse(
-            "switching a post's mode",
-            GlobalTableMode.MREC,
-            GlobalTableMode.MRSC,
-            why="META is one item every Region would write in place; a post keeps the mode it was created in",
-        )
+        self.policy.require("switch-mode")
         written = self.store.switch_mode(post_id, require_mode(mode), now_ms(), self.retry)
         if written.outcome is Outcome.APPLIED and written.post is not None:
             post, switched = written.post, True

@@ -8,11 +8,12 @@ from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
-from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, now_ms
 from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
 from counters.services.likes.posts import Posts
-from counters.store.posts import DELTA, LIKED_AT, POST_ID, STANDARD_GUARD, USER_ID, Post, post_key, region_tally_key
+from counters.store.post_items import DELTA, LIKED_AT, POST_ID, USER_ID, Post
+from counters.store.posts import standard_tally
 
 
 class Toggling:
@@ -26,14 +27,15 @@ class Toggling:
         retry: RetryPolicy,
         hot_after_retries: int = 0,
         cache_size: int = CACHE_SIZE,
-        topology: Topology = ONE_REGION,
+        policy: RegionPolicy = ONE_REGION_POLICY,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never
-        (and never on a global table: a post's mode is fixed there, docs/likes.md "Global tables")."""
+        (and never on a global table: a post's mode is fixed there, docs/likes.md "Global tables").
+        ``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.posts, self.toggle, self.retry = posts, toggle, retry
-        self.topology = topology
-        self.hot_after_retries = 0 if topology.multi_region else hot_after_retries
+        self.policy = policy
+        self.hot_after_retries = 0 if policy.multi_region else hot_after_retries
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
 
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
@@ -88,41 +90,25 @@ class Toggling:
             return False  # the next likes under pressure try again
 
     def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
+        """One decision path in every mode: the like item, counted where the post's mode and the
+        table say ([`Toggle.set`][counters.primitives.toggle.Toggle.set]). Hot: the like item alone, its ``delta``
+        counted by the stream's aggregator. Standard: in the like's transaction, on META (fenced
+        by the post's mode) or, where each Region counts its own likes (a global table), on this
+        Region's tally item, every version naming its writer (docs/likes.md "Global tables").
+        A post stored before ``spread`` counts on META, standard for good."""
+        policy = self.policy
         attributes: dict[str, object] = {USER_ID: user_id}
         if liked:
             attributes[LIKED_AT] = stamp.at // 1000
         key = info.like_key(post_id, user_id)
-        if self.topology.multi_region:
-            return self._write_regional(post_id, key, liked, stamp, info, attributes)
-        if info.spread is None:  # seed 01's layout: standard for good
-            return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, guard=STANDARD_GUARD)
+        if info.spread is None:  # seed 01's layout: standard for good, one tally on META
+            policy.require("like-before-spread")
+            return self.toggle.set(key, liked, stamp, tally=standard_tally(post_id), attributes=attributes)
         attributes[POST_ID] = post_id
-        if info.mode == HOT:  # the state item alone; the stream's aggregator counts its delta
-            return self.toggle.set_alone(key, liked, stamp, attributes=attributes, delta_attribute=DELTA)
-        # standard: counted in the transaction; every write says delta 0 so the aggregator skips it
-        return self.toggle.set(post_key(post_id), key, liked, stamp, attributes=attributes, every_write={DELTA: 0}, guard=STANDARD_GUARD)
-
-    def _write_regional(
-        self, post_id: str, key: dict[str, str], liked: bool, stamp: Stamp, info: PostInfo, attributes: dict[str, object]
-    ) -> Result:
-        """A like or unlike on a global table: the like item names this Region as its writer, and
-        this Region counts it on its own tally item (standard: in the transaction; hot: by its
-        stream aggregator). docs/likes.md "Global tables"."""
-        topology = self.topology
-        if info.spread is None:
-            topology.refuse(
-                "liking a post stored before spread",
-                GlobalTableMode.MREC,
-                GlobalTableMode.MRSC,
-                why="its tally is one item on META, which every Region would write",
-            )
         if info.mode != HOT:
-            topology.refuse("a standard post's like", GlobalTableMode.MRSC, why="standard mode counts in a transaction; MRSC has none")
-        attributes[POST_ID] = post_id
-        tally = None if info.mode == HOT else region_tally_key(post_id, topology.region)
-        return self.toggle.set_regional(
-            key, liked, stamp, region=topology.region, tally=tally, attributes=attributes, delta_attribute=DELTA
-        )
+            policy.require("standard-like")
+        tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)
+        return self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
 
     @staticmethod
     def _change(result: Result, command: Command) -> LikeChange:

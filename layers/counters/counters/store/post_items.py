@@ -1,0 +1,306 @@
+"""Posts and likes: what their items look like: keys, attribute names, shapes, who writes them, the
+post's ``META`` as read back, and what a stream record of a like or a probe says.
+
+A post's ``META`` holds its tally, its mode and the stream aggregator's checkpoints; a like is a
+counted toggle's state item ([`counters.store.toggles`][counters.store.toggles]) under one of the post's spread keys
+(or, for a post stored before ``spread``, in seed 01's item collection); an audit probe is an item
+per spread key the aggregator copies to ``META``; on a global table each Region counts its likes on
+its own tally item (``TALLY#<Region>``). The requests on these items (conditions and DynamoDB calls)
+are [`counters.store.posts`][counters.store.posts]'; the rules are the service's
+([`counters.services.likes`][counters.services.likes]) and the primitives' (toggle, refcount, aggregator). Details: docs/likes.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from counters.core.ids import valid_id
+from counters.core.regions import REGION_ATTRIBUTE
+from counters.store.layout import Shape
+from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region
+
+# -- attribute names -------------------------------------------------------------------------------
+PK, SK = "PK", "SK"
+POST_ID, AUTHOR_ID, BODY, CREATED_AT, REQUEST_ID = "postId", "authorId", "body", "createdAt", "requestId"
+TALLY = "likeTally"
+MODE, MODE_EPOCH, MODE_AT, SPREAD_ATTRIBUTE = "mode", "modeEpoch", "modeAt", "spread"
+CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
+REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
+AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint and watermark per lane
+AGG_PROBE = "aggProbe"  # on a post: per lane, the last probe the aggregator applied (its probeSeq)
+AGG_LAG = "aggLagMs"  # on a post: how long the oldest record of the aggregator's last write waited (ms)
+REPAIRED_BY = "repairToken"  # on a post: the token of the last repair (its own write, recognised after a lost answer)
+LIKE_PREFIX = "LIKE#USER#"
+LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
+DELTA = "delta"  # on a like item: what its last write changed the count by (+1, -1, 0)
+USER_ID, LIKED_AT = "userId", "likedAt"
+PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
+PROBE_SEQ = "probeSeq"  # on a probe item: ADDed by every probe, so probes of one lane are numbered in write order
+PROBE_LEGACY = "probe"  # on a probe item written before probeSeq
+PROBED_AT = "probedAt"
+REGION_TALLY_PREFIX = "TALLY#"  # a post's tally kept by one Region of a global table (sort key TALLY#<Region>)
+WRITER = REGION_ATTRIBUTE  # on a like item version and a Region's tally: the Region that wrote it
+
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "post",
+        "POST#<postId>",
+        "META",
+        "`likeTally` is the reference count, `tallyRev` moves with every counted change; `mode`, `modeEpoch`, `createdMode` "
+        "(what a re-sent create is compared with), `spread`; the aggregator's `aggSeq`, `aggAt`, `aggProbe` per spread key "
+        "([likes.md](likes.md))",
+    ),
+    Shape(
+        "like",
+        "POST#<postId>#S<n>",
+        "LIKE#USER#<userId>",
+        "the like's state, in both modes, under one of `spread` keys by a hash of the user: `liked` (false: a tombstone, TTL "
+        "`expiresAt`), `changedAt`/`changedBy` (the latest request's time and id: an older replay is stale), `requestId` (who "
+        "made the state), `delta` (what its last write left for the stream's aggregator to count: 0 in standard mode) "
+        "([likes.md](likes.md#where-a-posts-likes-live))",
+    ),
+    Shape(
+        "like, post stored before `spread`", "POST#<postId>", "LIKE#USER#<userId>", "seed 01's item collection; such a post stays standard"
+    ),
+    Shape(
+        "like tally of a Region",
+        "POST#<postId>",
+        "TALLY#<Region>",
+        "a global table only: the likes this Region counts (`likeTally`, `tallyRev`), its aggregator's `aggSeq`, `aggAt`, "
+        "`aggProbe` per spread key and `aggLagMs`, `writerRegion`; written only by that Region, summed on read "
+        "([likes.md](likes.md#global-tables))",
+    ),
+    Shape(
+        "audit probe",
+        "POST#<postId>#S<n>",
+        "PROBE",
+        "a token the aggregator copies to `META`: a point in the spread key's stream order ([likes.md](likes.md#audit-and-repair))",
+    ),
+)
+
+POST = WriterRule(
+    "post",
+    "POST#<postId>",
+    "META",
+    HOME,
+    HOME_OF_ID,
+    ANY,
+    "MREC: its id is the client's `postId` or derived from (author, Idempotency-Key): two Regions creating it at once would "
+    "both answer 201 and last-writer-wins would keep one, so only the id's home creates it (409 `wrong_region` elsewhere); "
+    "an id the service draws is drawn with this Region as its home. Its likes are counted in `TALLY#<Region>`, never here. "
+    "MRSC: a create's condition sees every Region (409 `already_exists`)",
+    home_id="postId",
+)
+"""The post's META: its writer rule, whose ``require`` refuses a creation outside the id's home Region on MREC
+([`PostStore.create`][counters.store.posts.PostStore.create])."""
+_LIKE_WHY = (
+    "the state of the user's latest request (`changedAt`, `changedBy`): the later request wins in every Region, each Region "
+    "counts only the versions it wrote and takes back its own like another Region's version replaced ([likes.md](likes.md#global-tables))"
+)
+WRITERS: tuple[WriterRule, ...] = (
+    POST,
+    WriterRule(
+        "like tally of a Region",
+        "POST#<postId>",
+        "TALLY#<Region>",
+        REFUSED,
+        per_region("sum"),
+        per_region("sum"),
+        "written only by the Region it names; a post's count is the sum",
+    ),
+    WriterRule("like", "POST#<postId>#S<n>", "LIKE#USER#<userId>", HOME, ANY, ANY, _LIKE_WHY),
+    WriterRule("like, post stored before `spread`", "POST#<postId>", "LIKE#USER#<userId>", HOME, ANY, ANY, _LIKE_WHY),
+    WriterRule(
+        "audit probe",
+        "POST#<postId>#S<n>",
+        "PROBE",
+        HOME,
+        REFUSED,
+        REFUSED,
+        "audits are refused on a global table: a Region's tally is no audit verdict",
+    ),
+)
+
+
+class Mode(StrEnum):
+    """Where a post's likes are counted (the stored ``mode``)."""
+
+    STANDARD = "standard"  # in the like's transaction
+    HOT = "hot"  # from the table's stream, by the aggregator
+
+
+# -- keys ------------------------------------------------------------------------------------------
+def post_pk(post_id: str) -> str:
+    """The partition key of a post."""
+    return f"POST#{post_id}"
+
+
+def post_key(post_id: str) -> dict[str, str]:
+    """The key of a post's item."""
+    return {PK: post_pk(post_id), SK: "META"}
+
+
+def region_tally_key(post_id: str, region: str) -> dict[str, str]:
+    """The tally item ``region`` keeps for a post on a global table (only that Region writes it)."""
+    return {PK: post_pk(post_id), SK: f"{REGION_TALLY_PREFIX}{region}"}
+
+
+def like_key(post_id: str, user_id: str) -> dict[str, str]:
+    """A like of a post stored before ``spread`` (seed 01's item collection)."""
+    return {PK: post_pk(post_id), SK: f"{LIKE_PREFIX}{user_id}"}
+
+
+def lane_of(user_id: str, spread: int) -> int:
+    """The spread partition key a user's like lives under (stable across processes)."""
+    return int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % spread
+
+
+def hot_pk(post_id: str, lane: int) -> str:
+    """The partition key of lane ``lane`` of a hot post."""
+    return f"POST#{post_id}#S{lane}"
+
+
+def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
+    """The key of a user's like of a hot post (its lane from the user id)."""
+    return {PK: hot_pk(post_id, lane_of(user_id, spread)), SK: f"{LIKE_PREFIX}{user_id}"}
+
+
+def probe_key(post_id: str, lane: int) -> dict[str, str]:
+    """The key of the probe item in lane ``lane`` of a hot post."""
+    return {PK: hot_pk(post_id, lane), SK: PROBE_SK}
+
+
+def parse_hot_pk(pk: str) -> tuple[str, str] | None:
+    """(post id, lane name ``S<n>``) of a spread key; ``None`` for any other key."""
+    if not pk.startswith("POST#"):
+        return None
+    post_id, sep, lane = pk[len("POST#") :].rpartition("#")
+    if not sep or not valid_id(post_id) or not lane.startswith("S") or not lane[1:].isdigit():
+        return None
+    return post_id, lane
+
+
+# -- facts -----------------------------------------------------------------------------------------
+def _int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _lanes(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Post:
+    """A post's ``META`` as stored (fields absent from a projection keep their defaults)."""
+
+    post_id: str = ""
+    author_id: str | None = None
+    body: str | None = None
+    tally: int = 0
+    created_at: int | None = None
+    request_id: str | None = None
+    mode: str = Mode.STANDARD
+    stored_created_mode: str | None = None
+    stored_epoch: int | None = None  # ``None``: no ``modeEpoch`` stored (a repair conditions on its absence)
+    spread: int | None = None  # ``None``: likes stored before ``spread`` (seed 01's item collection, standard only)
+    revision: int | None = None  # ``None``: no ``tallyRev`` stored
+    watermarks: Mapping[str, str] = field(default_factory=dict)  # aggAt per lane (ms)
+    probes: Mapping[str, str] | None = None  # aggProbe per lane; ``None``: no map (stored before probes)
+    lag_ms: int | None = None
+    repair_token: str | None = None
+
+    @property
+    def epoch(self) -> int:
+        """How many times the post's mode has switched (``modeEpoch``, 0 if never)."""
+        return self.stored_epoch or 0
+
+    @property
+    def created_mode(self) -> str:
+        """The mode the post was created in: ``createdMode``, or for a post stored before it,
+        derived from its mode now and ``modeEpoch`` (each switch flips between the two modes
+        and adds one)."""
+        if self.stored_created_mode is not None:
+            return self.stored_created_mode
+        if self.epoch % 2 == 0:
+            return self.mode
+        return Mode.HOT if self.mode == Mode.STANDARD else Mode.STANDARD
+
+
+def post_of(item: Mapping[str, Any]) -> Post:
+    """The fact of a stored ``META`` item."""
+    probes = item.get(AGG_PROBE)
+    return Post(
+        post_id=str(item.get(POST_ID, "")),
+        author_id=_str(item.get(AUTHOR_ID)),
+        body=_str(item.get(BODY)),
+        tally=int(item.get(TALLY, 0)),
+        created_at=_int(item.get(CREATED_AT)),
+        request_id=_str(item.get(REQUEST_ID)),
+        mode=str(item.get(MODE, Mode.STANDARD)),
+        stored_created_mode=_str(item.get(CREATED_MODE)),
+        stored_epoch=_int(item.get(MODE_EPOCH)),
+        spread=_int(item.get(SPREAD_ATTRIBUTE)),
+        revision=_int(item.get(REVISION)),
+        watermarks=_lanes(item.get(AGG_AT)),
+        probes=_lanes(probes) if isinstance(probes, Mapping) else None,
+        lag_ms=_int(item.get(AGG_LAG)),
+        repair_token=_str(item.get(REPAIRED_BY)),
+    )
+
+
+# -- stream records --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Streamed:
+    """What a stream record of a spread key says for the aggregator: a like's ``delta`` (0: it
+    counted nothing), or an audit probe's token (``delta`` 0)."""
+
+    post_id: str
+    lane: str  # ``S<n>``
+    delta: int
+    probe: str | None = None
+
+
+def _liked_by(image: Mapping[str, Any], region: str) -> bool:
+    """Whether a stream image (DynamoDB JSON) is a liked version written by ``region``."""
+    return bool(image) and (image.get(WRITER) or {}).get("S") == region and (image.get(LIKED) or {}).get("BOOL", True) is True
+
+
+def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapping[str, Any], region: str) -> Streamed | None:
+    """A stream record of ``region``'s replica of a global table (``Keys``, ``NewImage``,
+    ``OldImage``; DynamoDB JSON) as what it changes ``region``'s tally by (docs/likes.md "Global
+    tables"): a version written in ``region`` counts its own ``delta`` (0 in standard mode: its
+    transaction counted it); any other record (a version written elsewhere and replicated in, or
+    a removal) takes off ``region``'s liked version it replaced: -1, else 0. ``None`` for a record
+    that is not a spread key's like (probes are not used across Regions)."""
+    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
+    if parsed is None or not str((keys.get(SK) or {}).get("S", "")).startswith(LIKE_PREFIX):
+        return None
+    post_id, lane = parsed
+    if new and (new.get(WRITER) or {}).get("S") == region:
+        return Streamed(post_id, lane, int((new.get(DELTA) or {}).get("N", "0")))
+    return Streamed(post_id, lane, -1 if _liked_by(old, region) else 0)
+
+
+def streamed(keys: Mapping[str, Any], image: Mapping[str, Any]) -> Streamed | None:
+    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a [`Streamed`][counters.store.post_items.Streamed];
+    ``None`` for a record that is not a spread key's like (with ``delta``) or probe."""
+    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
+    if parsed is None:
+        return None
+    post_id, lane = parsed
+    sk = str((keys.get(SK) or {}).get("S", ""))
+    if sk == PROBE_SK and PROBE_SEQ in image:  # an audit's probe: its number in the lane's probe order
+        return Streamed(post_id, lane, 0, str(int(image[PROBE_SEQ]["N"])))
+    if sk == PROBE_SK and PROBE_LEGACY in image:  # a probe written before probeSeq (a token no audit waits for now)
+        return Streamed(post_id, lane, 0, str(image[PROBE_LEGACY]["S"]))
+    if not sk.startswith(LIKE_PREFIX) or DELTA not in image:
+        return None
+    return Streamed(post_id, lane, int(image[DELTA]["N"]))
