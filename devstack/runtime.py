@@ -102,6 +102,7 @@ def _worker_main(fn: Function, conn: Any) -> None:
     except Exception:  # noqa: BLE001 - an init error fails every invocation, as in Lambda
         init_error = traceback.format_exc()
         handler = None
+    _log_writes(fn.name)
     report_faults = _inject_faults(fn.name)
     conn.send(("ready", None))
     while True:
@@ -126,6 +127,19 @@ def _worker_main(fn: Function, conn: Any) -> None:
             conn.send(answer)
         except OSError:  # the parent is gone (killed): nobody to answer, stop quietly
             return
+
+
+def _log_writes(function: str) -> None:
+    """Test hook: with ``DEVSTACK_WRITE_LOG`` (a folder; never set outside tests), every item the
+    layer's DynamoDB client writes in this worker is logged there for the HTTP multi-Region proof's
+    writer check (testkit.write_log). Installed before the faults, so it sees each attempt's own answer."""
+    folder = os.environ.get("DEVSTACK_WRITE_LOG")
+    if not folder:
+        return
+    from counters.core import client as dynamo
+    from testkit.write_log import install
+
+    install(dynamo.client(), folder, function)
 
 
 def _inject_faults(function: str) -> Callable[[], None]:

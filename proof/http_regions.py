@@ -10,6 +10,11 @@ deployed shape, as clients would, in every Region at once:
   one store (``-sharedDb``) seen from 3 Regions; each Region's functions are refused the
   transaction APIs and ``UpdateTimeToLive`` and get ``ReplicatedWriteConflictException`` on 3 % of
   their single-item writes (:mod:`testkit.faults`: ``mrsc_unsupported``, ``replicated_conflict``).
+* **Writer rules** (``counters.store.writers``): every local write is checked against its item
+  family's rule by the emulator's :class:`testkit.regions.WriterCheck` (a write against it, or to a
+  key no family declares, breaks the row). MREC: the live replicator reads each Region's stream.
+  MRSC: each Region's function workers log every item they write (:mod:`testkit.write_log`), and
+  every settle and the end of every row check what they logged.
 * **Each Region** is ``python -m devstack`` in its own process (as ``make dev-regions`` runs it:
   the template's functions with ``GLOBAL_TABLE_MODE``, ``TABLE_REGIONS``, ``HOME_REGION``), with
   :mod:`proof.http`'s faults on every function's DynamoDB and SQS calls and its queue and stream
@@ -55,6 +60,8 @@ from proof.hot import is_liked, like_owner
 from proof.http import DELIVERY, INLINE_RETRY_ATTEMPTS, Client, HttpReport, fault_spec, injected
 from proof.regions import MREC_REGIONS, MRSC_REGIONS
 from testkit.regions import Delays, GlobalTable, Mode, WriterRuleViolation
+from testkit.write_log import ENV as WRITE_LOG_ENV
+from testkit.write_log import WriteLog
 
 FAILOVER = 0.4
 """After a failed attempt (5xx, 429, no answer), the share of re-sends sent to another Region."""
@@ -179,8 +186,12 @@ class GlobalStack:
         self._out: Any = None
         self.violations: list[str] = []
         """Writes against their family's writer rule (store/writers.py) the emulator saw (MREC: every
-        Region's stream; MRSC: not seen here, the Regions' functions use their own clients)."""
+        Region's stream; MRSC: every write each Region's functions logged, :attr:`write_log`)."""
+        self.write_log: WriteLog | None = None
+        """MRSC: the writes each Region's functions made, logged by their workers (testkit.write_log:
+        one store and one stream for every Region, so only the writing process knows its Region)."""
         self._reported = 0
+        self._checked = 0
 
     def __enter__(self) -> GlobalStack:
         try:
@@ -213,6 +224,7 @@ class GlobalStack:
             "InlineRetryAttempts": INLINE_RETRY_ATTEMPTS,
             **self.params,
         }
+        logs: list[Path] = []
         for name in self.names:
             own = dict(params)
             if name != self.home:  # a stack outside the home reads its replica's stream (the template's Rule); locally by table name
@@ -228,6 +240,10 @@ class GlobalStack:
                 "DEVSTACK_FAULTS": spec,
                 "DEVSTACK_FAULTS_REPORT": str(report_dir),
             }
+            if self.mode is Mode.MRSC:
+                logs.append(self.workdir / f"writes-{name}")
+                logs[-1].mkdir()
+                env[WRITE_LOG_ENV] = str(logs[-1])
             env.pop("AWS_ENDPOINT_URL_SQS", None)
             command = [
                 *(os.environ.get("PYTHON_FOR_DEVSTACK", "") or __import__("sys").executable).split(),
@@ -257,6 +273,8 @@ class GlobalStack:
         self.gt = GlobalTable(endpoint, self.table, self.names, self.mode, seed=self.seed, delays=DELAYS, home_region=self.home)
         if self.mode is Mode.MREC:
             self.gt.create().start()  # the tables exist: create() reads their streams
+        else:
+            self.write_log = WriteLog(logs, self.table)
 
     def __exit__(self, *_: object) -> None:
         for region in self.regions.values():
@@ -317,6 +335,7 @@ class GlobalStack:
                 except WriterRuleViolation as violation:
                     self.violations.append(str(violation))
                 self.gt.start()
+            self.check_writes()
             if self.queued() == 0 and self.gt.pending() == 0 and self.gt.converged() and ready():
                 calm += 1
                 if calm >= 2:
@@ -330,13 +349,30 @@ class GlobalStack:
         assert self.gt is not None
         return self.gt.items(region)
 
+    def check_writes(self) -> None:
+        """MRSC: check the writes the Regions' functions logged since the last call against their
+        families' writer rules (the emulator's check, as its MRSC guard feeds it in process)."""
+        if self.write_log is None or self.gt is None or self.gt.writers is None:
+            return
+        self.write_log.check(self.gt.writers)
+        try:
+            self.gt.writers.check()
+        except WriterRuleViolation as violation:
+            self.violations.append(str(violation))
+
     def flag(self, report: HttpReport) -> None:
         """A row's writer-rule violations (and the live replicator's), new since the last row."""
         assert self.gt is not None
+        self.check_writes()
         found = self.violations + [e for e in self.gt.live_errors if "WriterRuleViolation" in e]
         for violation in found[self._reported :]:
             report.wrong.append(f"writer rule: {violation[:300]}")
         self._reported = len(found)
+        if self.write_log is not None and self.gt.writers is not None:
+            report.notes.append(
+                f"{self.gt.writers.checked - self._checked} writes by the Regions' functions checked against their writer rules"
+            )
+            self._checked = self.gt.writers.checked
 
     def faults(self) -> tuple[int, int, int]:
         """(DynamoDB faults, SQS faults, 0) injected in every Region so far (delivery faults are

@@ -25,7 +25,8 @@ to it from another Region is in flight (:class:`Conflicts`). One stream, the sam
 
 **Writer rules** (issue 25): every item family of the layer declares who may write it in each
 mode (``counters.store.writers``). :class:`WriterCheck` maps each LOCAL write (MREC: every record
-pump reads that the emulator did not write itself; MRSC: every write a Region's client sends) to its
+pump reads that the emulator did not write itself; MRSC: every write a Region's client sends, or,
+over HTTP, every write each Region's function workers log: :mod:`testkit.write_log`) to its
 family by its key and checks the writing Region against the family's rule; a write against its
 rule, or a key no family declares, is a violation: pump (and settle, advance) raises
 :class:`WriterRuleViolation`, which the proof reports as a VIOLATED row. ``writers=False`` turns
