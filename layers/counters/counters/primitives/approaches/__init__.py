@@ -75,7 +75,7 @@ class Registered:
     @property
     def cls(self) -> type[Approach]:
         """Its class (the module's ``APPROACH``), its module imported on first use."""
-        module = importlib.import_module(f"{__name__}.{self.name}")
+        module = importlib.import_module(f"counters.primitives.approaches.{self.name}")
         found: type[Approach] = module.APPROACH
         return found
 
