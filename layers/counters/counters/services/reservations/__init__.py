@@ -6,7 +6,7 @@ The items (resource ``RES#<id>``/``META``, shards ``RES#<id>#<n>``/``SHARD``, re
 service orchestrates, in parts by job: [`service`][counters.services.reservations.service] (resources,
 takes, replays), [`releases`][counters.services.reservations.releases] (giving back),
 [`escrow`][counters.services.reservations.escrow] (shares, transfers, receipts, reconcile), on
-[`base`][counters.services.reservations.base] (the state, the Region policy built once, the records)
+[`base`][counters.services.reservations.base] (the state and what the parts share)
 and [`model`][counters.services.reservations.model] (the answers, settings and constants).
 
 The reservation id is ``uuid5(resourceId, Idempotency-Key)`` when a key is given (so a

@@ -1,34 +1,34 @@
-"""What every part of the reservations service shares: its state, its Region policy (built once, here),
-its approaches, the resource's META and the reservation record that answers for a token.
+"""What every part of the reservations service shares: its state (declared here, made by
+[`Reservations`][counters.services.reservations.service.Reservations]' constructor, where the Region
+policy is built once), its approaches, the resource's META and the record that answers for a token.
 
 [`Reservations`][counters.services.reservations.service.Reservations] is this base and its parts:
 [`Releases`][counters.services.reservations.releases.Releases] (giving back) and
 [`Escrow`][counters.services.reservations.escrow.Escrow] (shares, transfers, receipts, reconcile).
+The parts have no constructor of their own: tools.iam reads a class named as a base as live, and a
+live class's constructor as reachable, so only the service's own constructor builds the store.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from typing import Any, Self
+from typing import Any
 
 from counters.core.client import DynamoDBClient
 from counters.core.errors import AlreadyExists, AmbiguousOutcome, ContentionError, IdempotencyKeyInFlight, IdempotencyKeyReused, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome, Result
 from counters.core.policy import RegionPolicy
-from counters.core.regions import ONE_REGION, Topology
 from counters.primitives.approaches import REGISTRY, Approach, create
 from counters.services.reservations.model import (
     CLAIM_SECONDS,
     ESCROWED_CACHE,
     PENDING,
-    RELEASED_TTL_SECONDS,
     UNKNOWN,
     PublicReservation,
     PublicResource,
     Reservation,
-    ReservationSettings,
     first,
     public_reservation,
     public_resource,
@@ -37,42 +37,21 @@ from counters.store.resources import Record, Resource, ResourceStore
 
 
 class ReservationsBase:
-    """The service's state and what its parts share (see the module)."""
+    """The service's state (made by [`Reservations`][counters.services.reservations.service.Reservations]'
+    constructor) and what its parts share (see the module)."""
 
-    def __init__(
-        self,
-        table_name: str,
-        *,
-        dynamodb: DynamoDBClient | None = None,
-        retry: RetryPolicy | None = None,
-        atomic_policy: str = "under",
-        history: int = 32,
-        max_tokens: int = 250,
-        released_ttl_seconds: int = RELEASED_TTL_SECONDS,
-        rng: random.Random | None = None,
-        topology: Topology | None = None,
-    ) -> None:
-        self.table_name = table_name
-        self.policy = RegionPolicy.of(topology or ONE_REGION)
-        """What this table offers the feature, resolved once ([`RegionPolicy`][counters.core.policy.RegionPolicy])."""
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry, topology=self.policy.topology)
-        self.store.region = self.policy.writer  # per-Region items (conditions see one replica): each Region its own records
-        self.options: dict[str, dict[str, Any]] = {
-            "atomic": {"policy": atomic_policy},
-            "occ_history": {"history": history},
-            "set": {"max_tokens": max_tokens},
-        }
-        self.released_ttl_seconds = released_ttl_seconds
-        self.rng = rng or random.Random()
-        self._approaches: dict[str, Approach] = {}
-        self._escrowed: dict[str, Resource] = {}
-
-    @classmethod
-    def from_settings(cls, settings: ReservationSettings) -> Self:
-        """The service on the settings' table with the settings' atomic policy and Regions."""
-        return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy, topology=settings.topology)
+    table_name: str
+    policy: RegionPolicy
+    """What this table offers the feature, resolved once ([`RegionPolicy`][counters.core.policy.RegionPolicy])."""
+    retry: RetryPolicy
+    store: ResourceStore
+    options: dict[str, dict[str, Any]]
+    """Each approach's constructor options, by name."""
+    released_ttl_seconds: int
+    rng: random.Random
+    _dynamodb: DynamoDBClient | None
+    _approaches: dict[str, Approach]
+    _escrowed: dict[str, Resource]
 
     def approach(self, name: str) -> Approach:
         """The approach ``name``, made on first use and kept."""

@@ -5,10 +5,13 @@ The package's page ([`counters.services.reservations`][counters.services.reserva
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
+from typing import Any, Self
 
 from counters.core.caller import Caller
+from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id
 from counters.core.errors import (
     AmbiguousOutcome,
@@ -21,9 +24,11 @@ from counters.core.errors import (
     NotFound,
     SlotsFull,
 )
+from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
-from counters.core.regions import REGION_ATTRIBUTE
+from counters.core.policy import RegionPolicy
+from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
 from counters.primitives import sharding
 from counters.primitives.approaches import NAMES, REGISTRY, Approach, Reason
 from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, reserve_command
@@ -33,20 +38,56 @@ from counters.services.reservations.model import (
     INSUFFICIENT,
     PENDING,
     RELEASED,
+    RELEASED_TTL_SECONDS,
     UNKNOWN,
     PublicReservation,
     PublicResource,
     Reservation,
     ReservationDetails,
+    ReservationSettings,
     public_reservation,
     public_resource,
     reservation_id,
 )
-from counters.store.resources import MAX_SHARDS, Counter, Record, Resource, Status, record_put, resource_key
+from counters.store.resources import MAX_SHARDS, Counter, Record, Resource, ResourceStore, Status, record_put, resource_key
 
 
 class Reservations(Escrow):
     """Create resources, take and give back reservations exactly (per the strategy's guarantee)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        dynamodb: DynamoDBClient | None = None,
+        retry: RetryPolicy | None = None,
+        atomic_policy: str = "under",
+        history: int = 32,
+        max_tokens: int = 250,
+        released_ttl_seconds: int = RELEASED_TTL_SECONDS,
+        rng: random.Random | None = None,
+        topology: Topology | None = None,
+    ) -> None:
+        self.table_name = table_name
+        self.policy = RegionPolicy.of(topology or ONE_REGION)  # resolved once: the parts read its capabilities
+        self._dynamodb = dynamodb
+        self.retry = retry or RetryPolicy()
+        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry, topology=self.policy.topology)
+        self.store.region = self.policy.writer  # per-Region items (conditions see one replica): each Region its own records
+        self.options: dict[str, dict[str, Any]] = {
+            "atomic": {"policy": atomic_policy},
+            "occ_history": {"history": history},
+            "set": {"max_tokens": max_tokens},
+        }
+        self.released_ttl_seconds = released_ttl_seconds
+        self.rng = rng or random.Random()
+        self._approaches: dict[str, Approach] = {}
+        self._escrowed: dict[str, Resource] = {}
+
+    @classmethod
+    def from_settings(cls, settings: ReservationSettings) -> Self:
+        """The service on the settings' table with the settings' atomic policy and Regions."""
+        return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy, topology=settings.topology)
 
     def create_resource(
         self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1, shares: dict[str, int] | None = None
