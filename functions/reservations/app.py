@@ -1,7 +1,7 @@
 """Reservations API: resources with a capacity, reserved on any approach of seed 02. Parse, call the layer, shape."""
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,9 +11,14 @@ from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Header, Response
 from counters.http.resolver import ID_PATTERN, Body, IdPath, json_response
+from counters.primitives.approaches import NAMES
 from counters.services.reservations import Reservations, ReservationSettings
 
 KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"  # printable ASCII, no spaces: it becomes part of a hash, not a key
+if TYPE_CHECKING:
+    Strategy = str
+else:
+    Strategy = Literal[NAMES]  # the approaches' registry: one of its names (an enum in the OpenAPI document)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,7 +35,7 @@ class CreateResource(BaseModel):
 
     resourceId: str = Field(pattern=ID_PATTERN)
     capacity: int = Field(ge=0, le=1_000_000_000)
-    strategy: Literal["atomic", "occ", "occ_history", "crt", "marker", "set"]
+    strategy: Strategy
     shards: int = Field(default=1, ge=1, le=20)
     shares: dict[str, int] | None = Field(
         default=None, description="MREC global table: each Region's share of the capacity (default: an even split)"

@@ -79,6 +79,41 @@ def test_registry_knows_the_six_and_not_the_ledger() -> None:
         approach_class("ledger")
 
 
+def test_every_approach_is_registered_once_with_the_refusal_it_names() -> None:
+    """The registry is the one list: every approach module is in it, its class carries its name, and the
+    refusal it names is a row of REFUSALS (the strategy rows are exactly the registry's)."""
+    import pkgutil
+
+    from counters.core.policy import REFUSALS
+    from counters.primitives import approaches
+    from counters.primitives.approaches import NAMES, REGISTRY
+
+    modules = {m.name for m in pkgutil.iter_modules(approaches.__path__)}
+    assert set(REGISTRY) == modules and tuple(REGISTRY) == NAMES
+    assert all(entry.cls.name == name for name, entry in REGISTRY.items())
+    refusals = {entry.refusal for entry in REGISTRY.values() if entry.refusal is not None}
+    assert refusals <= set(REFUSALS) and refusals == {row for row in REFUSALS if row.startswith("strategy:")}
+
+
+def test_the_service_refuses_what_the_registry_says_a_table_without_transactions_cannot_take() -> None:
+    from counters.core.errors import UnsupportedInMode
+    from counters.core.regions import GlobalTableMode, Topology
+    from counters.primitives.approaches import REGISTRY
+    from counters.services.reservations import Reservations
+
+    mrsc = Reservations("t", topology=Topology(GlobalTableMode.MRSC, "eu-west-1", ("eu-west-1", "us-east-1", "us-west-2")))
+    for name, entry in REGISTRY.items():
+        if entry.refusal is None:
+            mrsc.refuse_in_mode(name, 1)
+        else:
+            with pytest.raises(UnsupportedInMode, match=f"strategy '{name}' is not available on an MRSC global table"):
+                mrsc.refuse_in_mode(name, 1)
+    with pytest.raises(UnsupportedInMode, match="write sharding"):
+        mrsc.refuse_in_mode("atomic", 2)
+    for name in REGISTRY:
+        Reservations("t").refuse_in_mode(name, 2)  # one Region: every strategy, sharded or not
+
+
 def test_mrsc_replicated_write_conflict_is_a_retryable_conflict() -> None:
     from botocore.exceptions import ClientError
 

@@ -98,7 +98,7 @@ class Verdict:
     """APPLIED (this request made the change), DUPLICATE (another one had) or REJECTED."""
     result: Mapping[str, object]
     """The answer the request would have had: a service's typed result (a `TypedDict`, e.g.
-    [PublicReservation][counters.services.reservations.PublicReservation]) or an error's JSON;
+    [PublicReservation][counters.services.reservations.model.PublicReservation]) or an error's JSON;
     the deferral layer stores it as JSON ([json_object][counters.core.json.json_object])."""
     recorded: bool | None = None
     """True: the replay's transaction recorded the outcome itself; False: it found the

@@ -58,6 +58,10 @@ REFUSALS: Mapping[str, Refusal] = {
         "a resource with one counter for every Region (created before the table was global)",
         {MREC: "it would oversell; its capacity must be split into escrowed shares (docs/reservations.md, Global tables)"},
     ),
+    "release-elsewhere": Refusal(
+        "releasing units of another Region's escrowed share",
+        {MREC: "only the Region that holds a share writes it: release the reservation there (docs/reservations.md, Global tables)"},
+    ),
     "transfers": Refusal(
         "transfers",
         dict.fromkeys(

@@ -1,11 +1,11 @@
 """What an MREC Region does by itself about escrow, with nobody calling a route (issue 28, item 4).
 
 Driven by the Region's own stream (``EscrowFunction``, [`counters.streams.escrow`][counters.streams.escrow] reads the
-records), each action is one of [`Reservations`][counters.services.reservations.Reservations]' own, so
+records), each action is one of [`Reservations`][counters.services.reservations.service.Reservations]' own, so
 exactly as idempotent:
 
 * **a transfer to this Region arrives** (replicated in): [`EscrowAutomation.transfer_arrived`][counters.services.escrow_automation.EscrowAutomation.transfer_arrived]
-  credits it (step 2, [`receive_transfers`][counters.services.reservations.Reservations.receive_transfers]: one
+  credits it (step 2, [`receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers]: one
   local transaction with the receipt's ``attribute_not_exists``, so exactly once however often the
   record is delivered or however many receivers race). If it is still not credited afterwards (the
   transaction met contention, the share has not replicated here yet) it raises
@@ -13,7 +13,7 @@ exactly as idempotent:
   never dropped as done.
 * **a CONFIRMED reservation record arrives** (this Region's own, or another's replicated in):
   [`EscrowAutomation.record_arrived`][counters.services.escrow_automation.EscrowAutomation.record_arrived] runs
-  [`reconcile`][counters.services.reservations.Reservations.reconcile]: if another Region took the same
+  [`reconcile`][counters.services.reservations.escrow.Escrow.reconcile]: if another Region took the same
   key (a failover re-send during a partition) and this Region's record is not the first, this
   Region gives its own back, once (the release's ``CONFIRMED`` guard).
 
@@ -40,7 +40,7 @@ class Done:
 
 
 class EscrowAutomation:
-    """An MREC Region's escrow chores, each an idempotent call of [`Reservations`][counters.services.reservations.Reservations]."""
+    """An MREC Region's escrow chores, each an idempotent call of [`Reservations`][counters.services.reservations.service.Reservations]."""
 
     def __init__(self, reservations: Reservations) -> None:
         self.reservations = reservations
@@ -53,12 +53,12 @@ class EscrowAutomation:
     @property
     def region(self) -> str:
         """The Region this consumer acts for (the one whose stream it reads)."""
-        return self.reservations.topology.region
+        return self.reservations.policy.region
 
     @property
     def active(self) -> bool:
-        """Only MREC escrows (MRSC and one Region have one counter and no transfers)."""
-        return self.reservations.topology.eventual
+        """Only a table whose conditions see one replica (MREC) escrows (MRSC and one Region have one counter and no transfers)."""
+        return self.reservations.policy.replica_local
 
     def transfer_arrived(self, resource_id: str, transfer_id: str, target: str) -> Done:
         """A transfer is in this replica: if it is to this Region, credit it (and any other that
@@ -73,7 +73,7 @@ class EscrowAutomation:
 
     def record_arrived(self, resource_id: str, reservation_id: str) -> Done:
         """A CONFIRMED record of the key is in this replica: give this Region's twin back if it is
-        not the first ([`Reservations.reconcile`][counters.services.reservations.Reservations.reconcile]; busy: ContentionError, redelivered)."""
+        not the first ([`Reservations.reconcile`][counters.services.reservations.escrow.Escrow.reconcile]; busy: ContentionError, redelivered)."""
         if not self.active:
             return Done()
         return Done(reconciled=self.reservations.reconcile(resource_id, reservation_id))

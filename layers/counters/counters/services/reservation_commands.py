@@ -4,7 +4,7 @@ retries carries to the retry queue, and how the retry worker replays it.
 Only exact, token-remembering approaches are re-driven ([`reserve_command`][counters.services.reservation_commands.reserve_command]); ``atomic`` and
 ``occ`` never blindly. A release is safe to re-drive on every strategy: the record's
 ``CONFIRMED -> RELEASED`` guard gives back once. The executors are
-[`counters.services.reservations.Reservations.replayables`][counters.services.reservations.Reservations.replayables].
+[`Reservations.replayables`][counters.services.reservations.service.Reservations.replayables].
 """
 
 from __future__ import annotations

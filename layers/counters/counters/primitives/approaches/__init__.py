@@ -24,14 +24,17 @@ Every approach returns a [`counters.core.outcome.Result`][counters.core.outcome.
 ``contention`` conflicts/throttling outlasted the retry budget; nothing known to have applied
 ``ambiguous``  only ``atomic`` and ``occ``: it may or may not have applied (see their docstrings)
 
-| name | module | remembers tokens | exact | shardable |
-|---|---|---|---|---|
-| ``atomic`` | [`atomic`][counters.primitives.approaches.atomic] | no | no (policy ``over``/``under``) | yes |
-| ``occ`` | [`occ`][counters.primitives.approaches.occ] | no | no (ambiguous on a third tag) | no |
-| ``occ_history`` | [`occ_history`][counters.primitives.approaches.occ_history] | last N writers | within N writes | no |
-| ``crt`` | [`crt`][counters.primitives.approaches.crt] | 10 minutes (DynamoDB) | within the window | yes |
-| ``marker`` | [`marker`][counters.primitives.approaches.marker] | marker item (TTL) | yes | yes |
-| ``set`` | [`set`][counters.primitives.approaches.set] | the token set | yes (bounded size) | no |
+| name | module | remembers tokens | exact | shardable | take needs transactions |
+|---|---|---|---|---|---|
+| ``atomic`` | [`atomic`][counters.primitives.approaches.atomic] | no | no (policy ``over``/``under``) | yes | no |
+| ``occ`` | [`occ`][counters.primitives.approaches.occ] | no | no (ambiguous on a third tag) | no | no |
+| ``occ_history`` | [`occ_history`][counters.primitives.approaches.occ_history] | last N writers | within N writes | no | no |
+| ``crt`` | [`crt`][counters.primitives.approaches.crt] | 10 minutes (DynamoDB) | within the window | yes | yes |
+| ``marker`` | [`marker`][counters.primitives.approaches.marker] | marker item (TTL) | yes | yes | yes |
+| ``set`` | [`set`][counters.primitives.approaches.set] | the token set | yes (bounded size) | no | no |
+
+Each is registered once, in [`REGISTRY`][counters.primitives.approaches.REGISTRY] (its name, its
+class, and the refusal that names it where its take cannot run); the services read the registry.
 
 Approach 6 of the seed (counting with an item collection, a ledger) is not one of these: it has
 no counter item and its own interface (append, balance, compact), in the package
@@ -46,7 +49,8 @@ from __future__ import annotations
 
 import importlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
 
@@ -57,10 +61,57 @@ from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.expr import Update
 from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back, quota_adjust
 
-NAMES = ("atomic", "occ", "occ_history", "crt", "marker", "set")
+
+@dataclass(frozen=True)
+class Registered:
+    """One approach of the [`REGISTRY`][counters.primitives.approaches.REGISTRY]: its name (its module
+    ``counters.primitives.approaches.<name>``, whose ``APPROACH`` is its class) and what it needs of the table."""
+
+    name: str
+    refusal: str | None = None
+    """The row of [`REFUSALS`][counters.core.policy.REFUSALS] refusing it where its take cannot run (its
+    take is a ``TransactWriteItems``); ``None``: it takes with one conditional write, anywhere."""
+
+    @property
+    def cls(self) -> type[Approach]:
+        """Its class (the module's ``APPROACH``), its module imported on first use."""
+        module = importlib.import_module(f"counters.primitives.approaches.{self.name}")
+        found: type[Approach] = module.APPROACH
+        return found
+
+
+REGISTRY: Mapping[str, Registered] = {
+    entry.name: entry
+    for entry in (
+        Registered("atomic"),
+        Registered("occ"),
+        Registered("occ_history"),
+        Registered("crt", refusal="strategy:crt"),
+        Registered("marker", refusal="strategy:marker"),
+        Registered("set"),
+    )
+}
+"""Every approach, registered once, in the seed's order: a new one adds its module, a row here, its
+docs (the table above) and its tests."""
+
+NAMES = tuple(REGISTRY)
 """The approaches' names, in the seed's order."""
 
-__all__ = ["AVAILABLE", "NAMES", "RESERVED", "Approach", "Fields", "Key", "Reason", "approach_class", "create", "rejection", "result"]
+__all__ = [
+    "AVAILABLE",
+    "NAMES",
+    "REGISTRY",
+    "RESERVED",
+    "Approach",
+    "Fields",
+    "Key",
+    "Reason",
+    "Registered",
+    "approach_class",
+    "create",
+    "rejection",
+    "result",
+]
 
 
 class Reason(StrEnum):
@@ -211,11 +262,9 @@ class Approach:
 
 def approach_class(name: str) -> type[Approach]:
     """The Approach subclass registered under ``name`` (modules imported on first use)."""
-    if name not in NAMES:
+    if name not in REGISTRY:
         raise KeyError(f"unknown approach {name!r}; one of {NAMES}")
-    module = importlib.import_module(f"counters.primitives.approaches.{name}")
-    found: type[Approach] = module.APPROACH
-    return found
+    return REGISTRY[name].cls
 
 
 def create(name: str, table_name: str, **options: object) -> Approach:
