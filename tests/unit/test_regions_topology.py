@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from counters.core.errors import UnsupportedInMode
 from counters.core.regions import GlobalTableMode, RegionSettings, Topology
 from counters.core.settings import SettingsError
 
@@ -52,11 +51,3 @@ def test_only_the_home_region_takes_home_only_writes_under_mrec() -> None:
     assert Topology(MREC, "eu-west-1", regions, "eu-west-1").is_home
     assert not Topology(MREC, "us-east-1", regions, "eu-west-1").is_home
     assert Topology(MRSC, "us-east-1", ("ap-south-1", "eu-west-1", "us-east-1"), "eu-west-1").is_home  # one consistent store
-
-
-def test_refuse_names_the_mode_and_only_fires_in_the_modes_named() -> None:
-    mrsc = Topology(MRSC, "us-east-1", ("ap-south-1", "eu-west-1", "us-east-1"))
-    Topology().refuse("crt", MRSC, why="no transactions")
-    with pytest.raises(UnsupportedInMode, match="MRSC") as refused:
-        mrsc.refuse("crt", MRSC, why="no transactions")
-    assert (refused.value.status, refused.value.code) == (409, "unsupported_in_region_mode")

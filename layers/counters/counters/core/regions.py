@@ -13,8 +13,9 @@ replication for DynamoDB", V2globaltables_HowItWorks, and "Global table design",
 The layer designs by one rule in MREC: **an item updated in place has one writing Region** (a per-Region
 item summed on read, or an item only its home Region writes); items written once per request may be
 written anywhere if their own rule survives last-writer-wins. [`Topology`][counters.core.regions.Topology] tells a primitive which
-Region it writes in and which Regions exist; [`Topology.refuse`][counters.core.regions.Topology.refuse] turns "this approach is not exact
-in this mode" into one clear error ([`UnsupportedInMode`][counters.core.errors.UnsupportedInMode]) at the first call.
+Region it writes in and which Regions exist; a feature resolves it once into a
+[`RegionPolicy`][counters.core.policy.RegionPolicy], whose one refusal table turns "this approach is not exact in this
+mode" into one clear error ([`UnsupportedInMode`][counters.core.errors.UnsupportedInMode]) at the first call.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from counters.core.errors import UnsupportedInMode
 from counters.core.settings import Settings, SettingsError, env
 
 REGION_ATTRIBUTE = "writerRegion"
@@ -119,11 +119,6 @@ class Topology:
         """The Region that creates ``item_id`` ([`home_of`][counters.core.regions.Topology.home_of]) on MREC; this Region otherwise (a
         single Region, or MRSC, whose conditional writes see every Region)."""
         return home_of(item_id, self.regions) if self.eventual else self.region
-
-    def refuse(self, what: str, *modes: GlobalTableMode, why: str) -> None:
-        """Raise [`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] if this table's mode is one of ``modes``."""
-        if self.mode in modes:
-            raise UnsupportedInMode(f"{what} is not available on a {self.mode.upper()} global table: {why} (docs/regions.md)")
 
 
 @dataclass(frozen=True, kw_only=True)

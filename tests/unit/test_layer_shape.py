@@ -1,0 +1,91 @@
+"""The layer's shape (issue 25): files small enough to read, Region rules decided in one place.
+
+* No module of the layer is over 450 lines.
+* ``primitives/`` never asks which mode it runs in: its code names no topology, mode or mode test
+  (its docstrings may describe behaviour across Regions).
+* ``services/`` names the topology only where a feature's policy is built (a constructor or
+  ``from_settings``).
+* Every refusal is a row of ``counters.core.policy.REFUSALS``: nothing else builds an
+  ``UnsupportedInMode`` or calls a ``refuse``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LAYER = Path(__file__).resolve().parents[2] / "layers" / "counters" / "counters"
+MAX_LINES = 450
+MODE_NAMES = {"topology", "Topology", "GlobalTableMode", "eventual", "MREC", "MRSC", "ONE_REGION", "RegionSettings"}
+"""Names (variables, attributes, imports) that ask about the table's mode rather than a capability."""
+POLICY_BUILDERS = {"__init__", "from_settings"}
+"""Where a service may read its settings' topology; so may a function named ``*_policy`` or ``*_options``
+that builds a feature's policy for its primitives (e.g. ``order_policy``, ``ledger_options``)."""
+
+
+def builds_policy(function: str) -> bool:
+    return function in POLICY_BUILDERS or function.endswith(("_policy", "_options"))
+
+
+def modules(under: str = "") -> list[Path]:
+    return sorted(p for p in (LAYER / under).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def mode_names(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
+    """(line, name, enclosing function) of every mention of the topology in code (not in strings)."""
+
+    def walk(node: ast.AST, function: str) -> Iterator[tuple[int, str, str]]:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else function
+            if isinstance(child, ast.Name) and child.id in MODE_NAMES:
+                yield child.lineno, child.id, function
+            elif isinstance(child, ast.Attribute) and child.attr in MODE_NAMES:
+                yield child.lineno, child.attr, function
+            elif isinstance(child, ast.ImportFrom) and child.module == "counters.core.regions":
+                yield child.lineno, "import counters.core.regions", function
+            elif isinstance(child, ast.arg) and child.arg in MODE_NAMES:
+                yield child.lineno, child.arg, function
+            yield from walk(child, inner)
+
+    yield from walk(tree, "<module>")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(LAYER.parent))
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_no_module_of_the_layer_is_over_450_lines(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{rel(path)} has {lines} lines (at most {MAX_LINES}): split it by job"
+
+
+def test_primitives_never_ask_which_mode_they_run_in() -> None:
+    found = [f"{rel(p)}:{line} {name}" for p in modules("primitives") for line, name, _ in mode_names(ast.parse(p.read_text()))]
+    assert not found, "primitives take a RegionPolicy (counters.core.policy) and read its capabilities:\n" + "\n".join(found)
+
+
+def test_services_name_the_topology_only_where_a_policy_is_built() -> None:
+    found = [
+        f"{rel(p)}:{line} {name} in {function}()"
+        for p in modules("services")
+        for line, name, function in mode_names(ast.parse(p.read_text()))
+        if not builds_policy(function) and function != "<module>"
+    ]
+    assert not found, "build the feature's RegionPolicy in its constructor or from_settings and read capabilities:\n" + "\n".join(found)
+
+
+def test_every_refusal_comes_from_the_one_table() -> None:
+    found = []
+    for path in modules():
+        if path.name == "policy.py" and path.parent.name == "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if called in {"UnsupportedInMode", "refuse"}:
+                    found.append(f"{rel(path)}:{node.lineno} {called}(...)")
+    assert not found, "add a row to counters.core.policy.REFUSALS and call policy.require(<row>):\n" + "\n".join(found)
