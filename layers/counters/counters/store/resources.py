@@ -28,7 +28,7 @@ from counters.core.client import DynamoDBClient
 from counters.core.engine import Hook, Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
-from counters.core.regions import ONE_REGION, Topology
+from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Params, Path, Put, Query, Transaction, Update, old_item
 from counters.store.items import from_item
@@ -188,10 +188,15 @@ class ResourceStore(Store):
     region: str = ""
 
     def __init__(
-        self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None, topology: Topology = ONE_REGION
+        self,
+        table_name: str,
+        *,
+        dynamodb: DynamoDBClient | None = None,
+        retry: RetryPolicy | None = None,
+        policy: RegionPolicy = ONE_REGION_POLICY,
     ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
-        self.topology = topology
+        self.policy = policy
         """Where this store writes: a resource is created only in its home Region on MREC ([`RESOURCE`][counters.store.resources_counters.RESOURCE])."""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
@@ -280,7 +285,7 @@ class ResourceStore(Store):
 
     def create_single(self, meta: Fields) -> Outcome:
         """An unsharded resource as one conditional Put (MRSC has no transactions)."""
-        RESOURCE.require(self.topology, str(meta["resourceId"]))
+        RESOURCE.require(self.policy.topology, str(meta["resourceId"]))
         return run(self.dynamodb.put_item, Put(self.table_name, item=meta).when(IS_NEW).params(), policy=self.retry, write=True).outcome
 
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
@@ -353,7 +358,7 @@ class ResourceStore(Store):
         """The resource (and its shards, or every Region's share) in one transaction, none overwriting
         an existing item; on MREC only in the id's home Region ([`RESOURCE`][counters.store.resources_counters.RESOURCE]: elsewhere
         [`WrongRegion`][counters.core.errors.WrongRegion], nothing written)."""
-        RESOURCE.require(self.topology, str(meta["resourceId"]))
+        RESOURCE.require(self.policy.topology, str(meta["resourceId"]))
         tx: Transaction[Action] = Transaction()
         tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))
         for name, (key, attributes) in zip(COUNTERS, counters, strict=False):

@@ -72,7 +72,7 @@ class Reservations(Escrow):
         self.policy = RegionPolicy.of(topology or ONE_REGION)  # resolved once: the parts read its capabilities
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry, topology=self.policy.topology)
+        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry, policy=self.policy)
         self.store.region = self.policy.writer  # per-Region items (conditions see one replica): each Region its own records
         self.options: dict[str, dict[str, Any]] = {
             "atomic": {"policy": atomic_policy},
