@@ -160,7 +160,7 @@ def cold_imports(runs: int) -> list[tuple[str, float, float]]:
     return [(label, statistics.median(samples[label]), statistics.median(samples[label]) / boto3_ms) for label, _, _ in probes]
 
 
-_BELOW_HTTP = "import counters.core.function, counters.core.metrics, counters.deferral.queue, counters.services.likes"
+_BELOW_HTTP = "import counters.runtime.function, counters.runtime.metrics, counters.deferral.queue, counters.services.likes"
 REFERENCES = (
     ("the layer below its HTTP glue + Powertools Logger/Metrics (no resolver)", _BELOW_HTTP),
     (

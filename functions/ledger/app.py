@@ -5,12 +5,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Header, Query, Response
 from counters.http.resolver import Body, IdPath, json_response
 from counters.primitives.ledger import AMOUNT_LIMIT, LedgerSettings
+from counters.runtime.metrics import record
 from counters.services.ledgers import Ledgers
 
 

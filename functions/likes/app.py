@@ -8,11 +8,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject
-from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Header, Query, Response
 from counters.http.resolver import Body, IdPath, json_response
+from counters.runtime.metrics import record
 from counters.services.likes import AUDIT_MARGIN_S, LikeChange, Likes, LikeSettings
 
 

@@ -10,11 +10,11 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.errors import NotFound
-from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Header, Path, Response
 from counters.http.resolver import ID_PATTERN, Body, json_response
+from counters.runtime.metrics import record
 from counters.services.orders import Orders, OrderSettings
 
 

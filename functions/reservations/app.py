@@ -6,11 +6,11 @@ from typing import Annotated, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.metrics import record
 from counters.deferral.queue import Deferrer
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Header, Response
 from counters.http.resolver import ID_PATTERN, Body, IdPath, json_response
+from counters.runtime.metrics import record
 from counters.services.reservations import Reservations, ReservationSettings
 
 KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"  # printable ASCII, no spaces: it becomes part of a hash, not a key

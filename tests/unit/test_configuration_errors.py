@@ -187,7 +187,7 @@ def test_an_api_answers_a_missing_table_as_a_bare_500(moto_dynamodb: Any, load_f
         ("counters.http.function", "pydantic"),
         ("counters.http.resolver", "aws_lambda_powertools"),
         ("counters.http.resolver", "pydantic"),
-        ("counters.core.function", "aws_lambda_powertools"),  # Logger and Metrics, no pydantic
+        ("counters.runtime.function", "aws_lambda_powertools"),  # Logger and Metrics, no pydantic
     ],
 )
 def test_the_lambda_glue_without_the_extra_says_what_to_install(module: str, absent: str) -> None:

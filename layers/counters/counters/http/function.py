@@ -1,4 +1,4 @@
-"""An API Gateway (REST) function's preamble: [`Function`][counters.core.function.Function] plus the resolver.
+"""An API Gateway (REST) function's preamble: [`Function`][counters.runtime.function.Function] plus the resolver.
 
     function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
     app = function.app                       # register routes on it
@@ -27,12 +27,12 @@ try:  # first, so that a user who imports this module without the extra is told 
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
 
-from counters.core.function import Function
 from counters.core.json import JSONObject
 from counters.core.settings import SettingsError
 from counters.deferral.queue import DeferralSettings, Deferrer
 from counters.http.auth import AuthSettings
 from counters.http.resolver import TallyResolver, build_app, early_response
+from counters.runtime.function import Function
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
