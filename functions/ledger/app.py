@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from counters.deferral.queue import Deferrer
-from counters.http.function import ApiFunction, ApiSettings
+from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
 from counters.http.resolver import json_response
 from counters.primitives.ledger import LedgerSettings
@@ -24,7 +23,7 @@ class Settings(ApiSettings, LedgerSettings):
     """This function's environment."""
 
 
-function = ApiFunction(Settings, Ledgers.from_settings, deferrer=Deferrer.from_settings)
+function = ApiFunction(Settings, Ledgers.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
 
 if TYPE_CHECKING:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools.metrics import MetricUnit
 
 from counters.core.json import JSONObject
-from counters.deferral.queue import Deferrer
-from counters.http.function import ApiFunction, ApiSettings
+from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
 from counters.http.resolver import json_response
 from counters.runtime.metrics import record
@@ -26,7 +25,7 @@ class Settings(ApiSettings, LikeSettings):
     """This function's environment."""
 
 
-function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
+function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
 
 if TYPE_CHECKING:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from counters.core.errors import NotFound
-from counters.deferral.queue import Deferrer
-from counters.http.function import ApiFunction, ApiSettings
+from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
 from counters.http.resolver import json_response
 from counters.runtime.metrics import record
@@ -27,7 +26,7 @@ class Settings(ApiSettings, OrderSettings):
     """This function's environment."""
 
 
-function = ApiFunction(Settings, Orders.from_settings, deferrer=Deferrer.from_settings)
+function = ApiFunction(Settings, Orders.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import pytest
 
 from counters.http.resolver import build_app, json_response
 from counters.http.schemas import ROUTES
-from counters.http.validation import Fields, validate
+from counters.http.validation import Fields, as_fields, validate
 from devstack.template import read_stack
 from testkit.functions import bound_handler_module, environment
 from tests.conftest import LambdaContext
@@ -37,11 +37,12 @@ class _Called(Exception):
 
 
 def _plain(value: Any) -> Any:
-    """A route argument as JSON: a pydantic model by its fields, Fields as the dict it reads."""
+    """A route argument as JSON: a pydantic model and Fields as ``{"fields": ...}`` (both read as
+    attributes), a dict as itself (a map, read with ``[]``): a map given as Fields would differ."""
     if hasattr(value, "model_dump"):
-        return _plain(value.model_dump(by_alias=True))
+        return {"fields": {k: _plain(getattr(value, k)) for k in type(value).model_fields}}
     if isinstance(value, Fields):
-        return {k: _plain(v) for k, v in vars(value).items()}
+        return {"fields": {k: _plain(v) for k, v in vars(value).items()}}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -261,7 +262,10 @@ def test_the_contract_validation_answers_as_pydantic_did(name: str) -> None:
 def test_a_body_field_reads_as_itself_whatever_its_name() -> None:
     """A body arrives as Fields: its fields are attributes, and no method can hide one (an order's
     ``items`` once read as Mapping.items, a 500 on every order)."""
-    body = Fields({"items": [{"sku": "a", "quantity": 1}], "keys": 1, "get": 2})
+    schema = ROUTES["POST /orders"]["body"]["schema"]
+    body = as_fields(schema, {"customerId": "c", "items": [{"sku": "a", "quantity": 1}]})
+    assert [(line.sku, line.quantity) for line in body.items] == [("a", 1)]
+    body = Fields({"items": [Fields({"sku": "a", "quantity": 1})], "keys": 1, "get": 2})
     assert [(line.sku, line.quantity) for line in body.items] == [("a", 1)]
     assert (body.keys, body.get) == (1, 2)
     assert vars(body)["keys"] == 1

@@ -22,7 +22,6 @@ from counters.core.errors import ConfigurationError, ContentionError, CounterErr
 from counters.core.extras import needs_lambda_extra
 from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject, json_object
-from counters.deferral.queue import Deferrer
 from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
 
 try:  # first: it registers Powertools' event_handler without its __init__ (counters.http.powertools)
@@ -41,6 +40,8 @@ from counters.http.validation import validate
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from counters.deferral.queue import Deferrer
 
 __all__ = [
     "ID_PATTERN",

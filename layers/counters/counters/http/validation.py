@@ -39,7 +39,7 @@ from counters.http.schemas import ROUTES
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response
 
-__all__ = ["Fields", "check", "validate"]
+__all__ = ["Fields", "as_fields", "check", "validate"]
 
 Schema = Mapping[str, Any]
 Errors = list[dict[str, Any]]
@@ -179,7 +179,7 @@ class Fields:
     a field (a field named ``items`` reads as the field)."""
 
     def __init__(self, values: Mapping[str, Any]) -> None:
-        self.__dict__.update((k, _wrap(v)) for k, v in values.items())
+        self.__dict__.update(values)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Fields) and vars(self) == vars(other)
@@ -190,11 +190,20 @@ class Fields:
         return f"Fields({vars(self)!r})"
 
 
-def _wrap(value: Any) -> Any:
-    if isinstance(value, dict):
-        return Fields(value)
+def as_fields(schema: Schema, value: Any) -> Any:
+    """A validated value as the route reads it: each object its schema declares fields for (a
+    model) as [`Fields`][counters.http.validation.Fields], a free-form map (``dict[str, int]``) as a dict."""
+    if "anyOf" in schema:
+        if value is None:
+            return None
+        schema = next(s for s in schema["anyOf"] if s.get("type") != "null")
+    if isinstance(value, dict) and "properties" in schema:
+        properties = schema["properties"]
+        return Fields({k: as_fields(properties.get(k, {}), v) for k, v in value.items()})
+    if isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
+        return {k: as_fields(schema["additionalProperties"], v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_wrap(v) for v in value]
+        return [as_fields(schema.get("items", {}), v) for v in value]
     return value
 
 
@@ -251,7 +260,7 @@ def request_values(route: Mapping[str, Any], app: APIGatewayRestResolver) -> tup
             _error(errors, "missing", ("body",), "Field required", None)
         else:
             checked = check(body["schema"], received, ("body",), errors)
-            values[body["name"]] = Fields(checked) if isinstance(checked, dict) else checked
+            values[body["name"]] = as_fields(body["schema"], checked)
     return values, errors
 
 
