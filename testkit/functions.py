@@ -66,3 +66,38 @@ def handler_module(fn: Function) -> ModuleType:
                 sys.path.remove(p)
         _MODULES[path] = module
     return _MODULES[path]
+
+
+def contract_module(fn: Function) -> ModuleType | None:
+    """``fn``'s contract (``contract.py`` next to its handler: the API's pydantic models), imported
+    once per process, or None for a function without routes."""
+    path = fn.code_dir / "contract.py"
+    if not path.exists():
+        return None
+    if path not in _MODULES:
+        added = [p for p in map(str, fn.layers) if p not in sys.path]
+        sys.path[:0] = added
+        try:
+            name = f"tally_fn_{fn.code_dir.name}_contract"
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec and spec.loader
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        finally:
+            for p in added:
+                sys.path.remove(p)
+        _MODULES[path] = module
+    return _MODULES[path]
+
+
+def bound_handler_module(fn: Function) -> ModuleType:
+    """``fn``'s handler module with its contract's names in its namespace: what the OpenAPI
+    generator and the tests need to read the routes' types (the handler names them for the type
+    checker only; at run time its resolver validates from counters.http.schemas)."""
+    module = handler_module(fn)
+    contract = contract_module(fn)
+    if contract is not None:
+        for name in contract.__all__:
+            module.__dict__.setdefault(name, getattr(contract, name))
+    return module

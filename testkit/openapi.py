@@ -1,6 +1,8 @@
 """One OpenAPI document for the whole API, merged from every function's Powertools resolver.
 
-``python -m testkit.openapi`` writes docs/openapi.json; a unit test fails when the file is
+``python -m testkit.openapi`` writes docs/openapi.json and, from the same document, the route
+contracts the functions validate against at run time without pydantic
+(layers/counters/counters/http/schemas.py: :func:`routes`); a unit test fails when either file is
 not what the handlers generate (run this command after changing a route or a model), and
 another when it breaks the contract of the last release, docs/openapi-release.json
 (:mod:`testkit.openapi_diff`; ``python -m testkit.openapi --release`` copies the current
@@ -25,9 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from devstack.template import ROOT, read_stack
-from testkit.functions import environment, handler_module
+from testkit.functions import bound_handler_module, environment
 
 OUTPUT = ROOT / "docs" / "openapi.json"
+SCHEMAS = ROOT / "layers" / "counters" / "counters" / "http" / "schemas.py"
+"""The route contracts the functions validate against (counters.http.validation), generated with the document."""
 RELEASE = ROOT / "docs" / "openapi-release.json"
 """The document of the last release: the contract a change must not break (updated deliberately)."""
 
@@ -113,6 +117,11 @@ def requires_admin(handler: Callable[..., Any]) -> bool:
 
 
 def generate() -> dict[str, Any]:
+    return _generate()[0]
+
+
+def _generate() -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """The document, and every route of every API function (its method, OpenAPI path, Powertools route)."""
     stack = read_stack("tally")
     api_functions = sorted({r.function for r in stack.routes})
     doc: dict[str, Any] = {
@@ -134,13 +143,15 @@ def generate() -> dict[str, Any]:
         "security": [{SCHEME: []}],
     }
     admin: set[tuple[str, str]] = set()
+    all_routes: list[tuple[str, Any]] = []
     for name in api_functions:
         fn = stack.functions[name]
         with environment(fn, {"AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}):
-            module = handler_module(fn)
+            module = bound_handler_module(fn)
             part = json.loads(module.app.get_openapi_json_schema(title="Tally", version="1.0.0"))
             routes = module.app._static_routes + module.app._dynamic_routes  # noqa: SLF001 - Powertools keeps them there
             admin |= {(r.openapi_path, r.method.lower()) for r in routes if requires_admin(r.func)}
+            all_routes += [(name, r) for r in routes]
         for path, operations in part.get("paths", {}).items():
             doc["paths"].setdefault(path, {}).update(operations)
         doc["components"]["schemas"].update(part.get("components", {}).get("schemas", {}))
@@ -156,18 +167,97 @@ def generate() -> dict[str, Any]:
     doc["components"]["schemas"].pop("ValidationError", None)
     doc["paths"] = dict(sorted(doc["paths"].items()))
     doc["components"]["schemas"] = dict(sorted(doc["components"]["schemas"].items()))
-    return doc
+    return doc, all_routes
+
+
+_KEPT = {
+    "type", "anyOf", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
+    "items", "minItems", "maxItems", "properties", "required", "additionalProperties", "default",
+}  # fmt: skip
+"""The JSON Schema keywords counters.http.validation reads (the rest documents)."""
+
+
+def _inline(schema: Any, components: dict[str, Any]) -> Any:
+    """``schema`` with its ``$ref``s replaced by what they name, and only the keywords that validate."""
+    if isinstance(schema, list):
+        return [_inline(s, components) for s in schema]
+    if not isinstance(schema, dict):
+        return int(schema) if isinstance(schema, float) and schema.is_integer() else schema
+    if "$ref" in schema:
+        return _inline(components[schema["$ref"].rsplit("/", 1)[-1]], components)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in _KEPT:
+            continue
+        if key == "properties":
+            out[key] = {name: _inline(sub, components) for name, sub in value.items()}
+        elif key in ("default", "enum", "const", "required"):
+            out[key] = value
+        else:
+            out[key] = _inline(value, components)
+    return out
+
+
+def routes(doc: dict[str, Any], all_routes: list[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each route's contract, keyed ``"<METHOD> <OpenAPI path>"``: its parameters (where they are,
+    their name in the request and the route function's argument name), its body and its response
+    schema, taken from the document (so they are the document's) with the ``$ref``s inlined."""
+    components = doc["components"]["schemas"]
+    out: dict[str, dict[str, Any]] = {}
+    for _, route in sorted(all_routes, key=lambda nr: (nr[1].openapi_path, nr[1].method)):
+        operation = doc["paths"][route.openapi_path][route.method.lower()]
+        dependant = route.dependant
+        names = {
+            (f.field_info.in_.value, f.alias): f.name for f in (*dependant.path_params, *dependant.query_params, *dependant.header_params)
+        }
+        params = [
+            {
+                "in": p["in"],
+                "alias": p["name"],
+                "name": names[(p["in"], p["name"])],
+                "required": p.get("required", False),
+                "schema": _inline(p["schema"], components),
+            }
+            for p in operation.get("parameters", [])
+        ]
+        contract: dict[str, Any] = {"params": params}
+        if dependant.body_params:
+            schema = operation["requestBody"]["content"]["application/json"]["schema"]
+            contract["body"] = {"name": dependant.body_params[0].name, "schema": _inline(schema, components)}
+        success = operation["responses"].get("200", {}).get("content", {}).get("application/json")
+        if success is not None and route.dependant.return_param is not None:
+            contract["response"] = _inline(success["schema"], components)
+        out[f"{route.method.upper()} {route.openapi_path}"] = contract
+    return out
 
 
 def render() -> str:
     return json.dumps(generate(), indent=2, sort_keys=False) + "\n"
 
 
+def render_both() -> tuple[str, str]:
+    """docs/openapi.json and counters/http/schemas.py, from one generation."""
+    doc, all_routes = _generate()
+    table = "{\n" + "".join(f"    {key!r}: {contract!r},\n" for key, contract in routes(doc, all_routes).items()) + "}"
+    module = (
+        '"""The route contracts of docs/openapi.json, which [`counters.http.validation`][counters.http.validation] checks\n'
+        "requests and responses against without pydantic: generated by ``python -m testkit.openapi`` from the\n"
+        'API functions\' pydantic models (their ``contract.py``); do not edit (a unit test fails when it is stale)."""\n\n'
+        "from typing import Any\n\n"
+        f"ROUTES: dict[str, dict[str, Any]] = {table}\n"
+        '"""Each route\'s parameters, body and response schema, keyed ``"<METHOD> <OpenAPI path>"``."""\n'
+    )
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n", module
+
+
 def main(argv: list[str]) -> int:
     """Write docs/openapi.json; with ``--release``, also make it the release baseline."""
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(render())
+    document, schemas = render_both()
+    OUTPUT.write_text(document)
     print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    SCHEMAS.write_text(schemas)
+    print(f"wrote {SCHEMAS.relative_to(ROOT)}")
     if "--release" in argv:
         shutil.copyfile(OUTPUT, RELEASE)
         print(f"wrote {RELEASE.relative_to(ROOT)} (the release baseline: commit it with the release)")

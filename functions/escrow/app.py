@@ -23,8 +23,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.core.function import Function
 from counters.core.json import JSONObject
+from counters.runtime.function import Function
 from counters.services.escrow_automation import EscrowAutomation
 from counters.services.reservations import ReservationSettings
 from counters.streams.escrow import act

@@ -5,9 +5,9 @@ has passed, a bounded part of the table per scheduled run (counters.primitives.e
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.core.function import Function
 from counters.core.json import JSONObject
 from counters.primitives.expiry import ExpirySettings, ExpirySweeper
+from counters.runtime.function import Function
 
 STOP_BEFORE_TIMEOUT_MS = 5000
 

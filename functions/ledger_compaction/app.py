@@ -1,8 +1,16 @@
 """Ledger compaction: on the EventBridge schedule (every ledger with due entries) and on
 demand (``POST /ledgers/{ledgerId}/compact``, an admin route). On a global table it runs in every
-Region: each compacts only the entries and checkpoint its own Region wrote (docs/ledgers.md)."""
+Region: each compacts only the entries and checkpoint its own Region wrote (docs/ledgers.md).
+
+The routes' types are the contract's (contract.py, pydantic): named here for the type checker and
+the OpenAPI generator only; at run time the resolver validates each request against the schemas
+generated from them (counters.http.validation) and a body arrives as their fields.
+"""
+
+from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
@@ -11,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from counters.core.json import JSONObject
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Response
-from counters.http.resolver import Body, IdPath, ProxyResponse, json_response
+from counters.http.resolver import ProxyResponse, json_response
 from counters.primitives.ledger.compaction import ScheduledSummary
 from counters.services.ledgers import Ledgers, LedgerSettings
 
@@ -27,14 +35,8 @@ class Settings(ApiSettings, LedgerSettings):
 function = ApiFunction(Settings, Ledgers.from_settings)  # nothing to defer: a compaction is re-run, not queued
 app, logger, metrics = function.app, function.logger, function.metrics
 
-
-class Compaction(Body):
-    ledgerId: str
-    outcome: str
-    merged: int
-    chunks: int
-    lostRaces: int
-    complete: bool
+if TYPE_CHECKING:
+    from .contract import Compaction, IdPath
 
 
 @app.post("/ledgers/<ledgerId>/compact")

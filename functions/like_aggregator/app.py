@@ -25,11 +25,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.core.function import Function
-from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
 from counters.core.regions import RegionSettings
 from counters.primitives.aggregator import Aggregator, Change, padded
+from counters.runtime.function import Function
+from counters.runtime.metrics import record as record_metrics
 from counters.services.likes import like_aggregator
 from counters.streams import hot_change, regional_change
 

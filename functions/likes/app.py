@@ -1,18 +1,22 @@
-"""Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape."""
+"""Likes API: posts with an exact likeTally (seed 01). Parse, call the layer, shape.
+
+The routes' types are the contract's (contract.py, pydantic): named here for the type checker and
+the OpenAPI generator only; at run time the resolver validates each request against the schemas
+generated from them (counters.http.validation) and a body arrives as their fields.
+"""
+
+from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict, Field
 
-from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject
-from counters.core.metrics import record
-from counters.deferral.queue import Deferrer
-from counters.http.function import ApiFunction, ApiSettings
-from counters.http.powertools import Header, Query, Response
-from counters.http.resolver import Body, IdPath, json_response
+from counters.http.function import ApiFunction, ApiSettings, retry_queue
+from counters.http.powertools import Response
+from counters.http.resolver import json_response
+from counters.runtime.metrics import record
 from counters.services.likes import AUDIT_MARGIN_S, LikeChange, Likes, LikeSettings
 
 
@@ -21,82 +25,26 @@ class Settings(ApiSettings, LikeSettings):
     """This function's environment."""
 
 
-function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
+function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
 
-
-class CreatePost(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    postId: str | None = Field(
-        default=None,
-        pattern=ID_PATTERN,
-        description="your own id, making re-sends safe; never a version-5 UUID in hex (the form of the ids Idempotency-Key derives)",
+if TYPE_CHECKING:
+    from .contract import (
+        Audit,
+        AuditPosts,
+        Audits,
+        CreatePost,
+        Cursor,
+        IdempotencyKey,
+        IdPath,
+        Likers,
+        LikeState,
+        Limit,
+        OwnLike,
+        Post,
+        Switched,
+        SwitchMode,
     )
-    authorId: str = Field(pattern=ID_PATTERN)
-    body: str = Field(min_length=1, max_length=4000)
-    mode: Literal["standard", "hot"] | None = Field(
-        default=None,
-        description="hot: likes are single writes spread over several keys and the tally is kept from the table's stream "
-        "(exact as of asOf); standard: each like counts in its own transaction. Default: standard, or hot on an MRSC "
-        "global table (standard is refused there: it needs a transaction)",
-    )
-
-
-class Post(Body):
-    postId: str
-    authorId: str | None
-    body: str | None
-    likeTally: int
-    createdAt: int | None
-    mode: str = "standard"
-    modeEpoch: int = Field(default=0, description="how many times the post switched modes")
-    asOf: int | None = Field(
-        default=None, description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation"
-    )
-    lagMs: int | None = Field(
-        default=None,
-        description="hot posts: how long the oldest like of the aggregator's last write to this post had waited (ms); "
-        "it does not grow while the post is idle; null before the first aggregation",
-    )
-
-
-class LikeState(Body):
-    postId: str
-    userId: str
-    liked: bool
-    changed: bool
-
-
-class Liker(Body):
-    userId: str
-
-
-class Likers(Body):
-    postId: str
-    likers: list[Liker]
-    cursor: str | None
-
-
-class Audit(Body):
-    postId: str
-    stored: int
-    counted: int
-    drift: int | None = Field(description="stored - counted; null for a post that is or was hot (its tally trails its likes)")
-    reason: str | None = Field(description="aggregated: the post is or was hot, no drift is concluded (POST /audits compares it)")
-
-
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        pattern=ID_PATTERN,
-        description="Optional: makes a re-send the same post (the id is derived from the author and the key; 200); "
-        "the key with another post 422. Without it, send your own postId to make re-sends safe. A post is one "
-        "conditional write, so no request is ever seen in flight. Expiry: never (posts are kept) "
-        "(docs/retries.md#idempotency-keys)",
-    ),
-]
 
 
 @app.post("/posts")
@@ -137,12 +85,6 @@ def recorded(post_id: str, operation: str, change: LikeChange) -> None:
         logger.info("post promoted to hot: its likes kept retrying", extra={"postId": post_id})
 
 
-class OwnLike(Body):
-    postId: str
-    userId: str
-    liked: bool
-
-
 @app.get("/posts/<postId>/likes/<userId>")
 def own_like(postId: IdPath, userId: IdPath) -> Response[OwnLike]:
     """The caller's own like, read from its state item: exact at once, in either mode."""
@@ -153,21 +95,11 @@ def own_like(postId: IdPath, userId: IdPath) -> Response[OwnLike]:
 @app.get("/posts/<postId>/likes")
 def likers(
     postId: IdPath,
-    limit: Annotated[int, Query(ge=1, le=100)] = 25,
-    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+    limit: Limit = 25,
+    cursor: Cursor = None,
 ) -> Response[Likers]:
     page = function.service.likers(postId, limit=limit, cursor=cursor)
     return json_response(200, {"postId": postId, "likers": list(page.user_ids), "cursor": page.cursor})
-
-
-class SwitchMode(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    mode: Literal["standard", "hot"]
-
-
-class Switched(Post):
-    switched: bool = Field(description="false: the post already was in this mode (a re-send finds its own switch done)")
 
 
 @app.put("/posts/<postId>/mode")
@@ -178,30 +110,6 @@ def switch_mode(postId: IdPath, body: SwitchMode) -> Response[Switched]:
     if switched:
         logger.info("post mode switched", extra={"postId": postId, "mode": post["mode"], "modeEpoch": post["modeEpoch"]})
     return json_response(200, {**post, "switched": switched})
-
-
-class AuditPosts(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    postIds: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(min_length=1, max_length=25)
-    repair: bool = Field(default=False, description="repair a drift found at a settled point (one conditional write per post)")
-
-
-class SettledAudit(Body):
-    postId: str
-    stored: int | None = Field(description="the tally at the settled point")
-    counted: int | None = Field(description="the likes at that point")
-    drift: int | None = Field(description="stored - counted; null when not settled")
-    settled: bool
-    repaired: bool
-    reason: str | None = Field(
-        description="why not settled or not repaired: moving, aggregator_behind, not_found, busy, "
-        "deadline (the audit ran out of time before it reached or finished this post: audit it again)"
-    )
-
-
-class Audits(Body):
-    audits: list[SettledAudit]
 
 
 @app.post("/audits")

@@ -39,12 +39,12 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.errors import ContentionError
-from counters.core.function import Function
 from counters.core.json import JSONObject
-from counters.core.metrics import record as record_metrics
 from counters.core.outcome import Outcome
 from counters.core.regions import RegionSettings
 from counters.primitives.pointer import Pointer
+from counters.runtime.function import Function
+from counters.runtime.metrics import record as record_metrics
 from counters.services.orders import POINTER, order_id_from_pk, order_policy, placed_here
 
 

@@ -2,19 +2,22 @@
 
 The sequence mode (``fast`` or ``gapless``) comes from the template parameter ``SequenceMode``
 through ``SEQUENCE_MODE``; see counters.services.orders for what each guarantees.
+
+The routes' types are the contract's (contract.py, pydantic): named here for the type checker and
+the OpenAPI generator only; at run time the resolver validates each request against the schemas
+generated from them (counters.http.validation) and a body arrives as their fields.
 """
 
-from dataclasses import dataclass
-from typing import Annotated
+from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from counters.core.errors import NotFound
-from counters.core.metrics import record
-from counters.deferral.queue import Deferrer
-from counters.http.function import ApiFunction, ApiSettings
-from counters.http.powertools import Header, Path, Response
-from counters.http.resolver import ID_PATTERN, Body, json_response
+from counters.http.function import ApiFunction, ApiSettings, retry_queue
+from counters.http.powertools import Response
+from counters.http.resolver import json_response
+from counters.runtime.metrics import record
 from counters.services.orders import Orders, OrderSettings
 
 
@@ -23,58 +26,19 @@ class Settings(ApiSettings, OrderSettings):
     """This function's environment."""
 
 
-function = ApiFunction(Settings, Orders.from_settings, deferrer=Deferrer.from_settings)
+function = ApiFunction(Settings, Orders.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
 
-MAX_ORDER_ID = 10**15  # far beyond any sequence, and exact as a JSON number everywhere
+if TYPE_CHECKING:
+    from counters.core.json import JSONValue
 
-
-class OrderLine(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    sku: str = Field(pattern=ID_PATTERN)
-    quantity: int = Field(ge=1, le=10_000)
-
-
-class CreateOrder(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    customerId: str = Field(pattern=ID_PATTERN)
-    items: list[OrderLine] = Field(min_length=1, max_length=50)
-
-
-class Order(Body):
-    orderId: int
-    customerId: str
-    items: list[OrderLine]
-    createdAt: int | None
-
-
-class Latest(Body):
-    orderId: int | None
-
-
-IdempotencyKey = Annotated[
-    str,
-    Header(
-        alias="Idempotency-Key",
-        pattern=ID_PATTERN,
-        min_length=1,
-        max_length=64,
-        description="Required (400 idempotency_key_missing without it); per caller. The same key and body answer "
-        "the same order (200); another body 422. An order and its key record are one transaction (MRSC: the key "
-        "record first, and a re-send completes the order from it), so no request is ever seen in flight. Expiry: "
-        "the key record's TTL is 24 hours (DynamoDB deletes it some time after that); once deleted, the key "
-        "places a new order (docs/retries.md#idempotency-keys)",
-    ),
-]
-OrderIdPath = Annotated[int, Path(ge=1, le=MAX_ORDER_ID)]
+    from .contract import CreateOrder, IdempotencyKey, Latest, Order, OrderIdPath
 
 
 @app.post("/orders")
 def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Response[Order]:
     app.caller.require_self(order.customerId, "place an order")
-    items = [line.model_dump() for line in order.items]
+    items: list[dict[str, JSONValue]] = [{"sku": line.sku, "quantity": line.quantity} for line in order.items]
     placed = function.service.place(key=idempotency_key, customer_id=order.customerId, items=items, owner=app.caller.owner)
     record(metrics, "PlaceOrder", placed.result)
     status = 201 if placed.created else 200

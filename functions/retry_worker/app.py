@@ -13,9 +13,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from counters.core.function import Function
 from counters.core.json import JSONObject
 from counters.deferral.queue import Replayer, ReplaySettings
+from counters.runtime.function import Function
 from counters.services.ledgers import Ledgers, LedgerSettings
 from counters.services.likes import Likes, LikeSettings
 from counters.services.orders import Orders, OrderSettings

@@ -30,7 +30,13 @@ pytestmark = pytest.mark.xdist_group("wheel")  # one worker builds the session's
 
 # The Lambda glue: the modules that need the [lambda] extra (Powertools, pydantic) at import.
 # Every other module of the package imports with botocore alone.
-NEEDS_LAMBDA_EXTRA = {"counters.core.function", "counters.http.function", "counters.http.powertools", "counters.http.resolver"}
+NEEDS_LAMBDA_EXTRA = {
+    "counters.runtime.function",
+    "counters.http.function",
+    "counters.http.models",
+    "counters.http.powertools",
+    "counters.http.resolver",
+}
 
 
 def copy_package(dest: Path) -> Path:

@@ -183,11 +183,11 @@ def test_an_api_answers_a_missing_table_as_a_bare_500(moto_dynamodb: Any, load_f
 @pytest.mark.parametrize(
     ("module", "absent"),
     [
-        ("counters.http.function", "aws_lambda_powertools"),
-        ("counters.http.function", "pydantic"),
+        ("counters.http.function", "aws_lambda_powertools"),  # no pydantic at run time (counters.http.validation)
         ("counters.http.resolver", "aws_lambda_powertools"),
-        ("counters.http.resolver", "pydantic"),
-        ("counters.core.function", "aws_lambda_powertools"),  # Logger and Metrics, no pydantic
+        ("counters.http.models", "aws_lambda_powertools"),  # the contracts' base: Powertools' Path, Header, Query
+        ("counters.http.models", "pydantic"),
+        ("counters.runtime.function", "aws_lambda_powertools"),  # Logger and Metrics, no pydantic
     ],
 )
 def test_the_lambda_glue_without_the_extra_says_what_to_install(module: str, absent: str) -> None:

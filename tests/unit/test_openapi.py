@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from devstack.template import read_stack
-from testkit.openapi import ADMIN_ROLE, OUTPUT, RELEASE, SCHEME, generate
+from testkit.openapi import ADMIN_ROLE, OUTPUT, RELEASE, SCHEMAS, SCHEME, generate, render_both
 from testkit.openapi_diff import breaking_changes
 from tests.conftest import api_event, invoke, item_count, moto_table
 
@@ -23,6 +23,15 @@ def generated() -> dict[str, Any]:
 
 def test_openapi_document_is_current(generated: dict[str, Any]) -> None:
     assert json.loads(OUTPUT.read_text()) == generated, "docs/openapi.json is stale: run `.venv/bin/python -m testkit.openapi`"
+
+
+def test_the_route_contracts_the_functions_validate_against_are_current() -> None:
+    """counters.http.schemas (what the API functions validate with at run time, without pydantic)
+    is generated with docs/openapi.json from the same models: a model changed without running the
+    generator would validate by the old contract."""
+    document, module = render_both()
+    assert json.loads(document) == json.loads(OUTPUT.read_text())
+    assert SCHEMAS.read_text() == module, f"{SCHEMAS.name} is stale: run `.venv/bin/python -m testkit.openapi`"
 
 
 def test_no_breaking_change_since_the_last_release(generated: dict[str, Any]) -> None:

@@ -123,8 +123,8 @@ def test_after_restore_reseeds_random_and_forgets_clients_and_services(monkeypat
 
     from counters.core import client as dynamo
     from counters.core import snapstart
-    from counters.core.function import Function
     from counters.core.settings import Settings
+    from counters.runtime.function import Function
 
     built: list[object] = []
     function = Function(Settings, lambda settings: built.append(object()) or built[-1])

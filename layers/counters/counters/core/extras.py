@@ -1,6 +1,6 @@
 """The ``[lambda]`` extra: what a module that needs it raises when it is not installed.
 
-The core needs botocore only; the Lambda glue ([`counters.core.function`][counters.core.function],
+The core needs botocore only; the Lambda glue ([`counters.runtime.function`][counters.runtime.function],
 [`counters.http.function`][counters.http.function], [`counters.http.resolver`][counters.http.resolver]) imports Powertools and pydantic,
 which ``pip install 'tally-counters[lambda]'`` adds. Each of those modules imports them as:
 

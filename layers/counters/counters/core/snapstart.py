@@ -13,7 +13,7 @@ nature, so after a restore [`after_restore`][counters.core.snapstart.after_resto
 * drops the cached botocore clients (DynamoDB, SQS): they are made on first use, so normally
   after the restore, but one made during init (a warm-up call) would hold dead connections and
   the credentials resolved at snapshot time;
-* runs the hooks registered with [`on_restore`][counters.core.snapstart.on_restore] (a [`Function`][counters.core.function.Function]
+* runs the hooks registered with [`on_restore`][counters.core.snapstart.on_restore] (a [`Function`][counters.runtime.function.Function]
   forgets a service built before the snapshot: its retry jitter's ``random.Random`` was seeded then).
 
 ``snapshot_restore_py`` ships in Lambda's managed Python runtimes (3.12+); anywhere else (tests,

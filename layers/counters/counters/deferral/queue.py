@@ -44,6 +44,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.json import json_object
 from counters.core.settings import Settings, env
 from counters.deferral.operations import Operations
+from counters.deferral.settings import DeferralSettings
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +56,6 @@ def send(sqs: SQSClient, policy: RetryPolicy, **params: object) -> Response:
     if report.response is None:
         raise ContentionError("the retry queue did not take the message", cause_code=report.failure.code if report.failure else None)
     return report.response
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeferralSettings(Settings):
-    """The retry queue (``RETRY_QUEUE_URL``); unset, contended requests answer 503."""
-
-    retry_queue_url: str | None = env("RETRY_QUEUE_URL", None)
 
 
 @dataclass(frozen=True, kw_only=True)

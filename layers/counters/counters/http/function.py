@@ -1,6 +1,6 @@
-"""An API Gateway (REST) function's preamble: [`Function`][counters.core.function.Function] plus the resolver.
+"""An API Gateway (REST) function's preamble: [`Function`][counters.runtime.function.Function] plus the resolver.
 
-    function = ApiFunction(Settings, Likes.from_settings, deferrer=Deferrer.from_settings)
+    function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
     app = function.app                       # register routes on it
 
     @app.get("/posts/<postId>")
@@ -27,20 +27,30 @@ try:  # first, so that a user who imports this module without the extra is told 
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
 
-from counters.core.function import Function
 from counters.core.json import JSONObject
 from counters.core.settings import SettingsError
-from counters.deferral.queue import DeferralSettings, Deferrer
+from counters.deferral.settings import DeferralSettings
 from counters.http.auth import AuthSettings
 from counters.http.resolver import TallyResolver, build_app, early_response
+from counters.runtime.function import Function
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from counters.deferral.queue import Deferrer
 
 
 @dataclass(frozen=True, kw_only=True)
 class ApiSettings(AuthSettings, DeferralSettings):
     """What every API function reads: identity (auth) and the retry queue (deferral)."""
+
+
+def retry_queue(settings: DeferralSettings) -> Deferrer | None:
+    """``Deferrer.from_settings``, imported on first use: the queue (and the store's operation
+    records) is loaded by the first contended request, not by every cold start."""
+    from counters.deferral.queue import Deferrer
+
+    return Deferrer.from_settings(settings)
 
 
 S = TypeVar("S", bound=ApiSettings)
@@ -51,7 +61,7 @@ class ApiFunction(Function[S, T]):
     """A function behind API Gateway: routes on [`app`][counters.http.function.ApiFunction.app], entry point [`lambda_handler`][counters.http.function.ApiFunction.lambda_handler]."""
 
     def __init__(self, settings_type: type[S], build: Callable[[S], T], *, deferrer: Callable[[S], Deferrer | None] | None = None) -> None:
-        """``deferrer`` (e.g. ``Deferrer.from_settings``) turns contention into 202s through the retry queue."""
+        """``deferrer`` ([`retry_queue`][counters.http.function.retry_queue], or ``Deferrer.from_settings``) turns contention into 202s through the retry queue."""
         super().__init__(settings_type, build)
         self._make_deferrer = deferrer
         self._deferrer: tuple[ApiSettings, Deferrer | None] | None = None

@@ -9,8 +9,9 @@ HTTP resolver. An API function uses one, the REST resolver, yet importing any su
 import as usual, and the first name asked of the package itself that is not a submodule
 (``from aws_lambda_powertools.event_handler import AppSyncResolver``) runs the real ``__init__``
 then, so every import that worked still works, only later. Import this module before anything
-under ``aws_lambda_powertools.event_handler`` (the handlers take ``Response``, ``Header``,
-``Query`` and ``Path`` from here); when the package is already imported it changes nothing.
+under ``aws_lambda_powertools.event_handler`` (the handlers take ``Response`` from here, the
+contracts ``Header``, ``Query`` and ``Path`` from [`counters.http.models`][counters.http.models]:
+they are pydantic fields); when the package is already imported it changes nothing.
 """
 
 from __future__ import annotations
@@ -76,8 +77,7 @@ try:
     light_package(EVENT_HANDLER, KNOWN)
     from aws_lambda_powertools.event_handler import content_types
     from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response
-    from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
 
-__all__ = ["EVENT_HANDLER", "KNOWN", "APIGatewayRestResolver", "Header", "Path", "Query", "Response", "content_types", "light_package"]
+__all__ = ["EVENT_HANDLER", "KNOWN", "APIGatewayRestResolver", "Response", "content_types", "light_package"]

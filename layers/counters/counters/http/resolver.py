@@ -1,7 +1,8 @@
 """HTTP glue shared by every API function: one resolver factory, errors mapped in one place.
 
 Every error body is ``{"error": <code>, "message": <text>}``. Validation errors are 400 and
-are raised before the handler runs, so bad input never writes. Unexpected exceptions are
+are raised before the handler runs, so bad input never writes: the routes' contracts are checked
+by [`counters.http.validation`][counters.http.validation] (Powertools' own validation, which needs pydantic, is off). Unexpected exceptions are
 logged with their stack trace and answered with a bare 500: nothing internal leaks.
 """
 
@@ -14,18 +15,17 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from counters.core.caller import Caller
 from counters.core.errors import ConfigurationError, ContentionError, CounterError, Hidden, IdempotencyKeyMissing, Unauthorized
 from counters.core.extras import needs_lambda_extra
 from counters.core.ids import ID_PATTERN
 from counters.core.json import JSONObject, json_object
-from counters.deferral.queue import Deferrer
 from counters.http.auth import AuthSettings, ProxyEvent, caller_from_event
 
 try:  # first: it registers Powertools' event_handler without its __init__ (counters.http.powertools)
-    from counters.http.powertools import APIGatewayRestResolver, Path, Response, content_types
+    from counters.http.powertools import APIGatewayRestResolver, Response, content_types
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
 
@@ -33,18 +33,18 @@ try:
     from aws_lambda_powertools import Logger, Metrics
     from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
     from aws_lambda_powertools.metrics import MetricUnit
-    from pydantic import BaseModel, ConfigDict
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
+
+from counters.http.validation import validate
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from counters.deferral.queue import Deferrer
+
 __all__ = [
     "ID_PATTERN",
-    "Body",
-    "IdPath",
-    "OperationIdPath",
     "ProxyResponse",
     "TallyResolver",
     "build_app",
@@ -73,18 +73,6 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _LONG_NUMBER = re.compile(f"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
 _BRACKET = re.compile(r"[\[\]{}]")
 
-IdPath = Annotated[str, Path(pattern=ID_PATTERN, min_length=1, max_length=64)]
-"""A path parameter holding an id (``ID_PATTERN``, 1 to 64 characters)."""
-OperationIdPath = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]
-"""A path parameter holding an operation id (32 lowercase hex digits)."""
-
-
-class Body(BaseModel):
-    """Base of the response models: the documented fields are typed and required; a field a
-    newer layer adds passes through (it never turns a good answer into a 500)."""
-
-    model_config = ConfigDict(extra="allow")
-
 
 def error(status: int, code: str, message: str, details: dict[str, str] | None = None) -> Response[JSONObject]:
     """The error body: ``{"error", "message"}``, and an error's own details (e.g. ``region``)."""
@@ -100,7 +88,9 @@ def json_response(status: int, body: Mapping[str, object], headers: dict[str, st
     dict with more keys) turned into JSON by [json_object][counters.core.json.json_object], the
     same keys in the same order. ``Response[Any]``: a route declares ``-> Response[Model]``, the
     pydantic model Powertools documents and validates ``body`` (its JSON form) against; a body
-    typed as the model would be a lie, and ``Response`` is invariant, so only ``Any`` fits both."""
+    typed as the model would be a lie, and ``Response`` is invariant, so only ``Any`` fits both.
+    The route's middleware ([`validate`][counters.http.validation.validate]) serializes it by the
+    model, as Powertools' validation did."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -255,15 +245,17 @@ def build_app(
     deferrer: Callable[[], Deferrer | None] = lambda: None,
     metrics: Metrics | None = None,
 ) -> TallyResolver:
-    """A REST-API resolver with validation on and the layer's error mapping installed.
+    """A REST-API resolver validating every route by its contract and the layer's error mapping installed.
 
     ``auth`` gives the identity settings and ``deferrer`` the retry queue, both when a request
     needs them (never at import). With a deferrer, a contended request that is safe to
     re-drive is queued and answered ``202 {"status": "PENDING", "operationId"}`` instead of 503,
     and counted as the metric ``Deferred`` (the dashboard's 202s).
     """
-    # A response that does not match its route's model is a bug: 500 (logged), never a 4xx.
-    app = TallyResolver(enable_validation=True, response_validation_error_http_code=500)
+    # Powertools' validation needs pydantic: off. counters.http.validation checks each route's
+    # contract instead; a response that does not match its model is a bug: 500 (logged), never a 4xx.
+    app = TallyResolver()
+    app.use([validate])
     app.auth = auth
 
     @_on(app, ContentionError)

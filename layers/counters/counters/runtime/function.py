@@ -8,9 +8,9 @@ Every handler module starts the same way:
     def lambda_handler(event, context):
         return function.service.do(...)
 
-* [`Function.settings`][counters.core.function.Function.settings] is parsed from the environment on first use (the first invocation),
-  once; [`Function.configure`][counters.core.function.Function.configure] injects settings instead (tests, the local stack).
-* [`Function.service`][counters.core.function.Function.service] is built from the settings by ``build``, once per settings.
+* [`Function.settings`][counters.runtime.function.Function.settings] is parsed from the environment on first use (the first invocation),
+  once; [`Function.configure`][counters.runtime.function.Function.configure] injects settings instead (tests, the local stack).
+* [`Function.service`][counters.runtime.function.Function.service] is built from the settings by ``build``, once per settings.
 * The layer's own loggers (``counters.*``) get the function's Logger configuration.
 * Under Lambda SnapStart, a service built before the snapshot is forgotten after each restore
   and built again on first use ([`counters.core.snapstart`][counters.core.snapstart]).
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 S = TypeVar("S", bound=Settings)
 T = TypeVar("T")
 F = TypeVar("F", bound="Callable[..., object]")
-"""A Lambda entry point, ``(event, context) -> response``; [`Function.handler`][counters.core.function.Function.handler] keeps its type."""
+"""A Lambda entry point, ``(event, context) -> response``; [`Function.handler`][counters.runtime.function.Function.handler] keeps its type."""
 
 
 class Function(Generic[S, T]):
