@@ -54,3 +54,20 @@ def test_the_settled_pointer_read_is_resent_until_answered_never_an_earlier_read
     assert before["eu-west-1"] < tally.orders  # an earlier read in its place would be a breach
     assert (tally.duplicates, tally.bad_reads, tally.breaches) == (0, 0, 0), tally.problems
     assert [r.reads[-1] for r in run.where.values()] == [tally.orders] * 2
+
+
+def test_the_gapless_mrec_row_meets_faults_on_seed_678985949(dynamodb_endpoint: str) -> None:
+    """``regions: orders gapless (MREC: home Region only)`` on fresh seed 678985949 (60 schedules
+    per approach) read UNDERPOWERED: its 6 schedules sent each step to a random Region, placed 4
+    orders and met no fault. The row now runs at least ``GAPLESS_MREC_MIN`` schedules of three home
+    requests each: the same seed meets the client faults."""
+    seed, tally = 678985949, orders.Tally()
+    run = orders.GaplessRun(dynamodb_endpoint, Mode.MREC, seed, tally)
+    try:
+        for n in range(orders.GAPLESS_MREC_MIN):
+            run.schedule(seed * 10_000 + n)
+    finally:
+        run.close()
+    report = orders._report("regions: orders gapless (MREC: home Region only)", tally, 0.0)
+    assert tally.acknowledged >= 2 * orders.GAPLESS_MREC_MIN and tally.faults, tally
+    assert report.verdict == "holds", report.notes
