@@ -101,7 +101,7 @@ def test_atomic_thresholds_and_redelivery(layer_client: Any, ddb: Any, table: st
     assert result.outcome is Outcome.APPLIED  # a redelivery is not recognised
     assert state(ddb, table)["reserved"] == 3
     result = atomic.apply(KEY, -4)
-    assert (result.outcome, result.reason, result.value["reserved"]) == (Outcome.REJECTED, "threshold", 3)  # the floor
+    assert (result.outcome, result.reason, result.value.reserved) == (Outcome.REJECTED, "threshold", 3)  # the floor
     assert atomic.apply({"PK": "RES#none", "SK": "META"}, 1).reason == "missing"
 
 
@@ -234,7 +234,7 @@ def test_marker_tells_duplicate_from_threshold(layer_client: Any, faults: Any, d
     assert (result.outcome, result.reason) == (Outcome.DUPLICATE, "marker_exists")
     assert marker.apply(KEY, 2, token="t").reason == "token_mismatch"
     result = marker.apply(KEY, 2, token="v")
-    assert (result.outcome, result.reason, result.value["available"]) == (Outcome.REJECTED, "threshold", 1)
+    assert (result.outcome, result.reason, result.value.available) == (Outcome.REJECTED, "threshold", 1)
     assert state(ddb, table, {"PK": "RSV#v", "SK": "RSV"}) == {}  # no marker for a rejected take
     assert state(ddb, table)["reserved"] == 4
 
@@ -287,10 +287,10 @@ def test_sharding_falls_to_another_shard_before_splitting(layer_client: Any, fau
         ddb.put_item(TableName=table, Item=to_item({**key, **atomic.initial_attributes(2)}))
     for _ in range(2):  # the same first shard both times: the second take must fall to the other
         result = sharding.take(atomic, keys, 2, token=None, rng=random.Random(0))
-        assert result.outcome is Outcome.APPLIED and sum(result.value["allocation"].values()) == 2
+        assert result.outcome is Outcome.APPLIED and sum((result.value.allocation or {}).values()) == 2
     assert faults.calls["TransactGetItems"] == 0 and faults.calls["TransactWriteItems"] == 0  # no snapshot, no split
     result = sharding.take(atomic, keys, 1, token=None)
-    assert (result.outcome, result.reason, result.value["available"]) == (Outcome.REJECTED, "sold_out", 0)
+    assert (result.outcome, result.reason, result.value.available) == (Outcome.REJECTED, "sold_out", 0)
     assert [state(ddb, table, k)["available"] for k in keys] == [0, 0]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from counters.primitives.approaches import approach_class, rejection
+from counters.primitives.approaches import Reason, TakeFacts, approach_class, rejection
 from counters.primitives.approaches.crt import client_request_token
 from counters.primitives.approaches.occ_history import resolve, tag_for
 from counters.primitives.sharding import plan, shard_key, split_capacity
@@ -41,8 +41,8 @@ def test_guard_picks_the_threshold_by_sign() -> None:
 
 
 def test_rejection_reason_from_all_old() -> None:
-    assert rejection(None) == ("missing", {})
-    assert rejection(Counter.of({"available": 2, "reserved": 8})) == ("threshold", {"available": 2, "reserved": 8})
+    assert rejection(None) == ("missing", TakeFacts())
+    assert rejection(Counter.of({"available": 2, "reserved": 8})) == ("threshold", TakeFacts(available=2, reserved=8))
 
 
 @pytest.mark.parametrize(
@@ -170,3 +170,40 @@ def test_a_sharded_take_whose_snapshot_stays_busy_answers_contention_not_an_exce
     approach = BusySnapshot()
     answer = take(approach, [shard_key("r", n) for n in range(4)], 2, token="t")  # type: ignore[arg-type]
     assert (answer.outcome, answer.reason, approach.snapshots) == (Outcome.CONTENTION, ShardReason.SHARDS_BUSY, 1)
+
+
+def test_every_approach_answers_take_facts_never_a_dict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each approach's answers (a take that applies, one the threshold refuses, a re-sent one, a
+    give-back) and a sharded take's are a [`TakeResult`] whose ``value`` is [`TakeFacts`]: the
+    reservations service reads ``value.allocation``/``.marker``/``.available`` with no narrowing,
+    so a plain dict from one approach would reach it unchecked (on moto: typing, not concurrency)."""
+    from counters.core.outcome import Outcome
+    from counters.primitives.approaches import REGISTRY, TakeResult, create
+    from counters.primitives.sharding import take
+    from counters.store.items import to_item
+    from tests.conftest import moto_table
+
+    def facts(answer: object) -> TakeFacts:
+        assert isinstance(answer, TakeResult), answer
+        assert type(answer.value) is TakeFacts, f"{name}: {answer.value!r}"
+        return answer.value
+
+    table = "tally-typed-takes"
+    with moto_table(monkeypatch, table) as ddb:
+        for name in REGISTRY:
+            approach = create(name, table)
+            keys = [shard_key(f"r-{name}", n) for n in range(2)]
+            for key in keys:
+                ddb.put_item(TableName=table, Item=to_item({**key, **approach.initial_attributes(3)}))
+            taken = approach.apply(keys[0], 2, token=f"{name}-1", record={"resourceId": f"r-{name}"})
+            assert taken.outcome is Outcome.APPLIED and facts(taken).available is None
+            refused = approach.apply(keys[0], 2, token=f"{name}-2", record={"resourceId": f"r-{name}"})
+            assert (refused.outcome, refused.reason, facts(refused).available) == (Outcome.REJECTED, Reason.THRESHOLD, 1)
+            facts(approach.apply(keys[0], 2, token=f"{name}-1", record={"resourceId": f"r-{name}"}))  # re-sent
+            if not approach.writes_record:
+                facts(approach.apply(keys[0], -2, token=approach.give_back_token(f"{name}-1")))
+            if approach.shardable:
+                split = take(approach, keys, 4, token=f"{name}-3", record={"resourceId": f"r-{name}"})
+                assert split.outcome is Outcome.APPLIED and sum((facts(split).allocation or {}).values()) == 4
+                sold_out = take(approach, keys, 9, token=f"{name}-4")
+                assert sold_out.outcome is Outcome.REJECTED and facts(sold_out).available is not None

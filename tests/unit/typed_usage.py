@@ -4,13 +4,21 @@ so its fields have the types the API documents, with no narrowing from `JSONValu
 
 from __future__ import annotations
 
-from typing import assert_type
+from collections.abc import Mapping
+from typing import Any, assert_type
 
 from counters import Ledgers, Likes, Orders, Reservations
 from counters.deferral.operations import Operations
+from counters.primitives import sharding
+from counters.primitives.approaches import Approach, TakeFacts
+from counters.primitives.ledger import Ledger
+from counters.primitives.pointer import Pointer
+from counters.primitives.refcount import RefCount
+from counters.primitives.sequence import Sequence
 from counters.services.likes import LikeState, PublicLiker, PublicPost
 from counters.services.orders import PublicOrder
 from counters.services.reservations import PublicReservation, PublicResource, RegionShare, ReservationDetails, Transferred
+from counters.store.resources import Record
 
 
 def likes(service: Likes) -> None:
@@ -71,3 +79,18 @@ def operations(service: Operations) -> None:
     if operation is not None:
         assert_type(operation["status"], str)
         assert_type(operation["createdAt"], int)
+
+
+def primitives(approach: Approach, pointer: Pointer, sequence: Sequence, ledger: Ledger, refcount: RefCount) -> None:
+    """Where a primitive documents its ``Result.value``, mypy sees that type (issue 25 item 5)."""
+    taken = approach.apply({"PK": "RES#r", "SK": "META"}, 1, token="t")
+    assert_type(taken.value, TakeFacts)
+    assert_type(taken.value.allocation, Mapping[str, int] | None)
+    assert_type(taken.value.marker, Record | None)
+    assert_type(taken.value.available, int | None)
+    split = sharding.take(approach, [sharding.shard_key("r", 0)], 1, token="t")
+    assert_type(split.value, TakeFacts)
+    assert_type(pointer.advance(5).value, int | None)
+    assert_type(sequence.next().value, int | None)
+    assert_type(ledger.append("l1", 5, "k").value, str)
+    assert_type(refcount.link({"PK": "P", "SK": "META"}, {"PK": "P", "SK": "C"}).value, Mapping[str, Any] | None)

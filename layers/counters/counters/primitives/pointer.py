@@ -7,7 +7,7 @@ late, twice, or out of order (stream shards processed in parallel, retried batch
 condition makes every such update either move the pointer forward or do nothing. It **never moves
 backward**, and no read is needed first.
 
-Outcomes of [`Pointer.advance`][counters.primitives.pointer.Pointer.advance] (``Result.value`` is the value stored afterwards):
+Outcomes of [`Pointer.advance`][counters.primitives.pointer.Pointer.advance] (an [`Advanced`][counters.primitives.pointer.Advanced], whose ``value`` is the value stored afterwards):
 
 * ``applied``: the pointer moved to the new value.
 * ``duplicate`` (reason ``already_at_value``): the pointer already holds **exactly** this value:
@@ -37,6 +37,7 @@ read nothing extra: ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells them a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from counters.core.client import DynamoDBClient
@@ -53,6 +54,14 @@ class Reason(StrEnum):
     STALE = "stale"
     UNKNOWN_OUTCOME = "unknown_outcome"
     TRANSIENT = "transient"
+
+
+@dataclass
+class Advanced(Result):
+    """What [`Pointer.advance`][counters.primitives.pointer.Pointer.advance] returns: a [`Result`][counters.core.outcome.Result] whose ``value`` is typed."""
+
+    value: int | None = None
+    """The value stored afterwards (``None``: ``contention``, not known)."""
 
 
 class Pointer:
@@ -80,11 +89,11 @@ class Pointer:
         self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
         self.retry = self.store.retry
 
-    def advance(self, value: int) -> Result:
+    def advance(self, value: int) -> Advanced:
         """Move the pointer to ``value`` if that is forward (see the module doc for outcomes)."""
         move = self.store.advance(self.name, self.attribute, value, self.writer)
         report = move.report
-        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts, value=value)
+        result = Advanced(report.outcome, capacity=report.capacity, attempts=report.attempts, value=value)
         if report.outcome is Outcome.REJECTED and move.stored is not None:
             result.value = move.stored
             if move.stored == value:

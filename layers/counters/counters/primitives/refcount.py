@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
+from typing import Any
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
@@ -54,6 +55,15 @@ class Audit:
         return self.stored - self.counted
 
 
+@dataclass
+class Relinked(Result):
+    """What [`link`][counters.primitives.refcount.RefCount.link] and [`unlink`][counters.primitives.refcount.RefCount.unlink]
+    return: a [`Result`][counters.core.outcome.Result] whose ``value`` is typed."""
+
+    value: Mapping[str, Any] | None = None
+    """The child as stored when the child's guard refused (``already_exists``, ``not_linked`` with ALL_OLD), else ``None``."""
+
+
 class RefCount:
     """A tally attribute on a parent item, maintained transactionally with child items."""
 
@@ -71,7 +81,7 @@ class RefCount:
         self.pk = pk
         self.retry = retry or RetryPolicy()
 
-    def link(self, parent: Key, child: Mapping[str, object], *, also: Transaction[Enum] | None = None) -> Result:
+    def link(self, parent: Key, child: Mapping[str, object], *, also: Transaction[Enum] | None = None) -> Relinked:
         """Create ``child`` (full item, key included) and add 1 to the parent's tally.
 
         Outcomes: ``applied``; ``rejected`` with reason ``already_exists`` (child was there:
@@ -80,7 +90,7 @@ class RefCount:
         """
         return self._result(self.store.link(parent, child, also, self.retry), Reason.ALREADY_EXISTS)
 
-    def unlink(self, parent: Key, child_key: Key, *, also: Transaction[Enum] | None = None) -> Result:
+    def unlink(self, parent: Key, child_key: Key, *, also: Transaction[Enum] | None = None) -> Relinked:
         """Delete the child and subtract 1 from the parent's tally.
 
         Outcomes: ``applied``; ``rejected`` with reason ``not_linked``, ``parent_missing``,
@@ -90,9 +100,9 @@ class RefCount:
         return self._result(self.store.unlink(parent, child_key, also, self.retry), Reason.NOT_LINKED)
 
     @staticmethod
-    def _result(linked: Linked, child_reason: Reason) -> Result:
+    def _result(linked: Linked, child_reason: Reason) -> Relinked:
         report = linked.report
-        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
+        result = Relinked(report.outcome, capacity=report.capacity, attempts=report.attempts)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
             if linked.parent_refused and not linked.parent_found:
                 result.reason = Reason.PARENT_MISSING  # no parent: nothing else matters

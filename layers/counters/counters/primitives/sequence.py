@@ -84,10 +84,20 @@ class Reason(StrEnum):
 
 
 @dataclass
+class Numbered(Result):
+    """A sequence's [`Result`][counters.core.outcome.Result], its ``value`` typed: the value
+    [`Sequence.next`][counters.primitives.sequence.Sequence.next] took (``None`` unless ``applied``; a
+    [`Claim`][counters.primitives.sequence.Claim]'s value is ``Claim.value``)."""
+
+    value: int | None = None
+    """The value taken."""
+
+
+@dataclass
 class Claim:
     """What [`Sequence.claim`][counters.primitives.sequence.Sequence.claim] did."""
 
-    result: Result
+    result: Numbered
     value: int | None = None
     """The value taken (``applied``); in ``fast`` mode also the value burned by a rejection."""
     conflicts: dict[Enum, Record | None] = field(default_factory=dict)
@@ -164,8 +174,8 @@ class Sequence:
         self.policy.require_home("a gapless sequence")
 
     # ------------------------------------------------------------------ taking values
-    def next(self) -> Result:
-        """The next value with nothing written alongside it (``Result.value``)."""
+    def next(self) -> Numbered:
+        """The next value with nothing written alongside it (``value``)."""
         self.check_mode()
         if self.mode is SequenceMode.FAST:
             return self._add()
@@ -184,9 +194,9 @@ class Sequence:
         with self._local_queue:
             return self._claim_gapless(items_for)
 
-    def _add(self) -> Result:
+    def _add(self) -> Numbered:
         report, raw = self.store.add_one(self.name, self.writer)
-        result = Result(report.outcome, capacity=report.capacity, attempts=report.attempts)
+        result = Numbered(report.outcome, capacity=report.capacity, attempts=report.attempts)
         if report.outcome is Outcome.APPLIED:
             result.value = None if raw is None else self._id(raw)
             if report.unknown_seen:
@@ -196,7 +206,7 @@ class Sequence:
     def _claim_fast(self, items_for: ItemsFor) -> Claim:
         taken = self._add()
         value = taken.value
-        if taken.outcome is not Outcome.APPLIED or not isinstance(value, int):
+        if taken.outcome is not Outcome.APPLIED or value is None:
             return Claim(taken)
         tx = items_for(value)
         if not len(tx):
@@ -207,7 +217,7 @@ class Sequence:
         else:
             report = self.store.write(tx)
         # attempts - 1 = retries over both calls (what the Retries metric reports)
-        result = Result(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
+        result = Numbered(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
         claim = Claim(result, value=value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)
         if report.outcome is Outcome.REJECTED:
             claim.conflicts = {failed: old_item(report.failure)} if failed is not None else _conflicts(tx, report.failure)
@@ -243,7 +253,7 @@ class Sequence:
 
         plan(observed)
         report = self.store.write(round_.tx, capacity=capacity, on_condition=lost, rounds=self.occ)
-        result = Result(report.outcome, capacity=capacity, attempts=report.attempts)
+        result = Numbered(report.outcome, capacity=capacity, attempts=report.attempts)
         if report.outcome is Outcome.APPLIED:
             return Claim(result, value=round_.new)
         if report.stopped and report.value is Reason.ITEM_EXISTS:

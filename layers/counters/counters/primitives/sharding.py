@@ -26,8 +26,8 @@ import random
 from enum import StrEnum
 
 from counters.core.errors import ContentionError
-from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, result
+from counters.core.outcome import Capacity, Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, result
 from counters.store.resources import MAX_SHARDS, Counter, shard_key
 
 __all__ = ["MAX_SHARDS", "ROUNDS", "ShardReason", "plan", "shard_key", "split_capacity", "take"]
@@ -69,8 +69,8 @@ def take(
     token: str | None,
     record: Fields | None = None,
     rng: random.Random | None = None,
-) -> Result:
-    """Take ``quantity`` from the shards at ``keys``; ``value["allocation"]`` says from where."""
+) -> TakeResult:
+    """Take ``quantity`` from the shards at ``keys``; ``value.allocation`` says from where (when it applied)."""
     if not approach.shardable:
         raise ValueError(f"the {approach.name} approach does not support write sharding")
     rng = rng or random.Random()
@@ -90,7 +90,7 @@ def take(
         total = sum(c.available for c in counters)
         if total < quantity:
             reserved = sum(c.reserved for c in counters)
-            return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, available=total, reserved=reserved)
+            return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, TakeFacts(available=total, reserved=reserved))
         parts = plan(keys, counters, quantity)
         split = approach.apply_split(parts, token=token or "", record=record, round_=round_)
         capacity.merge(split.capacity)
@@ -100,7 +100,7 @@ def take(
         return _with(split, capacity, attempts, {key["PK"]: part for key, part in parts})
     counters = _snapshot(approach, keys, capacity)
     if counters is not None and sum(c.available for c in counters) < quantity:
-        return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, available=sum(c.available for c in counters))
+        return result(Outcome.REJECTED, capacity, attempts, ShardReason.SOLD_OUT, TakeFacts(available=sum(c.available for c in counters)))
     return result(Outcome.CONTENTION, capacity, attempts, ShardReason.SHARDS_BUSY)
 
 
@@ -113,11 +113,9 @@ def _snapshot(approach: Approach, keys: list[Key], capacity: Capacity) -> list[C
         return None
 
 
-def _with(single: Result, capacity: Capacity, attempts: int, allocation: dict[str, int]) -> Result:
-    value = dict(single.value) if isinstance(single.value, dict) else {}
+def _with(single: TakeResult, capacity: Capacity, attempts: int, allocation: dict[str, int]) -> TakeResult:
     if single.outcome is Outcome.APPLIED:
-        value.setdefault("allocation", allocation)
-    single.value = value
+        single.value = single.value.held(allocation)
     single.capacity = capacity
     single.attempts = attempts
     return single

@@ -74,7 +74,7 @@ class Ledgers:
         request_id = request_id or new_request_id()
         result = self.ledger.append(ledger_id, amount, idempotency_key, request_id=request_id)
         if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
-            return str(result.value), result.outcome is Outcome.APPLIED, result
+            return result.value, result.outcome is Outcome.APPLIED, result
         if result.reason is Reason.KEY_REUSED:
             raise IdempotencyKeyReused(f"Idempotency-Key already used on ledger {ledger_id!r} with a different amount")
         if result.reason is Reason.KEY_EXPIRED:

@@ -14,12 +14,15 @@ lets DynamoDB check either threshold without arithmetic on attributes.
 ``marker`` only takes (positive deltas): its give-back is [`Approach.release_update`][counters.primitives.approaches.Approach.release_update]
 inside a transaction guarded by the marker's status, which every approach also offers.
 
-Every approach returns a [`counters.core.outcome.Result`][counters.core.outcome.Result]:
+Every approach returns a [`TakeResult`][counters.primitives.approaches.TakeResult], a
+[`counters.core.outcome.Result`][counters.core.outcome.Result] whose ``value`` is always a
+[`TakeFacts`][counters.primitives.approaches.TakeFacts] (where the quantity is held, the record that
+answered, what was left), never a dict:
 
 ``applied``    this call changed the counter
 ``duplicate``  an earlier call with the same ``token`` already did (approaches that remember tokens)
-``rejected``   definitely not applied; ``reason`` (a [`Reason`][counters.primitives.approaches.Reason]) is ``threshold`` (``value["available"]`` or
-               ``value["reserved"]`` tells what was left), ``missing`` (no counter item),
+``rejected``   definitely not applied; ``reason`` (a [`Reason`][counters.primitives.approaches.Reason]) is ``threshold`` (``value.available`` or
+               ``value.reserved`` tells what was left), ``missing`` (no counter item),
                ``set_full`` or ``token_mismatch`` (the token was used for a different request)
 ``contention`` conflicts/throttling outlasted the retry budget; nothing known to have applied
 ``ambiguous``  only ``atomic`` and ``occ``: it may or may not have applied (see their docstrings)
@@ -50,7 +53,7 @@ from __future__ import annotations
 import importlib
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import ClassVar
 
@@ -59,7 +62,7 @@ from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.store.expr import Update
-from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, ResourceStore, Taken, give_back, quota_adjust
+from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, Record, ResourceStore, Taken, give_back, quota_adjust
 
 
 @dataclass(frozen=True)
@@ -104,9 +107,12 @@ __all__ = [
     "RESERVED",
     "Approach",
     "Fields",
+    "NO_FACTS",
     "Key",
     "Reason",
     "Registered",
+    "TakeFacts",
+    "TakeResult",
     "approach_class",
     "create",
     "rejection",
@@ -137,11 +143,49 @@ class Reason(StrEnum):
     TOKEN_NOT_IN_SET = "token_not_in_set"  # noqa: S105  # a reason code, not a secret
 
 
-def rejection(old: Counter | None) -> tuple[Reason, dict[str, int]]:
+@dataclass(frozen=True)
+class TakeFacts:
+    """What an approach's answer says besides its outcome: the ``value`` of every
+    [`TakeResult`][counters.primitives.approaches.TakeResult] (each field ``None`` when the answer does not tell)."""
+
+    allocation: Mapping[str, int] | None = None
+    """Where the quantity is held: each part by its counter item's partition key (a take that
+    applied over shards or with a marker, or a duplicate its record answered)."""
+    marker: Record | None = None
+    """The reservation record already there when its condition decided (``duplicate``, ``token_mismatch``)."""
+    available: int | None = None
+    """What the counter (or every shard together) had left when the threshold refused the take."""
+    reserved: int | None = None
+    """What the counter (or every shard together) held when the threshold refused the take."""
+
+    @classmethod
+    def left(cls, counter: Counter) -> TakeFacts:
+        """What a threshold rejection reports: the counter's two numbers."""
+        return cls(available=counter.available, reserved=counter.reserved)
+
+    def held(self, allocation: Mapping[str, int]) -> TakeFacts:
+        """These facts with ``allocation`` as where the quantity is held, unless they already say."""
+        return self if self.allocation is not None else replace(self, allocation=dict(allocation))
+
+
+NO_FACTS = TakeFacts()
+"""An answer that tells nothing beyond its outcome (``contention``, an ``applied`` write of one item...)."""
+
+
+@dataclass
+class TakeResult(Result):
+    """What every approach (and [`counters.primitives.sharding.take`][counters.primitives.sharding.take]) returns:
+    a [`Result`][counters.core.outcome.Result] whose ``value`` is typed, never a dict."""
+
+    value: TakeFacts = field(default_factory=TakeFacts)
+    """The answer's facts ([`TakeFacts`][counters.primitives.approaches.TakeFacts])."""
+
+
+def rejection(old: Counter | None) -> tuple[Reason, TakeFacts]:
     """Why a guarded write failed, from the counter item it found (``ALL_OLD``)."""
     if old is None:
-        return Reason.MISSING, {}
-    return Reason.THRESHOLD, old.values()
+        return Reason.MISSING, NO_FACTS
+    return Reason.THRESHOLD, TakeFacts.left(old)
 
 
 Plan = Callable[[Counter | None, int], Resend | Stop]
@@ -172,7 +216,7 @@ class Approach:
         """The attributes a new counter item starts with (``reserved`` 0, ``available`` capacity)."""
         return {RESERVED: 0, AVAILABLE: capacity}
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """Add ``delta`` to the counter item at ``key``.
 
         ``token`` is the request's token (how approaches that remember tokens see a duplicate);
@@ -181,7 +225,7 @@ class Approach:
         the record to the caller."""
         raise NotImplementedError
 
-    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> TakeResult:
         """Apply several positive deltas to several counter items in ONE transaction. ``round_``
         is the planner's round ([`counters.primitives.sharding.take`][counters.primitives.sharding.take]): a new plan is a new
         request, so an approach keyed by request tokens (crt) derives a fresh one per round."""
@@ -213,7 +257,7 @@ class Approach:
         """The counter item at ``key`` (one strongly consistent read), or None."""
         return self.store.counter(key, capacity)
 
-    def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> Result:
+    def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> TakeResult:
         """Read, then write conditioned on what was read (occ, occ_history): ``plan(counter, attempts)``
         gives the first write ([`Resend`][counters.core.engine.Resend] of an ``Update``'s params) or
         the verdict the read already gives ([`Stop`][counters.core.engine.Stop]); ``lost``/``unknown``
@@ -238,7 +282,7 @@ class Approach:
         # conflict/throttle/not sent are retried by the engine (a stale read is caught by the write's condition)
         return result(report.outcome, capacity, report.attempts)
 
-    def recorded(self, taken: Taken, token: str, quantity: int) -> Result | None:
+    def recorded(self, taken: Taken, token: str, quantity: int) -> TakeResult | None:
         """A transaction that Put the reservation record was cancelled: if the record's condition
         failed, the record already there decides - the same quantity is ``duplicate`` (an earlier
         attempt or request with this token committed), another one ``token_mismatch``. ``None``
@@ -250,8 +294,10 @@ class Approach:
         if existing is None:  # removed between the two calls: the counter decides next time
             return result(Outcome.CONTENTION, capacity, attempts, Reason.MARKER_VANISHED)
         if existing.quantity != quantity:
-            return result(Outcome.REJECTED, capacity, attempts, Reason.TOKEN_MISMATCH, marker=existing)
-        return result(Outcome.DUPLICATE, capacity, attempts, Reason.MARKER_EXISTS, allocation=existing.allocation, marker=existing)
+            return result(Outcome.REJECTED, capacity, attempts, Reason.TOKEN_MISMATCH, TakeFacts(marker=existing))
+        return result(
+            Outcome.DUPLICATE, capacity, attempts, Reason.MARKER_EXISTS, TakeFacts(allocation=existing.allocation, marker=existing)
+        )
 
     def require_token(self, token: str | None) -> str:
         """``token``, or ``ValueError`` if the approach needs one and has none."""
@@ -272,16 +318,16 @@ def create(name: str, table_name: str, **options: object) -> Approach:
     return approach_class(name)(table_name, **options)  # type: ignore[arg-type]  # each subclass takes its own options
 
 
-def verdict(value: object) -> Result:
-    """The Result a hook's [`Stop`][counters.core.engine.Stop] carried."""
-    if not isinstance(value, Result):
-        raise TypeError(f"a hook stopped with {value!r}, not a Result")
+def verdict(value: object) -> TakeResult:
+    """The answer a hook's [`Stop`][counters.core.engine.Stop] carried (built by [`result`][counters.primitives.approaches.result])."""
+    if not isinstance(value, TakeResult):
+        raise TypeError(f"a hook stopped with {value!r}, not a TakeResult")
     return value
 
 
-def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: StrEnum | None = None, **value: object) -> Result:
-    """A primitive's answer; ``reason`` is its own enum ([`Reason`][counters.primitives.approaches.Reason], or e.g. sharding's)."""
-    return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, value=value or None)
+def result(outcome: Outcome, capacity: Capacity, attempts: int, reason: StrEnum | None = None, facts: TakeFacts = NO_FACTS) -> TakeResult:
+    """An approach's answer; ``reason`` is its own enum ([`Reason`][counters.primitives.approaches.Reason], or e.g. sharding's)."""
+    return TakeResult(outcome, reason=reason, capacity=capacity, attempts=attempts, value=facts)
 
 
 def allocation_of(parts: list[tuple[Key, int]]) -> dict[str, int]:

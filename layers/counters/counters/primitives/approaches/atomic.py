@@ -34,8 +34,8 @@ from typing import Literal
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop
 from counters.core.failures import Classified, RetryPolicy
-from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, rejection, result
+from counters.core.outcome import Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeResult, rejection, result
 from counters.store.resources import adjust, found
 
 Policy = Literal["over", "under"]
@@ -75,7 +75,7 @@ class Atomic(Approach):
         self.policy: Policy = policy
         assert_sdk_retries_off(self._dynamodb or client())
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """One conditional ``ADD``; an unknown outcome is re-sent or not as ``policy`` says (``under``: never)."""
 
         def unknown(report: Report, _failure: Classified) -> Stop | None:
@@ -89,15 +89,15 @@ class Atomic(Approach):
         if report.stopped:
             return result(Outcome.AMBIGUOUS, capacity, attempts, report.value if isinstance(report.value, StrEnum) else None)
         if report.outcome is Outcome.REJECTED and report.failure is not None:
-            reason, value = rejection(found(report.failure))
+            reason, facts = rejection(found(report.failure))
             if report.unknown_seen:  # an earlier send may have committed: cannot say "not applied"
-                return result(Outcome.AMBIGUOUS, capacity, attempts, Reason.UNKNOWN_THEN_REJECTED, **value)
-            return result(Outcome.REJECTED, capacity, attempts, reason, **value)
+                return result(Outcome.AMBIGUOUS, capacity, attempts, Reason.UNKNOWN_THEN_REJECTED, facts)
+            return result(Outcome.REJECTED, capacity, attempts, reason, facts)
         if report.unknown_seen:
             return result(Outcome.AMBIGUOUS, capacity, attempts, Reason.BUDGET_EXHAUSTED)
         return result(Outcome.CONTENTION, capacity, attempts)
 
-    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> TakeResult:
         """The parts' ``ADD`` s in one transaction; an unknown outcome is AMBIGUOUS (nothing remembers it)."""
         taken = self.store.take([adjust(self.table_name, key, part) for key, part in parts])
         if taken.outcome is Outcome.REJECTED:

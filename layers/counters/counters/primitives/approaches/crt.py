@@ -41,9 +41,10 @@ from __future__ import annotations
 import hashlib
 import random
 import uuid
+from dataclasses import replace
 
-from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, allocation_of, rejection, result
+from counters.core.outcome import Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeResult, allocation_of, rejection, result
 from counters.store.expr import Put, Update
 from counters.store.resources import Status, adjust, record_put
 
@@ -63,13 +64,13 @@ class Crt(Approach):
     needs_token = True
     shardable = True
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """A one-item transaction under the token's ClientRequestToken."""
         token = self.require_token(token)
         crt = client_request_token(token, f"{self.table_name}|{key['PK']}")
         return self._run([adjust(self.table_name, key, delta, bounded)], None, crt, (Outcome.REJECTED, Reason.TOKEN_MISMATCH))
 
-    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> TakeResult:
         """One transaction over the shards. With a ``record`` it also Puts the reservation record
         (as ``marker`` does): a split spans shards, so its ClientRequestToken is per round, and a
         re-drive whose answer was lost could not find its way back to it; the record, read
@@ -85,7 +86,7 @@ class Crt(Approach):
         crt = client_request_token(token, f"{self.table_name}|split#{round_}")
         done = self._run(updates, put, crt, (Outcome.DUPLICATE, Reason.SPLIT_TOKEN_USED), token=token, quantity=quantity)
         if done.outcome is Outcome.APPLIED:
-            done.value = {**(done.value if isinstance(done.value, dict) else {}), "allocation": allocation}
+            done.value = replace(done.value, allocation=allocation)
         return done
 
     def shard_order(self, count: int, token: str | None, rng: random.Random) -> list[int]:
@@ -95,7 +96,7 @@ class Crt(Approach):
 
     def _run(
         self, updates: list[Update], put: Put | None, crt: str, mismatch: tuple[Outcome, Reason], *, token: str = "", quantity: int = 0
-    ) -> Result:
+    ) -> TakeResult:
         taken = self.store.take(updates, put, token=crt)
         if taken.mismatch:
             return result(mismatch[0], taken.capacity, taken.attempts, mismatch[1])
@@ -103,8 +104,8 @@ class Crt(Approach):
             known = self.recorded(taken, token, quantity) if put is not None else None
             if known is not None:
                 return known
-            reason, value = rejection(taken.counter)
-            return result(Outcome.REJECTED, taken.capacity, taken.attempts, reason, **value)
+            reason, facts = rejection(taken.counter)
+            return result(Outcome.REJECTED, taken.capacity, taken.attempts, reason, facts)
         return result(taken.outcome, taken.capacity, taken.attempts, Reason.CONFIRMED_AFTER_UNKNOWN if taken.unknown_seen else None)
 
 

@@ -26,8 +26,8 @@ Guarantees:
 
 from __future__ import annotations
 
-from counters.core.outcome import Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, allocation_of, rejection, result
+from counters.core.outcome import Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, allocation_of, rejection, result
 from counters.store.resources import Status, adjust, record_key, record_put
 
 marker_key = record_key  # the marker is the reservation record
@@ -42,18 +42,18 @@ class Marker(Approach):
     shardable = True
     writes_record = True
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """Take ``delta`` (> 0) and write the marker; a give-back is [`release_update`][counters.primitives.approaches.Approach.release_update]."""
         token = self.require_token(token)
         if delta <= 0:
             raise ValueError("marker applies takes (delta > 0); give back with release_update under the marker's status guard")
         return self._run([(key, delta)], token, delta, record, bounded)
 
-    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> Result:
+    def apply_split(self, parts: list[tuple[Key, int]], *, token: str, record: Fields | None = None, round_: int = 1) -> TakeResult:
         """Take the parts and write one marker holding their allocation, in one transaction."""
         return self._run(parts, token, sum(p for _, p in parts), record, True)
 
-    def _run(self, parts: list[tuple[Key, int]], token: str, quantity: int, record: Fields | None, bounded: bool) -> Result:
+    def _run(self, parts: list[tuple[Key, int]], token: str, quantity: int, record: Fields | None, bounded: bool) -> TakeResult:
         allocation = allocation_of(parts)
         updates = [adjust(self.table_name, key, part, bounded) for key, part in parts]
         taken = self.store.take(
@@ -62,14 +62,14 @@ class Marker(Approach):
         capacity, attempts = taken.capacity, taken.attempts
         if taken.outcome is Outcome.APPLIED:
             reason = Reason.CONFIRMED_AFTER_UNKNOWN if taken.unknown_seen else None
-            return result(Outcome.APPLIED, capacity, attempts, reason, allocation=allocation)
+            return result(Outcome.APPLIED, capacity, attempts, reason, TakeFacts(allocation=allocation))
         if taken.outcome is not Outcome.REJECTED:
             return result(taken.outcome, capacity, attempts)
         known = self.recorded(taken, token, quantity)
         if known is not None:
             return known
-        reason, value = rejection(taken.counter)
-        return result(Outcome.REJECTED, capacity, attempts, reason, **value)
+        reason, facts = rejection(taken.counter)
+        return result(Outcome.REJECTED, capacity, attempts, reason, facts)
 
 
 APPROACH = Marker

@@ -29,8 +29,8 @@ import uuid
 
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified
-from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, result
+from counters.core.outcome import Capacity, Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, result
 from counters.store.expr import Update
 from counters.store.resources import TAG, Counter, found, occ_write
 
@@ -57,7 +57,7 @@ class Occ(Approach):
         """The base attributes and a first tag."""
         return {**super().initial_attributes(capacity), TAG: new_tag()}
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """Read, then write conditioned on the tag read; re-read and retry on a conflict."""
         capacity = Capacity()
         mine = ""  # the tag our pending write sets
@@ -69,7 +69,7 @@ class Occ(Approach):
             if counter is None:
                 return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.MISSING))
             if bounded and breaches(counter, delta):
-                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, **counter.values()))
+                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, TakeFacts.left(counter)))
             old, mine = counter.tag, new_tag()
             return Resend(occ_write(self.table_name, key, counter, delta, mine).params())
 

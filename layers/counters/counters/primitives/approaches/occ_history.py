@@ -33,8 +33,8 @@ from enum import StrEnum
 from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
-from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, result
+from counters.core.outcome import Capacity, Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, result
 from counters.primitives.approaches.occ import breaches
 from counters.store.expr import Path, Update, list_append
 from counters.store.resources import TAGS, VERSION, Counter, chain_give_back, chain_write, found
@@ -89,7 +89,7 @@ class OccHistory(Approach):
         """The base attributes, version 0 and an empty tag chain."""
         return {**super().initial_attributes(capacity), VERSION: 0, TAGS: []}
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """Read, then write conditioned on the version read; a request whose tag is in the chain is a duplicate."""
         capacity = Capacity()
         mine = tag_for(token)
@@ -104,7 +104,7 @@ class OccHistory(Approach):
             if mine in counter.tags:
                 return Stop(result(Outcome.APPLIED if sent else Outcome.DUPLICATE, capacity, attempts, Reason.FOUND_IN_CHAIN))
             if bounded and breaches(counter, delta):
-                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, **counter.values()))
+                return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, TakeFacts.left(counter)))
             version = counter.version
             chain = [*counter.tags, mine][-self.history :]
             return Resend(chain_write(self.table_name, key, counter, delta, chain).params())

@@ -28,8 +28,8 @@ from __future__ import annotations
 from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Stop
 from counters.core.failures import Classified, RetryPolicy
-from counters.core.outcome import Capacity, Outcome, Result
-from counters.primitives.approaches import Approach, Fields, Key, Reason, rejection, result, verdict
+from counters.core.outcome import Capacity, Outcome
+from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, rejection, result, verdict
 from counters.store.expr import Update
 from counters.store.resources import Counter, found, set_write
 
@@ -55,7 +55,7 @@ class TokenSet(Approach):
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.max_tokens = max_tokens
 
-    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> Result:
+    def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """One ``UpdateItem`` adding (or, for a give-back, deleting) the token with the delta."""
         token = self.require_token(token)
         take = delta > 0
@@ -70,7 +70,7 @@ class TokenSet(Approach):
             return verdict(report.value)
         return result(report.outcome, report.capacity, report.attempts)
 
-    def _why(self, counter: Counter | None, token: str, take: bool, unknown: bool, capacity: Capacity, attempt: int) -> Result:
+    def _why(self, counter: Counter | None, token: str, take: bool, unknown: bool, capacity: Capacity, attempt: int) -> TakeResult:
         if counter is None:
             return result(Outcome.REJECTED, capacity, attempt, Reason.MISSING)
         if take and token in counter.tokens:
@@ -78,9 +78,9 @@ class TokenSet(Approach):
         if not take and token not in counter.tokens:
             return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, Reason.TOKEN_NOT_IN_SET)
         if take and len(counter.tokens) >= self.max_tokens:
-            return result(Outcome.REJECTED, capacity, attempt, Reason.SET_FULL, **counter.values())
-        reason, value = rejection(counter)
-        return result(Outcome.REJECTED, capacity, attempt, reason, **value)
+            return result(Outcome.REJECTED, capacity, attempt, Reason.SET_FULL, TakeFacts.left(counter))
+        reason, facts = rejection(counter)
+        return result(Outcome.REJECTED, capacity, attempt, reason, facts)
 
     def give_back_token(self, token: str) -> str:
         """The take's own token: a give-back deletes it."""

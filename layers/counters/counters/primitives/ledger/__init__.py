@@ -17,7 +17,7 @@ The request-level service (answers, deferral) is [`counters.services.ledgers`][c
 
 from __future__ import annotations
 
-from counters.primitives.ledger.append import Appends
+from counters.primitives.ledger.append import Appended, Appends
 from counters.primitives.ledger.balance import Balance, Balances
 from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerOptions, Reason
 from counters.primitives.ledger.compaction import Compaction, CompactionReport, ScheduledReport
@@ -25,6 +25,7 @@ from counters.store.ledger_items import ENTRY_PREFIX, MAX_CHUNK, MAX_TX_ACTIONS,
 
 __all__ = [
     "AMOUNT_LIMIT",
+    "Appended",
     "ENTRY_PREFIX",
     "MAX_CHUNK",
     "MAX_TX_ACTIONS",

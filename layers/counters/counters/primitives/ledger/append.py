@@ -6,12 +6,22 @@ checkpoint) and why each is exact: docs/ledgers.md, "After the Put".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from counters.core.commands import new_request_id
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, InvalidRequest
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerBase, Reason
 from counters.store.ledger import Fence, PutStatus
 from counters.store.ledger_items import EntryKey, parse_key
+
+
+@dataclass
+class Appended(Result):
+    """What [`append`][counters.primitives.ledger.append.Appends.append] returns: a [`Result`][counters.core.outcome.Result] whose ``value`` is typed."""
+
+    value: str = ""
+    """The entry's id (the same for every re-send of its key, whatever the outcome)."""
 
 
 class Appends(LedgerBase):
@@ -31,7 +41,7 @@ class Appends(LedgerBase):
     def _is_fresh(self, key: EntryKey) -> bool:
         return key.at_ms >= self._now_ms() - int(self.retry_window * 1000)
 
-    def append(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> Result:
+    def append(self, ledger_id: str, amount: int, idempotency_key: str, *, request_id: str | None = None) -> Appended:
         """Write one entry. ``value`` is the entry id.
 
         Outcomes: ``applied``; ``duplicate`` (this key's entry exists with this amount);
@@ -43,7 +53,7 @@ class Appends(LedgerBase):
         if isinstance(amount, bool) or not isinstance(amount, int) or amount == 0 or abs(amount) > AMOUNT_LIMIT:
             raise InvalidRequest(f"amount must be a non-zero integer with |amount| <= {AMOUNT_LIMIT}")
         key = parse_key(idempotency_key)
-        result = Result(Outcome.CONTENTION, value=key.entry_id)
+        result = Appended(Outcome.CONTENTION, value=key.entry_id)
         try:
             self.check_fresh(key)
         except IdempotencyKeyExpired:
@@ -87,7 +97,7 @@ class Appends(LedgerBase):
         """No compaction in any Region can have merged past ``key`` yet (clocks within ``clock_skew``)."""
         return self._now_ms() <= key.at_ms + int((self.retry_window + self.margin - self.clock_skew) * 1000)
 
-    def _seen_elsewhere(self, ledger_id: str, key: EntryKey, amount: int, result: Result) -> bool:
+    def _seen_elsewhere(self, ledger_id: str, key: EntryKey, amount: int, result: Appended) -> bool:
         """A failover re-send where conditions see this replica only: answer from another Region's entry for ``key`` if this replica holds one.
 
         True when ``result`` is the answer: ``duplicate`` (same amount; the entry exists, so by the
@@ -111,7 +121,7 @@ class Appends(LedgerBase):
             result.outcome, result.reason = Outcome.REJECTED, Reason.KEY_EXPIRED
         return True
 
-    def _settle(self, ledger_id: str, key: EntryKey, result: Result, *, owner: str | None, mine: str, unknown_seen: bool) -> Result:
+    def _settle(self, ledger_id: str, key: EntryKey, result: Appended, *, owner: str | None, mine: str, unknown_seen: bool) -> Appended:
         """Acknowledge the entry (``result`` as it is) only if it is, or will be, counted.
 
         ``owner`` is the request id on the entry found (``mine`` when this request wrote it).
@@ -136,12 +146,12 @@ class Appends(LedgerBase):
         return result
 
     @staticmethod
-    def _unsettled(result: Result) -> Result:
+    def _unsettled(result: Appended) -> Appended:
         """The entry exists but whether it counts is not known yet: safe to re-drive the same key."""
         result.outcome, result.reason = Outcome.CONTENTION, None
         return result
 
-    def _withdraw(self, ledger_id: str, key: EntryKey, result: Result, *, mine: str, unknown_seen: bool) -> Result:
+    def _withdraw(self, ledger_id: str, key: EntryKey, result: Appended, *, mine: str, unknown_seen: bool) -> Appended:
         """Delete this request's stranded entry and record that it did, in one transaction."""
         outcome = self.store.withdraw(ledger_id, key, mine, self._now_ms(), result.capacity)
         if outcome is Outcome.REJECTED and not self.store.withdrawn(ledger_id, key, mine, result.capacity):

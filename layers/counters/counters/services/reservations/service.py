@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any, Self
 
 from counters.core.caller import Caller
@@ -26,11 +27,11 @@ from counters.core.errors import (
 )
 from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
-from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import RegionPolicy
 from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
 from counters.primitives import sharding
-from counters.primitives.approaches import NAMES, REGISTRY, Approach, Reason
+from counters.primitives.approaches import NAMES, REGISTRY, Approach, Reason, TakeResult
 from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, reserve_command
 from counters.services.reservations.escrow import Escrow
 from counters.services.reservations.model import (
@@ -191,29 +192,27 @@ class Reservations(Escrow):
                 self.store.drop_claim(rid)  # nothing was taken: free the key
             raise
 
-    def _take(self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object]) -> Result:
+    def _take(self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object]) -> TakeResult:
         """The approach's take on this Region's counter items (escrowed: this Region's share only)."""
         if resource.shards == 1:
             result = approach.apply(resource.counter_keys[0], quantity, token=rid, record=record)
             if result.outcome.succeeded:  # unsharded: the one counter item holds it, whoever applied it
-                result.value = {
-                    "allocation": {resource.counter_keys[0]["PK"]: quantity},
-                    **(result.value if isinstance(result.value, dict) else {}),
-                }
+                result.value = result.value.held({resource.counter_keys[0]["PK"]: quantity})
             return result
         return sharding.take(approach, resource.counter_keys, quantity, token=rid, record=record, rng=self.rng)
 
     def _answer(
-        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object], result: Result, claimed: bool
+        self, approach: Approach, resource: Resource, rid: str, quantity: int, record: dict[str, object], result: TakeResult, claimed: bool
     ) -> Reservation[PublicReservation]:
-        value: dict[str, object] = result.value if isinstance(result.value, dict) else {}
+        facts = result.value
+        left = "too little" if facts.available is None else facts.available
         if result.outcome is Outcome.REJECTED:
             if result.reason in INSUFFICIENT:
-                message = f"resource {resource.resource_id!r} has {value.get('available', 'too little')} left; asked for {quantity}"
+                message = f"resource {resource.resource_id!r} has {left} left; asked for {quantity}"
                 if resource.shares is not None:
                     elsewhere = ", ".join(f"{region} {n}" for region, n in self.shares_elsewhere(resource).items()) or "none"
                     message = (
-                        f"resource {resource.resource_id!r} has {value.get('available', 'too little')} left in this Region's share "
+                        f"resource {resource.resource_id!r} has {left} left in this Region's share "
                         f"({resource.region}); asked for {quantity}; other Regions' shares (as last replicated here): {elsewhere}"
                     )
                 raise InsufficientCapacity(message)
@@ -240,12 +239,10 @@ class Reservations(Escrow):
         if approach.writes_record:  # the marker is the record
             if result.outcome is Outcome.APPLIED:
                 return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-            found = value.get("marker")
-            marker = found if isinstance(found, Record) else None
+            marker = facts.marker
             status = marker.status if marker is not None else CONFIRMED
             return Reservation(marker is not None and marker.request_id == request_id, public_reservation(rid, quantity, status), result)
-        taken = value.get("allocation")
-        allocation: dict[str, int] | None = taken if isinstance(taken, dict) else None
+        allocation = facts.allocation
         if claimed:
             self._settle_claim(rid, CONFIRMED, allocation, request_id=request_id)
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
@@ -273,7 +270,7 @@ class Reservations(Escrow):
         rid: str,
         record: dict[str, object],
         quantity: int,
-        allocation: dict[str, int] | None,
+        allocation: Mapping[str, int] | None,
         *,
         status: Status = CONFIRMED,
         command: Command | None = None,
@@ -287,7 +284,7 @@ class Reservations(Escrow):
             raise ContentionError("could not store the reservation record; retry the same request (same Idempotency-Key)", command=command)
         return answer[0], answer[1]
 
-    def _settle_claim(self, rid: str, status: Status, allocation: dict[str, int] | None, *, request_id: str | None = None) -> None:
+    def _settle_claim(self, rid: str, status: Status, allocation: Mapping[str, int] | None, *, request_id: str | None = None) -> None:
         """PENDING -> CONFIRMED (with the allocation) or UNKNOWN; ``allocation`` None and
         CONFIRMED: nothing was taken, drop the claim (best effort: a claim left behind reads as
         UNKNOWN after CLAIM_SECONDS). Conditioned on PENDING, so a settled claim is never settled
