@@ -12,7 +12,16 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-FAMILIES = ("post_items", "resources_counters", "resources_transfers", "resources_records", "ledger_items", "sequences", "operations", "expiry")
+FAMILIES = (
+    "post_items",
+    "resources_counters",
+    "resources_transfers",
+    "resources_records",
+    "ledger_items",
+    "sequences",
+    "operations",
+    "expiry",
+)
 """The store modules that own items, in the order the table lists them."""
 
 
