@@ -47,15 +47,13 @@ def environment(fn: Function, extra: dict[str, str] | None = None) -> Iterator[d
                 os.environ[key] = value
 
 
-def handler_module(fn: Function) -> ModuleType:
-    """``fn``'s handler module (``Handler``'s file under ``CodeUri``), imported once per process."""
-    stem = fn.handler.rsplit(".", 1)[0]
-    path = fn.code_dir / f"{stem}.py"
+def _load(path: Path, name: str, paths: list[str]) -> ModuleType:
+    """The module at ``path`` imported once per process as ``name``, with ``paths`` on ``sys.path``
+    while it runs (then taken off again)."""
     if path not in _MODULES:
-        added = [p for p in (str(fn.code_dir), *map(str, fn.layers)) if p not in sys.path]
+        added = [p for p in paths if p not in sys.path]
         sys.path[:0] = added
         try:
-            name = f"tally_fn_{fn.code_dir.name}_{stem}"
             spec = importlib.util.spec_from_file_location(name, path)
             assert spec and spec.loader
             module = importlib.util.module_from_spec(spec)
@@ -66,6 +64,12 @@ def handler_module(fn: Function) -> ModuleType:
                 sys.path.remove(p)
         _MODULES[path] = module
     return _MODULES[path]
+
+
+def handler_module(fn: Function) -> ModuleType:
+    """``fn``'s handler module (``Handler``'s file under ``CodeUri``), imported once per process."""
+    stem = fn.handler.rsplit(".", 1)[0]
+    return _load(fn.code_dir / f"{stem}.py", f"tally_fn_{fn.code_dir.name}_{stem}", [str(fn.code_dir), *map(str, fn.layers)])
 
 
 def contract_module(fn: Function) -> ModuleType | None:
@@ -74,21 +78,7 @@ def contract_module(fn: Function) -> ModuleType | None:
     path = fn.code_dir / "contract.py"
     if not path.exists():
         return None
-    if path not in _MODULES:
-        added = [p for p in map(str, fn.layers) if p not in sys.path]
-        sys.path[:0] = added
-        try:
-            name = f"tally_fn_{fn.code_dir.name}_contract"
-            spec = importlib.util.spec_from_file_location(name, path)
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        finally:
-            for p in added:
-                sys.path.remove(p)
-        _MODULES[path] = module
-    return _MODULES[path]
+    return _load(path, f"tally_fn_{fn.code_dir.name}_contract", list(map(str, fn.layers)))
 
 
 def bound_handler_module(fn: Function) -> ModuleType:
