@@ -56,6 +56,8 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool
     """Distinct users like (and pre-liked users unlike) one hot post, every request sent twice.
     With ``limits``, DynamoDB's per-partition limits and transaction conflicts are modelled too
     (testkit/limits.py, scale 20): most attempts on the hot post are throttled or cancelled."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from counters.core import client as layer_client
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
@@ -94,7 +96,10 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool
     def reader() -> None:
         while not stop.is_set():
             t0 = time.monotonic()
-            item = ddb.get_item(TableName=name, Key={"PK": {"S": "POST#p"}, "SK": {"S": "META"}}, ConsistentRead=True)["Item"]
+            try:
+                item = ddb.get_item(TableName=name, Key={"PK": {"S": "POST#p"}, "SK": {"S": "META"}}, ConsistentRead=True)["Item"]
+            except (BotoCoreError, ClientError):  # a timed-out or refused read answers nothing: read again
+                continue
             history.read(int(item["likeTally"]["N"]), t0)
             time.sleep(0.005)
 
