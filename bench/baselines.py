@@ -90,7 +90,8 @@ def _resource_setup(strategy: str, shards: int = 1) -> Callable[[Any, str], Any]
     def setup(ddb: Any, table: str) -> Any:
         from counters.core.failures import RetryPolicy
         from counters.primitives.approaches import create
-        from counters.services.reservations import Reservations, resource_key
+        from counters.services.reservations import Reservations
+        from counters.store.resources import resource_key
 
         Reservations(table).create_resource("layer", capacity=10**9, strategy=strategy, shards=shards)
         Reservations(table).create_resource("base", capacity=10**9, strategy=strategy, shards=shards)

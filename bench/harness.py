@@ -201,7 +201,8 @@ def contention(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, in
     from counters.core import client as dynamo
     from counters.core.failures import RetryPolicy
     from counters.primitives.approaches import create
-    from counters.services.reservations import Reservations, resource_key
+    from counters.services.reservations import Reservations
+    from counters.store.resources import resource_key
 
     ddb = dynamodb_client(endpoint)
     rows = []
