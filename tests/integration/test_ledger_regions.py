@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from counters.core.client import CLIENT_CONFIG
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
-from counters.core.policy import RegionPolicy
+from counters.core.policy import TOGETHER, RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.ledger import Ledger, new_key, parse_key
 from counters.services.ledgers import LedgerSettings, ledger_options
@@ -404,7 +404,7 @@ def test_clock_skew_and_topology_come_from_the_environment() -> None:
     ledger = Ledger("t", **ledger_options(settings))
     assert (ledger.clock_skew, ledger.writer, ledger.policy.readers) == (5.0, B, (A, B))
     single = Ledger("t", **ledger_options(LedgerSettings.from_env({"TABLE_NAME": "t"})))
-    assert (single.clock_skew, single.writer, single.store.transactions) == (60.0, "", True)
+    assert (single.clock_skew, single.writer, single.store.writes) == (60.0, "", TOGETHER)
 
 
 # ---------------------------------------------------------------------------- the same on the local global table (LWW replicator)

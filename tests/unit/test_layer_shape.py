@@ -7,20 +7,29 @@
   ``from_settings``).
 * Every refusal is a row of ``counters.core.policy.REFUSALS``: nothing else builds an
   ``UnsupportedInMode`` or calls a ``refuse``.
+* The policy hands out behaviour, not flags standing in for the mode: it has no ``transactions``,
+  ``replica_local`` or ``multi_region``; nothing outside ``core/`` reads such a flag, and nobody
+  compares a ``Writes`` (``TOGETHER``/``IN_ORDER``): a caller names both cases to ``writes.choose``.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from counters.core.policy import RegionPolicy
+
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "counters" / "counters"
 MAX_LINES = 450
 MODE_NAMES = {"topology", "Topology", "GlobalTableMode", "eventual", "MREC", "MRSC", "ONE_REGION", "RegionSettings"}
 """Names (variables, attributes, imports) that ask about the table's mode rather than a capability."""
+MODE_FLAGS = {"transactions", "replica_local", "multi_region", "is_home", "eventual"}
+"""Flags that stand in for the mode: the policy offers behaviour instead (``writes``, ``escrowed``, ``others``, ``require``)."""
+WRITES = {"TOGETHER", "IN_ORDER"}
 POLICY_BUILDERS = {"__init__", "from_settings"}
 """Where a service may read its settings' topology; so may a function named ``*_policy`` or ``*_options``
 that builds a feature's policy for its primitives (e.g. ``order_policy``, ``ledger_options``)."""
@@ -89,3 +98,26 @@ def test_every_refusal_comes_from_the_one_table() -> None:
                 if called in {"UnsupportedInMode", "refuse"}:
                     found.append(f"{rel(path)}:{node.lineno} {called}(...)")
     assert not found, "add a row to counters.core.policy.REFUSALS and call policy.require(<row>):\n" + "\n".join(found)
+
+
+def mode_flags(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, what) of every read of a flag standing in for the mode, and every comparison with a ``Writes``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in MODE_FLAGS:
+            yield node.lineno, f".{node.attr}"
+        elif isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, ast.Name) and side.id in WRITES:
+                    yield node.lineno, f"compares {side.id}"
+
+
+def test_the_policy_hands_out_behaviour_not_flags_standing_in_for_the_mode() -> None:
+    fields = {f.name for f in dataclasses.fields(RegionPolicy)} | {n for n in vars(RegionPolicy) if not n.startswith("_")}
+    assert not fields & MODE_FLAGS, f"RegionPolicy offers {sorted(fields & MODE_FLAGS)}: hand out behaviour instead"
+    found = [
+        f"{rel(p)}:{line} {what}"
+        for p in modules()
+        if p.parent.name != "core"  # the topology and the policy decide; the rest is told
+        for line, what in mode_flags(ast.parse(p.read_text()))
+    ]
+    assert not found, "ask the policy for behaviour (writes.choose, escrowed, others, require), not the mode:\n" + "\n".join(found)

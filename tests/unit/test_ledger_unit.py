@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from counters.core.errors import IdempotencyKeyExpired, InvalidRequest
-from counters.core.policy import RegionPolicy
+from counters.core.policy import IN_ORDER, RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.ledger import ENTRY_PREFIX, MAX_TX_ACTIONS, SNAPSHOT, Ledger, new_key, parse_key
 from counters.store.ledger_items import Checkpoint, Entry, entry_id_of, entry_writer, snapshot_writer
@@ -134,7 +134,7 @@ def test_keys_name_their_region_only_on_an_mrec_table() -> None:
     assert Ledger("t", dynamodb=FakeClient()).writer == ""
     assert Ledger("t", dynamodb=FakeClient(), policy=MREC).writer == "us-east-1"
     mrsc = Ledger("t", dynamodb=FakeClient(), policy=RegionPolicy.of(Topology(GlobalTableMode.MRSC, "a", ("a", "b", "c"))))
-    assert (mrsc.writer, mrsc.store.transactions) == ("", False)  # MRSC: one layout, no transactions
+    assert (mrsc.writer, mrsc.store.writes) == ("", IN_ORDER)  # MRSC: one layout, no transactions
 
 
 def test_an_mrec_balance_compares_each_entry_with_its_own_regions_checkpoint() -> None:

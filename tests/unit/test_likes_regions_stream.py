@@ -65,4 +65,4 @@ def test_likes_and_their_replays_take_the_global_table_from_the_environment(monk
             monkeypatch.setenv(name, value)  # imported (once per process) in its own environment, as load_function does
         module = handler_module(fn)
         likes = Likes.from_settings(module.function.settings_type.from_env({**fn.environment, **env}))
-        assert likes.policy.multi_region and likes.policy.writer == B, function
+        assert likes.policy.others == (A,) and likes.policy.writer == B, function

@@ -3,8 +3,11 @@
 A service builds one policy per feature where it reads its settings
 ([`RegionPolicy.of`][counters.core.policy.RegionPolicy.of]) and hands it to its primitives and
 stores. From then on nothing asks which mode the table runs in: a primitive reads the policy's
-capabilities (``writer``, ``readers``, ``transactions``, ``replica_local``, ``stride``...) and asks
-it for a refusal by name ([`RegionPolicy.require`][counters.core.policy.RegionPolicy.require]).
+layout (``writer``, ``readers``, ``others``, ``stride``...), takes its behaviour (how a group of
+items is written: [`Writes`][counters.core.policy.Writes]; whether capacity is escrowed per Region:
+``escrowed``) and asks it for a refusal by name
+([`RegionPolicy.require`][counters.core.policy.RegionPolicy.require]). No code outside this module
+reads a mode or a mode's flag: tests/unit/test_layer_shape.py holds that.
 
 Every refusal of the layer is a row of one table, [`REFUSALS`][counters.core.policy.REFUSALS]: what is
 refused, in which modes, and why, rendered with one wording
@@ -15,13 +18,67 @@ docs/regions.md lists the rows (``scripts/refusals_table.py`` writes them; tests
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from counters.core.errors import UnsupportedInMode
-from counters.core.regions import ONE_REGION, GlobalTableMode, Topology
+from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, GlobalTableMode, Topology
 
 NONE, MREC, MRSC = GlobalTableMode.NONE, GlobalTableMode.MREC, GlobalTableMode.MRSC
+_T = TypeVar("_T")
+
+
+class Writes:
+    """How the items of one change are written on this table: [`TOGETHER`][counters.core.policy.TOGETHER]
+    (one ``TransactWriteItems``: all or none) or [`IN_ORDER`][counters.core.policy.IN_ORDER] (no
+    transactions, MRSC: one conditional single-item write each, in a fixed order; the first is the
+    commit point, and whoever finds the rest missing completes them).
+
+    A caller names what it does in each case and the policy's ``writes`` picks one
+    ([`choose`][counters.core.policy.Writes.choose]); nothing else tells the two apart.
+    """
+
+    name = ""
+
+    def choose(self, *, together: _T, in_order: _T) -> _T:
+        """``together`` where one transaction writes the group, ``in_order`` where single-item writes do."""
+        raise NotImplementedError
+
+    def complete(self, put: Callable[[], object]) -> None:
+        """A group's first item was found without a later one: write it (``put``, conditioned on
+        being new) where the group is written in order (the writer died between its writes);
+        nothing where a transaction wrote the group (the missing item is one that has not
+        replicated here yet: the transaction wrote it, and writing it here would make this
+        Region a second writer)."""
+        self.choose(together=_nothing, in_order=put)()
+
+    def __repr__(self) -> str:
+        return f"Writes.{self.name}"
+
+
+def _nothing() -> None:
+    return None
+
+
+class _Together(Writes):
+    name = "TOGETHER"
+
+    def choose(self, *, together: _T, in_order: _T) -> _T:
+        return together
+
+
+class _InOrder(Writes):
+    name = "IN_ORDER"
+
+    def choose(self, *, together: _T, in_order: _T) -> _T:
+        return in_order
+
+
+TOGETHER: Writes = _Together()
+"""One ``TransactWriteItems`` writes a group (a single-Region table, MREC)."""
+IN_ORDER: Writes = _InOrder()
+"""Single-item conditional writes in order write a group (MRSC, which has no transactions)."""
 
 
 @dataclass(frozen=True)
@@ -102,10 +159,14 @@ class RegionPolicy:
 
     * ``writer``: the name this Region's per-Region items of the feature carry (``""``: the one
       shared layout); ``readers``: every such name, read as a sum or a max (``("",)``: the one item).
+      ``others``: the readers other than this Region's own (an answer may sit in their items:
+      a failover re-send's entry, say); empty where the items are shared.
     * ``stride``/``index``: how many Regions share the feature's id space and this Region's place in it.
-    * ``transactions``: ``TransactWriteItems`` is available (not on MRSC).
-    * ``replica_local``: a condition sees this replica only and last-writer-wins resolves concurrent
-      versions (MREC): an answer may sit in another Region's items, and shares are escrowed.
+    * ``writes``: how a group of items is written ([`Writes`][counters.core.policy.Writes]:
+      ``TOGETHER`` in one transaction; ``IN_ORDER`` on MRSC, which has none).
+    * ``escrowed``: the Regions that each own an escrowed share of a capacity, in the table's
+      order (MREC, where a condition sees this replica only and last-writer-wins resolves
+      concurrent versions); empty where one counter serves every Region.
     * ``region``/``regions``: this Region and every Region of the table (empty on one Region);
       ``home_region``: the table's home Region (``""``: none configured).
     """
@@ -114,8 +175,8 @@ class RegionPolicy:
     readers: tuple[str, ...] = ("",)
     stride: int = 1
     index: int = 0
-    transactions: bool = True
-    replica_local: bool = False
+    writes: Writes = TOGETHER
+    escrowed: tuple[str, ...] = ()
     region: str = ""
     regions: tuple[str, ...] = ()
     home_region: str = ""
@@ -134,8 +195,8 @@ class RegionPolicy:
             readers=topology.regions if per_region else ("",),
             stride=topology.stride if strided else 1,
             index=topology.index if strided else 0,
-            transactions=topology.mode is not MRSC,
-            replica_local=topology.eventual,
+            writes=IN_ORDER if topology.mode is MRSC else TOGETHER,
+            escrowed=topology.regions if topology.eventual else (),
             region=topology.region,
             regions=topology.regions if topology.multi_region else (),
             home_region=topology.home_region,
@@ -143,14 +204,22 @@ class RegionPolicy:
         )
 
     @property
-    def multi_region(self) -> bool:
-        """More than one Region writes this table."""
-        return bool(self.regions)
+    def others(self) -> tuple[str, ...]:
+        """The other Regions whose per-Region items of this feature this Region reads (empty where the items are shared)."""
+        return tuple(r for r in self.readers if r and r != self.writer)
 
     @property
     def stamp(self) -> str:
         """What an item written in place carries as its writing Region (``""`` on one Region: nothing)."""
-        return self.region if self.multi_region else ""
+        return self.region if self.regions else ""
+
+    def stamped(self) -> dict[str, str]:
+        """The attributes naming the writing Region an item written here carries (none on one Region)."""
+        return {REGION_ATTRIBUTE: self.stamp} if self.stamp else {}
+
+    def counts_here(self, writer: object) -> bool:
+        """An item stamped by ``writer`` belongs to this Region's per-Region items (always, where the items are shared)."""
+        return not self.writer or writer == self.writer
 
     def refused(self, name: str, detail: str = "") -> str | None:
         """The message refusing ``name`` ([`REFUSALS`][counters.core.policy.REFUSALS]) on this table, or ``None``."""
@@ -167,7 +236,7 @@ class RegionPolicy:
         """Raise [`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] unless this Region may take
         ``what``, which only the table's home Region (``HOME_REGION``) takes where conditions see one
         replica (MREC); anywhere on one Region or MRSC."""
-        if not self.replica_local:
+        if not self.topology.eventual:  # a condition sees every Region's writes (one Region, MRSC)
             return
         if not self.home_region:
             raise UnsupportedInMode(f"{what} on an MREC global table needs a home Region (HOME_REGION) that alone takes it")

@@ -33,7 +33,7 @@ Across Regions ([`RegionPolicy`][counters.core.policy.RegionPolicy], docs/orders
     this Region's position): the Regions' id sets are disjoint, so ids are unique across Regions
     without any coordination and whatever the replication delay. ``fast`` on a strongly consistent
     table without transactions (MRSC): the one item, as in one Region; the caller's items are
-    written one by one in order ([`SequenceStore.write_each`][counters.store.sequences.SequenceStore.write_each]).
+    written one by one in order ([`Store.write_group`][counters.store.base.Store.write_group]).
     ``gapless`` needs transactions (the ``gapless`` row of [`REFUSALS`][counters.core.policy.REFUSALS]: refused
     on MRSC) and, where conditions see one replica (MREC), the home Region (``HOME_REGION``), which
     alone writes the counter: every other Region is refused
@@ -211,11 +211,7 @@ class Sequence:
         tx = items_for(value)
         if not len(tx):
             return Claim(taken, value=value)
-        failed: Enum | None = None
-        if not self.policy.transactions:
-            report, failed = self.store.write_each(tx)  # no transactions here: one by one, in order
-        else:
-            report = self.store.write(tx)
+        report, failed = self.store.write_group(tx, self.policy.writes)
         # attempts - 1 = retries over both calls (what the Retries metric reports)
         result = Numbered(report.outcome, capacity=taken.capacity.merge(report.capacity), attempts=taken.attempts + report.attempts - 1)
         claim = Claim(result, value=value, unknown_outcome=report.unknown_seen and report.outcome is Outcome.CONTENTION)

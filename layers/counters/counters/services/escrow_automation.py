@@ -58,7 +58,7 @@ class EscrowAutomation:
     @property
     def active(self) -> bool:
         """Only a table whose conditions see one replica (MREC) escrows (MRSC and one Region have one counter and no transfers)."""
-        return self.reservations.policy.replica_local
+        return bool(self.reservations.policy.escrowed)
 
     def transfer_arrived(self, resource_id: str, transfer_id: str, target: str) -> Done:
         """A transfer is in this replica: if it is to this Region, credit it (and any other that

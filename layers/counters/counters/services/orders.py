@@ -258,21 +258,23 @@ class Orders:
             order = public_order(stored)
         else:
             order = public_order(record)
-            if stored is None and not self.policy.transactions:
-                # Without transactions (MRSC) the key record is written, then the order: the request that
-                # wrote this record died before its order. Complete it from the record (only if still absent).
-                self.sequence.store.put_if_new(
-                    _order_item(
-                        order_id,
-                        key=key,
-                        customer_id=str(record["customerId"]),
-                        items=list(record["items"]),
-                        request_id=str(record.get("requestId", "")),
-                        created_at=record.get("createdAt"),
-                        region=str(record.get(REGION_ATTRIBUTE, "")),
+            if stored is None:
+                # Written in order (MRSC), the key record comes first and the request that wrote it died
+                # before its order: complete it from the record (only if still absent). Written together,
+                # the order is one that has not replicated here yet: the record is the answer.
+                self.policy.writes.complete(
+                    lambda: self.sequence.store.put_if_new(
+                        _order_item(
+                            order_id,
+                            key=key,
+                            customer_id=str(record["customerId"]),
+                            items=list(record["items"]),
+                            request_id=str(record.get("requestId", "")),
+                            created_at=record.get("createdAt"),
+                            region=str(record.get(REGION_ATTRIBUTE, "")),
+                        )
                     )
                 )
-            # else (a transaction wrote both; MREC replicates them apart): the record is the answer
         result.value = order["orderId"]
         mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
         if mine:
@@ -300,7 +302,7 @@ def placed_here(order: Mapping[str, object], policy: RegionPolicy) -> bool:
     """An order (its stream image) counts for this Region's pointer: where each Region has its own
     pointer item (the policy's ``writer``, MREC), its ``writerRegion`` is this Region (each Region's
     pointer follows its own orders); with the one shared pointer (one Region, MRSC), always."""
-    return not policy.writer or order.get(REGION_ATTRIBUTE) == policy.writer
+    return policy.counts_here(order.get(REGION_ATTRIBUTE))
 
 
 def _order_item(

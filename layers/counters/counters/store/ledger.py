@@ -3,9 +3,9 @@ calls that carry them, each turned into a typed fact.
 
 The items (keys, attribute names, shapes, who writes them, idempotency keys) are in
 [`counters.store.ledger_items`][counters.store.ledger_items]. Every call goes through
-[`counters.core.engine`][counters.core.engine]. On MRSC (no transactions) a compaction chunk and a
-withdrawal are single-item writes ([`LedgerStore.transactions`][counters.store.ledger.LedgerStore.transactions]
-is False). Why each condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they
+[`counters.core.engine`][counters.core.engine]. Where a group is written in order (MRSC, no
+transactions: [`LedgerStore.writes`][counters.store.ledger.LedgerStore.writes] is ``IN_ORDER``) a
+compaction chunk and a withdrawal are single-item writes. Why each condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they
 are kept"); the rules that use these requests are in [`counters.primitives.ledger`][counters.primitives.ledger].
 """
 
@@ -20,6 +20,7 @@ from counters.core.engine import read, run, transact
 from counters.core.failures import Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
+from counters.core.policy import TOGETHER, Writes
 from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.items import from_item
@@ -161,7 +162,7 @@ class LedgerStore(Store):
     """The ledger family's DynamoDB calls on one table, each retried by the engine under ``retry``.
 
     ``writer`` is the Region whose items this store writes (``""``: one layout for every Region, a
-    single-Region or MRSC table); ``transactions=False`` (MRSC) builds chunks and withdrawals from
+    single-Region or MRSC table); ``writes`` ``IN_ORDER`` (MRSC) builds chunks and withdrawals from
     single-item writes.
     """
 
@@ -172,12 +173,12 @@ class LedgerStore(Store):
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         writer: str = "",
-        transactions: bool = True,
+        writes: Writes = TOGETHER,
     ) -> None:
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.writer = writer
-        self.transactions = transactions
-        """Whether the table takes transactions (False on MRSC: single-item writes)."""
+        self.writes = writes
+        """How a group is written here ([`Writes`][counters.core.policy.Writes]: ``IN_ORDER`` on MRSC, single-item writes)."""
 
     def _entry_key(self, ledger_id: str, key: EntryKey) -> dict[str, str]:
         return {PK: ledger_pk(ledger_id), SK: key.sk_in(self.writer)}
@@ -245,8 +246,13 @@ class LedgerStore(Store):
         record = {PK: ledger_pk(ledger_id), SK: key.withdrawn_sk(request_id, self.writer), REQUEST_ID: request_id, WITHDRAWN_AT: now_ms}
         entry = Delete(self.table_name, key=self._entry_key(ledger_id, key)).when(entry_is_mine(request_id))
         entry.on_failure = False
-        if not self.transactions:
-            return self._withdraw_single(ledger_id, key, request_id, record, entry, capacity)
+        withdraw = self.writes.choose(together=self._withdraw_together, in_order=self._withdraw_single)
+        return withdraw(ledger_id, key, request_id, record, entry, capacity)
+
+    def _withdraw_together(
+        self, ledger_id: str, key: EntryKey, request_id: str, record: Record, entry: Delete, capacity: Capacity
+    ) -> Outcome:
+        """The withdrawal in one transaction: the entry's Delete (if it is this request's) and the record."""
         tx: Transaction[Withdrawal] = Transaction()
         tx.delete(Withdrawal.ENTRY, entry).put(Withdrawal.RECORD, Put(self.table_name, item=record))
         report = transact(tx.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity)
@@ -368,8 +374,9 @@ class LedgerStore(Store):
             .set(LEDGER_ID, ledger_id)
             .when(checkpoint_absent() if checkpoint is None else checkpoint_unchanged(base.version))
         )
-        if not self.transactions:
-            update.set(PENDING_DELETES, [e.sk for e in entries])
+        pending = self.writes.choose(together=None, in_order=[e.sk for e in entries])  # written alone, it lists what it merged
+        if pending is not None:
+            update.set(PENDING_DELETES, pending)
         deletes = [Delete(self.table_name, key={PK: ledger_pk(ledger_id), SK: e.sk}).when(entry_still_exists()) for e in entries]
         for delete in deletes:
             delete.on_failure = False
@@ -382,8 +389,14 @@ class LedgerStore(Store):
         On MRSC: the checkpoint update alone (its ``pendingDeletes`` lists the entries), then
         [`delete_merged`][counters.store.ledger.LedgerStore.delete_merged]; the balance read ignores entries at or below ``mergedThrough`` meanwhile.
         """
-        if self.transactions:
-            return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome
+        commit = self.writes.choose(together=self._commit_together, in_order=self._commit_checkpoint)
+        return commit(chunk, capacity)
+
+    def _commit_together(self, chunk: Transaction[Chunk], capacity: Capacity) -> Outcome:
+        return transact(chunk.items(), policy=self.retry, dynamodb=self._dynamodb, capacity=capacity).outcome
+
+    def _commit_checkpoint(self, chunk: Transaction[Chunk], capacity: Capacity) -> Outcome:
+        """The checkpoint's update alone (its ``pendingDeletes`` lists the entries to delete after it)."""
         update = chunk.items()[0]["Update"]
         call = run(self.dynamodb.update_item, update, policy=self.retry, capacity=capacity, write=True)
         if call.response is None:

@@ -283,11 +283,6 @@ class ResourceStore(Store):
         failed = [name for name in COUNTERS if cancelled.failed(name)]
         return report.outcome, cancelled.failed(Action.RECORD), Counter.of(cancelled.old(failed[0])) if failed else None
 
-    def create_single(self, meta: Fields) -> Outcome:
-        """An unsharded resource as one conditional Put (MRSC has no transactions)."""
-        RESOURCE.require(self.policy.topology, str(meta["resourceId"]))
-        return run(self.dynamodb.put_item, Put(self.table_name, item=meta).when(IS_NEW).params(), policy=self.retry, write=True).outcome
-
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
         """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
         follows as its own single-item write, then [`finish_release`][counters.store.resources.ResourceStore.finish_release]. Returns the record as
@@ -355,15 +350,17 @@ class ResourceStore(Store):
         return taken
 
     def create(self, meta: Fields, counters: Sequence[tuple[Key, Fields]]) -> Outcome:
-        """The resource (and its shards, or every Region's share) in one transaction, none overwriting
-        an existing item; on MREC only in the id's home Region ([`RESOURCE`][counters.store.resources_counters.RESOURCE]: elsewhere
+        """The resource (and its shards, or every Region's share), none overwriting an existing item,
+        written as the policy writes a group ([`write_group`][counters.store.base.Store.write_group]:
+        one transaction, or META first where there are none, MRSC, which refuses shards); on MREC
+        only in the id's home Region ([`RESOURCE`][counters.store.resources_counters.RESOURCE]: elsewhere
         [`WrongRegion`][counters.core.errors.WrongRegion], nothing written)."""
         RESOURCE.require(self.policy.topology, str(meta["resourceId"]))
         tx: Transaction[Action] = Transaction()
         tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))
         for name, (key, attributes) in zip(COUNTERS, counters, strict=False):
             tx.put(name, Put(self.table_name, item={**key, **attributes}).when(IS_NEW))
-        return run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True).outcome
+        return self.write_group(tx, self.policy.writes)[0].outcome
 
     def put_record(self, put: Put, request_id: str) -> tuple[bool, Record | None] | None:
         """Put a record unless one exists: (created by this request, the stored record); ``None``

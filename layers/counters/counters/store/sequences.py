@@ -25,7 +25,7 @@ from enum import Enum
 from counters.core.engine import Hook, Report, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.items import Record
-from counters.core.outcome import Capacity, Outcome
+from counters.core.outcome import Capacity
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.base import Store
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
@@ -230,21 +230,6 @@ class SequenceStore(Store):
             on_condition=on_condition,
             rounds=rounds,
         )
-
-    def write_each(self, tx: Transaction[Enum], *, capacity: Capacity | None = None) -> tuple[Report, Enum | None]:
-        """``tx``'s actions as single-item writes, in order, where a transaction is not available
-        (MRSC); stops at the first that does not apply and answers it (``None``: all applied)."""
-        report = Report(outcome=Outcome.APPLIED, capacity=capacity if capacity is not None else Capacity())
-        calls = {"Put": self.dynamodb.put_item, "Update": self.dynamodb.update_item, "Delete": self.dynamodb.delete_item}
-        for name, action in zip(tx, tx.items(), strict=True):
-            (kind, body), *_ = action.items()
-            step = run(calls[kind], dict(body), policy=self.retry, capacity=report.capacity, write=True)
-            report.attempts += step.attempts
-            report.unknown_seen = report.unknown_seen or step.unknown_seen
-            if step.outcome is not Outcome.APPLIED:
-                report.outcome, report.failure = step.outcome, step.failure
-                return report, name
-        return report, None
 
     def put_if_new(self, item: dict[str, object]) -> Report:
         """Put ``item`` only if no item has its key (e.g. completing an order its key record carries)."""

@@ -59,7 +59,7 @@ class Appends(LedgerBase):
         except IdempotencyKeyExpired:
             result.outcome, result.reason = Outcome.REJECTED, Reason.KEY_EXPIRED
             return result
-        if self.policy.replica_local and self._seen_elsewhere(ledger_id, key, amount, result):
+        if self.policy.others and self._seen_elsewhere(ledger_id, key, amount, result):
             return result  # a failover re-send: another Region's entry for this key answers it
         if not self._mark_dirty(ledger_id, key, result.capacity):
             return result

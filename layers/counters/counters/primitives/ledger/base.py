@@ -51,10 +51,10 @@ class LedgerBase:
 
     ``policy`` ([`RegionPolicy`][counters.core.policy.RegionPolicy]): where it names a ``writer``, each
     Region writes, compacts and fences only its own entries, checkpoint and markers, and the balance
-    sums every Region's (``readers``); otherwise one layout serves every Region. Without
-    ``transactions``, chunks and withdrawals are single-item writes. Where a condition sees this
-    replica only (``replica_local``), an append first looks for another Region's entry for its key
-    (a failover re-send).
+    sums every Region's (``readers``); otherwise one layout serves every Region. Where the policy
+    ``writes`` a group in order (no transactions), chunks and withdrawals are single-item writes.
+    Where other Regions keep their own entries (the policy's ``others``), an append first looks for
+    another Region's entry for its key (a failover re-send).
     """
 
     def __init__(
@@ -77,7 +77,7 @@ class LedgerBase:
         self.policy = policy
         self.writer = policy.writer
         """The Region whose items this ledger writes (``""``: the one layout every Region writes)."""
-        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, transactions=policy.transactions)
+        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, writes=policy.writes)
         self.retry_window = retry_window
         self.margin = margin
         self.max_future_skew = max_future_skew

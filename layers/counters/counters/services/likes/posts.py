@@ -94,7 +94,7 @@ class Posts:
         and the aggregator's empty checkpoint and watermark maps, in either mode.
         """
         if mode is None:
-            mode = STANDARD if self.policy.transactions else HOT  # standard counts in a transaction
+            mode = self.policy.writes.choose(together=STANDARD, in_order=HOT)  # standard counts in a transaction
         wanted = require_mode(mode)
         if wanted is not Mode.HOT:
             self.policy.require("standard-post")
@@ -121,7 +121,7 @@ class Posts:
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
         self.known[post_id] = PostInfo.of(post)
-        if self.policy.multi_region:
+        if self.policy.others:  # each Region counts its own likes: show every Region's tally
             return public_post(post, regions=self.store.region_tallies(post_id, self.retry))
         return public_post(post)
 

@@ -35,7 +35,7 @@ class Toggling:
         ``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.posts, self.toggle, self.retry = posts, toggle, retry
         self.policy = policy
-        self.hot_after_retries = 0 if policy.multi_region else hot_after_retries
+        self.hot_after_retries = 0 if policy.refused("switch-mode") else hot_after_retries  # promotion switches the mode
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
 
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:

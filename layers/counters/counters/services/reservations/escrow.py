@@ -54,7 +54,7 @@ class Escrow(Releases):
         """META (written once) and every Region's share items, in one transaction in this Region.
         A share item is written here once; after that only its own Region writes it, and only once
         it has seen it (every write is conditioned on ``attribute_exists``)."""
-        regions = self.policy.regions
+        regions = self.policy.escrowed
         if shares is None:
             shares = dict(zip(regions, sharding.split_capacity(capacity, len(regions)), strict=True))
         if sorted(shares) != list(regions) or any(n < 0 for n in shares.values()) or sum(shares.values()) != capacity:
@@ -187,7 +187,7 @@ class Escrow(Releases):
         receipt's ``attribute_not_exists`` makes a second credit fail: exactly once). Returns the
         units credited. Called by the target Region's stream consumer as each transfer arrives
         ([`counters.services.escrow_automation`][counters.services.escrow_automation]), by a take that finds the share short, and by the admin route."""
-        if not self.policy.replica_local:  # shares are escrowed only where conditions see one replica
+        if self.policy.region not in self.policy.escrowed:  # no share here to credit (one counter serves every Region)
             return 0
         resource = self.resource(resource_id)
         approach = self.approach(resource.strategy)

@@ -39,8 +39,7 @@ class Releases(ReservationsBase):
     def _release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
         """Give back this record's quantity (in MREC: a record of this Region; another's is refused)."""
         self.refuse_in_mode(resource.strategy, resource.shards)
-        rid, resource_id = record.reservation_id, resource.resource_id
-        quantity = record.quantity
+        rid, quantity = record.reservation_id, record.quantity
         if record.status is RELEASED:  # this request's own release (a re-drive), or an earlier one
             return Reservation(record.released_by == request_id, public_reservation(rid, quantity, RELEASED))
         if record.status is UNKNOWN:
@@ -55,8 +54,12 @@ class Releases(ReservationsBase):
         if resource.shares is not None and not set(record.allocation or {}) <= local:
             held = record.region or "another Region"
             self.policy.require("release-elsewhere", f"reservation {rid!r} holds units of the share of {held}; this is {resource.region}")
-        if not self.policy.transactions:
-            return self._release_in_steps(resource, record, request_id)
+        release = self.policy.writes.choose(together=self._release_together, in_order=self._release_in_steps)
+        return release(resource, record, request_id)
+
+    def _release_together(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
+        """One transaction: the record's ``CONFIRMED -> RELEASED`` and every give-back of its allocation."""
+        rid, resource_id, quantity = record.reservation_id, resource.resource_id, record.quantity
         approach = self.approach(resource.strategy)
         gives = [approach.release_update(resource.key_for(pk), part, rid) for pk, part in (record.allocation or {}).items()]
         taken = self.store.release(rid, request_id, self.released_ttl_seconds, gives)
@@ -72,7 +75,7 @@ class Releases(ReservationsBase):
         raise ContentionError(f"reservation {rid!r} is busy; retry the release", command=release_command(resource_id, rid, request_id))
 
     def _release_in_steps(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
-        """Without transactions (MRSC): ``CONFIRMED -> RELEASED_PENDING``, the approach's own give-back
+        """Written in order (MRSC, without transactions): ``CONFIRMED -> RELEASED_PENDING``, the approach's own give-back
         (one conditional write), then ``RELEASED``. An approach that remembers tokens (occ_history,
         set) recognises a re-sent give-back, so an interrupted release is re-driven; atomic and occ
         cannot tell, so theirs is only driven by the request that marked it (never given back

@@ -29,7 +29,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import RegionPolicy
-from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, Topology
+from counters.core.regions import ONE_REGION, Topology
 from counters.primitives import sharding
 from counters.primitives.approaches import NAMES, REGISTRY, Approach, Reason, TakeResult
 from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, reserve_command
@@ -105,7 +105,7 @@ class Reservations(Escrow):
         if not 1 <= shards <= MAX_SHARDS or capacity < 0:
             raise InvalidRequest(f"shards must be 1..{MAX_SHARDS} and capacity >= 0")
         self.refuse_in_mode(strategy, shards)
-        if self.policy.replica_local:  # conditions see one replica: each Region owns an escrowed share
+        if self.policy.escrowed:  # each of these Regions owns an escrowed share of the capacity (MREC)
             return self._create_escrowed(resource_id, capacity, approach, shards, shares)
         if shares is not None:
             raise InvalidRequest("shares split a capacity between the Regions of an MREC global table only")
@@ -124,8 +124,7 @@ class Reservations(Escrow):
         else:
             for key, share in zip(resource.counter_keys, sharding.split_capacity(capacity, shards), strict=True):
                 counters.append((key, {"resourceId": resource_id, "capacity": share, **approach.initial_attributes(share)}))
-        outcome = self.store.create(meta, counters) if self.policy.transactions else self.store.create_single(meta)
-        return self._created(resource_id, outcome, resource)
+        return self._created(resource_id, self.store.create(meta, counters), resource)
 
     def get_resource(self, resource_id: str) -> PublicResource:
         """The resource; a sharded one reads as the sum of one consistent snapshot of its shards;
@@ -169,8 +168,7 @@ class Reservations(Escrow):
         }
         if owner is not None:
             record["owner"] = owner
-        if self.policy.stamp:
-            record[REGION_ATTRIBUTE] = self.policy.stamp
+        record.update(self.policy.stamped())
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
             existing = self._known(rid)
