@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
 
@@ -75,6 +76,18 @@ class Reason(StrEnum):
     PARENT_MISSING = "parent_missing"
     GUARD = "guard"
     TALLY_WOULD_GO_NEGATIVE = "tally_would_go_negative"
+
+
+@dataclass
+class Toggled(Result, Generic[P]):
+    """What [`Toggle.set`][counters.primitives.toggle.Toggle.set] returns: a [`Result`][counters.core.outcome.Result]
+    whose ``value`` is typed, and whose ``parent`` is the parent's fact when the parent refused."""
+
+    value: StateItem | None = None
+    """The stored state item the request was answered from (``stale``, ``already_set``, ``own_request``), else ``None``."""
+    parent: P | None = None
+    """The tally item's fact when its half refused: ``guard`` (the parent fails its guard) or
+    ``tally_would_go_negative`` (on, but the tally is 0); else ``None``."""
 
 
 def now_ms() -> int:
@@ -118,7 +131,7 @@ class Toggle(Generic[P]):
         writer: str = "",
         attributes: Mapping[str, object] | None = None,
         delta_attribute: str | None = None,
-    ) -> Result:
+    ) -> Toggled[P]:
         """Switch ``key`` on or off as the request ``stamp`` (the latest request wins); ``attributes``
         are written with a flip or a new tombstone (e.g. ``userId``, ``likedAt``).
 
@@ -142,14 +155,14 @@ class Toggle(Generic[P]):
         ``already_set`` (the state is already ``on``; a newer stamp was recorded), ``stale`` (a
         newer request set the other state, or the request is older than the horizon; ``value``
         is the stored [`StateItem`][counters.store.toggles.StateItem]), ``parent_missing`` (a parent ``tally`` only), ``guard``
-        (the parent fails its guard; ``value`` is the parent's fact), ``tally_would_go_negative``
-        (integrity: on, but the tally is 0; ``value`` is the tally item's fact); ``contention``.
+        (the parent fails its guard; ``parent`` is the parent's fact), ``tally_would_go_negative``
+        (integrity: on, but the tally is 0; ``parent`` is the tally item's fact); ``contention``.
         """
         capacity, attempts, contended = Capacity(), 0, 0
         extra = dict(attributes or {})
 
-        def done(outcome: Outcome, reason: Reason | None = None, value: object = None) -> Result:
-            return Result(outcome, reason=reason, capacity=capacity, attempts=attempts, contended_retries=contended, value=value)
+        def done(outcome: Outcome, reason: Reason | None = None, value: StateItem | None = None, parent: P | None = None) -> Toggled[P]:
+            return Toggled(outcome, reason, capacity, attempts, contended, value, parent)
 
         if stamp.at < now_ms() - self.horizon_ms:
             return done(Outcome.REJECTED, Reason.STALE)  # its tombstones may be gone: it cannot be ordered
@@ -172,8 +185,8 @@ class Toggle(Generic[P]):
                     return done(Outcome.REJECTED, Reason.PARENT_MISSING)
                 if not written.state_refused:  # the tally's half refused
                     if tally.guard is not None and written.parent is not None and not tally.guard.holds(written.parent):
-                        return done(Outcome.REJECTED, Reason.GUARD, written.parent)
-                    return done(Outcome.REJECTED, Reason.TALLY_WOULD_GO_NEGATIVE, written.parent)  # on, yet the tally is 0
+                        return done(Outcome.REJECTED, Reason.GUARD, parent=written.parent)
+                    return done(Outcome.REJECTED, Reason.TALLY_WOULD_GO_NEGATIVE, parent=written.parent)  # on, yet the tally is 0
             plan = self._decide(written.stored, on, stamp, writer)
             if plan is None:
                 assert written.stored is not None  # _decide answers a write when nothing is stored
@@ -200,7 +213,7 @@ class Toggle(Generic[P]):
         return (StateWrite.FLIP, Owner.MINE, -1) if mine else (StateWrite.FLIP, Owner.THEIRS, 0)
 
     @staticmethod
-    def _verdict(stored: StateItem, on: bool, stamp: Stamp, done: Callable[[Outcome, Reason | None, object], Result]) -> Result:
+    def _verdict(stored: StateItem, on: bool, stamp: Stamp, done: Callable[[Outcome, Reason | None, StateItem], Toggled[P]]) -> Toggled[P]:
         if stored.on != on:
             return done(Outcome.REJECTED, Reason.STALE, stored)  # a newer request set the other state
         if stored.request_id == stamp.by:

@@ -9,7 +9,7 @@ from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
-from counters.primitives.toggle import Reason, Stamp, Toggle, now_ms
+from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
 from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
 from counters.services.likes.posts import Posts
 from counters.store.post_items import DELTA, LIKED_AT, POST_ID, USER_ID, Post
@@ -56,10 +56,8 @@ class Toggling:
         stamp = Stamp(at, request_id)
         info = self.posts.info(post_id)
         result = self._write(post_id, user_id, liked, stamp, info)
-        if result.reason == Reason.GUARD and isinstance(
-            result.value, Post
-        ):  # the fence: the post went hot since this process read its mode
-            info = self.posts.remember(post_id, result.value)
+        if result.reason == Reason.GUARD and result.parent is not None:  # the fence: the post went hot since this process read its mode
+            info = self.posts.remember(post_id, result.parent)
             result = self._write(post_id, user_id, liked, stamp, info)
         promoted = info.mode == STANDARD and self._under_pressure(post_id, info, result) and self._promote(post_id)
         if promoted and result.outcome is Outcome.CONTENTION:  # one more try, as the hot post it now is
@@ -89,7 +87,7 @@ class Toggling:
         except ContentionError:
             return False  # the next likes under pressure try again
 
-    def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Result:
+    def _write(self, post_id: str, user_id: str, liked: bool, stamp: Stamp, info: PostInfo) -> Toggled[Post]:
         """One decision path in every mode: the like item, counted where the post's mode and the
         table say ([`Toggle.set`][counters.primitives.toggle.Toggle.set]). Hot: the like item alone, its ``delta``
         counted by the stream's aggregator. Standard: in the like's transaction, on META (fenced
@@ -111,14 +109,14 @@ class Toggling:
         return self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
 
     @staticmethod
-    def _change(result: Result, command: Command) -> LikeChange:
+    def _change(result: Toggled[Post], command: Command) -> LikeChange:
         post_id, liked = command.payload["postId"], command.op == "like"
         if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE):
             return LikeChange(liked=liked, changed=True, result=result)
         if result.outcome is Outcome.REJECTED:
             if result.reason == Reason.PARENT_MISSING:
                 raise NotFound(f"post {post_id!r} not found")
-            if result.reason == Reason.TALLY_WOULD_GO_NEGATIVE and isinstance(result.value, Post) and result.value.epoch > 0:
+            if result.reason == Reason.TALLY_WOULD_GO_NEGATIVE and result.parent is not None and result.parent.epoch > 0:
                 # A post that was hot: this user's hot like may not be aggregated yet. Later, it is.
                 raise ContentionError(
                     f"post {post_id!r}: its tally has not caught up with its stream yet; retry the request", command=command
