@@ -152,10 +152,6 @@ class Counter:
             frozenset(item.get(TOKENS) or ()),
         )
 
-    def values(self) -> dict[str, int]:
-        """What a rejection reports."""
-        return {AVAILABLE: self.available, RESERVED: self.reserved}
-
 
 @dataclass(frozen=True)
 class Resource:
