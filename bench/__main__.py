@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the across-Regions tables on the emulator (bench/regions.py; default: on, off with --only unless it names 'regions')",
     )
+    coldstart.add_python_option(parser)
     parser.add_argument("--out", type=Path, help=f"where the tables go (default {report.DOC.relative_to(ROOT)}; not written with --only)")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     lines = report.header(argv if argv is not None else sys.argv[1:])
     if not args.only:
-        lines += coldstart.section(import_runs)
+        for python in args.python or [sys.executable]:
+            lines += coldstart.section(import_runs, python)
     cells, contended = [], []
     if scenarios or not args.only:
         with DynamoDBLocal() as ddb_local:

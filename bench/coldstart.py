@@ -8,6 +8,9 @@
   import (median over fresh interpreters).
 
 ``make bench`` writes both (:func:`section`); ``python -m bench.coldstart [--runs N]`` prints them alone.
+``--python PATH`` (repeatable; both commands) runs the probes on another interpreter, e.g. the
+functions' runtime (template.yaml: ``python3.13``) when the venv is older: a venv of that version
+with the layer's requirements and boto3 (the runtime's) installed.
 """
 
 from __future__ import annotations
@@ -66,12 +69,12 @@ def parse(stderr: str) -> dict[str, float]:
     return totals
 
 
-def _trace(code: str, env: dict[str, str]) -> dict[str, float]:
+def _trace(code: str, env: dict[str, str], python: str = sys.executable) -> dict[str, float]:
     """Self time per group of what ``code`` imports, the interpreter's own start-up excluded
     (``-X importtime`` also traces it: the modules already loaded before ``code`` runs)."""
     probe = f"import sys; before = set(sys.modules); {code}"
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", probe], env=env, capture_output=True, text=True, check=True)
-    startup = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([python, "-X", "importtime", "-c", probe], env=env, capture_output=True, text=True, check=True)
+    startup = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True, check=True)
     seen = {m[4] for line in startup.stderr.splitlines() if (m := _LINE.match(line))}
     lines = [line for line in out.stderr.splitlines() if (m := _LINE.match(line)) and m[4] not in seen]
     return parse("\n".join(lines))
@@ -93,10 +96,12 @@ def _env(extra: dict[str, str], paths: Iterable[Path] = ()) -> dict[str, str]:
     return {**base, **extra, **({"PYTHONPATH": os.pathsep.join(map(str, paths))} if paths else {})}
 
 
-def decompose(code_dir: Path, layers: Iterable[Path], env: dict[str, str], runs: int = 7, module: str = "app") -> dict[str, float]:
+def decompose(
+    code_dir: Path, layers: Iterable[Path], env: dict[str, str], runs: int = 7, module: str = "app", python: str = sys.executable
+) -> dict[str, float]:
     """Median self time per group of ``import <module>`` in fresh interpreters."""
     env = _env(env, [code_dir, *layers])
-    samples = [_trace(f"import {module}", env) for _ in range(runs)]
+    samples = [_trace(f"import {module}", env, python) for _ in range(runs)]
     groups = {g for s in samples for g in s}
     return {g: statistics.median(s.get(g, 0.0) for s in samples) for g in groups}
 
@@ -118,19 +123,19 @@ def table(rows: dict[str, dict[str, float]], baseline_ms: float) -> str:
     return "\n".join(out)
 
 
-def boto3_ms(runs: int = 7) -> float:
+def boto3_ms(runs: int = 7, python: str = sys.executable) -> float:
     """``import boto3`` by the same method (its start-up excluded the same way)."""
-    return statistics.median(sum(_trace("import boto3", _env({})).values()) for _ in range(runs))
+    return statistics.median(sum(_trace("import boto3", _env({}), python).values()) for _ in range(runs))
 
 
-def import_once(code: str, env: dict[str, str], setup: str = "") -> float:
+def import_once(code: str, env: dict[str, str], setup: str = "", python: str = sys.executable) -> float:
     """Wall time (ms) of ``code`` in a fresh interpreter, ``setup`` run before the clock starts."""
     probe = f"import time,sys\n{setup}\nt=time.perf_counter(); {code}; print((time.perf_counter()-t)*1000)"
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def cold_imports(runs: int) -> list[tuple[str, float, float]]:
+def cold_imports(runs: int, python: str = sys.executable) -> list[tuple[str, float, float]]:
     """Each run imports ``boto3`` and then every handler, each in a fresh interpreter, so the
     baseline and the handlers meet the same moments of the machine's load; medians over runs."""
     stack = read_stack("bench-table")
@@ -146,21 +151,21 @@ def cold_imports(runs: int) -> list[tuple[str, float, float]]:
             traced = f"import {module}; from aws_lambda_powertools import Tracer; Tracer(service='bench', auto_patch=True)"
             traced_env = {**env, "AWS_LAMBDA_FUNCTION_NAME": "bench", "POWERTOOLS_TRACE_DISABLED": "false"}
             try:
-                import_once(traced, traced_env)
+                import_once(traced, traced_env, python=python)
             except subprocess.CalledProcessError:
                 continue  # aws-xray-sdk not installed
             probes.append((f"{name} + Powertools Tracer (Tracing on in code; not shipped)", traced, traced_env))
     probes += references(stack.functions["LikesFunction"], base_env)
     setups = {label: "" for label, _, _ in probes}
     for name in OWN_IMPORT:
-        label, code, env, setups[label] = own_import(name, stack.functions[name], base_env)
+        label, code, env, setups[label] = own_import(name, stack.functions[name], base_env, python)
         probes.append((label, code, env))
     for label, code, env in probes:  # warm the bytecode caches: the first import of a module compiles it
-        import_once(code, env, setups[label])
+        import_once(code, env, setups[label], python)
     samples: dict[str, list[float]] = {label: [] for label, _, _ in probes}
     for _ in range(runs):
         for label, code, env in probes:
-            samples[label].append(import_once(code, env, setups[label]))
+            samples[label].append(import_once(code, env, setups[label], python))
     boto3_ms = statistics.median(samples[probes[0][0]])
     return [(label, statistics.median(samples[label]), statistics.median(samples[label]) / boto3_ms) for label, _, _ in probes]
 
@@ -189,14 +194,14 @@ _DEPENDENCIES = (
 )
 
 
-def own_import(name: str, fn: Any, base_env: dict[str, str]) -> tuple[str, str, dict[str, str], str]:
+def own_import(name: str, fn: Any, base_env: dict[str, str], python: str = sys.executable) -> tuple[str, str, dict[str, str], str]:
     """A probe of the layer's own import for ``fn``: everything the handler imports from outside
     the layer (botocore, Powertools, the standard library...) imported before the clock starts,
     then the handler module, so the time is the ``counters.*`` modules' and the handler's own
     (issue 26: under 20 % of ``import boto3``). (label, code, env, setup)."""
     module = fn.handler.rsplit(".", 1)[0]
     env = {**base_env, **fn.environment, "PYTHONPATH": os.pathsep.join([str(fn.code_dir), *map(str, fn.layers)])}
-    out = subprocess.run([sys.executable, "-c", _DEPENDENCIES.format(module=module)], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([python, "-c", _DEPENDENCIES.format(module=module)], env=env, capture_output=True, text=True, check=True)
     outside = out.stdout.split()
     setup = f"import importlib\nfor m in {outside!r}:\n    try: importlib.import_module(m)\n    except Exception: pass"
     label = f"reference: {name}'s own import, the layer's and its app.py's modules (what they import from outside loaded first)"
@@ -208,30 +213,37 @@ def references(fn: Any, base_env: dict[str, str]) -> list[tuple[str, str, dict[s
     return [(f"reference: {label}", code, env) for label, code in REFERENCES]
 
 
-def section(runs: int) -> list[str]:
-    """The cold-start section of docs/bench-results.md, as Markdown lines."""
+def version(python: str) -> str:
+    """The interpreter's version (``3.13.0``)."""
+    out = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def section(runs: int, python: str = sys.executable) -> list[str]:
+    """The cold-start section of docs/bench-results.md, as Markdown lines (the probes on ``python``)."""
+    on = f"Python {version(python)}" + ("" if python == sys.executable else f", `{python}`")
     lines = [
-        "## Cold start: handler module import (median of fresh interpreters)",
+        f"## Cold start: handler module import (median of fresh interpreters; {on})",
         "",
         "| module | import ms | vs `import boto3` |",
         "|---|---:|---:|",
     ]
-    for name, ms, ratio in cold_imports(runs):
+    for name, ms, ratio in cold_imports(runs, python):
         lines.append(f"| {name} | {ms:.0f} | {ratio:.2f}x |")
     return [
         *lines,
         "",
-        "### Where each handler's import goes (`python -X importtime`, self time per group in ms, median; start-up excluded)",
+        f"### Where each handler's import goes (`python -X importtime`, self time per group in ms, median; start-up excluded; {on})",
         "",
         "The importtime totals run above the wall-clock times (tracing costs); the groups show who pays. "
         '"the standard library and the rest" is almost all what botocore imports (boto3 imports the same).',
         "",
         table(
             {
-                name: decompose(fn.code_dir, fn.layers, fn.environment, runs)
+                name: decompose(fn.code_dir, fn.layers, fn.environment, runs, python=python)
                 for name, fn in sorted(read_stack("bench-table").functions.items())
             },
-            boto3_ms(runs),
+            boto3_ms(runs, python),
         ),
         "",
     ]
@@ -240,8 +252,21 @@ def section(runs: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.coldstart")
     parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per probe (default 7)")
-    print("\n".join(section(parser.parse_args(argv).runs)))
+    add_python_option(parser)
+    args = parser.parse_args(argv)
+    print("\n".join(line for python in args.python or [sys.executable] for line in section(args.runs, python)))
     return 0
+
+
+def add_python_option(parser: argparse.ArgumentParser) -> None:
+    """``--python PATH``, repeatable: one cold-start section per interpreter (default: this one)."""
+    parser.add_argument(
+        "--python",
+        action="append",
+        metavar="PATH",
+        help="run the cold-start probes on this interpreter (repeatable: one section each; default: this one). "
+        "It needs the layer's requirements and boto3, e.g. a venv of the functions' runtime (python3.13)",
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Each handler is imported in a fresh interpreter with an empty environment (no TA
 region): settings are parsed on the first invocation, never at import. The stream and SQS
 consumers must not import pydantic or the REST resolver (their cold start; the import rule in
 pyproject.toml keeps the layer's side of it, this checks the handlers' own imports too). The
-API functions do not import pydantic either: they validate with counters.http.validation.
+API functions do not import pydantic either: they validate with counters.http.validation. Nor do
+they import what only a few routes use: the retry queue, the likes audit (issue 26).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ CONSUMERS = {name for name, fn in FUNCTIONS.items() if not any(r.function == nam
 PROBE = (
     "import json, sys; import {module}; "
     "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core') or m == 'asyncio' "
-    "or m == 'counters.deferral.queue' or m.startswith('aws_lambda_powertools.event_handler'))))"
+    "or m in ('counters.deferral.queue', 'counters.services.likes.audit') or m.startswith('aws_lambda_powertools.event_handler'))))"
 )
 
 
@@ -44,11 +45,14 @@ def test_a_handler_imports_with_an_empty_environment(name: str) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     heavy = json.loads(out.stdout.strip().splitlines()[-1])
     if name in CONSUMERS:
-        no_rest = [m for m in heavy if m not in ("asyncio", "counters.deferral.queue")]  # Powertools' batch base imports asyncio
+        no_rest = [
+            m for m in heavy if m not in ("asyncio", "counters.deferral.queue", "counters.services.likes.audit")
+        ]  # Powertools' batch base imports asyncio
         assert no_rest == [], f"{name} imports {no_rest[:5]}"
     else:
         assert [m for m in heavy if m.startswith("pydantic")] == []  # counters.http.validation, no pydantic
         assert "counters.deferral.queue" not in heavy  # the retry queue: loaded by the first contended request
+        assert "counters.services.likes.audit" not in heavy  # the likes audit: loaded by the first audit
         assert "aws_lambda_powertools.event_handler.middlewares.openapi_validation" not in heavy  # Powertools' own: off
         # counters.http.powertools: the REST resolver without the package __init__'s AppSync (asyncio)
         assert "aws_lambda_powertools.event_handler.api_gateway" in heavy
@@ -84,3 +88,22 @@ def test_the_light_event_handler_package_gives_what_its_init_gives() -> None:
     from counters.http.powertools import KNOWN
 
     assert got == {"light_ok": True, "same": sorted(KNOWN), "appsync": True, "all": []}
+
+
+def test_the_likes_audit_names_load_on_first_use() -> None:
+    """counters.services.likes re-exports the audit's names and builds ``Likes.audits`` without
+    importing counters.services.likes.audit until one of them is asked for."""
+    probe = """
+import json, sys
+import counters.services.likes as likes
+service = likes.Likes("T")
+loaded = "counters.services.likes.audit" in sys.modules
+from counters.services.likes import DEADLINE, Audits, QuickAudit, Settled
+import counters.services.likes.audit as audit
+same = [DEADLINE is audit.DEADLINE, Audits is audit.Audits, QuickAudit is audit.QuickAudit, Settled is audit.Settled]
+print(json.dumps({"loaded": loaded, "same": same, "audits": isinstance(service.audits, audit.Audits)}))
+"""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "layers" / "counters")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": False, "same": [True] * 4, "audits": True}

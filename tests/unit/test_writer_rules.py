@@ -211,3 +211,12 @@ def test_the_proof_reports_a_violation_as_a_violated_row(monkeypatch: pytest.Mon
     monkeypatch.setitem(regions.REGISTRY, "widgets", scenario)
     (row,) = regions.run(["widgets"], "http://127.0.0.1:1", 1, 1)
     assert row.verdict == "VIOLATED" and "WIDGET#1" in row.notes[0]
+
+
+@pytest.mark.parametrize(
+    "shape", sorted({s for w in writers.rules() for s in (w.pk, w.sk)} | {"RES#<id>@<Region>[#<n>]", "X#<region>#<ms:13>"})
+)
+def test_a_rule_is_checked_against_the_groups_its_shape_compiles_to(shape: str) -> None:
+    """A rule is checked at declaration with the key shape's groups read without compiling it (the
+    shapes compile on the first match, not at an API handler's cold start): the same groups."""
+    assert writers._groups(shape) == set(writers._pattern(shape).groupindex)

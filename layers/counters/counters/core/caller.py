@@ -6,13 +6,12 @@ Where the identity comes from (API Gateway's Cognito claims, or nobody when ``Au
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from counters.core.errors import Forbidden, Hidden, NotFound
 
 
-@dataclass(frozen=True)
-class Caller:
+class Caller(NamedTuple):
     """The verified caller, or nobody when authorization is off."""
 
     user_id: str | None = None

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from counters.core.errors import CounterError
 from counters.core.json import JSONObject
@@ -90,8 +90,7 @@ class Command:
         return command
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What a replay did: the final status and result, and whether its own write recorded them."""
 
     status: str
@@ -105,8 +104,7 @@ class Verdict:
     operation already final (a redelivery); None: record it now."""
 
 
-@dataclass(frozen=True)
-class Replayable:
+class Replayable(NamedTuple):
     """One operation the retry worker can replay: its payload type and its executor."""
 
     payload: type

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -49,16 +50,14 @@ Operation = Callable[..., Response]
 """A bound botocore operation (``client.update_item``...), called with keyword [`Params`][counters.core.client.Params]."""
 
 
-@dataclass(frozen=True)
-class Stop:
+class Stop(NamedTuple):
     """A hook's verdict: end the call now; ``value`` is kept on the report (``object``: the hook
     and the caller that reads it back agree on its type; the caller narrows it)."""
 
     value: object = None
 
 
-@dataclass(frozen=True)
-class Resend:
+class Resend(NamedTuple):
     """A hook's verdict: back off, then send again with these parameters (``None``: the same).
 
     ``refresh``, if given, is called after the backoff, just before the next attempt (never

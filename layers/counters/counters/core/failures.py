@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from botocore.exceptions import (
     ClientError,
@@ -94,8 +94,7 @@ def _reason(raw: Mapping[str, Any]) -> CancellationReason:
     return reason
 
 
-@dataclass(frozen=True)
-class Classified:
+class Classified(NamedTuple):
     """One failure classified: its kind, its error code and, for a cancelled transaction, the reasons."""
 
     kind: Failure

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from counters.core.errors import UnsupportedInMode
 from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, GlobalTableMode, Topology
@@ -81,8 +81,7 @@ IN_ORDER: Writes = _InOrder()
 """Single-item conditional writes in order write a group (MRSC, which has no transactions)."""
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """One row of [`REFUSALS`][counters.core.policy.REFUSALS]: ``what`` is refused in each mode of ``why`` for that reason."""
 
     what: str

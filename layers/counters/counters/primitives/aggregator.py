@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
@@ -75,8 +76,7 @@ class Reason(StrEnum):
     CHECKPOINT_MOVING = "checkpoint_moving"
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One stream record's effect: ``delta`` on ``parent``'s tally, in ``lane`` at ``seq``."""
 
     parent: str  # the parent's id (e.g. a post id), the grouping key

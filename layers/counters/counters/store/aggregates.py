@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, run
@@ -20,8 +20,7 @@ from counters.core.outcome import Capacity
 from counters.store.expr import Cond, Key, Path, Update, all_of, if_not_exists, old_item
 
 
-@dataclass(frozen=True)
-class LaneRun:
+class LaneRun(NamedTuple):
     """The records of one lane a write applies, as a contiguous run (sequence numbers padded)."""
 
     lane: str

@@ -10,7 +10,6 @@ requests that use them are [`counters.store.expr`][counters.store.expr].
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from counters.core.client import Params
 from counters.core.items import AttributeValue
@@ -53,8 +52,23 @@ class Placeholders:
 
 
 # -- operands --------------------------------------------------------------------------------------
-class Operand:
+class _Node:
+    """An expression node: its ``__slots__`` are its parts, shown by ``repr``. The nodes are plain
+    classes, not dataclasses: an API handler imports them at cold start, where each dataclass costs
+    generating and compiling its methods, and a node needs only its ``__init__`` (issue 26)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        names: tuple[str, ...] = self.__slots__
+        parts = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return f"{type(self).__name__}({parts})"
+
+
+class Operand(_Node):
     """Something an expression can compare or assign: a path, a value, a function of them."""
+
+    __slots__ = ()
 
     def render(self, ph: Placeholders) -> str:
         """The operand in expression syntax, its placeholders allocated in ``ph``."""
@@ -82,11 +96,13 @@ class Operand:
     __hash__ = object.__hash__
 
 
-@dataclass(frozen=True, eq=False)
 class Value(Operand):
     """A value operand (a ``:v<n>`` placeholder)."""
 
-    value: object
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
 
     def render(self, ph: Placeholders) -> str:
         """The value's placeholder."""
@@ -95,6 +111,8 @@ class Value(Operand):
 
 class Path(Operand):
     """An attribute path: ``Path("aggSeq", "S3")`` is ``#aggSeq.#S3``; an int part is a list index."""
+
+    __slots__ = ("parts",)
 
     def __init__(self, *parts: str | int) -> None:
         if not parts or not isinstance(parts[0], str):
@@ -146,20 +164,21 @@ def path(name: str | Path) -> Path:
     return name if isinstance(name, Path) else Path(name)
 
 
-@dataclass(frozen=True, eq=False)
 class _Call(Operand):
-    function: str
-    args: tuple[Operand, ...]
+    __slots__ = ("function", "args")
+
+    def __init__(self, function: str, args: tuple[Operand, ...]) -> None:
+        self.function, self.args = function, args
 
     def render(self, ph: Placeholders) -> str:
         return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
 
 
-@dataclass(frozen=True, eq=False)
 class _Arithmetic(Operand):
-    left: Operand
-    op: str
-    right: Operand
+    __slots__ = ("left", "op", "right")
+
+    def __init__(self, left: Operand, op: str, right: Operand) -> None:
+        self.left, self.op, self.right = left, op, right
 
     def render(self, ph: Placeholders) -> str:
         return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
@@ -186,8 +205,10 @@ def list_append(left: object, right: object) -> Operand:
 
 
 # -- conditions ------------------------------------------------------------------------------------
-class Cond:
+class Cond(_Node):
     """A condition (or key condition, or filter) expression."""
+
+    __slots__ = ()
 
     def render(self, ph: Placeholders) -> str:
         """The condition in expression syntax, its placeholders allocated in ``ph``."""
@@ -203,47 +224,51 @@ class Cond:
         return _Not(self)
 
 
-@dataclass(frozen=True)
 class _Compare(Cond):
-    left: Operand
-    op: str
-    right: Operand
+    __slots__ = ("left", "op", "right")
+
+    def __init__(self, left: Operand, op: str, right: Operand) -> None:
+        self.left, self.op, self.right = left, op, right
 
     def render(self, ph: Placeholders) -> str:
         return f"{self.left.render(ph)} {self.op} {self.right.render(ph)}"
 
 
-@dataclass(frozen=True)
 class _Between(Cond):
-    subject: Operand
-    low: Operand
-    high: Operand
+    __slots__ = ("subject", "low", "high")
+
+    def __init__(self, subject: Operand, low: Operand, high: Operand) -> None:
+        self.subject, self.low, self.high = subject, low, high
 
     def render(self, ph: Placeholders) -> str:
         return f"{self.subject.render(ph)} BETWEEN {self.low.render(ph)} AND {self.high.render(ph)}"
 
 
-@dataclass(frozen=True)
 class _Function(Cond):
-    function: str
-    args: tuple[Operand, ...]
+    __slots__ = ("function", "args")
+
+    def __init__(self, function: str, args: tuple[Operand, ...]) -> None:
+        self.function, self.args = function, args
 
     def render(self, ph: Placeholders) -> str:
         return f"{self.function}({', '.join(a.render(ph) for a in self.args)})"
 
 
-@dataclass(frozen=True)
 class _Join(Cond):
-    op: str
-    parts: tuple[Cond, ...]
+    __slots__ = ("op", "parts")
+
+    def __init__(self, op: str, parts: tuple[Cond, ...]) -> None:
+        self.op, self.parts = op, parts
 
     def render(self, ph: Placeholders) -> str:
         return "(" + f" {self.op} ".join(p.render(ph) for p in self.parts) + ")"
 
 
-@dataclass(frozen=True)
 class _Not(Cond):
-    inner: Cond
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Cond) -> None:
+        self.inner = inner
 
     def render(self, ph: Placeholders) -> str:
         return f"(NOT {self.inner.render(ph)})"

@@ -29,7 +29,6 @@ distinct methods (``put``/``update``/``delete``/``check``) so tools/iam derives 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, Literal, Self, TypeVar
 
@@ -58,15 +57,29 @@ ReturnValues = Literal["NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW
 
 
 # -- requests --------------------------------------------------------------------------------------
-@dataclass
-class _Write:
+class _Request:
+    """A request builder: its ``__slots__`` (its own and its bases') are its fields, shown by ``repr``.
+    The builders are plain classes, not dataclasses: an API handler imports them at cold start,
+    where each dataclass costs generating and compiling its methods (issue 26)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        names = [n for cls in reversed(type(self).__mro__) for n in cls.__dict__.get("__slots__", ())]
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
+
+class _Write(_Request):
     """What every write shares: its table, condition (``when``, ANDed) and return values."""
 
-    table: str
-    condition: Cond | None = field(default=None, init=False)
-    on_failure: bool = field(default=True, init=False)
-    """``ReturnValuesOnConditionCheckFailure=ALL_OLD`` with a condition: the loser learns why."""
-    returns: ReturnValues | None = field(default=None, init=False)
+    __slots__ = ("table", "condition", "on_failure", "returns")
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.condition: Cond | None = None
+        self.on_failure = True
+        """``ReturnValuesOnConditionCheckFailure=ALL_OLD`` with a condition: the loser learns why."""
+        self.returns: ReturnValues | None = None
 
     def when(self, condition: Cond) -> Self:
         self.condition = all_of(self.condition, condition)
@@ -95,26 +108,32 @@ class _Write:
         return ph.apply(params)
 
 
-@dataclass
 class Put(_Write):
     """PutItem (or a transaction's Put)."""
 
-    item: Mapping[str, object] = field(default_factory=dict)
+    __slots__ = ("item",)
+
+    def __init__(self, table: str, item: Mapping[str, object] | None = None) -> None:
+        super().__init__(table)
+        self.item: Mapping[str, object] = {} if item is None else item
 
     def body(self) -> Params:
         """The Put's parameters (a transaction action's body)."""
         return self._conditioned({"TableName": self.table, "Item": to_item(self.item)}, Placeholders())
 
 
-@dataclass
 class Update(_Write):
     """UpdateItem (or a transaction's Update): SET/ADD/REMOVE/DELETE clauses on one key."""
 
-    key: Key = field(default_factory=dict)
-    _set: list[tuple[Path, Operand]] = field(default_factory=list, init=False)
-    _add: list[tuple[Path, object]] = field(default_factory=list, init=False)
-    _remove: list[Path] = field(default_factory=list, init=False)
-    _delete: list[tuple[Path, object]] = field(default_factory=list, init=False)
+    __slots__ = ("key", "_set", "_add", "_remove", "_delete")
+
+    def __init__(self, table: str, key: Key | None = None) -> None:
+        super().__init__(table)
+        self.key: Key = {} if key is None else key
+        self._set: list[tuple[Path, Operand]] = []
+        self._add: list[tuple[Path, object]] = []
+        self._remove: list[Path] = []
+        self._delete: list[tuple[Path, object]] = []
 
     def set(self, name: str | Path, value: object) -> Update:
         """``SET name = value``."""
@@ -164,22 +183,28 @@ class Update(_Write):
         return self._conditioned(params, ph)
 
 
-@dataclass
 class Delete(_Write):
     """DeleteItem (or a transaction's Delete)."""
 
-    key: Key = field(default_factory=dict)
+    __slots__ = ("key",)
+
+    def __init__(self, table: str, key: Key | None = None) -> None:
+        super().__init__(table)
+        self.key: Key = {} if key is None else key
 
     def body(self) -> Params:
         """The Delete's parameters (a transaction action's body)."""
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
 
 
-@dataclass
 class Check(_Write):
     """A transaction's ConditionCheck on one key."""
 
-    key: Key = field(default_factory=dict)
+    __slots__ = ("key",)
+
+    def __init__(self, table: str, key: Key | None = None) -> None:
+        super().__init__(table)
+        self.key: Key = {} if key is None else key
 
     def body(self) -> Params:
         """The ConditionCheck's parameters; ``ValueError`` without a condition."""
@@ -188,14 +213,13 @@ class Check(_Write):
         return self._conditioned({"TableName": self.table, "Key": to_item(self.key)}, Placeholders())
 
 
-@dataclass
-class Get:
+class Get(_Request):
     """GetItem: one key, optionally projected, optionally strongly consistent."""
 
-    table: str
-    key: Key
-    projection: tuple[Path, ...] = ()
-    consistent: bool = False
+    __slots__ = ("table", "key", "projection", "consistent")
+
+    def __init__(self, table: str, key: Key, projection: tuple[Path, ...] = (), consistent: bool = False) -> None:
+        self.table, self.key, self.projection, self.consistent = table, key, projection, consistent
 
     def project(self, *names: str | Path) -> Get:
         """Read only these attributes."""
@@ -218,20 +242,26 @@ class Get:
         return ph.apply(params)
 
 
-@dataclass
-class Query:
+class Query(_Request):
     """Query one partition: ``key`` is the key condition (``Path("PK") == pk``, optionally ``&`` a
     sort-key condition)."""
 
-    table: str
-    key: Cond
-    filter: Cond | None = None
-    projection: tuple[Path, ...] = ()
-    limit: int | None = None
-    start: Key | None = None
-    forward: bool = True
-    consistent: bool = False
-    index: str | None = None
+    __slots__ = ("table", "key", "filter", "projection", "limit", "start", "forward", "consistent", "index")
+
+    def __init__(
+        self,
+        table: str,
+        key: Cond,
+        filter: Cond | None = None,
+        projection: tuple[Path, ...] = (),
+        limit: int | None = None,
+        start: Key | None = None,
+        forward: bool = True,
+        consistent: bool = False,
+        index: str | None = None,
+    ) -> None:
+        self.table, self.key, self.filter, self.projection = table, key, filter, projection
+        self.limit, self.start, self.forward, self.consistent, self.index = limit, start, forward, consistent, index
 
     def where(self, condition: Cond) -> Query:
         """Add a filter condition (``AND`` with any before)."""
@@ -264,15 +294,20 @@ class Query:
         return ph.apply(params)
 
 
-@dataclass
-class Scan:
+class Scan(_Request):
     """Scan one page of the table: ``limit`` items evaluated (before ``filter``), from after ``start``."""
 
-    table: str
-    filter: Cond | None = None
-    projection: tuple[Path, ...] = ()
-    limit: int | None = None
-    start: Key | None = None
+    __slots__ = ("table", "filter", "projection", "limit", "start")
+
+    def __init__(
+        self,
+        table: str,
+        filter: Cond | None = None,
+        projection: tuple[Path, ...] = (),
+        limit: int | None = None,
+        start: Key | None = None,
+    ) -> None:
+        self.table, self.filter, self.projection, self.limit, self.start = table, filter, projection, limit, start
 
     def where(self, condition: Cond) -> Scan:
         """This scan with a filter expression."""
@@ -371,11 +406,13 @@ class Transaction(Generic[N]):
         return Cancellation(by_name)
 
 
-@dataclass(frozen=True)
-class Cancellation(Generic[N]):
+class Cancellation(_Request, Generic[N]):
     """A cancelled transaction's reasons, by action name."""
 
-    reasons: Mapping[N, CancellationReason]
+    __slots__ = ("reasons",)
+
+    def __init__(self, reasons: Mapping[N, CancellationReason]) -> None:
+        self.reasons = reasons
 
     def failed(self, name: N) -> bool:
         """``name``'s condition failed."""

@@ -10,7 +10,7 @@ table equal to it: the layout lives in code, the doc is its image.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 FAMILIES = (
     "post_items",
@@ -25,8 +25,7 @@ FAMILIES = (
 """The store modules that own items, in the order the table lists them."""
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """One kind of item: what its keys look like and what it holds."""
 
     item: str

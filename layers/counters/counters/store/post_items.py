@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from counters.core.ids import valid_id
 from counters.core.regions import REGION_ATTRIBUTE
@@ -257,8 +257,7 @@ def post_of(item: Mapping[str, Any]) -> Post:
 
 
 # -- stream records --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Streamed:
+class Streamed(NamedTuple):
     """What a stream record of a spread key says for the aggregator: a like's ``delta`` (0: it
     counted nothing), or an audit probe's token (``delta`` 0)."""
 

@@ -12,9 +12,8 @@ primitives'). Details: docs/likes.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop, read, run
@@ -63,16 +62,14 @@ from counters.store.post_items import (
 from counters.store.toggles import Guard, Tally, ToggleStore
 
 
-@dataclass(frozen=True)
-class Liker:
+class Liker(NamedTuple):
     """A listed like: the user and when they liked (epoch s)."""
 
     user_id: str
     liked_at: int | None
 
 
-@dataclass(frozen=True)
-class Written:
+class Written(NamedTuple):
     """A conditional write to ``META``: its outcome, and the post it left (``ALL_NEW``) or found
     (``ALL_OLD`` of a refusal; ``None``: no post)."""
 

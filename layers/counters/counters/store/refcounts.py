@@ -8,9 +8,8 @@ typed facts ([`Linked`][counters.store.refcounts.Linked]).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, read, run
@@ -27,8 +26,7 @@ class LinkAction(Enum):
     PARENT = "parent"
 
 
-@dataclass(frozen=True)
-class Linked:
+class Linked(NamedTuple):
     """What a link/unlink transaction did; when refused, which action refused and what it found."""
 
     report: Report

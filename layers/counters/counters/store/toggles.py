@@ -14,9 +14,8 @@ A state item holds ``<state>`` (on/off; absent: on, written before tombstones ex
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, read, run
@@ -31,8 +30,7 @@ CHANGED_AT, CHANGED_BY, REQUEST_ID, EXPIRES_AT = "changedAt", "changedBy", "requ
 P = TypeVar("P")
 
 
-@dataclass(frozen=True, order=True)
-class Stamp:
+class Stamp(NamedTuple):
     """When a request arrived (ms) and its id: compared as (at, by), a total order. Ids from
     [`counters.core.commands.new_request_id`][counters.core.commands.new_request_id] begin with the function's receive time, so
     requests in the same millisecond are ordered as the function received them."""
@@ -65,8 +63,7 @@ class ToggleAction(Enum):
     PARENT = "parent"
 
 
-@dataclass(frozen=True)
-class StateItem:
+class StateItem(NamedTuple):
     """A stored state item: on or off, the stamp of the latest request ordered on it, and the
     request that made its state."""
 
@@ -76,8 +73,7 @@ class StateItem:
     writer: str | None = None  # the Region that wrote this version (a global table; ``None``: not recorded)
 
 
-@dataclass(frozen=True)
-class Written(Generic[P]):
+class Written(NamedTuple, Generic[P]):
     """What one write of a toggle did: its engine report and, when a condition refused it, which
     half refused and what it found (``stored``: the state item, ``parent``: the parent, each
     ``None`` when there was no item)."""
@@ -90,8 +86,7 @@ class Written(Generic[P]):
     paired: bool = False  # sent as one TransactWriteItems with the tally's item
 
 
-@dataclass(frozen=True)
-class ToggleWrite:
+class ToggleWrite(NamedTuple):
     """One write of a toggle ([`ToggleStore.write`][counters.store.toggles.ToggleStore.write]): ``kind``, the state asked for, the
     request's stamp, the stored writer it may replace (``owner``; only where versions name their
     writer), the attributes of every write (``attributes``) and of a flip or a new tombstone only
@@ -106,8 +101,7 @@ class ToggleWrite:
     expires_at: int
 
 
-@dataclass(frozen=True)
-class Guard(Generic[P]):
+class Guard(NamedTuple, Generic[P]):
     """A condition the caller adds to the parent's half of a flip (e.g. "the post is still in
     standard mode"), with the same rule in Python on the parent's fact, to tell a refusal by it
     from the others."""
@@ -116,8 +110,7 @@ class Guard(Generic[P]):
     holds: Callable[[P], bool]
 
 
-@dataclass(frozen=True)
-class Tally(Generic[P]):
+class Tally(NamedTuple, Generic[P]):
     """Where a write that counts moves the count, in the same TransactWriteItems: ``ADD`` on the
     tally of the item at ``key`` (and its revision).
 

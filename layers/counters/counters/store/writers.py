@@ -31,11 +31,12 @@ key no family declares, fails the run. [`table`][counters.store.writers.table] r
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from counters.core.errors import WrongRegion
@@ -100,6 +101,14 @@ _PLACEHOLDER = re.compile(r"<([^>]+)>")
 _DIGITS = ("n", "ms:13", "bucket ms")
 
 
+def _groups(shape: str) -> set[str]:
+    """The named groups of ``_pattern(shape)``, without compiling it."""
+    placeholders = _PLACEHOLDER.findall(shape)
+    names = {name for name in placeholders if name.lower() != "region" and name not in _DIGITS and name.isidentifier()}
+    return names | ({"region"} if any(name.lower() == "region" for name in placeholders) else set())
+
+
+@functools.cache
 def _pattern(shape: str) -> re.Pattern[str]:
     """A key shape (``RES#<id>@<Region>[#<n>]``) as a regular expression: ``<Region>`` a Region
     (group ``region``), ``<n>``/``<ms:13>``/``<bucket ms>`` digits, any other placeholder one or
@@ -139,17 +148,15 @@ class WriterRule:
     why: str
     home_id: str = ""
     region_attribute: str = ""
-    _pk: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _sk: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_pk", _pattern(self.pk))
-        object.__setattr__(self, "_sk", _pattern(self.sk))
-        rules = (self.none, self.mrec, self.mrsc)
-        if any(r.kind is Kind.HOME_OF_ID or r.created_at_home for r in rules) and self.home_id not in self._pk.groupindex:
+        """Check the declaration; its key shapes are compiled on first [`match`][counters.store.writers.WriterRule.match]
+        (an API handler's cold start declares its families' rules and matches no key: issue 26)."""
+        rules, pk_groups = (self.none, self.mrec, self.mrsc), _groups(self.pk)
+        if any(r.kind is Kind.HOME_OF_ID or r.created_at_home for r in rules) and self.home_id not in pk_groups:
             raise ValueError(f"{self.item}: a home-of-the-id rule needs home_id, a placeholder of {self.pk!r}")
         regional = any(r.kind is Kind.PER_REGION for r in rules)
-        if regional and not self.region_attribute and "region" not in {*self._pk.groupindex, *self._sk.groupindex}:
+        if regional and not self.region_attribute and "region" not in {*pk_groups, *_groups(self.sk)}:
             raise ValueError(f"{self.item}: a per-Region rule needs <Region> in the key or a region_attribute")
 
     def rule(self, mode: GlobalTableMode | str) -> Rule:
@@ -158,7 +165,7 @@ class WriterRule:
 
     def match(self, pk: str, sk: str) -> dict[str, str] | None:
         """This family's placeholders in a key (``region``, the id), or ``None`` when not its key."""
-        p, s = self._pk.fullmatch(pk), self._sk.fullmatch(sk)
+        p, s = _pattern(self.pk).fullmatch(pk), _pattern(self.sk).fullmatch(sk)
         if p is None or s is None:
             return None
         return {k: v for k, v in (*p.groupdict().items(), *s.groupdict().items()) if v is not None}

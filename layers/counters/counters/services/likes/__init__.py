@@ -31,6 +31,9 @@ aggregator within its lag.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from counters.core.client import DynamoDBClient
 from counters.core.commands import Replayable
 from counters.core.failures import RetryPolicy
@@ -40,7 +43,6 @@ from counters.core.regions import ONE_REGION, RegionSettings, Topology
 from counters.core.settings import Settings
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import Toggle
-from counters.services.likes.audit import DEADLINE, Audits, QuickAudit, Settled
 from counters.services.likes.cursor import CURSOR_LABEL, cursor_key, decode_cursor, encode_cursor
 from counters.services.likes.model import (
     AUDIT_MARGIN_S,
@@ -89,6 +91,26 @@ from counters.store.post_items import (
     post_key,
 )
 from counters.store.posts import STANDARD_GUARD, PostStore, like_checkpoints, like_toggles
+
+if TYPE_CHECKING:  # imported on first use (__getattr__, Likes.audits): only the audit routes need them
+    from counters.services.likes.audit import DEADLINE as DEADLINE
+    from counters.services.likes.audit import Audits as Audits
+    from counters.services.likes.audit import QuickAudit as QuickAudit
+    from counters.services.likes.audit import Settled as Settled
+
+_AUDIT = ("DEADLINE", "Audits", "QuickAudit", "Settled")
+"""Names re-exported from [`audit`][counters.services.likes.audit], which an API handler's cold start
+does not import: only ``GET /posts/{id}/audit`` and ``POST /audits`` use it (issue 26)."""
+
+
+def __getattr__(name: str) -> object:
+    """An audit name, its module imported on first access (PEP 562) and the name cached here."""
+    if name not in _AUDIT:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("counters.services.likes.audit"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AGG_AT",
@@ -189,7 +211,16 @@ class Likes:
         self.toggling = Toggling(
             self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size, policy=policy
         )
-        self.audits = Audits(store, self.refcount, self.toggle.counted(), retry=self.retry, policy=policy)
+        self._audits: Audits | None = None
+
+    @property
+    def audits(self) -> Audits:
+        """The audit part ([`Audits`][counters.services.likes.audit.Audits]), built on first use with its module."""
+        if self._audits is None:
+            from counters.services.likes.audit import Audits as Audits
+
+            self._audits = Audits(self.posts.store, self.refcount, self.toggle.counted(), retry=self.retry, policy=self.policy)
+        return self._audits
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:

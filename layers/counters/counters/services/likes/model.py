@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import NotRequired, TypedDict
+from typing import NamedTuple, NotRequired, TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import require
@@ -75,8 +75,7 @@ class LikeSettings(RegionSettings):
     to API callers); unset (tests, the local stack), a key derived from the table name."""
 
 
-@dataclass(frozen=True)
-class PostInfo:
+class PostInfo(NamedTuple):
     """What a process knows of a post: where its likes live and how they are counted."""
 
     spread: int | None  # None: likes stored before ``spread`` (seed 01's item collection, standard only)
