@@ -106,6 +106,13 @@ REFUSALS: Mapping[str, Refusal] = {
         "auditing a post's likes",
         dict.fromkeys((MREC, MRSC), "each Region keeps its own tally; an audit per Region is not built yet (docs/likes.md)"),
     ),
+    "grow-spread": Refusal(
+        "growing a hot post's spread",
+        dict.fromkeys(
+            (MREC, MRSC),
+            "two Regions may create one user's like in two lanes, and which Region merges them is not decided yet (docs/DESIGN.md)",
+        ),
+    ),
     "like-before-spread": Refusal(
         "liking a post stored before spread",
         dict.fromkeys((MREC, MRSC), "its tally is one item on META, which every Region would write"),

@@ -159,6 +159,27 @@ def lane_of(user_id: str, spread: int) -> int:
     return int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % spread
 
 
+FIRST_SPREAD = 8
+"""The spread a post is created with; it only doubles from there (docs/DESIGN.md, "a spread that grows")."""
+MAX_SPREAD = 64
+"""The largest spread a post grows to."""
+
+
+def chain_lanes(user_id: str, spread: int) -> list[int]:
+    """The lanes a user's like may live under on a post whose spread grew from ``FIRST_SPREAD`` to
+    ``spread``: ``lane_of(user, s)`` for s = 8, 16, ... ``spread``, without repeats, oldest first.
+    Each is the one before it or that lane plus the old spread (the spread is a power of two), and an
+    item never moves: it stays in the lane it was created in."""
+    lanes: list[int] = []
+    size = min(FIRST_SPREAD, spread)
+    while size <= spread:
+        lane = lane_of(user_id, size)
+        if lane not in lanes:
+            lanes.append(lane)
+        size *= 2
+    return lanes
+
+
 def hot_pk(post_id: str, lane: int) -> str:
     """The partition key of lane ``lane`` of a hot post."""
     return f"POST#{post_id}#S{lane}"
@@ -167,6 +188,11 @@ def hot_pk(post_id: str, lane: int) -> str:
 def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
     """The key of a user's like of a hot post (its lane from the user id)."""
     return {PK: hot_pk(post_id, lane_of(user_id, spread)), SK: f"{LIKE_PREFIX}{user_id}"}
+
+
+def chain_keys(post_id: str, user_id: str, spread: int) -> list[dict[str, str]]:
+    """The keys a user's like of a post with ``spread`` may have, oldest lane first ([`chain_lanes`][counters.store.post_items.chain_lanes])."""
+    return [{PK: hot_pk(post_id, lane), SK: f"{LIKE_PREFIX}{user_id}"} for lane in chain_lanes(user_id, spread)]
 
 
 def probe_key(post_id: str, lane: int) -> dict[str, str]:

@@ -210,6 +210,32 @@ class PostStore:
         found = old_item(report.failure) if report.outcome is Outcome.REJECTED else None
         return Written(report.outcome, None if found is None else post_of({POST_ID: post_id, **found}))
 
+    def grow(self, post_id: str, spread: int, to: int, retry: RetryPolicy) -> Written:
+        """``spread`` = ``to`` if it is still ``spread`` (one conditional UpdateItem on META: of many
+        processes growing at once one does, the others find it grown): ``APPLIED`` with the post
+        after, or ``REJECTED`` with the post found (``None``: no post). Items never move: a like
+        stays in the lane it was created in ([`chain_lanes`][counters.store.post_items.chain_lanes])."""
+        update = (
+            Update(self.table_name, post_key(post_id))
+            .set(SPREAD_ATTRIBUTE, to)
+            .when(Path(PK).exists() & (Path(SPREAD_ATTRIBUTE) == spread))
+            .returning("ALL_NEW")
+        )
+        report = run(self.dynamodb.update_item, update.params(), policy=retry, write=True)
+        if report.outcome is Outcome.APPLIED:
+            return Written(Outcome.APPLIED, post_of({POST_ID: post_id, **(from_item(report.attributes) or {})}))
+        found = old_item(report.failure) if report.outcome is Outcome.REJECTED else None
+        return Written(report.outcome, None if found is None else post_of({POST_ID: post_id, **found}))
+
+    def first_existing(self, keys: list[dict[str, str]], retry: RetryPolicy) -> dict[str, str] | None:
+        """The first of ``keys`` (a user's chain, oldest lane first) that holds an item, read
+        strongly consistent one by one (0.5 RCU each), or ``None``."""
+        for key in keys:
+            get = Get(self.table_name, key).project(PK).strongly()
+            if read(self.dynamodb.get_item, retry, None, **get.params()).get("Item"):
+                return key
+        return None
+
     def likers(
         self, pk: str, limit: int, counted: Cond, start: Mapping[str, object] | None, retry: RetryPolicy, capacity: Capacity
     ) -> tuple[list[Liker], dict[str, str] | None]:

@@ -183,6 +183,7 @@ class Likes:
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
         topology: Topology = ONE_REGION,
+        max_spread: int = SPREAD,
     ) -> None:
         """``topology``: the global table this Region writes in (docs/likes.md "Global tables"; the
         default: one Region), resolved here, once, into the feature's
@@ -190,7 +191,8 @@ class Likes:
         counted per Region on MREC and on MRSC alike (each Region its own ``TALLY#<Region>``).
         ``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
-        ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU)."""
+        ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU).
+        ``max_spread``: a hot post's spread doubles up to this when its lanes throttle (``SPREAD``: never)."""
         self.table_name = table_name
         self.policy = policy = RegionPolicy.of(topology, per_region_in=(MREC, MRSC))
         self.retry = retry or RetryPolicy()
@@ -209,7 +211,13 @@ class Likes:
             policy=policy,
         )
         self.toggling = Toggling(
-            self.posts, self.toggle, retry=self.retry, hot_after_retries=hot_after_retries, cache_size=cache_size, policy=policy
+            self.posts,
+            self.toggle,
+            retry=self.retry,
+            hot_after_retries=hot_after_retries,
+            cache_size=cache_size,
+            policy=policy,
+            max_spread=max_spread,
         )
         self._audits: Audits | None = None
 

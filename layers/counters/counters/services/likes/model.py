@@ -17,13 +17,13 @@ from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.primitives.aggregator import Aggregator, as_of
 from counters.primitives.toggle import now_ms
-from counters.store.post_items import Mode, Post, hot_like_key, hot_pk, like_key, post_key
+from counters.store.post_items import FIRST_SPREAD, Mode, Post, chain_keys, hot_pk, like_key, post_key
 from counters.store.posts import like_checkpoints
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 STANDARD, HOT = Mode.STANDARD.value, Mode.HOT.value
 MODES = (STANDARD, HOT)
-SPREAD = 8  # a hot post's like partition keys; stored on the post (``spread``): fixed for its life
+SPREAD = FIRST_SPREAD  # a post's like partition keys at creation; stored on the post (``spread``), it only grows
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
@@ -92,9 +92,11 @@ class PostInfo(NamedTuple):
         """The partition keys the post's like items live under."""
         return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
 
-    def like_key(self, post_id: str, user_id: str) -> dict[str, str]:
-        """The key of a user's like of the post, in the post's layout."""
-        return like_key(post_id, user_id) if self.spread is None else hot_like_key(post_id, user_id, self.spread)
+    def like_keys(self, post_id: str, user_id: str) -> list[dict[str, str]]:
+        """Where a user's like of the post may be, oldest lane first: the one key of its layout, or
+        the user's chain over the spreads the post has had ([`chain_keys`][counters.store.post_items.chain_keys]);
+        a new like is created under the last."""
+        return [like_key(post_id, user_id)] if self.spread is None else chain_keys(post_id, user_id, self.spread)
 
 
 @dataclass

@@ -148,10 +148,26 @@ class Posts:
         info = self.known[post_id] = PostInfo.of(post)
         return info
 
+    def grow(self, post_id: str, info: PostInfo, to: int) -> PostInfo:
+        """Grow the post's spread from ``info.spread`` to ``to`` (one conditional write on META; a
+        post grown meanwhile by another process is taken as found) and remember it."""
+        if info.spread is None:
+            return info
+        written = self.store.grow(post_id, info.spread, to, self.retry)
+        return self.remember(post_id, written.post) if written.post is not None else info
+
+    def locate(self, post_id: str, user_id: str, info: PostInfo) -> dict[str, str]:
+        """The key of a user's like of the post: where it was created if the user has one (the
+        oldest lane of the user's chain that holds an item: items never move when the spread grows),
+        else where a new one is created (the lane of the post's spread now). On a post that never
+        grew the chain is one key and nothing is read."""
+        *older, newest = info.like_keys(post_id, user_id)
+        return (self.store.first_existing(older, self.retry) if older else None) or newest
+
     def like_state(self, post_id: str, user_id: str) -> LikeState:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
         once in either mode, whatever the aggregator's lag)."""
-        state = self.likes.read_state(self.info(post_id).like_key(post_id, user_id), self.retry)
+        state = self.likes.read_state(self.locate(post_id, user_id, self.info(post_id)), self.retry)
         return {"postId": post_id, "userId": user_id, "liked": state is not None and state.on}
 
     def switch_mode(self, post_id: str, mode: str) -> tuple[PublicPost, bool]:

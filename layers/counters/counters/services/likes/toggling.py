@@ -12,7 +12,7 @@ from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
 from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
 from counters.services.likes.posts import Posts
-from counters.store.post_items import DELTA, LIKED_AT, POST_ID, USER_ID, Post
+from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post
 from counters.store.posts import standard_tally
 
 
@@ -28,6 +28,7 @@ class Toggling:
         hot_after_retries: int = 0,
         cache_size: int = CACHE_SIZE,
         policy: RegionPolicy = ONE_REGION_POLICY,
+        max_spread: int = FIRST_SPREAD,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never
@@ -37,6 +38,9 @@ class Toggling:
         self.policy = policy
         self.hot_after_retries = 0 if policy.refused("switch-mode") else hot_after_retries  # promotion switches the mode
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
+        self.max_spread = FIRST_SPREAD if policy.refused("grow-spread") else min(max_spread, MAX_SPREAD)
+        """A hot post's spread doubles up to this when its lanes throttle (``FIRST_SPREAD``: never grows)."""
+        self.heat: LRU[str, list[tuple[int, str]]] = LRU(cache_size)  # post -> (ms, lane) of recent hot writes that were retried
 
     def like(self, post_id: str, user_id: str, *, request_id: str | None = None, at: int | None = None) -> LikeChange:
         """Like, unless a newer request of this user on this post already decided (the latest wins).
@@ -98,7 +102,7 @@ class Toggling:
         attributes: dict[str, object] = {USER_ID: user_id}
         if liked:
             attributes[LIKED_AT] = stamp.at // 1000
-        key = info.like_key(post_id, user_id)
+        key = self.posts.locate(post_id, user_id, info)
         if info.spread is None:  # seed 01's layout: standard for good, one tally on META
             policy.require("like-before-spread")
             return self.toggle.set(key, liked, stamp, tally=standard_tally(post_id), attributes=attributes)
@@ -106,7 +110,25 @@ class Toggling:
         if info.mode != HOT:
             policy.require("standard-like")
         tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)
-        return self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
+        result = self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
+        if tally is None and result.contended_retries and self._lanes_hot(post_id, info, key["PK"]):
+            self.posts.grow(post_id, info, 2 * info.spread)
+        return result
+
+    def _lanes_hot(self, post_id: str, info: PostInfo, lane: str) -> bool:
+        """Whether this process's hot writes to the post were retried (throttles, conflicts) in at
+        least half of its lanes within ``PRESSURE_WINDOW_MS`` (``lane``: this write's), and the post
+        may still grow. One user's writes all fall in one lane, so no single user grows a post."""
+        if info.spread is None or info.spread >= self.max_spread:
+            return False
+        now = now_ms()
+        recent = [(t, n) for t, n in (self.heat.get(post_id) or []) if now - t < PRESSURE_WINDOW_MS]
+        recent.append((now, lane))
+        self.heat[post_id] = recent
+        if len({n for _, n in recent}) * 2 < info.spread:
+            return False
+        self.heat.pop(post_id, None)
+        return True
 
     @staticmethod
     def _change(result: Toggled[Post], command: Command) -> LikeChange:
