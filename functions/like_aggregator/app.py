@@ -2,11 +2,17 @@
 
 A hot post's like or unlike writes only the like's state item (under one of the post's spread
 partition keys), recording ``delta``: +1, -1, or 0 for a write that counted nothing. This function
-gets those records (the template's filter: ``LIKE#`` items whose ``delta`` is not 0) and applies
+gets those records (the template's filter: ``LIKE#`` items whose ``delta`` is not 0, and every
+``LIKE#`` creation) and applies
 each batch's net change per post in **one conditional UpdateItem on the post's META** that also
 moves the post's checkpoint for each spread key it covers
 (:mod:`counters.primitives.aggregator`; the records are read by :mod:`counters.streams`): a redelivered, retried, bisected or half-processed batch
 adds only what was not applied yet, never twice.
+
+Then, on one Region, every creation of a like item in the batch (``INSERT``, any ``delta``) is
+examined for a user's second item on a post whose spread grew, which a writer with a stale view of
+the spread can create; a pair is merged into one item in one transaction
+([`counters.services.likes.merging`][counters.services.likes.merging]). A merge that meets contention reports its record.
 
 Partial failures: a post whose write met contention is reported by its first record's sequence
 number in ``batchItemFailures``; Lambda restarts the shard from the lowest one, and the posts
@@ -27,11 +33,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.outcome import Outcome
 from counters.core.regions import RegionSettings
-from counters.primitives.aggregator import Aggregator, Change, padded
+from counters.primitives.aggregator import Change, padded
 from counters.runtime.function import Function
 from counters.runtime.metrics import record as record_metrics
-from counters.services.likes import like_aggregator
-from counters.streams import hot_change, regional_change
+from counters.services.likes import LikeAggregator, like_aggregator
+from counters.streams import hot_change, like_created, regional_change
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +45,7 @@ class Settings(RegionSettings):
     """This function's environment: the table, and on a global table this Region and its peers."""
 
 
-def aggregator(settings: Settings) -> Aggregator:
+def aggregator(settings: Settings) -> LikeAggregator:
     topology = settings.topology
     return like_aggregator(settings.table_name, retry=settings.retry, region=topology.writer)
 
@@ -61,6 +67,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             failed.append(min((c.seq for c in applied.changes), key=padded))
         elif applied.result.outcome is Outcome.REJECTED:
             logger.warning("hot likes of a post without its META", extra={"postId": applied.parent, "reason": applied.result.reason})
+    merges = function.service.merges  # after the tally write: a user's second item on a grown post (one Region)
+    for examined in merges.examine(c for c in map(like_created, records) if c is not None) if merges else ():
+        if examined.outcome is Outcome.CONTENTION:
+            failed.append(examined.created.seq)
+        elif examined.outcome is Outcome.APPLIED:
+            logger.info("merged a user's like items", extra={"postId": examined.created.post_id, "userId": examined.created.user_id})
     if failed:  # the shard restarts from the lowest; what was applied after it is checkpointed
         return {"batchItemFailures": [{"itemIdentifier": min(failed, key=padded)}]}
     return {"batchItemFailures": []}

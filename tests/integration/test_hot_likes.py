@@ -453,7 +453,10 @@ def test_the_filter_passes_hot_like_writes_that_counted_and_audit_probes_only() 
     assert passes("INSERT", "POST#h1#S3", "LIKE#USER#u1", "1")
     assert passes("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "-1")
     assert not passes("MODIFY", "POST#h1#S3", "LIKE#USER#u1", "0")  # a restamp, a tombstone, a standard write
-    assert not passes("INSERT", "POST#p1", "LIKE#USER#u1", None)  # a like stored before spread
+    # every creation under a spread key, delta 0 too (a new tombstone, a standard like): examined for a
+    # user's second item on a grown post (docs/DESIGN.md "A spread that grows")
+    assert passes("INSERT", "POST#h1#S3", "LIKE#USER#u1", "0")
+    assert not passes("INSERT", "POST#p1", "LIKE#USER#u1", None)  # a like stored before spread (no delta)
     assert not passes("MODIFY", "POST#h1", "META", None)  # the aggregator's own write
     assert not passes("REMOVE", "POST#h1#S3", "LIKE#USER#u1", None)  # a tombstone's TTL
     assert passes("MODIFY", "POST#h1#S3", "PROBE", None)  # an audit's probe: a point in the lane's order

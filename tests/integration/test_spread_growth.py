@@ -6,7 +6,7 @@ process grows a post when its hot writes were retried in at least half of the po
 user's writes all fall in one lane, so no single user grows a post. Against DynamoDB Local and its
 stream, with the real LikeAggregatorFunction handler.
 
-Not built yet (the duplicate a stale-view writer can create, and its merge): see the design.
+The duplicate a stale-view writer can create, and its merge: tests/integration/test_spread_merge.py.
 """
 
 from __future__ import annotations

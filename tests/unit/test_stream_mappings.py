@@ -109,3 +109,33 @@ def test_the_aggregator_receives_a_regions_like_replaced_from_another_region_eve
     assert not passes(
         _like_record("MODIFY", {"liked": {"BOOL": True}, "delta": {"N": "1"}}, {"liked": {"BOOL": False}, "delta": {"N": "0"}})
     )
+
+
+def test_every_creation_of_a_like_item_reaches_the_aggregator_whatever_its_delta() -> None:
+    """A stale writer on a grown post can create a user's second item (docs/DESIGN.md "A spread that
+    grows"); every creation is examined, a tombstone's too (delta 0: a stale unlike below a newer
+    like), while a change that counted nothing and a removal (a merge's deletion) stay filtered out."""
+    from counters.streams import hot_change, like_created
+    from devstack.streams import matches
+
+    (sub,) = [s for s in subscriptions() if s.function == "LikeAggregatorFunction"]
+    passes = lambda record: any(matches(p, record) for p in sub.filters)  # noqa: E731
+
+    def record(event: str, new: dict[str, Any] | None, pk: str = "POST#p#S11") -> dict[str, Any]:
+        data: dict[str, Any] = {"Keys": {"PK": {"S": pk}, "SK": {"S": "LIKE#USER#u"}}, "SequenceNumber": "7"}
+        if new is not None:
+            data["NewImage"] = new
+        return {"eventName": event, "dynamodb": data}
+
+    tombstone = {"liked": {"BOOL": False}, "delta": {"N": "0"}}
+    liked = {"liked": {"BOOL": True}, "delta": {"N": "1"}}
+    for new in (tombstone, liked):
+        assert passes(record("INSERT", new))
+        assert like_created(record("INSERT", new)) == ("p", "S11", "u", "7")
+    assert hot_change(record("INSERT", tombstone)) is None  # counts nothing; examined only
+    assert not passes(record("MODIFY", tombstone)) and like_created(record("MODIFY", liked)) is None
+    assert not passes(record("REMOVE", None)) and like_created(record("REMOVE", None)) is None
+    # unfiltered (the local stack, a misconfiguration): the handler's own checks drop the rest
+    assert like_created(record("INSERT", liked, pk="POST#p")) is None  # seed 01's layout: never grows
+    probe = {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "POST#p#S1"}, "SK": {"S": "PROBE"}}, "SequenceNumber": "8"}}
+    assert like_created(probe) is None

@@ -134,7 +134,7 @@ def test_like_aggregator_may_write_only_the_tally_and_checkpoint_attributes() ->
     from counters.primitives.aggregator import Change
     from counters.services.likes import like_aggregator
 
-    (statement,) = [s for s in _statements(FUNCTIONS["LikeAggregatorFunction"]) if s["Effect"] == "Allow"]
+    (statement,) = [s for s in _statements(FUNCTIONS["LikeAggregatorFunction"]) if s.get("Sid") == "AggregateIntoPostMeta"]
     assert statement["Action"] == ["dynamodb:UpdateItem"]
     allowed = statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"]
     assert statement["Condition"]["StringEqualsIfExists"]["dynamodb:ReturnValues"] == ["NONE", "UPDATED_OLD", "UPDATED_NEW"]
@@ -150,6 +150,51 @@ def test_like_aggregator_may_write_only_the_tally_and_checkpoint_attributes() ->
     assert used <= set(allowed), used - set(allowed)
     # ...and the grant no wider than that (a post's other attributes stay out of reach).
     assert set(allowed) == used, set(allowed) - used
+
+
+def _names_in(params: dict[str, Any], *expressions: str) -> set[str]:
+    """The top-level attributes a request's expressions name (placeholders resolved), and its key's."""
+    import re
+
+    names = params.get("ExpressionAttributeNames", {})
+    found = set(params.get("Key", {}))
+    for expression in expressions:
+        for path in re.findall(r"(?<![\w.#:])(#?\w+)(?:\.#?\w+)*", params.get(expression, "")):
+            if path.startswith("#"):  # every attribute name goes through a placeholder (STYLE 4)
+                found.add(names[path])
+    return found
+
+
+def test_like_aggregator_merges_only_like_items_attributes_and_reads_only_a_posts_spread() -> None:
+    """The merge of a user's duplicate like items (counters.services.likes.merging) runs in the
+    aggregator under its own statements: like items under spread keys only (never META: a post id
+    holds no '#'), their own attributes only; on META, the spread alone, read."""
+    from counters.core.ids import ID_RE
+    from counters.store.like_merges import LikeItem, LikeMergeStore
+    from counters.store.toggles import Stamp, StateItem
+
+    statements = {s.get("Sid"): s for s in _statements(FUNCTIONS["LikeAggregatorFunction"]) if s["Effect"] == "Allow"}
+    assert set(statements) == {"AggregateIntoPostMeta", "ReadPostSpread", "MergeLikeItems"}
+    spread, merge = statements["ReadPostSpread"], statements["MergeLikeItems"]
+    assert spread["Action"] == ["dynamodb:GetItem"]
+    assert sorted(merge["Action"]) == ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]
+    assert merge["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["POST#*#S*"]
+    assert ID_RE.match("p#S1") is None  # so POST#<id> (META) never matches POST#*#S*
+    assert merge["Condition"]["StringEqualsIfExists"]["dynamodb:ReturnValues"] == ["NONE"]
+    store = LikeMergeStore("t")
+    get = _names_in(store.spread_get("p1").params(), "ProjectionExpression")
+    assert get == set(spread["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+    key = {"PK": "POST#p1#S3", "SK": "LIKE#USER#u"}
+    (ask,) = store.batch_get([key])["RequestItems"].values()
+    used = _names_in(ask, "ProjectionExpression") | {"PK", "SK"}
+    on = LikeItem(key, StateItem(True, Stamp(5, "r5"), "r5"), liked_at=1)
+    off = LikeItem({**key, "PK": "POST#p1#S11"}, StateItem(False, Stamp(6, "r6"), "r6"), expires_at=9)
+    for latest in (on, off):
+        for action in store.transaction(on, latest, [off], -1).items():
+            ((kind, body),) = action.items()
+            assert "ReturnValues" not in body
+            used |= _names_in(body, "UpdateExpression", "ConditionExpression")
+    assert used == set(merge["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
 
 
 @pytest.mark.parametrize("timeout", ["10", "60", "900"])

@@ -37,6 +37,7 @@ REPAIRED_BY = "repairToken"  # on a post: the token of the last repair (its own 
 LIKE_PREFIX = "LIKE#USER#"
 LIKED = "liked"  # the like item's state: False = a tombstone (an unlike, kept to order later replays)
 DELTA = "delta"  # on a like item: what its last write changed the count by (+1, -1, 0)
+MERGED = "merged"  # on a like item: how many merges kept it (ADDed by each, so a merge always changes the item)
 USER_ID, LIKED_AT = "userId", "likedAt"
 PROBE_SK = "PROBE"  # a probe item's sort key, one per spread key (written by the audit)
 PROBE_SEQ = "probeSeq"  # on a probe item: ADDed by every probe, so probes of one lane are numbered in write order
@@ -60,7 +61,8 @@ SHAPES: tuple[Shape, ...] = (
         "LIKE#USER#<userId>",
         "the like's state, in both modes, under one of `spread` keys by a hash of the user: `liked` (false: a tombstone, TTL "
         "`expiresAt`), `changedAt`/`changedBy` (the latest request's time and id: an older replay is stale), `requestId` (who "
-        "made the state), `delta` (what its last write left for the stream's aggregator to count: 0 in standard mode) "
+        "made the state), `delta` (what its last write left for the stream's aggregator to count: 0 in standard mode), "
+        "`merged` (how many merges of a user's duplicate items kept it: docs/DESIGN.md) "
         "([likes.md](likes.md#where-a-posts-likes-live))",
     ),
     Shape(
@@ -296,6 +298,26 @@ class Streamed(NamedTuple):
 def _liked_by(image: Mapping[str, Any], region: str) -> bool:
     """Whether a stream image (DynamoDB JSON) is a liked version written by ``region``."""
     return bool(image) and (image.get(WRITER) or {}).get("S") == region and (image.get(LIKED) or {}).get("BOOL", True) is True
+
+
+class Created(NamedTuple):
+    """A stream record of a like item's creation under a spread key (an ``INSERT``, whatever its
+    ``delta``): what the aggregator examines for a user's second item on a grown post."""
+
+    post_id: str
+    lane: str  # ``S<n>``
+    user_id: str
+    seq: str
+
+
+def created(keys: Mapping[str, Any], seq: str) -> Created | None:
+    """An ``INSERT`` record's ``Keys`` (DynamoDB JSON) as a [`Created`][counters.store.post_items.Created];
+    ``None`` when it is not a like under a spread key (a probe, seed 01's layout, another item)."""
+    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
+    sk = str((keys.get(SK) or {}).get("S", ""))
+    if parsed is None or not sk.startswith(LIKE_PREFIX) or not valid_id(sk[len(LIKE_PREFIX) :]):
+        return None
+    return Created(parsed[0], parsed[1], sk[len(LIKE_PREFIX) :], seq)
 
 
 def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapping[str, Any], region: str) -> Streamed | None:

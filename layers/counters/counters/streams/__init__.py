@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from counters.primitives.aggregator import Change
-from counters.store.post_items import regional_streamed, streamed
+from counters.store.post_items import Created, created, regional_streamed, streamed
 
-__all__ = ["hot_change", "regional_change"]
+__all__ = ["hot_change", "like_created", "regional_change"]
 
 
 def hot_change(record: Mapping[str, Any]) -> Change | None:
@@ -38,6 +38,17 @@ def hot_change(record: Mapping[str, Any]) -> Change | None:
         created_ms=int(float(created) * 1000),
         probe=found.probe,
     )
+
+
+def like_created(record: Mapping[str, Any]) -> Created | None:
+    """A stream record of a like item's creation under a spread key (``INSERT``, any ``delta``:
+    a stale unlike's tombstone counts nothing yet must be examined), for the aggregator's check
+    for a user's second item on a grown post ([`counters.services.likes.merging`][counters.services.likes.merging]);
+    ``None`` for anything else (a change of an item, a removal, a probe)."""
+    if record.get("eventName") != "INSERT":
+        return None
+    ddb = record.get("dynamodb") or {}
+    return created(ddb.get("Keys") or {}, str(ddb.get("SequenceNumber", "")))
 
 
 def regional_change(record: Mapping[str, Any], region: str) -> Change | None:

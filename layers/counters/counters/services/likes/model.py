@@ -17,6 +17,8 @@ from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.primitives.aggregator import Aggregator, as_of
 from counters.primitives.toggle import now_ms
+from counters.services.likes.merging import Merges
+from counters.store.aggregates import CheckpointStore
 from counters.store.post_items import FIRST_SPREAD, Mode, Post, chain_keys, hot_pk, like_key, post_key
 from counters.store.posts import like_checkpoints
 
@@ -144,10 +146,29 @@ def like_aggregator(
     retry: RetryPolicy | None = None,
     clock: Callable[[], int] | None = None,
     region: str = "",
-) -> Aggregator:
+) -> LikeAggregator:
     """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META;
-    with ``region`` (a global table), onto that Region's own tally item (docs/likes.md "Global tables")."""
-    return Aggregator(like_checkpoints(table_name, dynamodb=dynamodb, region=region), retry=retry, clock=clock)
+    with ``region`` (a global table), onto that Region's own tally item (docs/likes.md "Global tables").
+    One Region: it also merges a user's duplicate items on a grown post (``merges``)."""
+    merges = None if region else Merges(table_name, dynamodb=dynamodb, retry=retry)
+    return LikeAggregator(like_checkpoints(table_name, dynamodb=dynamodb, region=region), retry=retry, clock=clock, merges=merges)
+
+
+class LikeAggregator(Aggregator):
+    """The like tally's [`Aggregator`][counters.primitives.aggregator.Aggregator] and, on one Region,
+    the [`Merges`][counters.services.likes.merging.Merges] run after its tally write (``None`` on a
+    global table, where a spread never grows: REFUSALS ``grow-spread``)."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], int] | None = None,
+        merges: Merges | None = None,
+    ) -> None:
+        super().__init__(store, retry=retry, clock=clock)
+        self.merges = merges
 
 
 def aggregated_post(info: PostInfo) -> bool:

@@ -1,0 +1,125 @@
+"""A user's duplicate like items on a grown post: detected after the fact and merged, once.
+
+A hot post's spread grows (8, 16, 32, 64) while likes flow, and items never move: a request
+writes the oldest lane of the user's chain holding an item, else creates one in the lane of the
+spread it knows ([`Posts.locate`][counters.services.likes.posts.Posts.locate]). A writer with a
+stale view of the spread (a cached post, a long pause) can then create a second item for a user
+that a current writer created in a higher lane. Nothing can refuse it (the stale writer does not
+know the higher lane exists), so the like aggregator examines **every creation** of a like item
+under a lane key (the template's filter passes every ``INSERT``, ``delta`` 0 included) after its
+batch's tally write ([`Merges.examine`][counters.services.likes.merging.Merges.examine]):
+
+* once per post in the batch, the post's ``spread`` read strongly consistent from META: it only
+  grows, so a read made after a record committed covers the lane of any other creation that
+  committed before it; at the first spread nothing more is read;
+* for each creation, one consistent BatchGetItem of the user's other chain lanes. Of two
+  creations the later one's read sees the earlier item, so every pair is seen at least once;
+* a pair found: [`Merges.merge`][counters.services.likes.merging.Merges.merge] re-reads the
+  whole chain and writes one transaction ([`plan`][counters.services.likes.merging.plan]): the
+  item in the oldest lane is kept and takes the state, stamp and ``requestId`` of the item with
+  the latest stamp (the latest request still wins, and its replay still finds its own id); the
+  others are deleted, not tombstoned, so a later stale write into a retired lane is again a
+  creation and is examined again. The count moves through the kept item's ``delta``
+  (``new kept - old kept - the deleted items' likes``), counted from the stream like any hot write;
+  the deletions' records count nothing. Each item is conditioned on its stamp as read: a write
+  that moved one meanwhile makes the merge read and decide again (``ROUNDS``), then report
+  contention, and the batch is redelivered from that record (its tally part is checkpointed).
+  A redelivered batch whose pair is merged finds one item and does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from counters.core.client import DynamoDBClient
+from counters.core.errors import ContentionError
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Outcome
+from counters.store.like_merges import LikeItem, LikeMergeStore
+from counters.store.post_items import FIRST_SPREAD, Created, chain_keys, hot_pk
+from counters.store.toggles import Stamp
+
+ROUNDS = 4
+"""A merge refused because an item moved is read and decided again this often, then contention."""
+UNSTAMPED = Stamp(-1, "")  # an item written before stamps: older than any request
+
+
+class Plan(NamedTuple):
+    """One merge: the item kept, the item whose state it takes, the items deleted, and the count's change."""
+
+    kept: LikeItem
+    latest: LikeItem
+    retired: list[LikeItem]
+    delta: int
+
+
+class Examined(NamedTuple):
+    """What examining one creation did: ``APPLIED`` (merged), ``DUPLICATE`` (nothing to merge:
+    one item, the first spread, or merged already), ``CONTENTION`` (report the record as failed)."""
+
+    created: Created
+    outcome: Outcome
+
+
+def plan(items: Sequence[LikeItem]) -> Plan | None:
+    """The merge of a user's items, oldest lane first (``None``: fewer than two). The oldest is
+    kept (where [`Posts.locate`][counters.services.likes.posts.Posts.locate] looks first) with the
+    state of the item with the latest stamp; its ``delta`` is what the merge changes the count by:
+    every item's ``delta``s summed so far to its own state, so the count goes from the sum of the
+    items' states to the latest's."""
+    if len(items) < 2:
+        return None
+    kept, *retired = items
+    latest = max(items, key=lambda item: item.state.stamp or UNSTAMPED)
+    delta = int(latest.state.on) - int(kept.state.on) - sum(int(item.state.on) for item in retired)
+    return Plan(kept, latest, retired, delta)
+
+
+class Merges:
+    """Detects and merges the duplicate like items a stale-view writer can create (the module doc)."""
+
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
+        self.store = LikeMergeStore(table_name, dynamodb=dynamodb)
+        self.retry = retry or RetryPolicy()
+
+    def examine(self, created: Iterable[Created]) -> list[Examined]:
+        """Every creation of a like item in a batch, examined after the batch's tally write; one
+        per (post, user) is enough (the chain is read whole)."""
+        by_post: dict[str, dict[str, Created]] = {}
+        for record in created:
+            by_post.setdefault(record.post_id, {}).setdefault(record.user_id, record)
+        out: list[Examined] = []
+        for post_id, users in by_post.items():
+            try:
+                spread = self.store.spread(post_id, self.retry)
+            except ContentionError:
+                out += [Examined(c, Outcome.CONTENTION) for c in users.values()]
+                continue
+            for record in users.values():
+                out.append(Examined(record, self._examine(record, spread)))
+        return out
+
+    def _examine(self, record: Created, spread: int | None) -> Outcome:
+        if spread is None or spread <= FIRST_SPREAD:
+            return Outcome.DUPLICATE
+        own = hot_pk(record.post_id, int(record.lane[1:]))
+        others = [k for k in chain_keys(record.post_id, record.user_id, spread) if k["PK"] != own]
+        try:
+            if not self.store.read(others, self.retry):
+                return Outcome.DUPLICATE
+            return self.merge(record.post_id, record.user_id, spread)
+        except ContentionError:
+            return Outcome.CONTENTION
+
+    def merge(self, post_id: str, user_id: str, spread: int) -> Outcome:
+        """Merge the user's items on the post (the module doc): ``APPLIED``, ``DUPLICATE`` (one
+        item left: nothing to do), ``CONTENTION``."""
+        for _ in range(ROUNDS):
+            found = plan(self.store.read(chain_keys(post_id, user_id, spread), self.retry))
+            if found is None:
+                return Outcome.DUPLICATE
+            outcome = self.store.merge(found.kept, found.latest, found.retired, found.delta, self.retry)
+            if outcome is not Outcome.REJECTED:
+                return outcome
+        return Outcome.CONTENTION

@@ -1,0 +1,171 @@
+"""A user's like items on a grown post: read along the user's chain, and merged into one.
+
+When a hot post's spread grows, a writer with a stale view of the spread can create a second like
+item for a user (docs/DESIGN.md, "A spread that grows"). The like aggregator finds such pairs
+after the fact and merges them; this module is its storage half, sent through the engine like
+every call:
+
+* [`LikeMergeStore.spread`][counters.store.like_merges.LikeMergeStore.spread]: the post's
+  ``spread`` now, read strongly consistent from ``META`` (never a cache: it only grows);
+* [`LikeMergeStore.read`][counters.store.like_merges.LikeMergeStore.read]: some of a user's chain
+  keys, one consistent BatchGetItem (0.5 RCU a key), projected on the like's own attributes;
+* [`LikeMergeStore.merge`][counters.store.like_merges.LikeMergeStore.merge]: one
+  TransactWriteItems: the kept item takes the latest request's state and counts the change
+  through its own ``delta``, the others are deleted, every one conditioned on its stamp as read.
+
+The rules (which item is kept, what it takes, its ``delta``) are the service's
+([`counters.services.likes.merging`][counters.services.likes.merging]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Any, NamedTuple
+
+from counters.core.client import DynamoDBClient, client
+from counters.core.engine import read, run
+from counters.core.errors import ContentionError
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Capacity, Outcome
+from counters.store.expr import Cond, Delete, Get, Path, Transaction, Update
+from counters.store.items import from_item, to_item
+from counters.store.post_items import DELTA, LIKED, LIKED_AT, MERGED, PK, SK, SPREAD_ATTRIBUTE, post_key
+from counters.store.posts import like_toggles
+from counters.store.toggles import CHANGED_AT, CHANGED_BY, EXPIRES_AT, REQUEST_ID, Stamp, StateItem
+
+READ_ATTRIBUTES = (PK, SK, LIKED, CHANGED_AT, CHANGED_BY, REQUEST_ID, LIKED_AT, EXPIRES_AT)
+"""What a merge reads of a like item (and, with ``delta``, all it writes: the aggregator's IAM grant)."""
+MERGE_ATTRIBUTES = (*READ_ATTRIBUTES, DELTA, MERGED)
+
+
+class LikeItem(NamedTuple):
+    """A user's like item in one lane, as read: its key, its state (stamp, request) and what a
+    kept item takes from the latest one (``likedAt``, a tombstone's ``expiresAt``)."""
+
+    key: dict[str, str]
+    state: StateItem
+    liked_at: int | None = None
+    expires_at: int | None = None
+
+
+class MergeAction(Enum):
+    """The actions of a merge's transaction."""
+
+    KEPT = "kept"
+    RETIRED = "retired"
+
+
+def _stamped_as(stamp: Stamp | None) -> Cond:
+    """The item is still the version read: same stamp (every write of a like moves it), and it exists."""
+    at, by = Path(CHANGED_AT), Path(CHANGED_BY)
+    if stamp is None:  # written before stamps: exists, and still unstamped
+        return Path(SK).exists() & at.missing()
+    return (at == stamp.at) & (by == stamp.by)
+
+
+class LikeMergeStore:
+    """The reads and the one write of a merge of a user's like items."""
+
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+        self._states = like_toggles(table_name, dynamodb=dynamodb)
+
+    @property
+    def dynamodb(self) -> Any:
+        """The client: the one given, or the process's."""
+        return self._dynamodb or client()
+
+    def spread_get(self, post_id: str) -> Get:
+        """The GetItem of the post's ``spread`` (strongly consistent, that attribute only)."""
+        return Get(self.table_name, post_key(post_id)).project(SPREAD_ATTRIBUTE).strongly()
+
+    def spread(self, post_id: str, retry: RetryPolicy) -> int | None:
+        """The post's ``spread`` now, strongly consistent (``None``: no post, or one stored before spread)."""
+        item = from_item(read(self.dynamodb.get_item, retry, None, **self.spread_get(post_id).params()).get("Item"))
+        value = (item or {}).get(SPREAD_ATTRIBUTE)
+        return None if value is None else int(str(value))
+
+    def batch_get(self, keys: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+        """The BatchGetItem of ``keys`` (at most 100): consistent, projected on ``READ_ATTRIBUTES``."""
+        projected = Get(self.table_name, keys[0]).project(*READ_ATTRIBUTES).params()
+        ask = {
+            "Keys": [to_item(k) for k in keys],
+            "ConsistentRead": True,
+            "ProjectionExpression": projected["ProjectionExpression"],
+            "ExpressionAttributeNames": projected["ExpressionAttributeNames"],
+        }
+        return {"RequestItems": {self.table_name: ask}}
+
+    def read(self, keys: Sequence[Mapping[str, str]], retry: RetryPolicy) -> list[LikeItem]:
+        """The items found under ``keys``, in the order of ``keys``: one consistent BatchGetItem
+        (its unprocessed keys asked again, within ``retry``'s attempts; then
+        [`ContentionError`][counters.core.errors.ContentionError])."""
+        if not keys:
+            return []
+        params = self.batch_get(keys)
+        ask = params["RequestItems"][self.table_name]
+        pending = ask["Keys"]
+        found: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for attempt in range(1, retry.max_attempts + 1):
+            response = read(self.dynamodb.batch_get_item, retry, None, RequestItems={self.table_name: {**ask, "Keys": pending}})
+            for raw in (response.get("Responses") or {}).get(self.table_name, []):
+                item = from_item(raw) or {}
+                found[(str(item[PK]), str(item[SK]))] = item
+            pending = ((response.get("UnprocessedKeys") or {}).get(self.table_name) or {}).get("Keys") or []
+            if not pending:
+                break
+            retry.backoff(attempt)
+        if pending:
+            raise ContentionError("DynamoDB left keys of a like's chain unread; retry", cause_code="UnprocessedKeys")
+        return [self._item(k, found[(k[PK], k[SK])]) for k in keys if (k[PK], k[SK]) in found]
+
+    def _item(self, key: Mapping[str, str], item: Mapping[str, Any]) -> LikeItem:
+        state = self._states.state_item(item)
+        assert state is not None  # a found item has a state
+        liked_at, expires_at = item.get(LIKED_AT), item.get(EXPIRES_AT)
+        return LikeItem(
+            dict(key), state, None if liked_at is None else int(str(liked_at)), None if expires_at is None else int(str(expires_at))
+        )
+
+    def transaction(self, kept: LikeItem, latest: LikeItem, retired: Sequence[LikeItem], delta: int) -> Transaction[MergeAction]:
+        """The merge's TransactWriteItems (see [`merge`][counters.store.like_merges.LikeMergeStore.merge])."""
+        state = latest.state
+        # ``merged`` moves every time: a write that changes nothing gets no stream record (DynamoDB
+        # Streams, "Change data capture for DynamoDB Streams"), and the kept item may already hold
+        # the latest state and this very ``delta`` (the latest request wrote it): its count would be lost.
+        update = Update(self.table_name, kept.key).set(LIKED, state.on).set(DELTA, delta).add(MERGED, 1)
+        if state.stamp is not None:
+            update.set(CHANGED_AT, state.stamp.at).set(CHANGED_BY, state.stamp.by)
+        if state.request_id is not None:
+            update.set(REQUEST_ID, state.request_id)
+        else:  # a new tombstone records none: its replay is already_set, as on the item it came from
+            update.remove(REQUEST_ID)
+        if state.on and latest.liked_at is not None:
+            update.set(LIKED_AT, latest.liked_at)
+        if state.on or latest.expires_at is None:
+            update.remove(EXPIRES_AT)
+        else:
+            update.set(EXPIRES_AT, latest.expires_at)
+        update.when(_stamped_as(kept.state.stamp))
+        update.on_failure = False  # a refusal is read again whole, not from ALL_OLD
+        deletes = []
+        for item in retired:
+            delete = Delete(self.table_name, item.key).when(_stamped_as(item.state.stamp))
+            delete.on_failure = False
+            deletes.append(delete)
+        tx: Transaction[MergeAction] = Transaction()
+        return tx.update(MergeAction.KEPT, update).delete_each(MergeAction.RETIRED, deletes)
+
+    def merge(self, kept: LikeItem, latest: LikeItem, retired: Sequence[LikeItem], delta: int, retry: RetryPolicy) -> Outcome:
+        """One TransactWriteItems: ``kept`` takes ``latest``'s state, stamp, ``requestId`` and
+        ``likedAt`` (or a tombstone's ``expiresAt``) and ``delta`` (what the merge changes the
+        count by, for the stream's aggregator), and each of ``retired`` is deleted: every action
+        conditioned on its item's stamp as read. ``APPLIED``; ``REJECTED``: an item moved since it
+        was read (read again and decide again); ``CONTENTION``."""
+        tx = self.transaction(kept, latest, retired, delta)
+        report = run(
+            self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=retry, capacity=Capacity(), write=True, token=True
+        )
+        return report.outcome
