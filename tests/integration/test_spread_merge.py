@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from counters.core.outcome import Outcome
-from counters.primitives.toggle import Reason, now_ms
+from counters.primitives.toggle import Reason, Stamp, now_ms
 from counters.services.likes import Likes, lane_of
-from counters.store.post_items import FIRST_SPREAD, MAX_SPREAD
+from counters.store.post_items import DELTA, FIRST_SPREAD, MAX_SPREAD, USER_ID
 from devstack.streams import StreamPoller
 from tests.integration.test_hot_likes import FN, deliver, tally
 from tests.integration.test_mode_switch import FAST, FOREVER, agg_fn, meta  # noqa: F401 (the fixture)
@@ -187,21 +187,30 @@ def test_a_redelivered_batch_merges_once(
     assert_merged(ddb, table, current, user, 16, latest, others=1)
 
 
+@pytest.mark.parametrize("target", ["kept", "retired"])
 def test_a_write_landing_between_the_detection_and_the_merge_makes_it_read_again_and_stay_exact(
     table: str,
     layer_client: Any,
     ddb: Any,
     poller: StreamPoller,
     agg_fn: Any,  # noqa: F811
+    target: str,
 ) -> None:
+    """The user's next request lands after the merge read the items: on the kept item (a writer that
+    finds the oldest lane), or on the item the merge retires (a writer that located the new lane
+    before the stale creation, and paused)."""
     _, current, user, _ = duplicate(ddb, table, 16, True, ("like", "like"), False)
     store = agg_fn.function.service.merges.store
     original, sent = store.merge, []
     late = ("req-late", now_ms(), "unlike")
 
     def merge(*args: Any, **kwargs: Any) -> Outcome:
-        if not sent:  # the user's next request lands on the kept item after the merge read it
+        if not sent and target == "kept":
             act(current, "unlike", user, late[0], late[1])
+        elif not sent:
+            key = {"PK": f"POST#p1#S{lane_of(user, 16)}", "SK": f"LIKE#USER#{user}"}
+            written = current.toggling.toggle.set(key, False, Stamp(late[1], late[0]), attributes={USER_ID: user}, delta_attribute=DELTA)
+            assert written.outcome is Outcome.APPLIED
         sent.append(original(*args, **kwargs))
         return sent[-1]
 
@@ -211,7 +220,24 @@ def test_a_write_landing_between_the_detection_and_the_merge_makes_it_read_again
     finally:
         store.merge = original
     assert sent[:2] == [Outcome.REJECTED, Outcome.APPLIED]  # refused on the stamp it read, then merged again
-    assert_merged(ddb, table, current, user, 16, late, flip=True)  # it switched the kept like off
+    assert_merged(ddb, table, current, user, 16, late, flip=True)  # it switched a like off: its id is recorded
+
+
+def test_a_stale_unlike_created_after_the_newer_like_was_examined_is_still_merged(
+    table: str, layer_client: Any, ddb: Any, poller: StreamPoller
+) -> None:
+    """The current writer's like (16 lanes) is examined before the stale writer's unlike exists; the
+    unlike, the later request, creates a tombstone (``delta`` 0) in the old lane. Only its own
+    examination can find the pair: the filter must pass a creation that counted nothing."""
+    stale, current = grown(ddb, table, 16)
+    user, at = mover(16), now_ms() - 60_000
+    act(current, "like", user, "req-like", at)
+    drain(poller)  # examined: nothing in the other lanes yet
+    assert tally(ddb, table, "p1") == 1
+    act(stale, "unlike", user, "req-unlike", at + 1000)
+    assert len(items_of(ddb, table, "p1", user, 16)) == 2
+    drain(poller)
+    assert_merged(ddb, table, current, user, 16, ("req-unlike", at + 1000, "unlike"))
 
 
 def test_a_merge_still_contended_reports_its_record_and_the_redelivery_merges(
