@@ -8,7 +8,7 @@ every call:
 * [`LikeMergeStore.spread`][counters.store.like_merges.LikeMergeStore.spread]: the post's
   ``spread`` now, read strongly consistent from ``META`` (never a cache: it only grows);
 * [`LikeMergeStore.read`][counters.store.like_merges.LikeMergeStore.read]: some of a user's chain
-  keys, one consistent BatchGetItem (0.5 RCU a key), projected on the like's own attributes;
+  keys, one consistent BatchGetItem (1 RCU a key), projected on the like's own attributes;
 * [`LikeMergeStore.merge`][counters.store.like_merges.LikeMergeStore.merge]: one
   TransactWriteItems: the kept item takes the latest request's state and counts the change
   through its own ``delta``, the others are deleted, every one conditioned on its stamp as read.

@@ -229,7 +229,7 @@ class PostStore:
 
     def first_existing(self, keys: list[dict[str, str]], retry: RetryPolicy) -> dict[str, str] | None:
         """The first of ``keys`` (a user's chain, oldest lane first) that holds an item, read
-        strongly consistent one by one (0.5 RCU each), or ``None``."""
+        strongly consistent one by one (1 RCU each), or ``None``."""
         for key in keys:
             get = Get(self.table_name, key).project(PK).strongly()
             if read(self.dynamodb.get_item, retry, None, **get.params()).get("Item"):
