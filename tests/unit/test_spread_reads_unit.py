@@ -1,4 +1,5 @@
-"""PostStore.liking: one strongly consistent BatchGetItem for a grown post's likers page (no network).
+"""The reads of a grown post, without network: PostStore.liking (one strongly consistent
+BatchGetItem for a grown post's likers page) and the audit's count as stored (``Audits._count``).
 
 DynamoDB may answer a BatchGetItem with some keys in ``UnprocessedKeys`` (throttling, or a 16 MB
 answer): those are sent again, and keys still left after the retry budget are a 503 (ContentionError),
@@ -72,3 +73,22 @@ def test_more_than_100_keys_take_one_call_per_100() -> None:
     store = PostStore("t", dynamodb=client)  # type: ignore[arg-type]
     assert store.liking([key(8 + n % 8, f"u{n}") for n in range(150)], NO_WAIT, Capacity()) == set()
     assert [len(call["RequestItems"]["t"]["Keys"]) for call in client.calls] == [100, 50]
+
+
+class Lanes:
+    """A store whose lanes hold these users (each lane's in key order, as a Query returns them)."""
+
+    def __init__(self, lanes: dict[str, list[str]]) -> None:
+        self.lanes = lanes
+
+    def lane_users(self, pk: str, counted: Any, retry: RetryPolicy, capacity: Capacity) -> Any:
+        return iter(self.lanes[pk])
+
+
+def test_the_audit_counts_items_as_stored_and_a_user_in_three_lanes_is_one_duplicate() -> None:
+    from counters.services.likes.audit import Audits
+
+    store = Lanes({"S0": ["a", "c", "e"], "S8": ["b", "c"], "S16": ["c", "d"], "S24": ["e"]})
+    audits = Audits(store, None, None, retry=NO_WAIT)  # type: ignore[arg-type]
+    assert audits._count(["S0", "S8", "S16", "S24"], Capacity()) == (8, 2)  # c in three lanes, e in two
+    assert audits._count(["S8"], Capacity()) == (2, 0)
