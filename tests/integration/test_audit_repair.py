@@ -122,15 +122,15 @@ class LikesDuring(Likes):
     def __init__(self, *args: Any, moment: str, during: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.moment, self.during, self.done = moment, during, False
-        count = self.refcount.count
+        count = self.audits._count  # a post's count, all its lanes (counters.services.likes.audit)
 
-        def counting(*a: Any, **k: Any) -> int:
+        def counting(*a: Any, **k: Any) -> tuple[int, int]:
             if self.moment == "count" and not self.done:
                 self.done = True
                 self.during()
             return count(*a, **k)
 
-        self.refcount.count = counting  # type: ignore[method-assign]
+        self.audits._count = counting  # type: ignore[method-assign]
         repair = self.audits._repair  # the audit's part (counters.services.likes.audit)
 
         def repairing(*a: Any, **k: Any) -> bool:

@@ -74,6 +74,7 @@ def test_iam_is_action_level_and_scoped_to_the_table(name: str) -> None:
 def test_likes_function_may_only_touch_post_items_and_defer() -> None:
     posts, operations, queue = _statements(FUNCTIONS["LikesFunction"])
     assert sorted(posts["Action"]) == [  # an unlike keeps a tombstone: nothing under POST# is deleted
+        "dynamodb:BatchGetItem",  # a grown post's likers listing reads users' lower lanes
         "dynamodb:ConditionCheckItem",
         "dynamodb:GetItem",
         "dynamodb:PutItem",

@@ -70,6 +70,9 @@ class DynamoDBClient(Protocol):
     def scan(self, **params: object) -> Response:
         """Scan."""
 
+    def batch_get_item(self, **params: object) -> Response:
+        """BatchGetItem."""
+
     def transact_get_items(self, **params: object) -> Response:
         """TransactGetItems."""
 

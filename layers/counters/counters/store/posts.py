@@ -11,18 +11,19 @@ primitives'). Details: docs/likes.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop, read, run
+from counters.core.errors import ContentionError
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.aggregates import CheckpointStore
 from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
-from counters.store.items import from_item
+from counters.store.items import from_item, to_item
 from counters.store.post_items import (
     AGG_AT,
     AGG_LAG,
@@ -60,6 +61,9 @@ from counters.store.post_items import (
     region_tally_key,
 )
 from counters.store.toggles import Guard, Tally, ToggleStore
+
+AUDIT_PAGE = 1000  # like items an audit's keys-only Query reads a page (the merge of 64 lanes holds one page of each)
+BATCH_GET = 100  # keys a BatchGetItem takes at most
 
 
 class Liker(NamedTuple):
@@ -251,6 +255,45 @@ class PostStore:
             found.append(Liker(str(item[SK])[len(LIKE_PREFIX) :], None if liked_at is None else int(str(liked_at))))
         last = from_item(response.get("LastEvaluatedKey"))
         return found, (None if not last else {str(k): str(v) for k, v in last.items()})
+
+    def lane_users(self, pk: str, counted: Cond, retry: RetryPolicy, capacity: Capacity) -> Iterator[str]:
+        """The users whose like item under one partition key passes ``counted``, in key order:
+        strongly consistent Query pages of keys only (``AUDIT_PAGE`` items read each, so that an
+        audit merging 64 lanes holds 64 short pages; the capacity is that of a COUNT)."""
+        query = Query(self.table_name, (Path(PK) == pk) & Path(SK).begins_with(LIKE_PREFIX), filter=counted, limit=AUDIT_PAGE)
+        query.consistent = True
+        query.project(SK)
+        while True:
+            response = read(self.dynamodb.query, retry, capacity, **{**query.params(), "ReturnConsumedCapacity": "TOTAL"})
+            for raw in response.get("Items", []):
+                yield str((from_item(raw) or {})[SK])[len(LIKE_PREFIX) :]
+            query.start = from_item(response.get("LastEvaluatedKey"))
+            if not query.start:
+                return
+
+    def liking(self, keys: list[dict[str, str]], retry: RetryPolicy, capacity: Capacity) -> set[tuple[str, str]]:
+        """Which of ``keys`` hold a like item that is on (a tombstone is not): strongly consistent
+        BatchGetItem of up to 100 keys a call (1 RCU a key, found or not), keys only and the
+        state; keys DynamoDB leaves unprocessed are sent again, and still left after
+        ``retry.max_attempts`` calls are [`ContentionError`][counters.core.errors.ContentionError]."""
+        found: set[tuple[str, str]] = set()
+        for at in range(0, len(keys), BATCH_GET):
+            shape = Get(self.table_name, keys[at]).project(PK, SK, LIKED).strongly().params()
+            wanted = {k: v for k, v in shape.items() if k not in ("TableName", "Key")}
+            pending: dict[str, Any] = {self.table_name: {**wanted, "Keys": [to_item(k) for k in keys[at : at + BATCH_GET]]}}
+            for attempt in range(1, retry.max_attempts + 1):
+                response = read(self.dynamodb.batch_get_item, retry, capacity, RequestItems=pending, ReturnConsumedCapacity="TOTAL")
+                for raw in response.get("Responses", {}).get(self.table_name, []):
+                    item = from_item(raw) or {}
+                    if item.get(LIKED, True) is not False:
+                        found.add((str(item[PK]), str(item[SK])))
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                retry.backoff(attempt)
+            else:
+                raise ContentionError("DynamoDB left keys of a BatchGetItem unprocessed; retry the request", cause_code="UnprocessedKeys")
+        return found
 
     def region_tallies(self, post_id: str, retry: RetryPolicy, capacity: Capacity | None = None) -> list[Post]:
         """The tally item of every Region that counted likes of the post (a global table; one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import time
 import uuid
 from collections.abc import Callable
@@ -51,6 +52,9 @@ class Settled:
     repaired: bool = False
     reason: AuditReason | None = None
     capacity: Capacity = field(default_factory=Capacity)
+    duplicates: int | None = None
+    """Users counted in two lanes of a grown post (a stale-view duplicate not merged yet: the
+    tally counts both items too, so they are no drift; never repaired here)."""
 
     @property
     def drift(self) -> int | None:
@@ -158,7 +162,9 @@ class Audits:
            aggregator shows every probe: every like written before them is then in the tally
            (a lane's records arrive in write order). Probes are numbered per lane (``probeSeq``,
            an ADD): a later probe applied (another audit's) also shows this one was;
-        2. the likes are counted (strongly consistent, every spread key);
+        2. the likes are counted (strongly consistent, every spread key of the spread read at the
+           first point), as stored: an unmerged stale-view duplicate is counted twice, as the
+           tally counts it, and reported apart (``duplicates``), never repaired;
         3. **second point**, the same way (new probes).
 
         The count is exact for the tally when ``tallyRev`` (moved by every counted change: a
@@ -188,18 +194,13 @@ class Audits:
         first = self._settle_point(results, wait_s, poll_s, deadline)
         counted: dict[str, int] = {}
         for post_id, post in first.items():
-            total = 0
-            for pk in PostInfo.of(post).lanes(post_id):
-                if self.late(deadline):
-                    results[post_id].reason = DEADLINE
-                    break
-                try:
-                    total += self.refcount.count(pk, LIKE_PREFIX, self.counted, results[post_id].capacity, self.retry)
-                except DeadlineReached:
-                    results[post_id].reason = DEADLINE
-                    break
-            else:
-                counted[post_id] = total
+            if self.late(deadline):
+                results[post_id].reason = DEADLINE
+                continue
+            try:
+                counted[post_id], results[post_id].duplicates = self._count(PostInfo.of(post).lanes(post_id), results[post_id].capacity)
+            except DeadlineReached:
+                results[post_id].reason = DEADLINE
         second = self._settle_point({p: results[p] for p in counted}, wait_s, poll_s, deadline)
         for post_id, post in second.items():
             result, before = results[post_id], first[post_id]
@@ -216,6 +217,24 @@ class Audits:
                 except DeadlineReached:
                     result.reason = DEADLINE
         return [results[p] for p in post_ids]
+
+    def _count(self, lanes: list[str], capacity: Capacity) -> tuple[int, int]:
+        """(the like items that count under ``lanes``, AS STORED; the users counted in two lanes
+        or more). Until the merge moves it, a stale-view duplicate is counted twice by the tally
+        (each item's ``delta``), so it is counted twice here: a count that deduplicated would find
+        a drift that the merge corrects again. Duplicates are reported apart, never repaired.
+        The lanes' keys-only pages are merged in key order (one page of each held at a time), so
+        a user's items in two lanes meet; same reads as a COUNT."""
+        total = duplicates = 0
+        last, twice = None, False
+        pages = (self.store.lane_users(pk, self.counted, self.retry, capacity) for pk in lanes)
+        for user in heapq.merge(*pages):
+            total += 1
+            if user == last and not twice:
+                duplicates += 1
+            twice = user == last
+            last = user
+        return total, duplicates
 
     def _settle_point(self, results: dict[str, Settled], wait_s: float, poll_s: float, deadline: float | None = None) -> dict[str, Post]:
         """Each post's META at a point where its tally includes every like written before it

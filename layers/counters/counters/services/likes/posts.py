@@ -10,7 +10,15 @@ import time
 from dataclasses import dataclass
 
 from counters.core.commands import new_request_id
-from counters.core.errors import AlreadyExists, ContentionError, IdempotencyKeyReused, InvalidRequest, NotFound, NotSwitchable
+from counters.core.errors import (
+    AlreadyExists,
+    ContentionError,
+    IdempotencyKeyReused,
+    InvalidCursor,
+    InvalidRequest,
+    NotFound,
+    NotSwitchable,
+)
 from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
@@ -32,7 +40,7 @@ from counters.services.likes.model import (
     require_mode,
 )
 from counters.store.expr import Cond
-from counters.store.post_items import LIKE_PREFIX, Mode, Post
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, hot_pk
 from counters.store.posts import Liker, PostStore
 from counters.store.toggles import ToggleStore
 
@@ -170,6 +178,39 @@ class Posts:
         state = self.likes.read_state(self.locate(post_id, user_id, self.info(post_id)), self.retry)
         return {"postId": post_id, "userId": user_id, "liked": state is not None and state.on}
 
+    def fresh(self, post_id: str) -> PostInfo:
+        """The post's layout read now (0.5 RCU), not the cached one, and remembered."""
+        post = self.store.layout(post_id, self.retry)
+        if post is None:
+            raise NotFound(f"post {post_id!r} not found")
+        return self.remember(post_id, post)
+
+    def _decode(self, post_id: str, cursor: str, info: PostInfo) -> tuple[PostInfo, int, str | None]:
+        """(the post's layout, the cursor's lane and user); a lane beyond the spread this process
+        knows may be one of a grown post's new lanes: it is checked against the spread read now."""
+        try:
+            return (info, *decode_cursor(self.cursor_key, post_id, cursor, len(info.lanes(post_id))))
+        except InvalidCursor:
+            if info.spread is None or info.spread >= MAX_SPREAD:
+                raise
+            info = self.fresh(post_id)
+            return (info, *decode_cursor(self.cursor_key, post_id, cursor, len(info.lanes(post_id))))
+
+    def _unmerged_skipped(self, post_id: str, info: PostInfo, lane: int, found: list[Liker], capacity: Capacity) -> list[Liker]:
+        """``found`` (likers listed from lane ``lane``) less the users liking in a lower lane of
+        their chain ([`chain_lanes`][counters.store.post_items.chain_lanes]): a stale-view
+        duplicate not merged yet, listed once, from its lower lane (listed first). One strongly
+        consistent BatchGetItem for the items whose lane is not the lowest of their chain (none
+        on a post that never grew, nor in its first ``FIRST_SPREAD`` lanes)."""
+        if info.spread is None or lane < FIRST_SPREAD:
+            return found
+        lower = {liker.user_id: [n for n in chain_lanes(liker.user_id, info.spread) if n < lane] for liker in found}
+        keys = [{"PK": hot_pk(post_id, n), "SK": f"{LIKE_PREFIX}{user}"} for user, lanes in lower.items() for n in lanes]
+        if not keys:
+            return found
+        liking = {sk[len(LIKE_PREFIX) :] for _, sk in self.store.liking(keys, self.retry, capacity)}
+        return [liker for liker in found if liker.user_id not in liking]
+
     def switch_mode(self, post_id: str, mode: str) -> tuple[PublicPost, bool]:
         """Switch a post to ``mode``; (the post, switched by this call?).
 
@@ -206,28 +247,46 @@ class Posts:
         followed inside the page, never handed out. So a page reads on until it has listed at
         least one liker (a page that ends in a run of tombstones would otherwise hand out a
         cursor that makes no progress), and stops after ``LIKERS_QUERIES`` queries once it has.
+
+        A growing spread adds lanes after the old ones, so a cursor stays valid: a cursor naming a
+        lane this process has not seen yet is checked against the spread read then, and a listing
+        that has listed every lane it knew of reads the spread once more (0.5 RCU) and goes on into
+        the lanes added meanwhile. A user with items in two lanes (a stale-view duplicate the
+        aggregator has not merged yet) is listed once: from the lowest lane that likes
+        (``_unmerged_skipped``).
         """
-        lanes = self.info(post_id).lanes(post_id)  # 404 for a missing post rather than an empty list
-        lane, resume = decode_cursor(self.cursor_key, post_id, cursor, len(lanes)) if cursor else (0, None)
+        info = self.info(post_id)  # 404 for a missing post rather than an empty list
+        info, lane, resume = (info, 0, None) if not cursor else self._decode(post_id, cursor, info)
+        lanes = info.lanes(post_id)
         start: dict[str, str] | None = None if resume is None else {"PK": lanes[lane], "SK": f"{LIKE_PREFIX}{resume}"}
         capacity = Capacity()
         likers: list[Liker] = []
         rounds = 0
         counted: Cond = self.likes.is_on()  # tombstones are stored, not listed
-        while lane < len(lanes) and len(likers) < limit and (rounds < LIKERS_QUERIES or not likers):
-            rounds += 1
-            wanted = limit - len(likers)
-            found, last = self.store.likers(lanes[lane], max(wanted, LIKERS_READ), counted, start, self.retry, capacity)
-            taken = found[:wanted]
-            likers.extend(taken)
-            if taken:
-                resume = taken[-1].user_id
-            if len(found) > wanted:
-                break  # the page is full inside this lane: the next one resumes after its last liker
-            if last is None:
-                lane, start, resume = lane + 1, None, None  # this lane is done: the next one from its start
-            else:
-                start = last  # DynamoDB's position (maybe a tombstone): followed here, never in a cursor
+        refreshed = False
+        while True:
+            while lane < len(lanes) and len(likers) < limit and (rounds < LIKERS_QUERIES or not likers):
+                rounds += 1
+                wanted = limit - len(likers)
+                found, last = self.store.likers(lanes[lane], max(wanted, LIKERS_READ), counted, start, self.retry, capacity)
+                kept = self._unmerged_skipped(post_id, info, lane, found, capacity)
+                taken = kept[:wanted]
+                likers.extend(taken)
+                if taken:
+                    resume = taken[-1].user_id
+                if len(kept) > wanted:
+                    break  # the page is full inside this lane: the next one resumes after its last liker
+                if last is None:
+                    lane, start, resume = lane + 1, None, None  # this lane is done: the next one from its start
+                else:
+                    start = last  # DynamoDB's position (maybe a tombstone): followed here, never in a cursor
+            if lane < len(lanes) or refreshed or info.spread is None or info.spread >= MAX_SPREAD:
+                break
+            # every lane this process knew of is listed: the post may have grown since it read the
+            # spread (a cache of up to ``mode_ttl_ms``), and lanes are only added after the old ones
+            refreshed = True
+            info = self.fresh(post_id)
+            lanes = info.lanes(post_id)
         listed: list[PublicLiker] = [{"userId": liker.user_id, "likedAt": liker.liked_at} for liker in likers]
         if lane >= len(lanes):
             return LikersPage(listed, None, capacity)
