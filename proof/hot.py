@@ -846,6 +846,9 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     setup.create_post(author_id="proof", body="switches and grows", post_id="g2", mode="standard")
     rng = random.Random(seed)
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 5), ["g1"], kit.plain_client())
+    for kind, rate in AGGREGATOR_FAULTS.items():  # the merge's calls too: its transaction, and its reads (busy or down)
+        reads = {"GetItem", "BatchGetItem"} if kind in ("throttle", "unavailable") else set()
+        harness.faults.add(kind, rate=rate, operations={"TransactWriteItems", *reads}, at_least=MIN_EACH)
     stale = _writer(name, mode_ttl_ms=10**12, max_spread=64)
     for post in posts:
         stale.posts.info(post)  # read once, before any growth and any fault: its view for the whole storm
@@ -907,6 +910,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
         feeding.join()
     harness.finish()
     spreads = {post: Likes(name).posts.info(post).spread for post in posts}
+    merges = sum(int(meta(ddb, name, post).get("merged", 0)) for post in posts)
     report = _report(
         "likes, spread grows mid-storm (a stale writer, mode switches)",
         ddb,
@@ -915,7 +919,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
         intents,
         harness,
         injector.injected,
-        extra_power={"growths": events["growths"], "switches": events["switches"], "stale-view pairs": len(forced)},
+        extra_power={"growths": events["growths"], "switches": events["switches"], "stale-view pairs": len(forced), "merges": merges},
         minimum={"growths": 3, "switches": 2},
     )
     report.notes.append(f"spreads at the end: {spreads}; " + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
