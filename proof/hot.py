@@ -910,7 +910,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
         feeding.join()
     harness.finish()
     spreads = {post: Likes(name).posts.info(post).spread for post in posts}
-    merges = sum(int(meta(ddb, name, post).get("merged", 0)) for post in posts)
+    merges = sum(int(item.get("merged", 0)) for item in scan(ddb, name) if like_owner(item))  # ADDed on each kept item
     report = _report(
         "likes, spread grows mid-storm (a stale writer, mode switches)",
         ddb,
