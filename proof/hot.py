@@ -20,8 +20,9 @@ perturbed stream.
   final state to the latest request whose stamp is known to be recorded.
 
 Scenarios (registered in :mod:`proof.scenarios`): ``likes-hot`` (a storm on two hot posts),
-``likes-order`` (replays older than a later request, both modes) and ``likes-switch`` (a storm on a
-post switched standard -> hot -> standard; skipped while ``Likes`` has no ``switch_mode``).
+``likes-order`` (replays older than a later request, both modes), ``likes-switch`` (a storm on a
+post switched standard -> hot -> standard; skipped while ``Likes`` has no ``switch_mode``) and
+``likes-grow`` (a storm while the posts' spread grows, with a writer whose view of it is stale).
 """
 
 from __future__ import annotations
@@ -389,11 +390,12 @@ class Intents:
             self.all.append(intent)
         return intent
 
-    def send(self, intent: Intent, *, attempts: int = 8) -> str:
-        """Send until answered (re-sends are the same request: same id, same time); the answer."""
+    def send(self, intent: Intent, *, attempts: int = 8, via: Any = None) -> str:
+        """Send until answered (re-sends are the same request: same id, same time); the answer.
+        ``via``: this process, not one drawn at random."""
         for _ in range(attempts):
             with self._lock:
-                likes = self._rng.choice(self.processes)
+                likes = via if via is not None else self._rng.choice(self.processes)
             try:
                 change = (likes.like if intent.liked else likes.unlike)(
                     intent.post, intent.user, request_id=intent.request_id, at=intent.at
@@ -813,6 +815,115 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
     )
     report.notes.append("switches: " + ", ".join(f"{k} {v}" for k, v in sorted(switches.items())))
     report.notes.append(f"m1 ends {Likes(name).get_post('m1').get('mode')}")
+    harness.close()
+    ddb.delete_table(TableName=name)
+    return [report]
+
+
+def _movers(post_spread: int, count: int, prefix: str) -> list[str]:
+    """Users whose lane at ``post_spread`` is not their lane at half of it (their chain has two lanes)."""
+    from counters.store.post_items import lane_of
+
+    found = (f"{prefix}{n}" for n in range(100_000))
+    return [u for u in found if lane_of(u, post_spread) != lane_of(u, post_spread // 2)][:count]
+
+
+def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit) -> list[Report]:
+    """ "spread grows mid-storm": the ``likes-hot`` storm on a hot post whose spread is grown 8 -> 16
+    -> 32 between its thirds, beside a post created ``standard`` that is switched to ``hot``, grown
+    and switched back; the aggregator fed a perturbed stream throughout. Three writers' processes:
+    the layer's mode TTL, 200 ms, and one whose cached view of both posts (spread 8, g2 standard)
+    never expires, so it writes under the old spread all along. After each growth, users whose chain
+    has two lanes are liked by a process that knows the new spread and then liked or unliked (a
+    tombstone) by the stale one: two items for one user, which the aggregator must find and merge
+    (the lowest lane kept with the latest request's state). The end: one item per user, tallies
+    exact, the latest request wins."""
+    from counters.services.likes import Likes
+
+    name = kit.new_table(ddb)
+    posts = ["g1", "g2"]
+    setup = _writer(name)
+    setup.create_post(author_id="proof", body="grows", post_id="g1", mode="hot")
+    setup.create_post(author_id="proof", body="switches and grows", post_id="g2", mode="standard")
+    rng = random.Random(seed)
+    harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 5), ["g1"], kit.plain_client())
+    for kind, rate in AGGREGATOR_FAULTS.items():  # the merge's calls too: its transaction, and its reads (busy or down)
+        reads = {"GetItem", "BatchGetItem"} if kind in ("throttle", "unavailable") else set()
+        harness.faults.add(kind, rate=rate, operations={"TransactWriteItems", *reads}, at_least=MIN_EACH)
+    stale = _writer(name, mode_ttl_ms=10**12, max_spread=64)
+    for post in posts:
+        stale.posts.info(post)  # read once, before any growth and any fault: its view for the whole storm
+    injector = floored(kit.with_faults(seed))
+    intents = Intents(_writer(name, max_spread=64), _writer(name, mode_ttl_ms=200, max_spread=64), stale)
+    grower = _writer(name, max_spread=64)  # grows and switches; knows the spread it grew to
+    events: Counter[str] = Counter()
+    forced: list[tuple[str, str]] = []
+
+    def answered(call: Callable[[], Any], what: str) -> None:
+        for _ in range(12):
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - unknown to the caller: re-sent
+                events["unanswered attempts"] += 1
+                continue
+            events[what] += 1
+            return
+        raise RuntimeError(f"{what} never answered")
+
+    def grow(post: str, to: int) -> None:
+        def call() -> None:
+            grower.posts.known.pop(post, None)  # a fresh read: the spread only grows, take it as found
+            info = grower.posts.info(post)
+            if (info.spread or 0) < to:
+                grower.posts.grow(post, info, to)
+            if (grower.posts.info(post).spread or 0) < to:
+                raise RuntimeError("not grown yet")
+
+        answered(call, "growths")
+
+    def stale_duplicates(post: str, spread: int, n: int) -> None:
+        """Users created in their new lane by ``grower``, then written by the stale process in their
+        old lane (a later stamp): two items each, for the aggregator to merge."""
+        for user in _movers(spread, 3, f"{post}s{n}x"):
+            first = intents.new(post, user, True)
+            intents.send(first, via=grower)
+            second = intents.new(post, user, rng.random() < 0.5)
+            intents.send(second, via=stale)
+            forced.append((post, user))
+
+    def between(n: int) -> None:
+        if n == 0:
+            grow("g1", 16)
+            answered(lambda: grower.switch_mode("g2", "hot"), "switches")
+            stale_duplicates("g1", 16, n)
+        else:
+            grow("g1", 32)
+            grow("g2", 16)
+            stale_duplicates("g1", 32, n)
+            stale_duplicates("g2", 16, n)
+            answered(lambda: grower.switch_mode("g2", "standard"), "switches")
+
+    feeding = _Feeding(harness)
+    try:
+        _storm(kit, intents, _storm_plan(rng, posts, max(20, size // 3)), rng, clients, between=between)
+    finally:
+        injector.detach()
+        feeding.join()
+    harness.finish()
+    spreads = {post: Likes(name).posts.info(post).spread for post in posts}
+    merges = sum(int(item.get("merged", 0)) for item in scan(ddb, name) if like_owner(item))  # ADDed on each kept item
+    report = _report(
+        "likes, spread grows mid-storm (a stale writer, mode switches)",
+        ddb,
+        name,
+        posts,
+        intents,
+        harness,
+        injector.injected,
+        extra_power={"growths": events["growths"], "switches": events["switches"], "stale-view pairs": len(forced), "merges": merges},
+        minimum={"growths": 3, "switches": 2},
+    )
+    report.notes.append(f"spreads at the end: {spreads}; " + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
     harness.close()
     ddb.delete_table(TableName=name)
     return [report]

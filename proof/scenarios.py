@@ -402,6 +402,7 @@ SCENARIOS: dict[str, Callable[[Any, int, int, int], list[Report]]] = {
     "likes-hot": functools.partial(hot.likes_hot_scenario, kit=KIT),
     "likes-order": functools.partial(hot.likes_order_scenario, kit=KIT),
     "likes-switch": functools.partial(hot.likes_switch_scenario, kit=KIT),
+    "likes-grow": functools.partial(hot.likes_grow_scenario, kit=KIT),
     "reservations": reservations_scenario,
     "ledger": ledger_scenario,
     "orders": orders_scenario,

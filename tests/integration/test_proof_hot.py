@@ -40,6 +40,16 @@ def test_latest_wins_scenario_predicts_every_answer(ddb: Any, kit: hot.Kit) -> N
         assert "answered stale, as predicted" in summary and " 0 answered stale" not in summary, summary
 
 
+def test_a_spread_grown_mid_storm_is_exact(ddb: Any, kit: hot.Kit) -> None:
+    """ "spread grows mid-storm": growths, mode switches and a writer with a stale view of the spread
+    under the proof's faults and a perturbed stream; the stale writer's second items are merged."""
+    (report,) = hot.likes_grow_scenario(ddb, 5, 8, 60, kit=kit)
+    summary = "\n".join(report.notes)
+    assert (report.over, report.under, report.duplicates, report.breaches, report.bad_reads) == (0, 0, 0, 0, 0), summary
+    assert report.verdict == "holds", summary
+    assert "spreads at the end: {'g1': 32, 'g2': 16}" in summary, summary
+
+
 def test_an_aggregator_without_its_checkpoint_condition_is_caught(ddb: Any, kit: hot.Kit, monkeypatch: pytest.MonkeyPatch) -> None:
     without_the_checkpoint_condition(monkeypatch)
     (report,) = hot.likes_hot_scenario(ddb, 3, 8, 60, kit=kit)
