@@ -35,6 +35,7 @@ in the row's notes, and anything else breaks it. Run: ``python -m proof --http-r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -82,6 +83,21 @@ def _spec(mode: Mode) -> dict[str, list[Any]]:
 
 
 # ----------------------------------------------------------------------------- the Regions
+def queued_in(sqs_endpoint: str) -> int:
+    """Messages visible or in flight in one Region's retry queues (DLQs excluded): the work left that
+    can still end a 202 there (:meth:`proof.http.Client.resolve`)."""
+    sqs = sqs_client(sqs_endpoint)
+    total = 0
+    for url in sqs.list_queues().get("QueueUrls", []):
+        if "DLQ" in url or "Dlq" in url:
+            continue
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        )["Attributes"]
+        total += int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    return total
+
+
 @dataclass
 class Region:
     name: str
@@ -269,7 +285,9 @@ class GlobalStack:
             ]
             stack = RegionStack(name, port, command, env, out=self._out).start()
             stack.wait_ready(timeout=600)  # one at a time: each creates its Region's table
-            self.regions[name] = Region(name, stack, Client(stack.url), f"http://127.0.0.1:{sqs_port}", report_dir)
+            sqs_endpoint = f"http://127.0.0.1:{sqs_port}"
+            client = Client(stack.url, queue_depth=functools.partial(queued_in, sqs_endpoint))
+            self.regions[name] = Region(name, stack, client, sqs_endpoint, report_dir)
         self.gt = GlobalTable(endpoint, self.table, self.names, self.mode, seed=self.seed, delays=DELAYS, home_region=self.home)
         if self.mode is Mode.MREC:
             self.gt.create().start()  # the tables exist: create() reads their streams
@@ -307,17 +325,7 @@ class GlobalStack:
 
     def queued(self) -> int:
         """Messages visible or in flight in every Region's retry queues (DLQs excluded)."""
-        total = 0
-        for region in self.regions.values():
-            sqs = sqs_client(region.sqs_endpoint)
-            for url in sqs.list_queues().get("QueueUrls", []):
-                if "DLQ" in url or "Dlq" in url:
-                    continue
-                attrs = sqs.get_queue_attributes(
-                    QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-                )["Attributes"]
-                total += int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
-        return total
+        return sum(queued_in(region.sqs_endpoint) for region in self.regions.values())
 
     def settle(self, ready: Callable[[], bool] = lambda: True) -> bool:
         """Heal, then deliver everything until the Regions hold the same items, no queue holds a
