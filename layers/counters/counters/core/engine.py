@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -260,6 +260,41 @@ def read(operation: Operation, policy: RetryPolicy, capacity: Capacity | None = 
         code = report.failure.code if report.failure else "unknown"
         raise ContentionError(f"DynamoDB is busy ({code}); retry the request", cause_code=code)
     return report.response
+
+
+BATCH_GET = 100
+"""BatchGetItem's most keys in one call."""
+
+
+def read_keys(
+    operation: Operation,
+    table_name: str,
+    keys: Sequence[Item],
+    ask: Mapping[str, object],
+    policy: RetryPolicy,
+    capacity: Capacity | None = None,
+) -> list[Item]:
+    """Every item found under ``keys`` on one table (as DynamoDB returns them, in no order):
+    BatchGetItem of ``BATCH_GET`` keys a call with ``ask`` (``ProjectionExpression``,
+    ``ExpressionAttributeNames``, ``ConsistentRead``), each call a [`read`][counters.core.engine.read].
+    The keys DynamoDB leaves unprocessed are asked again after a backoff, within
+    ``policy.max_attempts`` calls; still left then: [`ContentionError`][counters.core.errors.ContentionError] (503, retryable), never
+    an absence."""
+    found: list[Item] = []
+    for at in range(0, len(keys), BATCH_GET):
+        pending = list(keys[at : at + BATCH_GET])
+        for attempt in range(1, policy.max_attempts + 1):
+            response = read(
+                operation, policy, capacity, RequestItems={table_name: {**ask, "Keys": pending}}, ReturnConsumedCapacity="TOTAL"
+            )
+            found += (response.get("Responses") or {}).get(table_name, [])
+            pending = ((response.get("UnprocessedKeys") or {}).get(table_name) or {}).get("Keys") or []
+            if not pending:
+                break
+            policy.backoff(attempt)
+        else:
+            raise ContentionError("DynamoDB left keys of a BatchGetItem unprocessed; retry the request", cause_code="UnprocessedKeys")
+    return found
 
 
 def transact(

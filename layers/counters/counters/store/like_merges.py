@@ -24,8 +24,7 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
-from counters.core.engine import read, run
-from counters.core.errors import ContentionError
+from counters.core.engine import read, read_keys, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.store.expr import Cond, Delete, Get, Path, Transaction, Update
@@ -104,21 +103,13 @@ class LikeMergeStore:
         [`ContentionError`][counters.core.errors.ContentionError])."""
         if not keys:
             return []
-        params = self.batch_get(keys)
-        ask = params["RequestItems"][self.table_name]
-        pending = ask["Keys"]
-        found: dict[tuple[str, str], Mapping[str, Any]] = {}
-        for attempt in range(1, retry.max_attempts + 1):
-            response = read(self.dynamodb.batch_get_item, retry, None, RequestItems={self.table_name: {**ask, "Keys": pending}})
-            for raw in (response.get("Responses") or {}).get(self.table_name, []):
-                item = from_item(raw) or {}
-                found[(str(item[PK]), str(item[SK]))] = item
-            pending = ((response.get("UnprocessedKeys") or {}).get(self.table_name) or {}).get("Keys") or []
-            if not pending:
-                break
-            retry.backoff(attempt)
-        if pending:
-            raise ContentionError("DynamoDB left keys of a like's chain unread; retry", cause_code="UnprocessedKeys")
+        ask = self.batch_get(keys)["RequestItems"][self.table_name]
+        wanted = {k: v for k, v in ask.items() if k != "Keys"}
+        found = {
+            (str(item[PK]), str(item[SK])): item
+            for item in map(from_item, read_keys(self.dynamodb.batch_get_item, self.table_name, ask["Keys"], wanted, retry))
+            if item
+        }
         return [self._item(k, found[(k[PK], k[SK])]) for k in keys if (k[PK], k[SK]) in found]
 
     def _item(self, key: Mapping[str, str], item: Mapping[str, Any]) -> LikeItem:

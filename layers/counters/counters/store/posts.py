@@ -16,8 +16,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
-from counters.core.engine import Report, Stop, read, run
-from counters.core.errors import ContentionError
+from counters.core.engine import Report, Stop, read, read_keys, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
@@ -63,7 +62,6 @@ from counters.store.post_items import (
 from counters.store.toggles import Guard, Tally, ToggleStore
 
 AUDIT_PAGE = 1000  # like items an audit's keys-only Query reads a page (the merge of 64 lanes holds one page of each)
-BATCH_GET = 100  # keys a BatchGetItem takes at most
 
 
 class Liker(NamedTuple):
@@ -232,13 +230,21 @@ class PostStore:
         return Written(report.outcome, None if found is None else post_of({POST_ID: post_id, **found}))
 
     def first_existing(self, keys: list[dict[str, str]], retry: RetryPolicy) -> dict[str, str] | None:
-        """The first of ``keys`` (a user's chain, oldest lane first) that holds an item, read
-        strongly consistent one by one (1 RCU each), or ``None``."""
-        for key in keys:
-            get = Get(self.table_name, key).project(PK).strongly()
-            if read(self.dynamodb.get_item, retry, None, **get.params()).get("Item"):
-                return key
-        return None
+        """The first of ``keys`` (a user's chain, oldest lane first) that holds an item, or ``None``:
+        one BatchGetItem, **eventually consistent** (0.5 RCU a key, found or not). Every like of a
+        user whose chain has two lanes reads one of the first 8 lanes, so these reads, not the writes,
+        cap a grown post (docs/likes.md, "On paper, for AWS"); half the price doubles that cap. A read
+        that misses an item written a moment ago makes the like create a second item for the user,
+        which the like aggregator merges into the oldest lane with the latest request's state
+        ([`counters.services.likes.merging`][counters.services.likes.merging]), exactly as the
+        stale-view writer's second item: correctness never rests on this read."""
+        ask = Get(self.table_name, keys[0]).project(PK, SK).params() if keys else {}
+        wanted = {k: v for k, v in ask.items() if k not in ("TableName", "Key")}
+        found = {
+            (str(raw[PK]["S"]), str(raw[SK]["S"]))
+            for raw in read_keys(self.dynamodb.batch_get_item, self.table_name, [to_item(k) for k in keys], wanted, retry)
+        }
+        return next((key for key in keys if (key[PK], key[SK]) in found), None)
 
     def likers(
         self, pk: str, limit: int, counted: Cond, start: Mapping[str, object] | None, retry: RetryPolicy, capacity: Capacity
@@ -276,24 +282,13 @@ class PostStore:
         BatchGetItem of up to 100 keys a call (1 RCU a key, found or not), keys only and the
         state; keys DynamoDB leaves unprocessed are sent again, and still left after
         ``retry.max_attempts`` calls are [`ContentionError`][counters.core.errors.ContentionError]."""
-        found: set[tuple[str, str]] = set()
-        for at in range(0, len(keys), BATCH_GET):
-            shape = Get(self.table_name, keys[at]).project(PK, SK, LIKED).strongly().params()
-            wanted = {k: v for k, v in shape.items() if k not in ("TableName", "Key")}
-            pending: dict[str, Any] = {self.table_name: {**wanted, "Keys": [to_item(k) for k in keys[at : at + BATCH_GET]]}}
-            for attempt in range(1, retry.max_attempts + 1):
-                response = read(self.dynamodb.batch_get_item, retry, capacity, RequestItems=pending, ReturnConsumedCapacity="TOTAL")
-                for raw in response.get("Responses", {}).get(self.table_name, []):
-                    item = from_item(raw) or {}
-                    if item.get(LIKED, True) is not False:
-                        found.add((str(item[PK]), str(item[SK])))
-                pending = response.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                retry.backoff(attempt)
-            else:
-                raise ContentionError("DynamoDB left keys of a BatchGetItem unprocessed; retry the request", cause_code="UnprocessedKeys")
-        return found
+        shape = Get(self.table_name, keys[0]).project(PK, SK, LIKED).strongly().params() if keys else {}
+        wanted = {k: v for k, v in shape.items() if k not in ("TableName", "Key")}
+        items = (
+            from_item(raw) or {}
+            for raw in read_keys(self.dynamodb.batch_get_item, self.table_name, [to_item(k) for k in keys], wanted, retry, capacity)
+        )
+        return {(str(item[PK]), str(item[SK])) for item in items if item.get(LIKED, True) is not False}
 
     def region_tallies(self, post_id: str, retry: RetryPolicy, capacity: Capacity | None = None) -> list[Post]:
         """The tally item of every Region that counted likes of the post (a global table; one
