@@ -445,6 +445,7 @@ class Step:
     before: float
     after: float
     load: float
+    burst: float
     seconds: list[Second] = field(default_factory=list)
     absorbed: float | None = None  # s from the step until throttles per like stay under 0.1; None: never
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -470,17 +471,17 @@ def time_to_absorb(seconds: list[Second], step_at: float) -> float | None:
     return over[-1] + 1 - step_at
 
 
-def run_step(*, scale: float, low: float, high: float, before: float, after: float, workers: int) -> Step:
+def run_step(*, scale: float, low: float, high: float, before: float, after: float, workers: int, burst: float = 1.0) -> Step:
     """The step on a post created at spread 8 with growth on (``Likes(max_spread=64)``), open loop."""
     from counters.core.errors import ContentionError
 
-    limits = {"scale": scale}
+    limits = {"scale": scale, "burst_seconds": burst}
     with fresh_local() as (ddb, endpoint):
         if hot.JVM_WARM:
             with hot_post(ddb, endpoint, spread=8, max_spread=8, limits=None) as run:
                 hot._drive(lambda i: _like(run["likes"], f"w{i}"), 8, hot.JVM_WARM, 0.0)
                 run["expect"] = 0
-        step = Step(low, high, before, after, os.getloadavg()[0])
+        step = Step(low, high, before, after, os.getloadavg()[0], burst)
         with hot_post(ddb, endpoint, spread=8, max_spread=64, limits=limits) as run:
             likes, model = run["likes"], run["model"]
             lock = threading.Lock()
@@ -559,7 +560,7 @@ def step_lines(step: Step, scale: float) -> list[str]:
     return [
         *lines,
         "",
-        f"- Offered {step.low:g} likes/s (one key's capacity: {wcu:g}/s) for {step.before:g} s, then {step.high:g} likes/s "
+        f"- Model: scale {scale:g}, {step.burst:g} s of burst per key. Offered {step.low:g} likes/s (one key's capacity: {wcu:g}/s) for {step.before:g} s, then {step.high:g} likes/s "
         f"({step.high / (8 * wcu):g}x the 8-key ceiling of {8 * wcu:g}) for {step.after:g} s, open loop; load {step.load:.1f} at the start.",
         f"- Spread grew: {grown} (seconds from the step, as the tally reader saw META).",
         f"- Time to absorb (throttles per like under {ABSORBED:g} from then to the end): {absorbed} (target <= 60 s).",
@@ -583,6 +584,7 @@ def section(
     after: float = 60.0,
     workers: int = 64,
     high: float | None = None,
+    step_burst: float = 1.0,
 ) -> list[str]:
     """The spread table and the step, as Markdown lines (``make bench``'s section)."""
     wcu = WCU_PER_PARTITION / scale
@@ -613,7 +615,7 @@ def section(
     )
     if step:
         high = 8 * 8 * wcu if high is None else high
-        result = run_step(scale=scale, low=0.8 * wcu, high=high, before=before, after=after, workers=workers)
+        result = run_step(scale=scale, low=0.8 * wcu, high=high, before=before, after=after, workers=workers, burst=step_burst)
         title = "### A step absorbed by a growing spread" if rows else "## A step absorbed by a growing spread (bench/spread.py)"
         lines += ["", title, "", *step_lines(result, scale)]
     return lines
@@ -635,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=float, default=60.0, help="seconds after the step")
     parser.add_argument("--workers", type=int, default=64, help="threads answering the step's arrivals")
     parser.add_argument("--high", type=float, help="likes/s after the step (default: 8x the 8-key ceiling)")
+    parser.add_argument("--step-burst", type=float, default=1.0, help="the model's burst_seconds in the step (default 1)")
     args = parser.parse_args(argv)
     lines = section(
         scale=args.scale,
@@ -648,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         after=args.after,
         workers=args.workers,
         high=args.high,
+        step_burst=args.step_burst,
     )
     print("\n".join(lines))
     return 0
