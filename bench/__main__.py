@@ -2,7 +2,8 @@
 
 The jobs, one module each: bench/coldstart.py (handler imports vs ``import boto3``, and where they
 go), bench/baselines.py (the scenarios: the layer's call and a hand-written boto3 one),
-bench/harness.py (timed alternating rounds, contention), bench/hot.py (one hot post),
+bench/harness.py (timed alternating rounds, contention), bench/hot.py (one hot post), bench/spread.py (one
+hot post at spread 8 to 64, and a step of load its growing spread absorbs),
 bench/regions.py (across Regions on the emulator: convergence after heal, write units per mode, the escrow's
 transfer latency), bench/report.py (the Markdown and docs/bench-results.md). This module parses the command line and
 runs them in order.
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,8,32")
     parser.add_argument(
         "--only",
-        help="throughput scenarios whose name contains this (comma-separated; 'hot': the hot-post table); skips cold start and contention",
+        help="throughput scenarios whose name contains this (comma-separated; 'hot': the hot-post table; 'spread': the spread table "
+        "and the step); skips cold start and contention",
     )
     parser.add_argument(
         "--regions",
@@ -86,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
             cells = harness.throughput(ddb_local.endpoint, plan, levels, scenarios)
             contended = [] if args.only else harness.contention(ddb_local.endpoint, contention_ops, levels)
     posts = report.hot_posts(quick=args.quick) if not args.only or "hot" in args.only.split(",") else []
+    spreads = report.spread_posts(quick=args.quick) if not args.only or "spread" in args.only.split(",") else []
     across = regions.run(quick=args.quick) if with_regions else []
     lines += (
         (report.throughput(cells, plan) if cells else [])
         + report.contention(contended, contention_ops)
         + posts
+        + spreads
         + across
         + report.footer(began)
     )

@@ -341,6 +341,52 @@ def _aggregator_module(table: str) -> tuple[Any, Any]:
     return handler_module(fn), env
 
 
+def stream_aggregator(table: str, endpoint: str, window: float, applied: list[Any], *, poller_window: bool = False) -> tuple[Any, Any]:
+    """The LikeAggregatorFunction's handler (the template's environment for ``table``) on a
+    ``StreamPoller`` of ``table``'s stream (the template's subscription, not started), its service's
+    answers appended to ``applied``; ``window``: Lambda's batching window emulated in the invoker
+    (:data:`LAMBDA_WINDOW`; 0: the local poller as it is). ``poller_window``: the poller holds a
+    batch short of ``BatchSize`` for the template's ``MaximumBatchingWindowInSeconds`` instead
+    (``window`` unused). The invoker's emulation takes what one GetRecords page brought, which
+    caps the aggregator near 100 records a second when a page holds ~100 records (measured by
+    bench/spread.py: ~96 likes per META write and 12 s of lag at 138 likes/s); the poller's own
+    window reads page after page until the batch is full or the window ends, as Lambda does.
+    Returns (poller, the environment to leave with ``_restore``)."""
+    from counters.services.likes import like_aggregator
+    from devstack.runtime import LambdaContext
+    from devstack.streams import StreamPoller, subscriptions
+
+    module, saved = _aggregator_module(table)
+    settings = module.function.settings_type.from_env()
+    service = like_aggregator(settings.table_name, retry=settings.retry)
+    apply = service.apply
+
+    def recorded(changes: Any) -> Any:
+        out = apply(changes)
+        applied.extend(out)
+        return out
+
+    service.apply = recorded  # the handler's own code calls it; this only keeps what it returns
+    module.function.configure(settings, service)
+
+    # the window is the bench's own (``window``, emulated in the invoker): the poller delivers at once
+    subs = [s if poller_window else dataclasses.replace(s, batching_window=0.0) for s in subscriptions() if s.function == AGGREGATOR]
+    window = 0.0 if poller_window else window
+
+    def invoke(event: dict[str, Any]) -> tuple[str, Any]:
+        began = time.perf_counter()
+        try:
+            return "ok", module.lambda_handler(event, LambdaContext.for_function(AGGREGATOR, 512, 30))
+        except Exception as exc:  # a raised error restarts the batch, as Lambda does
+            return "error", repr(exc)
+        finally:
+            module.metrics.clear_metrics()  # disabled metrics are kept, not flushed: they would pile up
+            if window and len(event["Records"]) < subs[0].batch_size:  # see LAMBDA_WINDOW
+                time.sleep(max(0.0, window - (time.perf_counter() - began)))
+
+    return StreamPoller(table, endpoint, {AGGREGATOR: invoke}, subs), saved
+
+
 def _restore(env: Any) -> None:
     if env is not None:  # a standard post runs no aggregator: no environment was entered
         env.__exit__(None, None, None)
@@ -376,10 +422,8 @@ def measure_post(
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
     from counters.core.outcome import Capacity, Outcome
-    from counters.services.likes import Likes, like_aggregator, post_key
+    from counters.services.likes import Likes, post_key
     from counters.store.items import to_item
-    from devstack.runtime import LambdaContext
-    from devstack.streams import StreamPoller, subscriptions
 
     load = os.getloadavg()[0]
     table = f"post-{uuid.uuid4().hex[:8]}"
@@ -394,34 +438,7 @@ def measure_post(
     poller: Any = None
     saved: Any = None  # the aggregator's environment (hot mode only), left by _restore
     if mode == "hot":
-        module, saved = _aggregator_module(table)
-        settings = module.function.settings_type.from_env()
-        service = like_aggregator(settings.table_name, retry=settings.retry)
-        apply = service.apply
-
-        def recorded(changes: Any) -> Any:
-            out = apply(changes)
-            applied.extend(out)
-            return out
-
-        service.apply = recorded  # the handler's own code calls it; this only keeps what it returns
-        module.function.configure(settings, service)
-
-        # the window is the bench's own (``window``, emulated in the invoker): the poller delivers at once
-        subs = [dataclasses.replace(s, batching_window=0.0) for s in subscriptions() if s.function == AGGREGATOR]
-
-        def invoke(event: dict[str, Any]) -> tuple[str, Any]:
-            began = time.perf_counter()
-            try:
-                return "ok", module.lambda_handler(event, LambdaContext.for_function(AGGREGATOR, 512, 30))
-            except Exception as exc:  # a raised error restarts the batch, as Lambda does
-                return "error", repr(exc)
-            finally:
-                module.metrics.clear_metrics()  # disabled metrics are kept, not flushed: they would pile up
-                if window and len(event["Records"]) < subs[0].batch_size:  # see LAMBDA_WINDOW
-                    time.sleep(max(0.0, window - (time.perf_counter() - began)))
-
-        poller = StreamPoller(table, endpoint, {AGGREGATOR: invoke}, subs)
+        poller, saved = stream_aggregator(table, endpoint, window, applied)
     model = LimitModel(layer, **limits_kwargs) if limits_kwargs is not None else None
     reads: list[tuple[float, int]] = []
     read_capacity = Capacity()

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import ROOT, hot
+from bench import ROOT, hot, spread
 from bench.baselines import SCENARIOS
 from bench.harness import Cell, Plan
 
@@ -28,7 +28,7 @@ def header(argv: Sequence[str]) -> list[str]:
         "# Benchmarks (`make bench`)",
         "",
         "Written by `make bench` (`python -m bench`: bench/__main__.py runs bench/coldstart.py, bench/harness.py "
-        "over bench/baselines.py, bench/hot.py; bench/report.py writes this file) on every run: do not edit by hand.",
+        "over bench/baselines.py, bench/hot.py, bench/spread.py; bench/report.py writes this file) on every run: do not edit by hand.",
         "What is measured and how to read it: [bench.md](bench.md).",
         "",
         f"Measured on commit `{commit}`{dirty}, {time.strftime('%Y-%m-%d %H:%M %Z')}; {machine()}; "
@@ -117,6 +117,13 @@ def hot_posts(*, quick: bool) -> list[str]:
         "",
         *hot.verdict(rows, scale),
     ]
+
+
+def spread_posts(*, quick: bool) -> list[str]:
+    """bench/spread.py's section: one hot post at spread 8 to 64 under the limit model, its
+    unmodelled control row, and the step a growing spread absorbs (docs/bench.md)."""
+    seconds, after = (8.0, 40.0) if quick else (15.0, 60.0)
+    return spread.section(seconds=seconds, after=after)
 
 
 def machine() -> str:

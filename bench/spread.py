@@ -1,0 +1,661 @@
+"""``python -m bench.spread``: one hot post at spread 8, 16, 32 and 64 under the limit model, and a
+step of offered load absorbed by a post whose spread grows (issue 26, part 1).
+
+The spread table
+    One row per spread: a post created ``hot`` (spread 8) and grown to the row's spread before the
+    run (``Posts.grow``; the ``Likes`` of the row has growth off, so the spread stays put), liked
+    by distinct users from ``clients`` threads for a fixed time under :class:`LaneModel`, with the
+    LikeAggregatorFunction's handler run from DynamoDB Local's stream (bench/hot.py's
+    :func:`bench.hot.stream_aggregator`) with the template's 1 s batching window emulated. A
+    control row runs the largest spread without the model: the machine's own rate, which must be
+    well above the modelled ceiling for the model to be what binds.
+
+The step (:func:`run_step`)
+    One post created ``hot`` at spread 8 with growth on (``Likes(max_spread=64)``), open-loop
+    arrivals at a fixed rate: ``--low`` likes/s (below one key's capacity) for ``--before`` s,
+    then ``--high`` (default 8x the 8-key ceiling) for ``--after`` s. Per second: offered,
+    answered, the likes' throttles per like, the post's spread. Time to absorb: from the step until
+    throttles per like stay under 0.1 to the end. Then the stream is drained and every like is
+    checked counted once: the tally = the users with a like item = the acknowledged likes (+ any
+    like that gave up after its write went in), one item per user; every answer is a like or the
+    API's documented ContentionError (503, or 202 with the retry queue).
+
+The model (:class:`LaneModel`)
+    testkit.limits.LimitModel at ``SCALE`` (2.5 WCU/s and 7.5 RCU/s per key), except META's key,
+    which keeps the service's own rates (1,000 WCU/s, 3,000 RCU/s). The scale slows the service
+    down 400x, but the aggregator's 1 s batching window is not slowed down with it, so META would
+    meet 400x the pressure it meets on AWS: one write of ~5 KB (5 WCU, the checkpoint map at 64
+    lanes) per second against 2.5 WCU/s, which a scaled META cannot take at all (its bucket holds
+    2.5). On AWS the same write is 0.5% of META's 1,000 WCU/s. META's writes are still counted
+    (WCU per like). The likes' throttles are timed apart from META's (:attr:`LaneModel.timeline`).
+
+Not part of the tests. docs/bench.md explains the columns and the scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import hot
+from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
+from devstack.template import read_stack
+from testkit.limits import RCU_PER_PARTITION, WCU_PER_PARTITION, Bucket, LimitModel, Partition, item_size
+
+SCALE = 400.0
+"""2.5 WCU/s per key: 20 likes/s at 8 keys, 160 at 64, well under the ~240-300 hot likes/s this
+2-core machine does on DynamoDB Local without the model (the control row), so the model binds at
+every spread."""
+SPREADS = (8, 16, 32, 64)
+CLIENTS = 32
+"""Threads per row: enough that throttled likes backing off (20..500 ms) leave others writing at 64 keys."""
+POST = "p"
+
+
+class LaneModel(LimitModel):
+    """The limit model with META's key at the service's own rates (see the module doc) and every
+    throttle timed: (clock, on a write bucket, on META's key)."""
+
+    def __init__(self, client: Any, *, table: str, meta_pk: str, **kwargs: Any) -> None:
+        kwargs.setdefault("clock", time.perf_counter)
+        super().__init__(client, **kwargs)
+        self.meta: Partition = self.partition(table, {"S": meta_pk})
+        self.timeline: list[tuple[float, bool, bool]] = []
+
+    def _bucket(self, partition: Partition, write: bool, now: float) -> Bucket:
+        buckets = self._write_buckets if write else self._read_buckets
+        if partition == self.meta and partition not in buckets:
+            rate = WCU_PER_PARTITION if write else RCU_PER_PARTITION
+            buckets[partition] = Bucket(rate, rate * self.burst_seconds, rate * self.burst_seconds, now)
+        return super()._bucket(partition, write, now)
+
+    def _throttled(self, operation: str, call: Any, charges: list[Any], short: list[int], n: int) -> Any:
+        hit = [c for c in charges if c.index in short]
+        self.timeline.append((call.started, any(c.write for c in hit), any(c.partition == self.meta for c in hit)))
+        return super()._throttled(operation, call, charges, short, n)
+
+    def like_throttles(self, since: float = float("-inf"), until: float = float("inf")) -> tuple[int, int]:
+        """(write, read) throttles of the likes' own calls (not META's) in [since, until)."""
+        hits = [w for t, w, meta in list(self.timeline) if since <= t < until and not meta]
+        return sum(hits), len(hits) - sum(hits)
+
+
+@dataclass
+class Counted:
+    """The table after the stream drained: the post's tally and its like items."""
+
+    tally: int
+    items: int  # like items (one per user and lane)
+    liked: int
+    users: int  # distinct users with an item
+    audit: str
+
+    def exact(self, acknowledged: set[str], holders: set[str]) -> str:
+        """'exact' when tally = liked items = users, one item per user, and every acknowledged like is there."""
+        problems = []
+        if self.tally != self.liked:
+            problems.append(f"tally {self.tally} != {self.liked} liked items")
+        if self.items != self.users:
+            problems.append(f"{self.items - self.users} users with two items")
+        missing = acknowledged - holders
+        if missing:
+            problems.append(f"{len(missing)} acknowledged likes missing")
+        return "exact" if not problems else "; ".join(problems)
+
+
+def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
+    """Scan the bench's own table: the like items, by user; the tally on META; ``Likes.audit``."""
+    per_user: Counter[str] = Counter()
+    liked = items = 0
+    kwargs: dict[str, Any] = {"TableName": table}
+    while True:
+        page = ddb.scan(**kwargs)
+        for item in page["Items"]:
+            if item["SK"]["S"].startswith("LIKE#"):
+                items += 1
+                per_user[item["SK"]["S"]] += 1
+                liked += 1 if item.get("liked", {}).get("BOOL") else 0
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    meta = ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{POST}"}, "SK": {"S": "META"}}, ConsistentRead=True)["Item"]
+    a = likes.audit(POST)
+    audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
+    holders = {sk.removeprefix("LIKE#USER#") for sk in per_user}
+    return Counted(int(meta.get("likeTally", {"N": "0"})["N"]), items, liked, len(per_user), audit), holders
+
+
+@contextmanager
+def fresh_local() -> Iterator[tuple[Any, str]]:
+    """A DynamoDB Local of its own (bench/hot.py's reason: one instance slows down row after row)."""
+    with DynamoDBLocal() as local:
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = local.endpoint
+        yield dynamodb_client(local.endpoint), local.endpoint
+
+
+class Aggregating:
+    """The LikeAggregatorFunction's handler on the table's stream (:func:`bench.hot.stream_aggregator`,
+    the template's 1 s window emulated) in a process of its own, as Lambda runs it: in the writers'
+    process, 16-32 busy client threads starve its thread of the GIL and its lag becomes the bench's
+    (measured: lag p99 1.2 s with 8 clients, 4.3 s with 16, 8.3 s with 32, at 100-136 likes/s).
+    With ``limits`` its client carries a :class:`LaneModel` too (META at the service's rates), which
+    counts its WCU on META."""
+
+    def __init__(self, table: str, endpoint: str, limits: dict[str, Any] | None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.ready, self.done, self.out = ctx.Event(), ctx.Event(), ctx.Queue()
+        self.process = ctx.Process(target=_aggregate, args=(table, endpoint, limits, self.ready, self.done, self.out), daemon=True)
+
+    def start(self) -> None:
+        self.process.start()
+        if not self.ready.wait(120):
+            raise RuntimeError("the aggregator's process did not start")
+
+    def stop(self) -> tuple[int, float, str]:
+        """(META writes applied, their WCU: model-counted with ``limits``, else reported, what else
+        the aggregator's service answered: outcomes other than applied, and attempts beyond one)."""
+        self.done.set()
+        try:
+            writes, wcu, other = self.out.get(timeout=120)
+        finally:
+            self.process.join(30)
+        return int(writes), float(wcu), str(other)
+
+
+def _aggregate(table: str, endpoint: str, limits: dict[str, Any] | None, ready: Any, done: Any, out: Any) -> None:
+    os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
+    from counters.core import client as dynamo
+    from counters.core.outcome import Outcome
+
+    applied: list[Any] = []
+    poller, saved = hot.stream_aggregator(table, endpoint, hot.LAMBDA_WINDOW, applied, poller_window=True)
+    dynamo.reset_client()
+    model = LaneModel(dynamo.client(), table=table, meta_pk=f"POST#{POST}", **limits) if limits is not None else None
+    poller.start(interval=hot.LOCAL_POLL)
+    ready.set()
+    done.wait()
+    poller.stop()
+    hot._restore(saved)
+    writes = sum(1 for x in applied if x.result.outcome is Outcome.APPLIED)
+    wcu = (
+        model.consumed().get(model.meta, {"wcu": 0.0})["wcu"] if model is not None else sum(x.result.capacity.write_units for x in applied)
+    )
+    outcomes = Counter(str(x.result.outcome.value) for x in applied if x.result.outcome is not Outcome.APPLIED)
+    retried = sum(x.result.attempts - 1 for x in applied)
+    out.put((writes, wcu, ", ".join([*(f"{n} {o}" for o, n in outcomes.items()), f"{retried} retried"])))
+
+
+@contextmanager
+def hot_post(ddb: Any, endpoint: str, *, spread: int, max_spread: int, limits: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    """A table with one hot post grown to ``spread``, the aggregator on its stream (1 s window),
+    a reader of its tally every 50 ms and, with ``limits``, the model on the layer's client."""
+    from counters.core import client as dynamo
+    from counters.core.engine import read
+    from counters.core.errors import ContentionError
+    from counters.core.failures import RetryPolicy
+    from counters.services.likes import Likes
+
+    table = f"spread-{uuid.uuid4().hex[:8]}"
+    create_table(ddb, read_stack(table))
+    dynamo.reset_client()
+    layer = dynamo.client()
+    likes = Likes(table, max_spread=max_spread)
+    likes.create_post(author_id="bench", body="one post, many likers", post_id=POST, mode="hot")
+    info = likes.posts.info(POST)
+    while info.spread is not None and info.spread < spread:
+        info = likes.posts.grow(POST, info, 2 * info.spread)
+    assert info.spread == spread, info
+    aggregator = Aggregating(table, endpoint, limits)
+    model = LaneModel(layer, table=table, meta_pk=f"POST#{POST}", **limits) if limits is not None else None
+    reads: list[tuple[float, int, int]] = []  # (time, tally, spread)
+    stop = threading.Event()
+    key = {"PK": {"S": f"POST#{POST}"}, "SK": {"S": "META"}}
+
+    def reader() -> None:
+        policy = RetryPolicy()
+        while not stop.is_set():
+            began = time.perf_counter()
+            try:
+                got = read(layer.get_item, policy, None, TableName=table, Key=key, ConsistentRead=True)["Item"]
+            except ContentionError:
+                continue
+            now = time.perf_counter()
+            reads.append((now, int(got.get("likeTally", {"N": "0"})["N"]), int(got["spread"]["N"])))
+            stop.wait(max(0.0, hot.READ_EVERY - (now - began)))
+
+    reading = threading.Thread(target=reader, name="tally-reader", daemon=True)
+    run: dict[str, Any] = {"table": table, "likes": likes, "model": model, "reads": reads}
+    try:
+        reading.start()
+        aggregator.start()
+        yield run
+        drained_until = time.perf_counter() + hot.DRAIN_TIMEOUT
+        while time.perf_counter() < drained_until and not (reads and reads[-1][1] >= run["expect"]):
+            time.sleep(hot.READ_EVERY)
+    finally:
+        stop.set()
+        reading.join()
+        run["agg_writes"], run["agg_wcu"], run["agg_other"] = aggregator.stop()
+        if model is not None:
+            model.detach()
+    try:
+        run["counted"], run["holders"] = count(ddb, table, likes)
+        run["like_bytes"] = hot._like_bytes(ddb, table)
+        run["meta_bytes"] = item_size(ddb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"])
+    finally:
+        dynamo.reset_client()
+        ddb.delete_table(TableName=table)
+
+
+# ----------------------------------------------------------------------------- the spread table
+def _like(likes: Any, user: str) -> str:
+    """One like (a ``ContentionError`` passes through: the API's 503/202); the user who liked."""
+    likes.like(POST, user)
+    return user
+
+
+@dataclass
+class SpreadRow:
+    spread: int
+    model: str
+    load: float
+    clients: int
+    rate: float
+    likes: int
+    gave_up: int
+    write_throttles: int
+    read_throttles: int
+    like_wcu: float | None  # per like, counted by the model (the likes' own keys)
+    agg_wcu: float | None  # per like, counted by the model on META (the aggregator's writes)
+    like_rcu: float | None  # per like, counted by the model on the lanes (the chain reads of ``Posts.locate``)
+    cost: float  # per like, cost model (items' sizes): the like + the aggregator's META writes
+    agg_writes: int
+    agg_other: str  # the aggregator's other answers (outcomes, retried attempts)
+    meta_bytes: int
+    lags: list[float]
+    lag_missing: int
+    exact: str
+
+    @property
+    def wcu(self) -> float | None:
+        return None if self.like_wcu is None or self.agg_wcu is None else self.like_wcu + self.agg_wcu
+
+
+def measure_spread(spread: int, limits: dict[str, Any] | None, label: str, clients: int, seconds: float, warm: float) -> SpreadRow:
+    """One row, on a DynamoDB Local of its own warmed ``hot.JVM_WARM`` s first (unmeasured likes)."""
+    with fresh_local() as (ddb, endpoint):
+        if hot.JVM_WARM:
+            with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=None) as run:
+                hot._drive(lambda i: run["likes"].like(POST, f"w{i}").result, clients, hot.JVM_WARM, 0.0)
+                run["expect"] = 0
+        load = os.getloadavg()[0]
+        with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=limits) as run:
+            likes, model = run["likes"], run["model"]
+            drive = hot._drive(lambda i: _like(likes, f"u{i}"), clients, seconds, warm)
+            run["expect"] = len(drive.results)
+            if model is not None:
+                model.detach()  # the drain's and the audit's calls are not the row's
+    done = len(drive.results)
+    per = max(1, done)
+    writes, reads = model.like_throttles() if model is not None else (0, 0)
+    like_wcu = agg_wcu = like_rcu = None
+    if model is not None:
+        consumed = model.consumed()
+        at_meta = consumed.get(model.meta, {"wcu": 0.0, "rcu": 0.0})
+        like_wcu, agg_wcu = (model.total("wcu") - at_meta["wcu"]) / per, run["agg_wcu"] / per  # META's WCU: the aggregator's process
+        like_rcu = (model.total("rcu") - at_meta["rcu"]) / per
+    agg_writes = run["agg_writes"]
+    like_cost, agg_cost = hot.cost_model("hot", run["like_bytes"], run["meta_bytes"], done, agg_writes)
+    lags, missing = hot.lag_samples(drive.stamps, [(t, n) for t, n, _ in run["reads"]], drive.start + warm)
+    acknowledged = set(drive.results)
+    return SpreadRow(
+        spread=spread,
+        model=label,
+        load=load,
+        clients=clients,
+        rate=drive.rate,
+        likes=done,
+        gave_up=drive.gave_up,
+        write_throttles=writes,
+        read_throttles=reads,
+        like_wcu=like_wcu,
+        agg_wcu=agg_wcu,
+        like_rcu=like_rcu,
+        cost=like_cost + agg_cost,
+        agg_writes=agg_writes,
+        agg_other=run["agg_other"],
+        meta_bytes=run["meta_bytes"],
+        lags=lags,
+        lag_missing=missing,
+        exact=run["counted"].exact(acknowledged, run["holders"]),
+    )
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+def spread_table(rows: list[SpreadRow], scale: float) -> str:
+    base = next((r.rate for r in rows if r.spread == SPREADS[0] and r.model != "no model"), None)
+    wcu = WCU_PER_PARTITION / scale
+    lines = [
+        "| spread | limits | load | clients | sustained likes/s | vs spread 8 | WCU ceiling (keys x WCU/s) | likes (gave up) "
+        "| throttles per like: write / read | WCU/like model-counted: likes + META | WCU/like cost model | RCU/like (chain reads) | aggregator writes (likes per write; other answers) "
+        "| META bytes | lag p50 / p99 ms (n) | counted once |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        per = max(1, r.likes)
+        ratio = f"{r.rate / base:.1f}x" if base and r.model != "no model" else "-"
+        ceiling = f"{r.spread * wcu:.0f}" if r.model != "no model" else "-"
+        model = "-" if r.wcu is None else f"{r.like_wcu:.2f} + {r.agg_wcu:.3f} = {r.wcu:.3f}"
+        writes = f"{r.agg_writes} ({r.likes / r.agg_writes:.0f}; {r.agg_other})" if r.agg_writes else "-"
+        lag = f"{_ms(hot.percentile(r.lags, 50))} / {_ms(hot.percentile(r.lags, 99))} ({len(r.lags)})"
+        if r.lag_missing:
+            lag += f", {r.lag_missing} never seen"
+        lines.append(
+            f"| {r.spread} | {r.model} | {r.load:.1f} | {r.clients} | {r.rate:.1f} | {ratio} | {ceiling} | {r.likes} ({r.gave_up}) "
+            f"| {r.write_throttles / per:.2f} / {r.read_throttles / per:.2f} | {model} | {r.cost:.3f} | {'-' if r.like_rcu is None else f'{r.like_rcu:.2f}'} | {writes} | {r.meta_bytes} | {lag} | {r.exact} |"
+        )
+    return "\n".join(lines)
+
+
+def spread_verdict(rows: list[SpreadRow], scale: float) -> list[str]:
+    modelled = {r.spread: r for r in rows if r.model != "no model"}
+    control = next((r for r in rows if r.model == "no model"), None)
+    low, high = modelled.get(min(modelled, default=0)), modelled.get(max(modelled, default=0))
+    if low is None or high is None or low is high:
+        return []
+    ratio = high.rate / low.rate if low.rate else float("inf")
+    wcu = WCU_PER_PARTITION / scale
+    out = [
+        f"- Sustained likes/s, spread {low.spread} to {high.spread} under the same model: {low.rate:.1f} to {high.rate:.1f}, "
+        f"**{ratio:.1f}x** (target >= 6x: {'met' if ratio >= 6 else 'missed'}); the WCU ceilings are {low.spread * wcu:.0f} and {high.spread * wcu:.0f}."
+    ]
+    cost = max(r.cost for r in modelled.values())
+    counted = max(r.wcu or 0.0 for r in modelled.values())
+    out.append(
+        f"- WCU per like with the 1 s batching window, by the cost model (the like + the aggregator's applied META writes x "
+        f"WCU(META as stored)): at most {cost:.3f} over the spreads (target <= 1.05: {'met' if cost <= 1.05 else 'missed'}); "
+        f"model-counted at most {counted:.3f} (the model charges an UpdateItem by its expression values when it is larger than "
+        f"the item it last saw Put, and the aggregator's values at 64 lanes, checkpoints and their conditions, exceed META)."
+    )
+    p99s = [hot.percentile(r.lags, 99) for r in modelled.values()]
+    worst = max((p for p in p99s if p is not None), default=None)
+    unseen = sum(r.lag_missing for r in modelled.values())
+    out.append(
+        f"- Tally lag p99: at most {_ms(worst)} ms (target <= 2000 ms: {'met' if worst is not None and worst <= 2.0 and not unseen else 'missed'})."
+    )
+    per = max(1, high.likes)
+    if high.read_throttles > high.write_throttles:
+        out.append(
+            f"- What binds spread {high.spread}: reads ({high.read_throttles / per:.2f} read throttles per like against "
+            f"{high.write_throttles / per:.2f} write throttles). A like on a grown post first reads the user's older chain lanes "
+            f"(`Posts.locate`: a consistent GetItem each, 1 RCU), and the oldest lanes S0..S{SPREADS[0] - 1} take those reads "
+            f"from nearly every new user: 7/8 of the likes read one of 8 keys, at {3 * wcu:g} RCU/s each here."
+        )
+    if control is not None:
+        binds = (
+            "the model binds"
+            if control.rate >= 1.3 * high.rate
+            else "**the machine may bind**: its own rate is not clearly above the model's"
+        )
+        out.append(
+            f"- Control: spread {control.spread} without the model did {control.rate:.1f} likes/s (load {control.load:.1f}) against "
+            f"{high.rate:.1f} under it and a ceiling of {high.spread * wcu:.0f}: {binds}."
+        )
+    out.append(
+        "- Counted once: " + ", ".join(f"spread {r.spread}{' (no model)' if r.model == 'no model' else ''} {r.exact}" for r in rows) + "."
+    )
+    return out
+
+
+# ----------------------------------------------------------------------------- the step
+@dataclass
+class Second:
+    at: int  # s since the start
+    offered: int
+    liked: int
+    gave_up: int
+    write_throttles: int
+    read_throttles: int
+    spread: int
+
+    @property
+    def throttles_per_like(self) -> float:
+        throttles = self.write_throttles + self.read_throttles
+        return throttles / (self.liked + self.gave_up) if self.liked + self.gave_up else float(throttles > 0) * float("inf")
+
+
+@dataclass
+class Step:
+    low: float
+    high: float
+    before: float
+    after: float
+    load: float
+    burst: float
+    seconds: list[Second] = field(default_factory=list)
+    absorbed: float | None = None  # s from the step until throttles per like stay under 0.1; None: never
+    outcomes: Counter[str] = field(default_factory=Counter)
+    exact: str = ""
+    extra: int = 0  # users with a like item whose like was not acknowledged (gave up after its write went in)
+    tally: int = 0
+    grown: list[tuple[float, int]] = field(default_factory=list)  # (s since the step, spread)
+
+
+ABSORBED = 0.1  # throttles per like the step must fall under
+
+
+def time_to_absorb(seconds: list[Second], step_at: float) -> float | None:
+    """Seconds from the step (at ``step_at`` s) until the end of the last second whose throttles
+    per like were at or over ``ABSORBED``, when every second after it is under (0: none was);
+    ``None`` when the last second is still over: not absorbed."""
+    after = [s for s in seconds if s.at >= int(step_at)]
+    over = [s.at for s in after if s.throttles_per_like >= ABSORBED]
+    if not over:
+        return 0.0
+    if not after or over[-1] == after[-1].at:
+        return None
+    return over[-1] + 1 - step_at
+
+
+def run_step(*, scale: float, low: float, high: float, before: float, after: float, workers: int, burst: float = 1.0) -> Step:
+    """The step on a post created at spread 8 with growth on (``Likes(max_spread=64)``), open loop."""
+    from counters.core.errors import ContentionError
+
+    limits = {"scale": scale, "burst_seconds": burst}
+    with fresh_local() as (ddb, endpoint):
+        if hot.JVM_WARM:
+            with hot_post(ddb, endpoint, spread=8, max_spread=8, limits=None) as run:
+                hot._drive(lambda i: _like(run["likes"], f"w{i}"), 8, hot.JVM_WARM, 0.0)
+                run["expect"] = 0
+        step = Step(low, high, before, after, os.getloadavg()[0], burst)
+        with hot_post(ddb, endpoint, spread=8, max_spread=64, limits=limits) as run:
+            likes, model = run["likes"], run["model"]
+            lock = threading.Lock()
+            answers: list[tuple[float, str, str]] = []  # (time, outcome, user)
+            arrivals: list[float] = []
+
+            def one(user: str) -> None:
+                try:
+                    likes.like(POST, user)
+                    outcome = "liked"
+                except ContentionError:
+                    outcome = "ContentionError (503/202, documented)"
+                except Exception as exc:  # an undocumented answer: reported, never hidden
+                    outcome = f"undocumented {type(exc).__name__}: {exc}"[:160]
+                with lock:
+                    answers.append((time.perf_counter(), outcome, user))
+
+            with ThreadPoolExecutor(workers) as pool:
+                start = time.perf_counter()
+                step_at, end = start + before, start + before + after
+                due, k = start, 0
+                while due < end:
+                    wait = due - time.perf_counter()
+                    if wait > 0:
+                        time.sleep(wait)
+                    arrivals.append(due)
+                    pool.submit(one, f"u{k}")
+                    k += 1
+                    due += 1.0 / (low if due < step_at else high)
+            run["expect"] = sum(1 for _, o, _ in answers if o == "liked")
+            model.detach()
+    for n in range(int(before + after)):
+        lo, hi = start + n, start + n + 1
+        writes, reads = model.like_throttles(lo, hi)
+        spreads = [s for t, _, s in run["reads"] if lo <= t < hi]
+        step.seconds.append(
+            Second(
+                at=n,
+                offered=sum(1 for t in arrivals if lo <= t < hi),
+                liked=sum(1 for t, o, _ in answers if lo <= t < hi and o == "liked"),
+                gave_up=sum(1 for t, o, _ in answers if lo <= t < hi and o != "liked"),
+                write_throttles=writes,
+                read_throttles=reads,
+                spread=spreads[-1] if spreads else (step.seconds[-1].spread if step.seconds else 8),
+            )
+        )
+    step.absorbed = time_to_absorb(step.seconds, before)
+    last = 8
+    for t, _, s in run["reads"]:
+        if s != last:
+            step.grown.append((t - step_at, s))
+            last = s
+    step.outcomes = Counter(o for _, o, _ in answers)
+    acknowledged = {u for _, o, u in answers if o == "liked"}
+    counted: Counted = run["counted"]
+    step.exact = counted.exact(acknowledged, run["holders"])
+    step.extra = len(run["holders"] - acknowledged)
+    step.tally = counted.tally
+    return step
+
+
+def step_lines(step: Step, scale: float) -> list[str]:
+    wcu = WCU_PER_PARTITION / scale
+    lines = [
+        "| s | offered | liked | gave up | throttles per like (write + read) | spread |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in step.seconds:
+        mark = " (step)" if s.at == int(step.before) else ""
+        lines.append(
+            f"| {s.at}{mark} | {s.offered} | {s.liked} | {s.gave_up} | {s.throttles_per_like:.2f} ({s.write_throttles} + {s.read_throttles}) | {s.spread} |"
+        )
+    absorbed = f"**{step.absorbed:.0f} s**" if step.absorbed is not None else f"**not absorbed** within {step.after:g} s"
+    undocumented = {o: n for o, n in step.outcomes.items() if o.startswith("undocumented")}
+    grown = ", ".join(f"{s} at {t:+.1f} s" for t, s in step.grown) or "never"
+    return [
+        *lines,
+        "",
+        f"- Model: scale {scale:g}, {step.burst:g} s of burst per key. Offered {step.low:g} likes/s (one key's capacity: {wcu:g}/s) for {step.before:g} s, then {step.high:g} likes/s "
+        f"({step.high / (8 * wcu):g}x the 8-key ceiling of {8 * wcu:g}) for {step.after:g} s, open loop; load {step.load:.1f} at the start.",
+        f"- Spread grew: {grown} (seconds from the step, as the tally reader saw META).",
+        f"- Time to absorb (throttles per like under {ABSORBED:g} from then to the end): {absorbed} (target <= 60 s).",
+        "- Answers: " + ", ".join(f"{n} {o}" for o, n in step.outcomes.most_common()) + f"; undocumented: {sum(undocumented.values())}.",
+        f"- Counted once after the stream drained: {step.exact} (tally {step.tally}; "
+        f"{step.extra} users hold a like whose answer was not a like).",
+    ]
+
+
+# ----------------------------------------------------------------------------- the section
+def section(
+    *,
+    scale: float = SCALE,
+    clients: int = CLIENTS,
+    seconds: float = 15.0,
+    warm: float = 3.0,
+    spreads: tuple[int, ...] = SPREADS,
+    control: bool = True,
+    step: bool = True,
+    before: float = 10.0,
+    after: float = 60.0,
+    workers: int = 64,
+    high: float | None = None,
+    step_burst: float = 1.0,
+) -> list[str]:
+    """The spread table and the step, as Markdown lines (``make bench``'s section)."""
+    wcu = WCU_PER_PARTITION / scale
+    label = f"model (scale {scale:g})"
+    rows = []
+    for spread in spreads:
+        rows.append(measure_spread(spread, {"scale": scale}, label, clients, seconds, warm))
+        print(spread_table(rows[-1:], scale).splitlines()[-1], file=sys.stderr, flush=True)
+    if control:
+        rows.append(measure_spread(max(spreads), None, "no model", clients, seconds, warm))
+        print(spread_table(rows[-1:], scale).splitlines()[-1], file=sys.stderr, flush=True)
+    lines = (
+        []
+        if not rows
+        else [
+            "",
+            f"## One hot post at spread {', '.join(map(str, spreads))} under the limit model (bench/spread.py, {clients} clients, {seconds:g} s per row)",
+            "",
+            f"Distinct users like one post created `hot` and grown to the row's spread before the run; the model at scale {scale:g}: "
+            f"{wcu:g} WCU/s and {3 * wcu:g} RCU/s per key, 1 s of burst, META's key at the service's own rates (its writes counted). "
+            f"The LikeAggregatorFunction's handler runs from DynamoDB Local's stream with the template's 1 s batching window emulated. "
+            f"First {warm:g} s left out; each row on a DynamoDB Local of its own. docs/bench.md explains the columns and the scale.",
+            "",
+            spread_table(rows, scale),
+            "",
+            *spread_verdict(rows, scale),
+        ]
+    )
+    if step:
+        high = 8 * 8 * wcu if high is None else high
+        result = run_step(scale=scale, low=0.8 * wcu, high=high, before=before, after=after, workers=workers, burst=step_burst)
+        title = "### A step absorbed by a growing spread" if rows else "## A step absorbed by a growing spread (bench/spread.py)"
+        lines += ["", title, "", *step_lines(result, scale)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.spread")
+    parser.add_argument(
+        "--scale", type=float, default=SCALE, help="divides DynamoDB's per-partition rates (default 400: 2.5 WCU/s per key)"
+    )
+    parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--seconds", type=float, default=15.0, help="per row of the table")
+    parser.add_argument("--warm", type=float, default=3.0, help="seconds left out of the sustained rate")
+    parser.add_argument("--spreads", default=",".join(map(str, SPREADS)))
+    parser.add_argument("--no-control", action="store_true", help="skip the unmodelled row")
+    parser.add_argument("--no-step", action="store_true")
+    parser.add_argument("--step-only", action="store_true")
+    parser.add_argument("--before", type=float, default=10.0, help="seconds of low offered load before the step")
+    parser.add_argument("--after", type=float, default=60.0, help="seconds after the step")
+    parser.add_argument("--workers", type=int, default=64, help="threads answering the step's arrivals")
+    parser.add_argument("--high", type=float, help="likes/s after the step (default: 8x the 8-key ceiling)")
+    parser.add_argument("--step-burst", type=float, default=1.0, help="the model's burst_seconds in the step (default 1)")
+    args = parser.parse_args(argv)
+    lines = section(
+        scale=args.scale,
+        clients=args.clients,
+        seconds=args.seconds,
+        warm=args.warm,
+        spreads=() if args.step_only else tuple(int(s) for s in args.spreads.split(",")),
+        control=not (args.no_control or args.step_only),
+        step=not args.no_step,
+        before=args.before,
+        after=args.after,
+        workers=args.workers,
+        high=args.high,
+        step_burst=args.step_burst,
+    )
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
