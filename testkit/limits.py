@@ -192,6 +192,8 @@ class _Call:
     write_keys: list[ItemKey] = field(default_factory=list)
     reads: list[tuple[Partition, float, bool, float]] = field(default_factory=list)
     """(partition, units charged before, consistent, multiplier): completed after the answer."""
+    unprocessed: dict[str, Any] = field(default_factory=dict)
+    """BatchGetItem: the keys left out for want of capacity, added to the answer's ``UnprocessedKeys``."""
 
 
 @dataclass
@@ -251,6 +253,7 @@ class LimitModel:
         self._rcu: Counter[Partition] = Counter()
         self.calls: Counter[str] = Counter()
         self.throttles: Counter[str] = Counter()
+        self.partial: Counter[str] = Counter()  # BatchGetItem calls answered in part (UnprocessedKeys)
         """Calls failed as throttled, by operation."""
         self.conflicts: Counter[str] = Counter()
         """Calls failed as TransactionConflict, by operation."""
@@ -449,7 +452,49 @@ class LimitModel:
             else:
                 charges.append(_Charge(partition, write_units(self._write_size(t)) * factor, True, i))
         call = _Call(operation, targets[0].table, self.clock(), reads=reads)
+        if operation == "BatchGetItem":
+            return self._admit_batch_get(call, charges, targets, context, params, body)
         return self._admit(operation, call, charges, targets, context, body)
+
+    def _admit_batch_get(
+        self, call: _Call, charges: list[_Charge], targets: list[_Target], context: Any, params: dict[str, Any], body: dict[str, Any]
+    ) -> Any:
+        """BatchGetItem as the service does it: the keys whose partitions have capacity are read and
+        the others come back in ``UnprocessedKeys``; only when none can be read is the call throttled
+        (BatchGetItem's API reference: "If DynamoDB returns any unprocessed items ... If none of the
+        items can be processed due to insufficient provisioned throughput on all of the tables in the
+        request, then BatchGetItem returns a ProvisionedThroughputExceededException")."""
+        with self._lock:
+            short = set(self._take(charges, call.started))
+            if not short:
+                self.calls["BatchGetItem"] += 1
+                if context is not None:
+                    context[self._context_key] = call
+                return None
+            left_partitions = {c.partition for c in charges if c.index in short}
+            kept = [c for c in charges if c.partition not in left_partitions]
+            if not kept or self._take(kept, call.started):
+                self.calls["BatchGetItem"] += 1
+                self.throttles["BatchGetItem"] += 1
+                return self._throttled("BatchGetItem", call, charges, sorted(short), len(targets))
+            self.calls["BatchGetItem"] += 1
+            self.partial["BatchGetItem"] += 1
+        read_idx = {c.index for c in kept}
+        call.reads = [r for c, r in zip(charges, call.reads, strict=True) if c.index in read_idx]
+        request: dict[str, Any] = {}
+        for table, spec in body.get("RequestItems", {}).items():
+            keys = spec.get("Keys", [])
+            mine = [i for i, t in enumerate(targets) if t.table == table]
+            read_keys = [k for i, k in zip(mine, keys, strict=True) if i in read_idx]
+            left = [k for i, k in zip(mine, keys, strict=True) if i not in read_idx]
+            if read_keys:
+                request[table] = {**spec, "Keys": read_keys}
+            if left:
+                call.unprocessed[table] = {**spec, "Keys": left}
+        params["body"] = json.dumps({**body, "RequestItems": request}).encode()
+        if context is not None:
+            context[self._context_key] = call
+        return None
 
     def _admit(
         self, operation: str, call: _Call, charges: list[_Charge], targets: list[_Target], context: Any, body: dict[str, Any]
@@ -527,6 +572,10 @@ class LimitModel:
             self._release(call, now)
             if ok and call.reads:
                 self._charge_reads(call, parsed, now)
+            if ok and call.unprocessed:
+                unprocessed = parsed.setdefault("UnprocessedKeys", {})
+                for table, spec in call.unprocessed.items():
+                    unprocessed.setdefault(table, {**spec, "Keys": []})["Keys"].extend(spec["Keys"])
 
     def _after_error(self, context: dict[str, Any] | None = None, **_: Any) -> None:
         call = (context or {}).pop(self._context_key, None)

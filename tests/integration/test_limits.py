@@ -43,3 +43,30 @@ def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint
     assert consumed[limits.partition(table, {"S": "POST#hot"})]["wcu"] == 4
     assert sum(c["wcu"] for c in consumed.values()) == 8
     assert likes.audit("hot").stored == 1
+
+
+def test_a_batch_get_reads_what_has_capacity_and_returns_the_rest_unprocessed(table: str, ddb: Any) -> None:
+    """BatchGetItem as the service answers it: the keys of partitions with capacity are read, the
+    others come back in ``UnprocessedKeys``; only a call that can read nothing is throttled."""
+    from botocore.exceptions import ClientError
+
+    for n in range(4):
+        ddb.put_item(TableName=table, Item={"PK": {"S": "HOT"}, "SK": {"S": f"k{n}"}})
+        ddb.put_item(TableName=table, Item={"PK": {"S": f"COLD{n}"}, "SK": {"S": "k"}})
+    now = [0.0]
+    limits = LimitModel(ddb, scale=1000, clock=lambda: now[0])  # 3 RCU/s a key, 1 s of burst: 3 consistent reads
+    try:
+        hot = [{"PK": {"S": "HOT"}, "SK": {"S": f"k{n}"}} for n in range(4)]  # 4 RCU on one key: more than it has
+        cold = [{"PK": {"S": f"COLD{n}"}, "SK": {"S": "k"}} for n in range(2)]
+        answer = ddb.batch_get_item(RequestItems={table: {"Keys": hot + cold, "ConsistentRead": True}})
+        assert sorted(i["PK"]["S"] for i in answer["Responses"][table]) == ["COLD0", "COLD1"]
+        assert answer["UnprocessedKeys"][table]["Keys"] == hot and answer["UnprocessedKeys"][table]["ConsistentRead"] is True
+        assert limits.partial == {"BatchGetItem": 1} and limits.throttles == {}
+        try:
+            ddb.batch_get_item(RequestItems={table: {"Keys": hot, "ConsistentRead": True}})
+            raise AssertionError("a batch that can read nothing is throttled")
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+        assert limits.throttles == {"BatchGetItem": 1}
+    finally:
+        limits.detach()

@@ -237,8 +237,16 @@ class Likes:
         """The service on the settings' table (hot mode, cursor secret and Regions from the settings when they have them)."""
         hot_after = settings.hot_after_retries if isinstance(settings, LikeSettings) else 0
         secret = settings.cursor_secret if isinstance(settings, LikeSettings) else ""
+        max_spread = settings.max_spread if isinstance(settings, LikeSettings) else SPREAD
         topology = settings.topology if isinstance(settings, RegionSettings) else ONE_REGION  # a replay too (the retry worker)
-        return cls(settings.table_name, retry=settings.retry, hot_after_retries=hot_after, cursor_secret=secret, topology=topology)
+        return cls(
+            settings.table_name,
+            retry=settings.retry,
+            hot_after_retries=hot_after,
+            cursor_secret=secret,
+            topology=topology,
+            max_spread=max_spread,
+        )
 
     @property
     def mode_ttl_ms(self) -> int:

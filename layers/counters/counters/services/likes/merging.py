@@ -12,8 +12,9 @@ batch's tally write ([`Merges.examine`][counters.services.likes.merging.Merges.e
 * once per post in the batch, the post's ``spread`` read strongly consistent from META: it only
   grows, so a read made after a record committed covers the lane of any other creation that
   committed before it; at the first spread nothing more is read;
-* for each creation, one consistent BatchGetItem of the user's other chain lanes. Of two
-  creations the later one's read sees the earlier item, so every pair is seen at least once;
+* the other chain lanes of every creation in the batch, read in one consistent BatchGetItem per
+  100 keys. Of two creations the later one's read sees the earlier item, so every pair is seen at
+  least once;
 * a pair found: [`Merges.merge`][counters.services.likes.merging.Merges.merge] re-reads the
   whole chain and writes one transaction ([`plan`][counters.services.likes.merging.plan]): the
   item in the oldest lane is kept and takes the state, stamp and ``requestId`` of the item with
@@ -37,7 +38,7 @@ from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.store.like_merges import LikeItem, LikeMergeStore
-from counters.store.post_items import FIRST_SPREAD, Created, chain_keys, hot_pk
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, SK, Created, chain_keys, hot_pk
 from counters.store.toggles import Stamp
 
 ROUNDS = 4
@@ -76,6 +77,11 @@ def plan(items: Sequence[LikeItem]) -> Plan | None:
     return Plan(kept, latest, retired, delta)
 
 
+def user_of(key: dict[str, str]) -> str:
+    """The user a like item's key belongs to."""
+    return key[SK][len(LIKE_PREFIX) :]
+
+
 class Merges:
     """Detects and merges the duplicate like items a stale-view writer can create (the module doc)."""
 
@@ -93,22 +99,30 @@ class Merges:
         for post_id, users in by_post.items():
             try:
                 spread = self.store.spread(post_id, self.retry)
+                pairs = self._pairs(post_id, list(users.values()), spread)
             except ContentionError:
                 out += [Examined(c, Outcome.CONTENTION) for c in users.values()]
                 continue
             for record in users.values():
-                out.append(Examined(record, self._examine(record, spread)))
+                out.append(Examined(record, self._merged(record, spread) if record.user_id in pairs else Outcome.DUPLICATE))
         return out
 
-    def _examine(self, record: Created, spread: int | None) -> Outcome:
+    def _pairs(self, post_id: str, records: list[Created], spread: int | None) -> set[str]:
+        """The users of ``records`` with an item in another lane of their chain: every creation's
+        other lanes read in one consistent BatchGetItem per 100 keys (not one call per user: a
+        batch of a hot post holds about a hundred creations, and the calls, not the units, made the
+        aggregator lag). At the first spread, none and nothing read."""
         if spread is None or spread <= FIRST_SPREAD:
-            return Outcome.DUPLICATE
-        own = hot_pk(record.post_id, int(record.lane[1:]))
-        others = [k for k in chain_keys(record.post_id, record.user_id, spread) if k["PK"] != own]
+            return set()
+        others = []
+        for record in records:
+            own = hot_pk(post_id, int(record.lane[1:]))
+            others += [k for k in chain_keys(post_id, record.user_id, spread) if k["PK"] != own]
+        return {user_of(item.key) for item in self.store.read(others, self.retry)}
+
+    def _merged(self, record: Created, spread: int | None) -> Outcome:
         try:
-            if not self.store.read(others, self.retry):
-                return Outcome.DUPLICATE
-            return self.merge(record.post_id, record.user_id, spread)
+            return self.merge(record.post_id, record.user_id, spread or FIRST_SPREAD)
         except ContentionError:
             return Outcome.CONTENTION
 

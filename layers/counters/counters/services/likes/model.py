@@ -72,6 +72,9 @@ class LikeSettings(RegionSettings):
     The global table's Regions and mode ([`RegionSettings`][counters.core.regions.RegionSettings]): docs/likes.md "Global tables"."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
+    max_spread: int = env("LIKES_MAX_SPREAD", FIRST_SPREAD)
+    """(template parameter ``LikesMaxSpread``): a hot post's spread doubles up to this when its lanes
+    throttle; ``FIRST_SPREAD`` (8): never (docs/likes.md, "A spread that grows")."""
     cursor_secret: str = env("CURSOR_SECRET", "")
     """Signs the likers cursors (the template passes the stack's id: random per deployment, unknown
     to API callers); unset (tests, the local stack), a key derived from the table name."""
