@@ -8,6 +8,7 @@ decorator (how a function declares its settings), and the errors a bad class or 
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 from collections.abc import Callable
@@ -241,3 +242,17 @@ def test_a_record_compiles_no_code_when_defined(monkeypatch: pytest.MonkeyPatch,
     assert Record(a=1).a == 1  # and the spy does see the standard library's:
     dataclasses.dataclass(**options)(type("Plain", (), {"__annotations__": {"a": "int"}}))
     assert compiled
+
+
+def test_the_layer_defines_its_dataclasses_as_records() -> None:
+    """Every ``@dataclass`` of the layer and the functions is ``counters.core.records.dataclass``."""
+    offenders = []
+    for path in sorted([*LAYER.rglob("*.py"), *FUNCTIONS.rglob("*.py")]):
+        if "__pycache__" in path.parts or path.name == "records.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "dataclasses":
+                offenders += [f"{path}:{node.lineno}" for a in node.names if a.name == "dataclass"]
+            elif isinstance(node, ast.Attribute) and node.attr == "dataclass":
+                offenders.append(f"{path}:{node.lineno}")
+    assert offenders == []
