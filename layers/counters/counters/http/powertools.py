@@ -12,6 +12,11 @@ then, so every import that worked still works, only later. Import this module be
 under ``aws_lambda_powertools.event_handler`` (the handlers take ``Response`` from here, the
 contracts ``Header``, ``Query`` and ``Path`` from [`counters.http.models`][counters.http.models]:
 they are pydantic fields); when the package is already imported it changes nothing.
+
+The same for ``aws_lambda_powertools.utilities.data_classes``, whose ``__init__`` imports every
+event Powertools knows (S3, Kinesis, Kafka, Cognito, CloudWatch... about 40 modules, another tenth
+of ``import boto3``), while the REST resolver uses its seven proxy events: each name is taken from
+its submodule ([`DATA_CLASSES_KNOWN`][counters.http.powertools.DATA_CLASSES_KNOWN]).
 """
 
 from __future__ import annotations
@@ -33,6 +38,48 @@ KNOWN = {
 light package, they are taken from there (Powertools' own modules ask for ``Response`` so). A test
 (tests/unit/test_handler_imports.py) checks each against the real ``__init__``."""
 
+DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
+"""Powertools' event data classes, registered without their ``__init__`` too."""
+_EVENTS = {
+    "alb_event": "ALBEvent",
+    "api_gateway_proxy_event": "APIGatewayProxyEvent APIGatewayProxyEventV2",
+    "api_gateway_websocket_event": "APIGatewayWebSocketEvent",
+    "appsync_resolver_event": "AppSyncResolverEvent",
+    "appsync_resolver_events_event": "AppSyncResolverEventsEvent",
+    "aws_config_rule_event": "AWSConfigRuleEvent",
+    "bedrock_agent_event": "BedrockAgentEvent",
+    "bedrock_agent_function_event": "BedrockAgentFunctionEvent",
+    "cloud_watch_alarm_event": "CloudWatchAlarmConfiguration CloudWatchAlarmData CloudWatchAlarmEvent CloudWatchAlarmMetric "
+    "CloudWatchAlarmMetricStat CloudWatchAlarmState",
+    "cloud_watch_custom_widget_event": "CloudWatchDashboardCustomWidgetEvent",
+    "cloud_watch_logs_event": "CloudWatchLogsEvent",
+    "cloudformation_custom_resource_event": "CloudFormationCustomResourceEvent",
+    "code_deploy_lifecycle_hook_event": "CodeDeployLifecycleHookEvent",
+    "code_pipeline_job_event": "CodePipelineJobEvent",
+    "connect_contact_flow_event": "ConnectContactFlowEvent",
+    "dynamo_db_stream_event": "DynamoDBStreamEvent",
+    "event_bridge_event": "EventBridgeEvent",
+    "event_source": "event_source",  # the decorator, not its submodule of the same name
+    "kafka_event": "KafkaEvent",
+    "kinesis_firehose_event": "KinesisFirehoseDataTransformationRecord KinesisFirehoseDataTransformationRecordMetadata "
+    "KinesisFirehoseDataTransformationResponse KinesisFirehoseEvent",
+    "kinesis_stream_event": "KinesisStreamEvent",
+    "lambda_function_url_event": "LambdaFunctionUrlEvent",
+    "s3_batch_operation_event": "S3BatchOperationEvent S3BatchOperationResponse S3BatchOperationResponseRecord",
+    "s3_event": "S3Event S3EventBridgeNotificationEvent",
+    "secrets_manager_event": "SecretsManagerEvent",
+    "ses_event": "SESEvent",
+    "sns_event": "SNSEvent",
+    "sqs_event": "SQSEvent SQSRecord",
+    "transfer_family_event": "TransferFamilyAuthorizer TransferFamilyAuthorizerResponse",
+    "vpc_lattice": "VPCLatticeEvent VPCLatticeEventV2",
+}
+DATA_CLASSES_KNOWN = {name: module for module, names in _EVENTS.items() for name in names.split()}
+"""Every name the event data classes' ``__init__`` binds, with its submodule: the light package never
+runs that ``__init__`` for one of them. It must not: an event module that imports a name from the
+package while the ``__init__`` imports it (``sqs_event`` asks for ``S3Event``) would meet itself
+half-initialized. A test checks this against the ``__init__``'s ``__all__``."""
+
 
 def light_package(name: str, known: dict[str, str] | None = None) -> ModuleType:
     """The package ``name``, registered without running its ``__init__`` (unless already imported).
@@ -49,15 +96,15 @@ def light_package(name: str, known: dict[str, str] | None = None) -> ModuleType:
     def __getattr__(attr: str) -> object:  # PEP 562: only for names the package does not hold yet
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if known and attr in known:  # before submodules: a name can be both (`event_source`)
+            value: object = getattr(importlib.import_module(f"{name}.{known[attr]}"), attr)
+            setattr(module, attr, value)
+            return value
         try:
             return importlib.import_module(f"{name}.{attr}")  # a submodule: `from package import content_types`
         except ModuleNotFoundError as exc:
             if exc.name != f"{name}.{attr}":
                 raise
-        if known and attr in known:
-            value: object = getattr(importlib.import_module(f"{name}.{known[attr]}"), attr)
-            setattr(module, attr, value)
-            return value
         if not ran:
             ran.append(True)
             loader.exec_module(module)  # the real __init__, once: every name it defines
@@ -74,10 +121,20 @@ def light_package(name: str, known: dict[str, str] | None = None) -> ModuleType:
 
 
 try:
+    light_package(DATA_CLASSES, DATA_CLASSES_KNOWN)
     light_package(EVENT_HANDLER, KNOWN)
     from aws_lambda_powertools.event_handler import content_types
     from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
 
-__all__ = ["EVENT_HANDLER", "KNOWN", "APIGatewayRestResolver", "Response", "content_types", "light_package"]
+__all__ = [
+    "DATA_CLASSES",
+    "DATA_CLASSES_KNOWN",
+    "EVENT_HANDLER",
+    "KNOWN",
+    "APIGatewayRestResolver",
+    "Response",
+    "content_types",
+    "light_package",
+]
