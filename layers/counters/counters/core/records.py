@@ -25,6 +25,7 @@ by the standard library (its check that frozen and non-frozen classes do not mix
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from dataclasses import MISSING, Field, FrozenInstanceError
 from typing import Any, TypeVar, dataclass_transform, overload
@@ -108,14 +109,15 @@ def _init(cls: type, fields: list[Field[Any]], frozen: bool) -> Callable[..., No
     given = [f for f in fields if f.init]
     positional = tuple(f.name for f in given if not f.kw_only)
     accepted = frozenset(f.name for f in given)
-    seen_default = False
+    seen_default = ""
     for f in given:
         if f.kw_only:
             continue
         if f.default is not MISSING or f.default_factory is not MISSING:
-            seen_default = True
-        elif seen_default:
-            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+            seen_default = f.name
+        elif seen_default:  # the standard library's message (3.13 names the default)
+            after = f" {seen_default!r}" if sys.version_info >= (3, 13) else ""
+            raise TypeError(f"non-default argument {f.name!r} follows default argument{after}")
     # (name, in __init__, default, factory) in field order: what each instance gets.
     plan = tuple((f.name, f.init, f.default, f.default_factory) for f in fields if f.init or f.default_factory is not MISSING)
     post_init = getattr(cls, "__post_init__", None) is not None
