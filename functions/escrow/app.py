@@ -16,14 +16,11 @@ items have not replicated here yet) is reported in ``batchItemFailures``; Lambda
 from it, and the actions before it are idempotent, so a redelivery changes nothing twice.
 """
 
-from dataclasses import dataclass
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.json import JSONObject
+from counters.core.records import dataclass
+from counters.runtime.batch import BatchProcessor, DynamoDBRecord, EventType, PartialItemFailureResponse, process_partial_response
 from counters.runtime.function import Function
 from counters.services.escrow_automation import EscrowAutomation
 from counters.services.reservations import ReservationSettings

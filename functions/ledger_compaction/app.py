@@ -9,7 +9,6 @@ generated from them (counters.http.validation) and a body arrives as their field
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.logging import correlation_paths
@@ -17,6 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.json import JSONObject
+from counters.core.records import dataclass
 from counters.http.function import ApiFunction, ApiSettings
 from counters.http.powertools import Response
 from counters.http.resolver import ProxyResponse, json_response

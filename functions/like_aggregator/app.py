@@ -26,12 +26,12 @@ did) and takes -1 off when it replaced a liked version this Region wrote. It nee
 old images (NEW_AND_OLD_IMAGES) and runs for standard posts too.
 """
 
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.outcome import Outcome
+from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.primitives.aggregator import Change, padded
 from counters.runtime.function import Function

@@ -31,18 +31,22 @@ The event source filter (template.yaml) delivers only INSERTs of ``ORDER#`` item
 handler checks again, so an unfiltered stream (the local stack, a misconfiguration) is safe.
 """
 
-from dataclasses import dataclass
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.errors import ContentionError
 from counters.core.json import JSONObject
 from counters.core.outcome import Outcome
+from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.primitives.pointer import Pointer
+from counters.runtime.batch import (
+    BatchProcessor,
+    DynamoDBRecord,
+    DynamoDBRecordEventName,
+    EventType,
+    PartialItemFailureResponse,
+    process_partial_response,
+)
 from counters.runtime.function import Function
 from counters.runtime.metrics import record as record_metrics
 from counters.services.orders import POINTER, order_id_from_pk, order_policy, placed_here

@@ -7,11 +7,11 @@ generated from them (counters.http.validation) and a body arrives as their field
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from counters.core.records import dataclass
 from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
 from counters.http.resolver import json_response

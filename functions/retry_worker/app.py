@@ -5,16 +5,13 @@ still contended is an item failure (SQS redelivers it after the visibility timeo
 poison message goes straight to the DLQ; a definite outcome is recorded on the operation.
 """
 
-from dataclasses import dataclass
-
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from counters.core.json import JSONObject
+from counters.core.records import dataclass
 from counters.deferral.queue import Replayer, ReplaySettings
+from counters.runtime.batch import BatchProcessor, EventType, PartialItemFailureResponse, SQSRecord, process_partial_response
 from counters.runtime.function import Function
 from counters.services.ledgers import Ledgers, LedgerSettings
 from counters.services.likes import Likes, LikeSettings

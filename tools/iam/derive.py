@@ -102,9 +102,9 @@ class Derivation:
         return found
 
 
-THIRD_PARTY_LOADERS = frozenset({"counters.http.powertools"})
-"""Modules whose dynamic imports load only another package's submodules (counters.http.powertools:
-Powertools' event_handler, registered without its ``__init__``), never the program's modules: their
+THIRD_PARTY_LOADERS = frozenset({"counters.runtime.light"})
+"""Modules whose dynamic imports load only another package's submodules (counters.runtime.light:
+Powertools' packages registered without their ``__init__``), never the program's modules: their
 computed names add no DynamoDB or SQS call. Anything else the tool cannot name stays an error."""
 
 

@@ -16,11 +16,12 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, NamedTuple
 
 from counters.core.errors import CounterError
 from counters.core.json import JSONObject
+from counters.core.records import dataclass
 
 MAX_MESSAGE_BYTES = 200_000  # SQS allows 256 KiB; stay well below
 

@@ -30,7 +30,7 @@ import contextvars
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -41,6 +41,7 @@ from counters.core.errors import ContentionError, DeadlineReached
 from counters.core.failures import Classified, Failure, RetryPolicy, classify
 from counters.core.items import Item
 from counters.core.outcome import Capacity, Outcome
+from counters.core.records import dataclass
 
 ERRORS = (ClientError, BotoCoreError)
 __all__ = ["GUARD_ENV", "Operation", "OutsideEngine", "deadline", "guard", "read", "run", "transact"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, NamedTuple, TypedDict
 
@@ -23,6 +23,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from counters.core import items
+from counters.core.records import dataclass
 
 
 class Failure(StrEnum):

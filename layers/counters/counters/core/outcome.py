@@ -7,9 +7,11 @@ A primitive never answers "it failed" without saying *how*: the difference betwe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any
+
+from counters.core.records import dataclass
 
 
 class Outcome(StrEnum):

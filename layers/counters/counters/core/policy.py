@@ -19,10 +19,11 @@ docs/regions.md lists the rows (``scripts/refusals_table.py`` writes them; tests
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import NamedTuple, TypeVar
 
 from counters.core.errors import UnsupportedInMode
+from counters.core.records import dataclass
 from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, GlobalTableMode, Topology
 
 NONE, MREC, MRSC = GlobalTableMode.NONE, GlobalTableMode.MREC, GlobalTableMode.MRSC

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 
+from counters.core.records import dataclass
 from counters.core.settings import Settings, SettingsError, env
 
 REGION_ATTRIBUTE = "writerRegion"

@@ -23,10 +23,10 @@ import enum
 import os
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Self, TypeVar, overload
 
 from counters.core.failures import RetryPolicy
+from counters.core.records import dataclass
 
 _ENV = "env"
 

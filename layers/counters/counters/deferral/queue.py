@@ -34,7 +34,6 @@ write fails the caller gets the 503 and may retry the request itself.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from counters.core.client import DynamoDBClient, Response, SQSClient, sqs_client
 from counters.core.commands import Command, PoisonMessage, Replayable
@@ -42,6 +41,7 @@ from counters.core.engine import run
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.core.json import json_object
+from counters.core.records import dataclass
 from counters.core.settings import Settings, env
 from counters.deferral.operations import Operations
 from counters.deferral.settings import DeferralSettings

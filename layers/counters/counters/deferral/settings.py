@@ -7,8 +7,7 @@ imported only when a request is first deferred: a cold start does not pay for it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from counters.core.records import dataclass
 from counters.core.settings import Settings, env
 
 

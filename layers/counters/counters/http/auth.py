@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from counters.core.caller import Caller
 from counters.core.errors import Unauthorized
+from counters.core.records import dataclass
 from counters.core.settings import Settings, SettingsError, env
 
 ProxyEvent = Mapping[str, Any]

@@ -17,10 +17,10 @@ The resolver reads who the caller is with the function's [`ApiSettings`][counter
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from counters.core.extras import needs_lambda_extra
+from counters.core.records import dataclass
 
 try:  # first, so that a user who imports this module without the extra is told what to install
     from aws_lambda_powertools.logging import correlation_paths

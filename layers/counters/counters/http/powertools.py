@@ -5,26 +5,25 @@
 HTTP resolver. An API function uses one, the REST resolver, yet importing any submodule runs that
 ``__init__`` first (about a tenth of ``import boto3``: docs/bench.md, "Cold start").
 
-[`light_package`][counters.http.powertools.light_package] registers the package without running its ``__init__``: its submodules
+[`light_package`][counters.runtime.light.light_package] registers the package without running its ``__init__``: its submodules
 import as usual, and the first name asked of the package itself that is not a submodule
 (``from aws_lambda_powertools.event_handler import AppSyncResolver``) runs the real ``__init__``
 then, so every import that worked still works, only later. Import this module before anything
 under ``aws_lambda_powertools.event_handler`` (the handlers take ``Response`` from here, the
 contracts ``Header``, ``Query`` and ``Path`` from [`counters.http.models`][counters.http.models]:
 they are pydantic fields); when the package is already imported it changes nothing.
+
+``aws_lambda_powertools.utilities.data_classes`` is registered so too, by ``counters.runtime``
+([`counters.runtime.light`][counters.runtime.light]; its names are re-exported here).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from types import ModuleType
-
 from counters.core.extras import needs_lambda_extra
+from counters.runtime.light import DATA_CLASSES, DATA_CLASSES_KNOWN, light_package
 
 EVENT_HANDLER = "aws_lambda_powertools.event_handler"
-"""The Powertools package registered without its ``__init__`` ([`light_package`][counters.http.powertools.light_package])."""
+"""The Powertools package registered without its ``__init__`` ([`light_package`][counters.runtime.light.light_package])."""
 KNOWN = {
     name: "api_gateway"
     for name in ("ALBResolver", "APIGatewayHttpResolver", "ApiGatewayResolver", "APIGatewayRestResolver", "CORSConfig", "Response")
@@ -33,46 +32,6 @@ KNOWN = {
 light package, they are taken from there (Powertools' own modules ask for ``Response`` so). A test
 (tests/unit/test_handler_imports.py) checks each against the real ``__init__``."""
 
-
-def light_package(name: str, known: dict[str, str] | None = None) -> ModuleType:
-    """The package ``name``, registered without running its ``__init__`` (unless already imported).
-    ``known``: names of the ``__init__`` and the submodule each comes from ([`KNOWN`][counters.http.powertools.KNOWN])."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    module = importlib.util.module_from_spec(spec)
-    loader = spec.loader
-    ran: list[bool] = []
-
-    def __getattr__(attr: str) -> object:  # PEP 562: only for names the package does not hold yet
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        try:
-            return importlib.import_module(f"{name}.{attr}")  # a submodule: `from package import content_types`
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{name}.{attr}":
-                raise
-        if known and attr in known:
-            value: object = getattr(importlib.import_module(f"{name}.{known[attr]}"), attr)
-            setattr(module, attr, value)
-            return value
-        if not ran:
-            ran.append(True)
-            loader.exec_module(module)  # the real __init__, once: every name it defines
-        if attr in module.__dict__:
-            return module.__dict__[attr]
-        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-
-    module.__getattr__ = __getattr__  # type: ignore[method-assign]
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(importlib.import_module(parent), child, module)
-    return module
-
-
 try:
     light_package(EVENT_HANDLER, KNOWN)
     from aws_lambda_powertools.event_handler import content_types
@@ -80,4 +39,13 @@ try:
 except ModuleNotFoundError as missing:
     raise needs_lambda_extra(__name__, missing) from missing
 
-__all__ = ["EVENT_HANDLER", "KNOWN", "APIGatewayRestResolver", "Response", "content_types", "light_package"]
+__all__ = [
+    "DATA_CLASSES",
+    "DATA_CLASSES_KNOWN",
+    "EVENT_HANDLER",
+    "KNOWN",
+    "APIGatewayRestResolver",
+    "Response",
+    "content_types",
+    "light_package",
+]

@@ -49,12 +49,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import NamedTuple
 
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.records import dataclass
 from counters.store.aggregates import CheckpointStore, LaneRun, watermark
 
 SEQ_WIDTH = 40  # DynamoDB Streams sequence numbers are 21 to 40 digits

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Self
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
+from counters.core.records import dataclass
 from counters.core.settings import Settings, env
 from counters.store.expiry import Checkpoint, Deleted, ExpiryStore
 

@@ -37,13 +37,13 @@ read nothing extra: ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells them a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.records import dataclass
 from counters.store.sequences import SequenceStore, pointer_key
 
 

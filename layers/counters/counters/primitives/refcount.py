@@ -20,13 +20,13 @@ The requests are in [`counters.store.refcounts`][counters.store.refcounts].
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any
 
 from counters.core.client import DynamoDBClient
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.records import dataclass
 from counters.store.expr import Cond, Key, Transaction
 from counters.store.refcounts import Linked, RefCountStore
 

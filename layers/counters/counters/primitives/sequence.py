@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum, StrEnum
 
 from counters.core.client import DynamoDBClient, Params
@@ -59,6 +59,7 @@ from counters.core.failures import Classified, Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.records import dataclass
 from counters.store.expr import Transaction, old_item
 from counters.store.sequences import VALUE, SequenceAction, SequenceStore, counter_bump, sequence_key
 

@@ -46,12 +46,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
 
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.records import dataclass
 from counters.store.expr import Cond, Key
 from counters.store.toggles import Guard, Owner, Stamp, StateItem, StateWrite, Tally, ToggleStore, ToggleWrite
 

@@ -25,9 +25,8 @@ Contention costs a redelivery (the event source's retries), nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from counters.core.errors import ContentionError
+from counters.core.records import dataclass
 from counters.services.reservations import Reservations, ReservationSettings
 
 

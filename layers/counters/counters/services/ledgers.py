@@ -9,7 +9,6 @@ the same request id. Both ledger functions (the API and compaction) go through i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Unpack
 
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
@@ -17,6 +16,7 @@ from counters.core.errors import ContentionError, IdempotencyKeyExpired, Idempot
 from counters.core.ids import valid_id
 from counters.core.outcome import Outcome, Result
 from counters.core.policy import RegionPolicy
+from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, Reason, ScheduledReport

@@ -52,7 +52,6 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypedDict
 
@@ -65,6 +64,7 @@ from counters.core.items import Record
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE, RegionSettings, Topology
 from counters.core.settings import env
 from counters.primitives.pointer import Pointer

@@ -9,11 +9,10 @@ Only exact, token-remembering approaches are re-driven ([`reserve_command`][coun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from counters.core.commands import Command, require
 from counters.core.ids import valid_id
 from counters.core.json import JSONObject
+from counters.core.records import dataclass
 from counters.primitives.approaches import Approach, Fields
 
 

@@ -10,13 +10,14 @@ a refusal found ([`Checkpointed`][counters.store.aggregates.Checkpointed]).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
+from counters.core.records import dataclass
 from counters.store.expr import Cond, Key, Path, Update, all_of, if_not_exists, old_item
 
 

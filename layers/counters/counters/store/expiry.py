@@ -12,12 +12,12 @@ template.yaml equal to this tuple).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from counters.core.engine import read, run
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
+from counters.core.records import dataclass
 from counters.store.base import Store
 from counters.store.conditions import Cond, any_of
 from counters.store.expr import Delete, Get, Key, Path, Scan, Update, old_item

@@ -12,7 +12,6 @@ are kept"); the rules that use these requests are in [`counters.primitives.ledge
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from counters.core.client import DynamoDBClient
@@ -21,6 +20,7 @@ from counters.core.failures import Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import TOGETHER, Writes
+from counters.core.records import dataclass
 from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.items import from_item

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from dataclasses import dataclass
 
 from counters.core.errors import InvalidRequest
 from counters.core.items import Record
+from counters.core.records import dataclass
 from counters.store.layout import Shape
 from counters.store.writers import ANY, HOME, REFUSED, WriterRule, per_region
 

@@ -8,7 +8,6 @@ verified caller, with authorization on) decides who may read it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 from counters.core.engine import Report, Stop, read, run
@@ -16,6 +15,7 @@ from counters.core.failures import Classified
 from counters.core.items import Record
 from counters.core.json import JSONObject
 from counters.core.outcome import Outcome
+from counters.core.records import dataclass
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
 from counters.store.items import from_item

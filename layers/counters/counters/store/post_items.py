@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from counters.core.ids import valid_id
+from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.layout import Shape
 from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region

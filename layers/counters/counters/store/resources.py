@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -29,6 +28,7 @@ from counters.core.engine import Hook, Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.records import dataclass
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Params, Path, Put, Query, Transaction, Update, old_item
 from counters.store.items import from_item

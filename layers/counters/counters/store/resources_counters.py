@@ -20,9 +20,9 @@ items; [`ResourceStore`][counters.store.resources.ResourceStore] makes the calls
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from counters.core.records import dataclass
 from counters.store.expr import Cond, Path, Update, list_append
 from counters.store.layout import Shape
 from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region

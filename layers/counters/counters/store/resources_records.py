@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.expr import Put
 from counters.store.layout import Shape

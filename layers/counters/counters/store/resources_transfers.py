@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 
+from counters.core.records import dataclass
 from counters.store.expr import Put
 from counters.store.layout import Shape
 from counters.store.resources_counters import IS_NEW, Fields, Key

@@ -19,13 +19,13 @@ builds and sends their requests and answers typed facts.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from enum import Enum
 
 from counters.core.engine import Hook, Report, read, run
 from counters.core.failures import RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity
+from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.base import Store
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item

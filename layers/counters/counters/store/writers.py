@@ -36,10 +36,10 @@ import importlib
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from counters.core.errors import WrongRegion
+from counters.core.records import dataclass
 from counters.core.regions import GlobalTableMode, Topology
 from counters.store.layout import FAMILIES
 

@@ -15,9 +15,9 @@ Receipts (``<transferId>#IN``), released records and every other item are ``None
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from counters.core.records import dataclass
 from counters.services.escrow_automation import Done, EscrowAutomation
 from counters.store.items import from_item
 from counters.store.resources_records import STATUS, Status

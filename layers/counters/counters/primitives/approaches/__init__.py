@@ -53,7 +53,7 @@ from __future__ import annotations
 import importlib
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 from typing import ClassVar
 
@@ -61,6 +61,7 @@ from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.records import dataclass
 from counters.store.expr import Update
 from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, Record, ResourceStore, Taken, give_back, quota_adjust
 

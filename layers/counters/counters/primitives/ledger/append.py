@@ -6,11 +6,10 @@ checkpoint) and why each is exact: docs/ledgers.md, "After the Put".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from counters.core.commands import new_request_id
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, InvalidRequest
 from counters.core.outcome import Capacity, Outcome, Result
+from counters.core.records import dataclass
 from counters.primitives.ledger.base import AMOUNT_LIMIT, LedgerBase, Reason
 from counters.store.ledger import Fence, PutStatus
 from counters.store.ledger_items import EntryKey, parse_key

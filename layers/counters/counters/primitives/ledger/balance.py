@@ -9,12 +9,12 @@ while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypedDict, overload
 
 from counters.core.errors import ContentionError
 from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity
+from counters.core.records import dataclass
 from counters.primitives.ledger.base import LedgerBase
 from counters.store.ledger_items import Checkpoint
 

@@ -11,11 +11,12 @@ docs/ledgers.md, "Guarantees and how they are kept" and "Global tables".
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TypedDict
 
 from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity, Outcome
+from counters.core.records import dataclass
 from counters.primitives.ledger.balance import PublicCheckpoint, public_checkpoint
 from counters.primitives.ledger.base import LedgerBase
 from counters.store.ledger_items import MAX_CHUNK

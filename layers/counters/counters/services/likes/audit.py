@@ -6,7 +6,7 @@ import heapq
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 
 from counters.core.engine import deadline as call_deadline
@@ -15,6 +15,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.outcome import Capacity
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.records import dataclass
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import now_ms
 from counters.services.likes.model import PostInfo, aggregated_post

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple, NotRequired, TypedDict
 
 from counters.core.client import DynamoDBClient
@@ -13,6 +13,7 @@ from counters.core.errors import InvalidRequest
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Result
+from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.primitives.aggregator import Aggregator, as_of

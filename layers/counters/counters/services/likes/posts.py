@@ -7,7 +7,6 @@ trusted for ``mode_ttl_ms``) that the like path routes by.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from counters.core.commands import new_request_id
 from counters.core.errors import (
@@ -23,6 +22,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.records import dataclass
 from counters.primitives.toggle import now_ms
 from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
 from counters.services.likes.model import (

@@ -4,10 +4,10 @@ the ids and the constants ([`Reservations`][counters.services.reservations.servi
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Generic, NotRequired, TypedDict, TypeVar
 
 from counters.core.outcome import Result
+from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.core.settings import SettingsError, env
 from counters.primitives import sharding
