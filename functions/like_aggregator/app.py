@@ -28,21 +28,27 @@ old images (NEW_AND_OLD_IMAGES) and runs for standard posts too.
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from counters.core.commands import Command
+from counters.core.errors import ContentionError
 from counters.core.outcome import Outcome
 from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
+from counters.deferral.settings import DeferralSettings
 from counters.primitives.aggregator import Change, padded
 from counters.runtime.function import Function
 from counters.runtime.metrics import record as record_metrics
 from counters.services.likes import LikeAggregator, like_aggregator
+from counters.store.post_items import Created
 from counters.streams import hot_change, like_created, regional_change
 
 
 @dataclass(frozen=True, kw_only=True)
-class Settings(RegionSettings):
-    """This function's environment: the table, and on a global table this Region and its peers."""
+class Settings(RegionSettings, DeferralSettings):
+    """This function's environment: the table, on a global table this Region and its peers, and the
+    retry queue an unfinished examination is deferred to."""
 
 
 def aggregator(settings: Settings) -> LikeAggregator:
@@ -68,11 +74,35 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         elif applied.result.outcome is Outcome.REJECTED:
             logger.warning("hot likes of a post without its META", extra={"postId": applied.parent, "reason": applied.result.reason})
     merges = function.service.merges  # after the tally write: a user's second item on a grown post (one Region)
+    contended: dict[str, list[Created]] = {}
     for examined in merges.examine(c for c in map(like_created, records) if c is not None) if merges else ():
         if examined.outcome is Outcome.CONTENTION:
-            failed.append(examined.created.seq)
+            contended.setdefault(examined.created.post_id, []).append(examined.created)
         elif examined.outcome is Outcome.APPLIED:
             logger.info("merged a user's like items", extra={"postId": examined.created.post_id, "userId": examined.created.user_id})
+    for post_id, created in contended.items():  # deferred to the retry queue, or else the batch is redelivered
+        if not (merges and defer(merges.deferred(post_id, (c.user_id for c in created)))):
+            failed.append(min((c.seq for c in created), key=padded))
     if failed:  # the shard restarts from the lowest; what was applied after it is checkpointed
         return {"batchItemFailures": [{"itemIdentifier": min(failed, key=padded)}]}
     return {"batchItemFailures": []}
+
+
+def defer(command: Command) -> bool:
+    """Queue an examination the aggregator could not finish (contention: the post's first lanes are
+    busy) for the retry worker, so the batch is acknowledged rather than failed again and again
+    until the event source drops it; ``False`` (no queue, or it did not take the message): the
+    caller reports the batch instead. The queue's code loads on the first deferral only."""
+    url = function.settings.retry_queue_url
+    if not url:
+        return False
+    from counters.core.client import sqs_client
+    from counters.deferral.queue import send
+
+    try:
+        send(sqs_client(), function.settings.retry, QueueUrl=url, MessageBody=command.to_message())
+    except ContentionError:
+        return False
+    metrics.add_metric(name="ExaminationsDeferred", unit=MetricUnit.Count, value=1)
+    logger.info("deferred an examination to the retry queue", extra={"operationId": command.operation_id, "op": command.op})
+    return True

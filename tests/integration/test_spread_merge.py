@@ -256,14 +256,49 @@ def test_a_merge_still_contended_reports_its_record_and_the_redelivery_merges(
     store = agg_fn.function.service.merges.store
     original = store.merge
     store.merge = lambda *args, **kwargs: Outcome.REJECTED  # every round refused: an item keeps moving
+    deferring = agg_fn.defer
+    agg_fn.defer = lambda command: False  # no retry queue took the examination
     try:
         answer = deliver(agg_fn, records)
     finally:
         store.merge = original
+        agg_fn.defer = deferring
     (failure,) = answer["batchItemFailures"]
     assert failure["itemIdentifier"] in creations  # the batch is redelivered from a creation
     assert tally(ddb, table, "p1") == 2  # the tally part applied (checkpointed); the pair is not merged yet
     assert len(items_of(ddb, table, "p1", user, 16)) == 2
     assert deliver(agg_fn, records) == {"batchItemFailures": []}  # the redelivery merges
+    drain(poller)
+    assert_merged(ddb, table, current, user, 16, latest)
+
+
+def test_a_merge_still_contended_is_deferred_to_the_retry_queue_and_the_worker_merges(
+    table: str, layer_client: Any, ddb: Any, poller: StreamPoller, load_function: Any, queues: Any, dynamodb_endpoint: str
+) -> None:
+    """Offered more than a grown post's first lanes can be read for, an examination stays
+    contended; the aggregator then queues it (merge-likes) and acknowledges the batch, instead of
+    failing it until the event source drops it with likes in it uncounted. The retry worker merges."""
+    from counters.core.commands import Command
+    from counters.services.likes import like_aggregator
+
+    agg = load_function(FN, table, queues.urls, build=lambda s: like_aggregator(table, retry=FAST))
+    _, current, user, latest = duplicate(ddb, table, 16, False, ("like", "like"), False)
+    captured: list[dict[str, Any]] = []
+    StreamPoller(table, dynamodb_endpoint, {FN: lambda event: (captured.append(event), ("ok", None))[1]}).poll_once()
+    records = [r for event in captured for r in event["Records"]]
+    store = agg.function.service.merges.store
+    original = store.merge
+    store.merge = lambda *args, **kwargs: Outcome.REJECTED  # every round refused
+    try:
+        assert deliver(agg, records) == {"batchItemFailures": []}  # acknowledged: the examination is queued
+    finally:
+        store.merge = original
+    assert tally(ddb, table, "p1") == 2 and len(items_of(ddb, table, "p1", user, 16)) == 2  # counted, not merged yet
+    (message,) = queues.sqs.receive_message(QueueUrl=queues.urls["RetryQueue"], MaxNumberOfMessages=10)["Messages"]
+    command = Command.from_message(message["Body"])
+    assert (command.op, command.payload) == ("merge-likes", {"postId": "p1", "userIds": [user]})
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    assert worker.function.service.replay(message["Body"]) == "applied"
+    assert worker.function.service.replay(message["Body"]) in ("redelivered", "duplicate")  # again: one item, nothing to do
     drain(poller)
     assert_merged(ddb, table, current, user, 16, latest)

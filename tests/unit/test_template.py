@@ -175,7 +175,9 @@ def test_like_aggregator_merges_only_like_items_attributes_and_reads_only_a_post
     from counters.store.toggles import Stamp, StateItem
 
     statements = {s.get("Sid"): s for s in _statements(FUNCTIONS["LikeAggregatorFunction"]) if s["Effect"] == "Allow"}
-    assert set(statements) == {"AggregateIntoPostMeta", "ReadPostSpread", "MergeLikeItems"}
+    assert set(statements) == {"AggregateIntoPostMeta", "ReadPostSpread", "MergeLikeItems", "DeferExaminations"}
+    assert statements["DeferExaminations"]["Action"] == "sqs:SendMessage"
+    assert statements["DeferExaminations"]["Resource"] == {"Fn::GetAtt": ["RetryQueue", "Arn"]}
     spread, merge = statements["ReadPostSpread"], statements["MergeLikeItems"]
     assert spread["Action"] == ["dynamodb:GetItem"]
     assert sorted(merge["Action"]) == ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]

@@ -160,7 +160,9 @@ class Replayer:
             if command is not None:
                 self.operations.record_outcome(command, "REJECTED", {"error": "invalid_command", "message": str(exc)})
             return "poison"
-        if verdict.recorded is None:
+        if current is None:
+            first = True  # no record to make final: a command no API request is waiting on (the like aggregator's merge-likes)
+        elif verdict.recorded is None:
             first = self.operations.record_outcome(command, verdict.status, json_object(verdict.result))
         else:
             first = verdict.recorded

@@ -44,6 +44,7 @@ from counters.core.settings import Settings
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import Toggle
 from counters.services.likes.cursor import CURSOR_LABEL, cursor_key, decode_cursor, encode_cursor
+from counters.services.likes.merging import Merges
 from counters.services.likes.model import (
     AUDIT_MARGIN_S,
     HOT,
@@ -312,5 +313,9 @@ class Likes:
         return self.audits.audit_posts(post_ids, repair=repair, wait_s=wait_s, poll_s=poll_s, budget_s=budget_s)
 
     def replayables(self) -> dict[str, Replayable]:
-        """The deferred like/unlike commands the retry worker replays."""
-        return self.toggling.replayables()
+        """The deferred like/unlike commands the retry worker replays, and on one Region the like
+        aggregator's deferred examinations ([`Merges.deferred`][counters.services.likes.merging.Merges.deferred])."""
+        found = self.toggling.replayables()
+        if not self.policy.refused("grow-spread"):
+            found |= Merges(self.table_name, dynamodb=self.posts.store.dynamodb, retry=self.retry).replayables()
+        return found

@@ -34,9 +34,13 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient
+from counters.core.commands import Command, Replayable, Verdict, require
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
+from counters.core.ids import valid_id
+from counters.core.json import JSONValue
 from counters.core.outcome import Outcome
+from counters.core.records import dataclass
 from counters.store.like_merges import LikeItem, LikeMergeStore
 from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, SK, Created, chain_keys, hot_pk
 from counters.store.toggles import Stamp
@@ -75,6 +79,27 @@ def plan(items: Sequence[LikeItem]) -> Plan | None:
     latest = max(items, key=lambda item: item.state.stamp or UNSTAMPED)
     delta = int(latest.state.on) - int(kept.state.on) - sum(int(item.state.on) for item in retired)
     return Plan(kept, latest, retired, delta)
+
+
+MERGE_COMMAND = "merge-likes"
+"""The retry queue's command for an examination the aggregator could not finish (contention)."""
+MAX_USERS = 500
+"""Users in one command at most: a batch of the stream holds at most 500 records (BatchSize)."""
+
+
+@dataclass(frozen=True)
+class MergePayload:
+    """A deferred examination: the users whose new like items on a post are to be examined."""
+
+    postId: str
+    userIds: list[str]
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.postId), "invalid postId")
+        require(
+            isinstance(self.userIds, list) and 0 < len(self.userIds) <= MAX_USERS and all(valid_id(u) for u in self.userIds),
+            "invalid userIds",
+        )
 
 
 def user_of(key: dict[str, str]) -> str:
@@ -125,6 +150,30 @@ class Merges:
             return self.merge(record.post_id, record.user_id, spread or FIRST_SPREAD)
         except ContentionError:
             return Outcome.CONTENTION
+
+    def deferred(self, post_id: str, user_ids: Iterable[str]) -> Command:
+        """The retry queue's command that examines ``user_ids``' items on the post later, for an
+        examination the aggregator could not finish: the batch is acknowledged instead of failing
+        again and again until the event source drops it (uncounted likes with it)."""
+        users: list[JSONValue] = [*sorted(set(user_ids))]
+        return Command(MERGE_COMMAND, {"postId": post_id, "userIds": users})
+
+    def replayables(self) -> dict[str, Replayable]:
+        """The retry worker's side of [`deferred`][counters.services.likes.merging.Merges.deferred]."""
+        return {MERGE_COMMAND: Replayable(MergePayload, self._replay)}
+
+    def _replay(self, p: MergePayload, command: Command) -> Verdict:
+        """Examine and merge each user's items (the spread read now, strongly consistent); still
+        contended: [`ContentionError`][counters.core.errors.ContentionError], so SQS redelivers the
+        command (then its DLQ, from where a redrive replays it: a merged pair finds one item)."""
+        spread = self.store.spread(p.postId, self.retry) or FIRST_SPREAD
+        merged = 0
+        for user_id in p.userIds:
+            outcome = self.merge(p.postId, user_id, spread)
+            if outcome is Outcome.CONTENTION:
+                raise ContentionError(f"the merge of {user_id!r}'s likes of post {p.postId!r} is still contended")
+            merged += outcome is Outcome.APPLIED
+        return Verdict("APPLIED" if merged else "DUPLICATE", {"postId": p.postId, "users": len(p.userIds), "merged": merged})
 
     def merge(self, post_id: str, user_id: str, spread: int) -> Outcome:
         """Merge the user's items on the post (the module doc): ``APPLIED``, ``DUPLICATE`` (one
