@@ -31,6 +31,7 @@ pytestmark = pytest.mark.xdist_group("wheel")  # one worker builds the session's
 # The Lambda glue: the modules that need the [lambda] extra (Powertools, pydantic) at import.
 # Every other module of the package imports with botocore alone.
 NEEDS_LAMBDA_EXTRA = {
+    "counters.runtime.batch",
     "counters.runtime.function",
     "counters.http.function",
     "counters.http.models",

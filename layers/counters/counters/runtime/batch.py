@@ -8,10 +8,15 @@ Powertools knows. Powertools' batch ``base`` still imports asyncio itself.
 
 from __future__ import annotations
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from counters.core.extras import needs_lambda_extra
+
+try:
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord, DynamoDBRecordEventName
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+except ModuleNotFoundError as missing:  # without the [lambda] extra: say what to install
+    raise needs_lambda_extra(__name__, missing) from missing
 
 __all__ = [
     "BatchProcessor",
