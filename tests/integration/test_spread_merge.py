@@ -44,10 +44,19 @@ def poller(agg_fn: Any, table: str, dynamodb_endpoint: str, batches: list[dict[s
     return StreamPoller(table, dynamodb_endpoint, {FN: invoke})
 
 
+DRAIN_POLLS = 200
+"""Polls ``drain`` makes at most: a hang guard (a merge feeding the stream for ever), not a speed
+bound. Each poll delivers every record available; a merge's own records come in the next one."""
+
+
 def drain(poller: StreamPoller) -> None:
-    """Deliver until the stream is quiet (a merge's own record comes in a later batch)."""
-    for _ in range(4):
-        poller.poll_once()
+    """Deliver until a poll brings nothing new (no record delivered, no batch given up on): the
+    stream is quiet, so every merge the records caused has run and been delivered in turn."""
+    for _ in range(DRAIN_POLLS):
+        failed = len(poller.failed_batches)
+        if poller.poll_once() == 0 and len(poller.failed_batches) == failed:
+            return
+    raise AssertionError(f"the stream was still bringing records after {DRAIN_POLLS} polls")
 
 
 def mover(spread: int) -> str:
