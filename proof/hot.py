@@ -753,6 +753,23 @@ def likes_order_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: K
     return reports
 
 
+RESENDS = 12  # attempts a scenario's own control call (a switch, a growth) gets before the run fails
+
+
+def _answered(call: Callable[[], Any], what: str, events: Counter[str]) -> None:
+    """Send ``call`` until it answers, at most ``RESENDS`` times: an error leaves its outcome unknown to
+    the caller, who sends it again (``events["unanswered attempts"]``); the answer counts one ``what``."""
+    for _ in range(RESENDS):
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - unknown to the caller: re-sent
+            events["unanswered attempts"] += 1
+            continue
+        events[what] += 1
+        return
+    raise RuntimeError(f"{what}: never answered in {RESENDS} attempts")
+
+
 def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit) -> list[Report]:
     """A storm on a post created ``standard``, switched to ``hot`` after a third of it and back to
     ``standard`` after two thirds (each switch re-sent until answered, then once more), beside a
@@ -780,17 +797,9 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
 
     def switch(n: int) -> None:
         mode = "hot" if n == 0 else "standard"
-        for _ in range(12):
-            try:
-                switcher.switch_mode("m1", mode)
-            except Exception:  # noqa: BLE001 - unknown to the caller: re-sent
-                switches["unanswered attempts"] += 1
-                continue
-            switches[f"to {mode}"] += 1
-            with contextlib.suppress(Exception):
-                switcher.switch_mode("m1", mode)  # once more: a re-sent switch changes nothing
-            return
-        raise RuntimeError(f"switch_mode(m1, {mode}) never answered")
+        _answered(lambda: switcher.switch_mode("m1", mode), f"to {mode}", switches)
+        with contextlib.suppress(Exception):
+            switcher.switch_mode("m1", mode)  # once more: a re-sent switch changes nothing
 
     feeding = _Feeding(harness)
     try:
@@ -859,17 +868,6 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     events: Counter[str] = Counter()
     forced: list[tuple[str, str]] = []
 
-    def answered(call: Callable[[], Any], what: str) -> None:
-        for _ in range(12):
-            try:
-                call()
-            except Exception:  # noqa: BLE001 - unknown to the caller: re-sent
-                events["unanswered attempts"] += 1
-                continue
-            events[what] += 1
-            return
-        raise RuntimeError(f"{what} never answered")
-
     def grow(post: str, to: int) -> None:
         def call() -> None:
             grower.posts.known.pop(post, None)  # a fresh read: the spread only grows, take it as found
@@ -879,7 +877,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
             if (grower.posts.info(post).spread or 0) < to:
                 raise RuntimeError("not grown yet")
 
-        answered(call, "growths")
+        _answered(call, "growths", events)
 
     def stale_duplicates(post: str, spread: int, n: int) -> None:
         """Users created in their new lane by ``grower``, then written by the stale process in their
@@ -894,14 +892,14 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     def between(n: int) -> None:
         if n == 0:
             grow("g1", 16)
-            answered(lambda: grower.switch_mode("g2", "hot"), "switches")
+            _answered(lambda: grower.switch_mode("g2", "hot"), "switches", events)
             stale_duplicates("g1", 16, n)
         else:
             grow("g1", 32)
             grow("g2", 16)
             stale_duplicates("g1", 32, n)
             stale_duplicates("g2", 16, n)
-            answered(lambda: grower.switch_mode("g2", "standard"), "switches")
+            _answered(lambda: grower.switch_mode("g2", "standard"), "switches", events)
 
     feeding = _Feeding(harness)
     try:
