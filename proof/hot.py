@@ -75,7 +75,7 @@ def like_owner(item: dict[str, Any]) -> tuple[str, str] | None:
 
     sk = str(item.get("SK", ""))
     pk = str(item.get("PK", ""))
-    if not sk.startswith(LIKE_PREFIX) or not pk.startswith("POST#"):
+    if not sk.startswith(LIKE_PREFIX) or not pk.startswith("POST#") or "livesIn" in item:  # a pointer is no like item
         return None
     user = str(item.get("userId") or sk[len(LIKE_PREFIX) :])
     if item.get("postId"):
@@ -86,7 +86,7 @@ def like_owner(item: dict[str, Any]) -> tuple[str, str] | None:
 
 def is_liked(item: dict[str, Any]) -> bool:
     """A like item that counts: no ``liked`` attribute (written before tombstones) or ``liked`` true."""
-    return item.get("liked", True) is not False
+    return item.get("liked", True) is True
 
 
 def likes_by_post(items: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str]]:
@@ -837,6 +837,28 @@ def _movers(post_spread: int, count: int, prefix: str) -> list[str]:
     return [u for u in found if lane_of(u, post_spread) != lane_of(u, post_spread // 2)][:count]
 
 
+def _unpointed(ddb: Any, name: str, posts: list[str]) -> list[str]:
+    """On each settled post, the users whose item is not in their lane of the spread and whose lane
+    holds no pointer to it: a settled like would create a second item there, unexamined."""
+    from counters.services.likes import lane_of, parse_hot_pk
+
+    items = scan(ddb, name)
+    meta = {str(item["PK"])[len("POST#") :]: item for item in items if item.get("SK") == "META"}
+    pointers = {(str(item["PK"]), str(item["SK"])): int(item["livesIn"]) for item in items if "livesIn" in item}
+    problems = []
+    for item in items:
+        owner, parsed = like_owner(item), parse_hot_pk(str(item.get("PK", "")))
+        if owner is None or parsed is None or owner[0] not in posts:
+            continue
+        post, user = owner
+        spread = int(meta[post].get("spread", 8))
+        if int(meta[post].get("settled", 0)) != spread or int(parsed[1][1:]) == lane_of(user, spread):
+            continue
+        if pointers.get((f"POST#{post}#S{lane_of(user, spread)}", str(item["SK"]))) != int(parsed[1][1:]):
+            problems.append(f"{post}/{user}: item in {parsed[1]}, no pointer to it in S{lane_of(user, spread)} (settled {spread})")
+    return problems
+
+
 def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit) -> list[Report]:
     """ "spread grows mid-storm": the ``likes-hot`` storm on a hot post whose spread is grown 8 -> 16
     -> 32 between its thirds, beside a post created ``standard`` that is switched to ``hot``, grown
@@ -848,6 +870,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     (the lowest lane kept with the latest request's state). The end: one item per user, tallies
     exact, the latest request wins."""
     from counters.services.likes import Likes
+    from counters.services.likes.merging import Merges
 
     name = kit.new_table(ddb)
     posts = ["g1", "g2"]
@@ -865,6 +888,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     injector = floored(kit.with_faults(seed))
     intents = Intents(_writer(name, max_spread=64), _writer(name, mode_ttl_ms=200, max_spread=64), stale)
     grower = _writer(name, max_spread=64)  # grows and switches; knows the spread it grew to
+    sweeper = Merges(name)
     events: Counter[str] = Counter()
     forced: list[tuple[str, str]] = []
 
@@ -878,6 +902,9 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
                 raise RuntimeError("not grown yet")
 
         _answered(call, "growths", events)
+        # the retry worker's sweep (the aggregator queues it on AWS): pointers put mid-storm, the
+        # post settled, and from then on the writers that read it settled read no older lane
+        _answered(lambda: sweeper.settle(post, to), "sweeps", events)
 
     def stale_duplicates(post: str, spread: int, n: int) -> None:
         """Users created in their new lane by ``grower``, then written by the stale process in their
@@ -919,8 +946,11 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
         harness,
         injector.injected,
         extra_power={"growths": events["growths"], "switches": events["switches"], "stale-view pairs": len(forced), "merges": merges},
-        minimum={"growths": 3, "switches": 2},
+        minimum={"growths": 3, "switches": 2, "sweeps": 3},
     )
+    unpointed = _unpointed(ddb, name, posts)
+    report.breaches += len(unpointed)
+    report.notes += unpointed[:8]
     report.notes.append(f"spreads at the end: {spreads}; " + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
     harness.close()
     ddb.delete_table(TableName=name)

@@ -31,8 +31,8 @@ def users_that_move(count: int, spread: int = 2 * FIRST_SPREAD) -> list[str]:
     return found[:count]
 
 
-def items_of(ddb: Any, table: str, post: str, user: str, spread: int) -> dict[int, dict[str, Any]]:
-    """Every lane (of a post with ``spread``) holding an item of ``user``: the truth about duplicates."""
+def stored_of(ddb: Any, table: str, post: str, user: str, spread: int) -> dict[int, dict[str, Any]]:
+    """Every lane (of a post with ``spread``) holding anything of ``user``: an item or a pointer."""
     found = {}
     for lane in range(spread):
         key = {"PK": {"S": f"POST#{post}#S{lane}"}, "SK": {"S": f"LIKE#USER#{user}"}}
@@ -40,6 +40,16 @@ def items_of(ddb: Any, table: str, post: str, user: str, spread: int) -> dict[in
         if item:
             found[lane] = item
     return found
+
+
+def items_of(ddb: Any, table: str, post: str, user: str, spread: int) -> dict[int, dict[str, Any]]:
+    """Every lane (of a post with ``spread``) holding an item of ``user`` (not a pointer): the truth about duplicates."""
+    return {lane: item for lane, item in stored_of(ddb, table, post, user, spread).items() if "livesIn" not in item}
+
+
+def pointers_of(ddb: Any, table: str, post: str, user: str, spread: int) -> dict[int, int]:
+    """The lanes holding a pointer of ``user``, and the lane each names."""
+    return {lane: int(item["livesIn"]["N"]) for lane, item in stored_of(ddb, table, post, user, spread).items() if "livesIn" in item}
 
 
 def test_a_users_chain_is_its_lanes_over_the_spreads_oldest_first() -> None:

@@ -23,7 +23,7 @@ from counters.store.post_items import DELTA, FIRST_SPREAD, MAX_SPREAD, USER_ID
 from devstack.streams import StreamPoller
 from tests.integration.test_hot_likes import FN, deliver, tally
 from tests.integration.test_mode_switch import FAST, FOREVER, agg_fn, meta  # noqa: F401 (the fixture)
-from tests.integration.test_spread_growth import items_of
+from tests.integration.test_spread_growth import items_of, pointers_of
 
 Op = str  # "like" / "unlike"
 
@@ -130,6 +130,8 @@ def assert_merged(
     flip = op_of(latest) == "like" if flip is None else flip
     found = items_of(ddb, table, "p1", user, spread)
     assert list(found) == [lane_of(user, FIRST_SPREAD)]  # one item, in the oldest lane
+    # and a pointer to it in the user's lane of the spread (where a settled post's like writes)
+    assert pointers_of(ddb, table, "p1", user, spread) == {lane_of(user, spread): lane_of(user, FIRST_SPREAD)}
     (item,) = found.values()
     rid, at, op = latest
     assert item["liked"]["BOOL"] is (op == "like") and item["changedBy"]["S"] == rid and int(item["changedAt"]["N"]) == at
@@ -303,9 +305,13 @@ def test_a_merge_still_contended_is_deferred_to_the_retry_queue_and_the_worker_m
     finally:
         store.merge = original
     assert tally(ddb, table, "p1") == 2 and len(items_of(ddb, table, "p1", user, 16)) == 2  # counted, not merged yet
-    (message,) = queues.sqs.receive_message(QueueUrl=queues.urls["RetryQueue"], MaxNumberOfMessages=10)["Messages"]
+    messages = queues.sqs.receive_message(QueueUrl=queues.urls["RetryQueue"], MaxNumberOfMessages=10)["Messages"]
+    commands = {Command.from_message(m["Body"]).op: m for m in messages}
+    assert sorted(commands) == ["merge-likes", "settle-likes"]  # and the grown post's sweep, once
+    message = commands["merge-likes"]
     command = Command.from_message(message["Body"])
     assert (command.op, command.payload) == ("merge-likes", {"postId": "p1", "userIds": [user]})
+    assert Command.from_message(commands["settle-likes"]["Body"]).payload == {"postId": "p1", "spread": 16}
     worker = load_function("RetryWorkerFunction", table, queues.urls)
     assert worker.function.service.replay(message["Body"]) == "applied"
     assert worker.function.service.replay(message["Body"]) in ("redelivered", "duplicate")  # again: one item, nothing to do

@@ -180,7 +180,7 @@ def test_like_aggregator_merges_only_like_items_attributes_and_reads_only_a_post
     assert statements["DeferExaminations"]["Resource"] == {"Fn::GetAtt": ["RetryQueue", "Arn"]}
     spread, merge = statements["ReadPostSpread"], statements["MergeLikeItems"]
     assert spread["Action"] == ["dynamodb:GetItem"]
-    assert sorted(merge["Action"]) == ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]
+    assert sorted(merge["Action"]) == ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     assert merge["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["POST#*#S*"]
     assert ID_RE.match("p#S1") is None  # so POST#<id> (META) never matches POST#*#S*
     assert merge["Condition"]["StringEqualsIfExists"]["dynamodb:ReturnValues"] == ["NONE"]
@@ -192,11 +192,14 @@ def test_like_aggregator_merges_only_like_items_attributes_and_reads_only_a_post
     used = _names_in(ask, "ProjectionExpression") | {"PK", "SK"}
     on = LikeItem(key, StateItem(True, Stamp(5, "r5"), "r5"), liked_at=1)
     off = LikeItem({**key, "PK": "POST#p1#S11"}, StateItem(False, Stamp(6, "r6"), "r6"), expires_at=9)
+    lane = {**key, "PK": "POST#p1#S27"}  # the user's lane: a pointer put there, or re-pointed
+    pointed = LikeItem(lane, StateItem(False, None, None, points_to=11))
     for latest in (on, off):
-        for action in store.transaction(on, latest, [off], -1).items():
-            ((kind, body),) = action.items()
-            assert "ReturnValues" not in body
-            used |= _names_in(body, "UpdateExpression", "ConditionExpression")
+        for pointer in (None, (lane, None), (lane, pointed), (off.key, off)):
+            for action in store.transaction(on, latest, [off], -1, pointer).items():
+                ((kind, body),) = action.items()
+                assert "ReturnValues" not in body
+                used |= _names_in(body, "UpdateExpression", "ConditionExpression") | set(body.get("Item", {}))
     assert used == set(merge["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
 
 

@@ -76,6 +76,7 @@ class Reason(StrEnum):
     PARENT_MISSING = "parent_missing"
     GUARD = "guard"
     TALLY_WOULD_GO_NEGATIVE = "tally_would_go_negative"
+    MOVED = "moved"
 
 
 @dataclass
@@ -156,7 +157,9 @@ class Toggle(Generic[P]):
         newer request set the other state, or the request is older than the horizon; ``value``
         is the stored [`StateItem`][counters.store.toggles.StateItem]), ``parent_missing`` (a parent ``tally`` only), ``guard``
         (the parent fails its guard; ``parent`` is the parent's fact), ``tally_would_go_negative``
-        (integrity: on, but the tally is 0; ``parent`` is the tally item's fact); ``contention``.
+        (integrity: on, but the tally is 0; ``parent`` is the tally item's fact), ``moved`` (the key
+        holds a pointer, ``value.points_to``: nothing written; the caller writes where it points);
+        ``contention``.
         """
         capacity, attempts, contended = Capacity(), 0, 0
         extra = dict(attributes or {})
@@ -187,6 +190,8 @@ class Toggle(Generic[P]):
                     if tally.guard is not None and written.parent is not None and not tally.guard.holds(written.parent):
                         return done(Outcome.REJECTED, Reason.GUARD, parent=written.parent)
                     return done(Outcome.REJECTED, Reason.TALLY_WOULD_GO_NEGATIVE, parent=written.parent)  # on, yet the tally is 0
+            if written.stored is not None and written.stored.points_to is not None:
+                return done(Outcome.REJECTED, Reason.MOVED, written.stored)  # a pointer: the caller writes where it points
             plan = self._decide(written.stored, on, stamp, writer)
             if plan is None:
                 assert written.stored is not None  # _decide answers a write when nothing is stored

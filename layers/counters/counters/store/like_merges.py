@@ -19,7 +19,7 @@ The rules (which item is kept, what it takes, its ``delta``) are the service's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -27,15 +27,32 @@ from counters.core.client import DynamoDBClient, client
 from counters.core.engine import read, read_keys, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome
-from counters.store.expr import Cond, Delete, Get, Path, Transaction, Update
+from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update
 from counters.store.items import from_item, to_item
-from counters.store.post_items import DELTA, LIKED, LIKED_AT, MERGED, PK, SK, SPREAD_ATTRIBUTE, post_key
+from counters.store.post_items import (
+    DELTA,
+    LIKE_PREFIX,
+    LIKED,
+    LIKED_AT,
+    LIVES_IN,
+    MERGED,
+    PK,
+    POINTER,
+    SETTLED,
+    SK,
+    SPREAD_ATTRIBUTE,
+    USER_ID,
+    parse_hot_pk,
+    post_key,
+)
 from counters.store.posts import like_toggles
 from counters.store.toggles import CHANGED_AT, CHANGED_BY, EXPIRES_AT, REQUEST_ID, Stamp, StateItem
 
-READ_ATTRIBUTES = (PK, SK, LIKED, CHANGED_AT, CHANGED_BY, REQUEST_ID, LIKED_AT, EXPIRES_AT)
+READ_ATTRIBUTES = (PK, SK, LIKED, CHANGED_AT, CHANGED_BY, REQUEST_ID, LIKED_AT, EXPIRES_AT, LIVES_IN)
 """What a merge reads of a like item (and, with ``delta``, all it writes: the aggregator's IAM grant)."""
-MERGE_ATTRIBUTES = (*READ_ATTRIBUTES, DELTA, MERGED)
+MERGE_ATTRIBUTES = (*READ_ATTRIBUTES, DELTA, MERGED, USER_ID)
+SWEEP_PAGE = 100
+"""Keys a sweep's Query reads a page (strongly consistent, keys only)."""
 
 
 class LikeItem(NamedTuple):
@@ -53,6 +70,23 @@ class MergeAction(Enum):
 
     KEPT = "kept"
     RETIRED = "retired"
+    POINTER = "pointer"
+
+
+def lane_number(key: Mapping[str, str]) -> int:
+    """The lane of a like item's key."""
+    parsed = parse_hot_pk(key[PK])
+    assert parsed is not None  # a merge reads spread keys only
+    return int(parsed[1][1:])
+
+
+def _pointer_as_read(found: LikeItem | None) -> Cond:
+    """The user's lane holds what was read there: nothing, or the same pointer."""
+    if found is None:
+        return Path(SK).missing()
+    if found.state.points_to is not None:
+        return Path(LIVES_IN) == found.state.points_to
+    return _stamped_as(found.state.stamp)
 
 
 def _stamped_as(stamp: Stamp | None) -> Cond:
@@ -77,14 +111,41 @@ class LikeMergeStore:
         return self._dynamodb or client()
 
     def spread_get(self, post_id: str) -> Get:
-        """The GetItem of the post's ``spread`` (strongly consistent, that attribute only)."""
-        return Get(self.table_name, post_key(post_id)).project(SPREAD_ATTRIBUTE).strongly()
+        """The GetItem of the post's ``spread`` and ``settled`` (strongly consistent, those attributes only)."""
+        return Get(self.table_name, post_key(post_id)).project(SPREAD_ATTRIBUTE, SETTLED).strongly()
 
     def spread(self, post_id: str, retry: RetryPolicy) -> int | None:
         """The post's ``spread`` now, strongly consistent (``None``: no post, or one stored before spread)."""
-        item = from_item(read(self.dynamodb.get_item, retry, None, **self.spread_get(post_id).params()).get("Item"))
-        value = (item or {}).get(SPREAD_ATTRIBUTE)
-        return None if value is None else int(str(value))
+        return self.layout(post_id, retry)[0]
+
+    def layout(self, post_id: str, retry: RetryPolicy) -> tuple[int | None, int | None]:
+        """The post's ``spread`` and ``settled`` now, strongly consistent (``None``: absent)."""
+        item = from_item(read(self.dynamodb.get_item, retry, None, **self.spread_get(post_id).params()).get("Item")) or {}
+        spread, settled = item.get(SPREAD_ATTRIBUTE), item.get(SETTLED)
+        return (None if spread is None else int(str(spread))), (None if settled is None else int(str(settled)))
+
+    def settle(self, post_id: str, spread: int, retry: RetryPolicy) -> Outcome:
+        """``settled`` = ``spread`` if the post's spread is still ``spread`` (one conditional
+        UpdateItem on META, by the sweep that put every user's pointer in place): ``APPLIED``;
+        ``REJECTED``: grown again meanwhile (that growth's sweep settles it)."""
+        update = Update(self.table_name, post_key(post_id)).set(SETTLED, spread).when(Path(SPREAD_ATTRIBUTE) == spread)
+        update.on_failure = False
+        return run(self.dynamodb.update_item, update.params(), policy=retry, write=True).outcome
+
+    def lane_users(self, pk: str, retry: RetryPolicy) -> Iterator[str]:
+        """Every user with an item under one spread key (a like, a tombstone or a pointer), in key
+        order: strongly consistent Query pages of keys only, so an item written before the sweep
+        began is read whatever the replication delay."""
+        query = Query(self.table_name, (Path(PK) == pk) & Path(SK).begins_with(LIKE_PREFIX), limit=SWEEP_PAGE)
+        query.consistent = True
+        query.project(SK)
+        while True:
+            response = read(self.dynamodb.query, retry, None, **query.params())
+            for raw in response.get("Items", []):
+                yield str((from_item(raw) or {})[SK])[len(LIKE_PREFIX) :]
+            query.start = from_item(response.get("LastEvaluatedKey"))
+            if not query.start:
+                return
 
     def batch_get(self, keys: Sequence[Mapping[str, str]]) -> dict[str, Any]:
         """The BatchGetItem of ``keys`` (at most 100): consistent, projected on ``READ_ATTRIBUTES``."""
@@ -120,8 +181,30 @@ class LikeMergeStore:
             dict(key), state, None if liked_at is None else int(str(liked_at)), None if expires_at is None else int(str(expires_at))
         )
 
-    def transaction(self, kept: LikeItem, latest: LikeItem, retired: Sequence[LikeItem], delta: int) -> Transaction[MergeAction]:
+    def pointer(self, key: Mapping[str, str], lane: int, found: LikeItem | None) -> Put:
+        """A pointer at ``key`` to the user's item in ``lane``: a whole item (``Put``: the ``delta``
+        of what it replaces is gone, so its stream record counts nothing), conditioned on ``key``
+        holding what was read (``found``)."""
+        item = {**key, LIKED: POINTER, LIVES_IN: lane, USER_ID: key[SK][len(LIKE_PREFIX) :]}
+        put = Put(self.table_name, item=item).when(_pointer_as_read(found))
+        put.on_failure = False
+        return put
+
+    def transaction(
+        self,
+        kept: LikeItem,
+        latest: LikeItem,
+        retired: Sequence[LikeItem],
+        delta: int,
+        pointer: tuple[Mapping[str, str], LikeItem | None] | None = None,
+    ) -> Transaction[MergeAction]:
         """The merge's TransactWriteItems (see [`merge`][counters.store.like_merges.LikeMergeStore.merge])."""
+        tx: Transaction[MergeAction] = Transaction()
+        at = None if pointer is None else dict(pointer[0])
+        if pointer is not None:
+            tx.put(MergeAction.POINTER, self.pointer(pointer[0], lane_number(kept.key), pointer[1]))
+        if not retired:
+            return tx
         state = latest.state
         # ``merged`` moves every time: a write that changes nothing gets no stream record (DynamoDB
         # Streams, "Change data capture for DynamoDB Streams"), and the kept item may already hold
@@ -143,19 +226,30 @@ class LikeMergeStore:
         update.on_failure = False  # a refusal is read again whole, not from ALL_OLD
         deletes = []
         for item in retired:
+            if item.key == at:
+                continue  # the user's lane: the pointer replaces it
             delete = Delete(self.table_name, item.key).when(_stamped_as(item.state.stamp))
             delete.on_failure = False
             deletes.append(delete)
-        tx: Transaction[MergeAction] = Transaction()
         return tx.update(MergeAction.KEPT, update).delete_each(MergeAction.RETIRED, deletes)
 
-    def merge(self, kept: LikeItem, latest: LikeItem, retired: Sequence[LikeItem], delta: int, retry: RetryPolicy) -> Outcome:
+    def merge(
+        self,
+        kept: LikeItem,
+        latest: LikeItem,
+        retired: Sequence[LikeItem],
+        delta: int,
+        retry: RetryPolicy,
+        pointer: tuple[Mapping[str, str], LikeItem | None] | None = None,
+    ) -> Outcome:
         """One TransactWriteItems: ``kept`` takes ``latest``'s state, stamp, ``requestId`` and
         ``likedAt`` (or a tombstone's ``expiresAt``) and ``delta`` (what the merge changes the
         count by, for the stream's aggregator), and each of ``retired`` is deleted: every action
-        conditioned on its item's stamp as read. ``APPLIED``; ``REJECTED``: an item moved since it
+        conditioned on its item's stamp as read. ``pointer`` (the user's lane of the spread, and
+        what was read there): a pointer to ``kept``'s lane is put there, replacing a retired item
+        or a pointer elsewhere (conditioned on it as read); alone when nothing is retired. ``APPLIED``; ``REJECTED``: an item moved since it
         was read (read again and decide again); ``CONTENTION``."""
-        tx = self.transaction(kept, latest, retired, delta)
+        tx = self.transaction(kept, latest, retired, delta, pointer)
         report = run(
             self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=retry, capacity=Capacity(), write=True, token=True
         )

@@ -29,6 +29,9 @@ PK, SK = "PK", "SK"
 POST_ID, AUTHOR_ID, BODY, CREATED_AT, REQUEST_ID = "postId", "authorId", "body", "createdAt", "requestId"
 TALLY = "likeTally"
 MODE, MODE_EPOCH, MODE_AT, SPREAD_ATTRIBUTE = "mode", "modeEpoch", "modeAt", "spread"
+SETTLED = "settled"  # on a post: the spread every user's chain is settled for (a pointer in the user's lane; docs/likes.md)
+LIVES_IN = "livesIn"  # on a pointer item: the lane of the user's like item (``liked`` is POINTER, neither on nor off)
+POINTER = "pointer"  # a pointer item's ``liked``: not a like, not a tombstone (no toggle condition passes it)
 CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
 REVISION = "tallyRev"  # on a post: moves with every change of likeTally (a repair's condition)
 AGG_SEQ, AGG_AT = "aggSeq", "aggAt"  # on a post: the aggregator's checkpoint and watermark per lane
@@ -63,7 +66,8 @@ SHAPES: tuple[Shape, ...] = (
         "the like's state, in both modes, under one of `spread` keys by a hash of the user: `liked` (false: a tombstone, TTL "
         "`expiresAt`), `changedAt`/`changedBy` (the latest request's time and id: an older replay is stale), `requestId` (who "
         "made the state), `delta` (what its last write left for the stream's aggregator to count: 0 in standard mode), "
-        "`merged` (how many merges of a user's duplicate items kept it: docs/DESIGN.md) "
+        "`merged` (how many merges of a user's duplicate items kept it: docs/DESIGN.md); or, on a grown post, a **pointer** "
+        "(`liked` = `pointer`, `livesIn` = the lane of the user's item) in the user's lane of the spread "
         "([likes.md](likes.md#where-a-posts-likes-live))",
     ),
     Shape(
@@ -240,11 +244,19 @@ class Post:
     stored_created_mode: str | None = None
     stored_epoch: int | None = None  # ``None``: no ``modeEpoch`` stored (a repair conditions on its absence)
     spread: int | None = None  # ``None``: likes stored before ``spread`` (seed 01's item collection, standard only)
+    stored_settled: int | None = None  # ``settled``; ``None``: never grown, or not settled since (see ``settled``)
     revision: int | None = None  # ``None``: no ``tallyRev`` stored
     watermarks: Mapping[str, str] = field(default_factory=dict)  # aggAt per lane (ms)
     probes: Mapping[str, str] | None = None  # aggProbe per lane; ``None``: no map (stored before probes)
     lag_ms: int | None = None
     repair_token: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether every user with an item on the post has it, or a pointer to it, in their lane of
+        the spread now (a post that never grew is; a growth unsettles it until the retry worker's
+        sweep settles it: docs/likes.md "A spread that grows")."""
+        return self.spread is None or self.spread <= FIRST_SPREAD or self.stored_settled == self.spread
 
     @property
     def epoch(self) -> int:
@@ -277,6 +289,7 @@ def post_of(item: Mapping[str, Any]) -> Post:
         stored_created_mode=_str(item.get(CREATED_MODE)),
         stored_epoch=_int(item.get(MODE_EPOCH)),
         spread=_int(item.get(SPREAD_ATTRIBUTE)),
+        stored_settled=_int(item.get(SETTLED)),
         revision=_int(item.get(REVISION)),
         watermarks=_lanes(item.get(AGG_AT)),
         probes=_lanes(probes) if isinstance(probes, Mapping) else None,

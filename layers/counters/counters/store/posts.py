@@ -35,6 +35,7 @@ from counters.store.post_items import (
     LIKE_PREFIX,
     LIKED,
     LIKED_AT,
+    LIVES_IN,
     MODE,
     MODE_AT,
     MODE_EPOCH,
@@ -47,6 +48,7 @@ from counters.store.post_items import (
     REPAIRED_BY,
     REQUEST_ID,
     REVISION,
+    SETTLED,
     SK,
     SPREAD_ATTRIBUTE,
     TALLY,
@@ -112,6 +114,7 @@ def like_toggles(table_name: str, *, dynamodb: DynamoDBClient | None = None) -> 
         tally_attribute=TALLY,
         revision_attribute=REVISION,
         writer_attribute=WRITER,
+        pointer_attribute=LIVES_IN,
         parent=post_of,
         dynamodb=dynamodb,
     )
@@ -188,9 +191,9 @@ class PostStore:
         return None if item is None else post_of({POST_ID: post_id, **item})
 
     def layout(self, post_id: str, retry: RetryPolicy) -> Post | None:
-        """Where the post's likes live and how they are counted (``mode``, ``spread``,
+        """Where the post's likes live and how they are counted (``mode``, ``spread``, ``settled``,
         ``modeEpoch``; eventually consistent, 0.5 RCU), or ``None``."""
-        get = Get(self.table_name, post_key(post_id)).project(MODE, SPREAD_ATTRIBUTE, MODE_EPOCH)
+        get = Get(self.table_name, post_key(post_id)).project(MODE, SPREAD_ATTRIBUTE, SETTLED, MODE_EPOCH)
         item = from_item(read(self.dynamodb.get_item, retry, None, **get.params()).get("Item"))
         return None if item is None else post_of({**item, POST_ID: post_id})
 
@@ -237,12 +240,13 @@ class PostStore:
         that misses an item written a moment ago makes the like create a second item for the user,
         which the like aggregator merges into the oldest lane with the latest request's state
         ([`counters.services.likes.merging`][counters.services.likes.merging]), exactly as the
-        stale-view writer's second item: correctness never rests on this read."""
-        ask = Get(self.table_name, keys[0]).project(PK, SK).params() if keys else {}
+        stale-view writer's second item: correctness never rests on this read. A pointer is no item."""
+        ask = Get(self.table_name, keys[0]).project(PK, SK, LIVES_IN).params() if keys else {}
         wanted = {k: v for k, v in ask.items() if k not in ("TableName", "Key")}
         found = {
             (str(raw[PK]["S"]), str(raw[SK]["S"]))
             for raw in read_keys(self.dynamodb.batch_get_item, self.table_name, [to_item(k) for k in keys], wanted, retry)
+            if LIVES_IN not in raw
         }
         return next((key for key in keys if (key[PK], key[SK]) in found), None)
 
@@ -288,7 +292,7 @@ class PostStore:
             from_item(raw) or {}
             for raw in read_keys(self.dynamodb.batch_get_item, self.table_name, [to_item(k) for k in keys], wanted, retry, capacity)
         )
-        return {(str(item[PK]), str(item[SK])) for item in items if item.get(LIKED, True) is not False}
+        return {(str(item[PK]), str(item[SK])) for item in items if item.get(LIKED, True) is True}  # not a tombstone, nor a pointer
 
     def region_tallies(self, post_id: str, retry: RetryPolicy, capacity: Capacity | None = None) -> list[Post]:
         """The tally item of every Region that counted likes of the post (a global table; one

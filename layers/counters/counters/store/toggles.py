@@ -71,6 +71,7 @@ class StateItem(NamedTuple):
     stamp: Stamp | None
     request_id: str | None
     writer: str | None = None  # the Region that wrote this version (a global table; ``None``: not recorded)
+    points_to: int | None = None  # a pointer item, not a state: where the key's state lives (see ``ToggleStore``)
 
 
 class Written(NamedTuple, Generic[P]):
@@ -143,14 +144,21 @@ class ToggleStore(Generic[P]):
         parent: Callable[[Mapping[str, Any]], P],
         revision_attribute: str | None = None,
         writer_attribute: str | None = None,
+        pointer_attribute: str | None = None,
         pk: str = "PK",
         sk: str = "SK",
         dynamodb: DynamoDBClient | None = None,
     ) -> None:
-        """``parent`` turns a stored parent item into the caller's fact (e.g. a post)."""
+        """``parent`` turns a stored parent item into the caller's fact (e.g. a post).
+
+        ``pointer_attribute``: an item holding it is a **pointer**, not a state: its state attribute
+        is neither ``True`` nor ``False``, so no write of the toggle passes its condition, and a
+        refused write reports it (``StateItem.points_to``: the attribute's number) for the caller to
+        write where it points (a grown post's likes: docs/likes.md "A spread that grows")."""
         self.table_name = table_name
         self.state, self.tally, self.revision = state_attribute, tally_attribute, revision_attribute
         self.writer = writer_attribute  # a global table's "which Region wrote this version" (regional writes)
+        self.pointer = pointer_attribute
         self.pk, self.sk = pk, sk
         self.parent_of = parent
         self._dynamodb = dynamodb
@@ -165,6 +173,8 @@ class ToggleStore(Generic[P]):
         """The state an item holds, or None."""
         if not item:
             return None
+        if self.pointer is not None and self.pointer in item:
+            return StateItem(False, None, None, points_to=int(str(item[self.pointer])))
         stamp = Stamp(int(item[CHANGED_AT]), str(item.get(CHANGED_BY, ""))) if CHANGED_AT in item else None
         request = item.get(REQUEST_ID)
         writer = item.get(self.writer) if self.writer else None

@@ -30,7 +30,7 @@ batch's tally write ([`Merges.examine`][counters.services.likes.merging.Merges.e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient
@@ -38,11 +38,12 @@ from counters.core.commands import Command, Replayable, Verdict, require
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
-from counters.core.json import JSONValue
+from counters.core.json import JSONObject, JSONValue
+from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome
 from counters.core.records import dataclass
-from counters.store.like_merges import LikeItem, LikeMergeStore
-from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, SK, Created, chain_keys, hot_pk
+from counters.store.like_merges import LikeItem, LikeMergeStore, lane_number
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, SK, Created, chain_keys, hot_pk, lane_of
 from counters.store.toggles import Stamp
 
 ROUNDS = 4
@@ -51,12 +52,14 @@ UNSTAMPED = Stamp(-1, "")  # an item written before stamps: older than any reque
 
 
 class Plan(NamedTuple):
-    """One merge: the item kept, the item whose state it takes, the items deleted, and the count's change."""
+    """One merge: the item kept, the item whose state it takes, the items deleted, the count's
+    change, and the pointer to put in the user's lane (its key and what is there now), if any."""
 
     kept: LikeItem
     latest: LikeItem
     retired: list[LikeItem]
     delta: int
+    pointer: tuple[dict[str, str], LikeItem | None] | None = None
 
 
 class Examined(NamedTuple):
@@ -67,18 +70,31 @@ class Examined(NamedTuple):
     outcome: Outcome
 
 
-def plan(items: Sequence[LikeItem]) -> Plan | None:
-    """The merge of a user's items, oldest lane first (``None``: fewer than two). The oldest is
-    kept (where [`Posts.locate`][counters.services.likes.posts.Posts.locate] looks first) with the
-    state of the item with the latest stamp; its ``delta`` is what the merge changes the count by:
-    every item's ``delta``s summed so far to its own state, so the count goes from the sum of the
-    items' states to the latest's."""
-    if len(items) < 2:
+def plan(found: Sequence[LikeItem], lane: Mapping[str, str] | None = None) -> Plan | None:
+    """The merge of a user's items read along their chain, oldest lane first (``None``: nothing to
+    do). The oldest item is kept (where [`Posts.locate`][counters.services.likes.posts.Posts.locate]
+    looks first) with the state of the item with the latest stamp; its ``delta`` is what the merge
+    changes the count by: every item's ``delta``s summed so far to its own state, so the count goes
+    from the sum of the items' states to the latest's.
+
+    ``lane``: the key of the user's lane of the spread now (the last of the chain). Unless the kept
+    item is there, that key must hold a pointer to the kept item's lane (a settled post's like
+    writes there without reading the older lanes): put, or re-pointed, with the merge (a retired
+    item there is replaced by it). Pointers elsewhere in the chain are left as they are."""
+    items = [item for item in found if item.state.points_to is None]
+    if not items:
         return None
     kept, *retired = items
+    pointer = None
+    if lane is not None and kept.key != dict(lane):
+        there = next((item for item in found if item.key == dict(lane)), None)
+        if there is None or there.state.points_to != lane_number(kept.key):
+            pointer = (dict(lane), there)
+    if not retired and pointer is None:
+        return None
     latest = max(items, key=lambda item: item.state.stamp or UNSTAMPED)
     delta = int(latest.state.on) - int(kept.state.on) - sum(int(item.state.on) for item in retired)
-    return Plan(kept, latest, retired, delta)
+    return Plan(kept, latest, retired, delta, pointer)
 
 
 MERGE_COMMAND = "merge-likes"
@@ -102,6 +118,33 @@ class MergePayload:
         )
 
 
+SETTLE_COMMAND = "settle-likes"
+"""The retry queue's command that sweeps a grown post and marks it settled (module doc, "Settling")."""
+
+
+@dataclass(frozen=True)
+class SettlePayload:
+    """A sweep: the post, and the spread it settles."""
+
+    postId: str
+    spread: int
+
+    def __post_init__(self) -> None:
+        require(valid_id(self.postId), "invalid postId")
+        require(
+            isinstance(self.spread, int) and FIRST_SPREAD < self.spread <= MAX_SPREAD and self.spread & (self.spread - 1) == 0,
+            "invalid spread",
+        )
+
+
+def _in_own_lane(record: Created, spread: int | None) -> bool:
+    """Whether a creation is in the user's lane of ``spread`` (a post that never grew: every one).
+    A creation elsewhere is always merged, so that the user's lane points to it (a stale-view
+    writer's, made after the sweep read its lane); one in the user's lane is examined only until the
+    post is settled (then a user with an item elsewhere has a pointer there, which refuses it)."""
+    return spread is None or spread <= FIRST_SPREAD or record.lane == f"S{lane_of(record.user_id, spread)}"
+
+
 def user_of(key: dict[str, str]) -> str:
     """The user a like item's key belongs to."""
     return key[SK][len(LIKE_PREFIX) :]
@@ -113,24 +156,51 @@ class Merges:
     def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
         self.store = LikeMergeStore(table_name, dynamodb=dynamodb)
         self.retry = retry or RetryPolicy()
+        self.unsettled: set[tuple[str, int]] = set()  # (post, spread) met unsettled by the last examinations
+        self.queued: LRU[tuple[str, int], bool] = LRU(CACHE_SIZE)  # (post, spread) whose sweep this process queued
 
     def examine(self, created: Iterable[Created]) -> list[Examined]:
         """Every creation of a like item in a batch, examined after the batch's tally write; one
-        per (post, user) is enough (the chain is read whole)."""
-        by_post: dict[str, dict[str, Created]] = {}
+        per (post, user) is enough (the chain is read whole). On a settled post a creation in the
+        user's own lane is not examined: a user with an item elsewhere has a pointer there, which
+        refuses a creation."""
+        by_post: dict[str, list[Created]] = {}
         for record in created:
-            by_post.setdefault(record.post_id, {}).setdefault(record.user_id, record)
+            by_post.setdefault(record.post_id, []).append(record)
         out: list[Examined] = []
-        for post_id, users in by_post.items():
+        for post_id, records in by_post.items():
             try:
-                spread = self.store.spread(post_id, self.retry)
-                pairs = self._pairs(post_id, list(users.values()), spread)
+                spread, settled = self.store.layout(post_id, self.retry)
+                if spread is not None and spread > FIRST_SPREAD and settled != spread:
+                    self.unsettled.add((post_id, spread))  # a sweep to send (the caller's queue)
+                elsewhere: dict[str, Created] = {}  # outside the user's lane: merged whatever is found (the pointer)
+                own: dict[str, Created] = {}  # in it: merged if another lane holds an item (not settled only)
+                for record in records:
+                    if not _in_own_lane(record, spread):
+                        elsewhere.setdefault(record.user_id, record)
+                    elif settled is None or settled != spread:
+                        own.setdefault(record.user_id, record)
+                pairs = self._pairs(post_id, [r for u, r in own.items() if u not in elsewhere], spread)
             except ContentionError:
-                out += [Examined(c, Outcome.CONTENTION) for c in users.values()]
+                out += [Examined(c, Outcome.CONTENTION) for c in records]
                 continue
-            for record in users.values():
-                out.append(Examined(record, self._merged(record, spread) if record.user_id in pairs else Outcome.DUPLICATE))
+            for record in elsewhere.values():
+                out.append(Examined(record, self._merged(record, spread)))
+            for user_id, record in own.items():
+                if user_id not in elsewhere:
+                    out.append(Examined(record, self._merged(record, spread) if user_id in pairs else Outcome.DUPLICATE))
         return out
+
+    def sweeps(self) -> list[Command]:
+        """The sweeps to queue for the grown posts the examinations met unsettled, each once per
+        process (``sent`` when the queue took it: [`sent`][counters.services.likes.merging.Merges.sent])."""
+        due, self.unsettled = [key for key in self.unsettled if self.queued.get(key) is None], set()
+        return [Command(SETTLE_COMMAND, {"postId": post_id, "spread": spread}) for post_id, spread in sorted(due)]
+
+    def sent(self, command: Command) -> None:
+        """The queue took ``command`` (a sweep): not sent again by this process."""
+        payload = command.payload
+        self.queued[(str(payload["postId"]), int(str(payload["spread"])))] = True
 
     def _pairs(self, post_id: str, records: list[Created], spread: int | None) -> set[str]:
         """The users of ``records`` with an item in another lane of their chain: every creation's
@@ -159,8 +229,36 @@ class Merges:
         return Command(MERGE_COMMAND, {"postId": post_id, "userIds": users})
 
     def replayables(self) -> dict[str, Replayable]:
-        """The retry worker's side of [`deferred`][counters.services.likes.merging.Merges.deferred]."""
-        return {MERGE_COMMAND: Replayable(MergePayload, self._replay)}
+        """The retry worker's side of [`deferred`][counters.services.likes.merging.Merges.deferred]
+        and of [`sweeps`][counters.services.likes.merging.Merges.sweeps]."""
+        return {MERGE_COMMAND: Replayable(MergePayload, self._replay), SETTLE_COMMAND: Replayable(SettlePayload, self._settle)}
+
+    def _settle(self, p: SettlePayload, command: Command) -> Verdict:
+        return self.settle(p.postId, p.spread)
+
+    def settle(self, post_id: str, spread: int) -> Verdict:
+        """Sweep a grown post (module doc, "Settling"): every user with an item, a tombstone or a
+        pointer in a lane of the previous spread that is not their lane now is merged (which puts
+        the pointer in their lane), then ``settled`` = the spread, if it did not grow meanwhile.
+        Still contended: [`ContentionError`][counters.core.errors.ContentionError] (SQS
+        redelivers; a sweep done again finds every user merged)."""
+        stored, settled = self.store.layout(post_id, self.retry)
+        body: JSONObject = {"postId": post_id, "spread": spread}
+        if stored != spread or settled == spread:
+            return Verdict("DUPLICATE", {**body, "merged": 0})
+        merged = 0
+        for lane in range(spread // 2):
+            for user_id in self.store.lane_users(hot_pk(post_id, lane), self.retry):
+                if lane_of(user_id, spread) == lane:
+                    continue
+                outcome = self.merge(post_id, user_id, spread)
+                if outcome is Outcome.CONTENTION:
+                    raise ContentionError(f"the sweep of post {post_id!r} is contended at {user_id!r}")
+                merged += outcome is Outcome.APPLIED
+        done = self.store.settle(post_id, spread, self.retry)
+        if done is Outcome.CONTENTION:
+            raise ContentionError(f"the sweep of post {post_id!r} could not write settled")
+        return Verdict("APPLIED" if done is Outcome.APPLIED else "DUPLICATE", {**body, "merged": merged})
 
     def _replay(self, p: MergePayload, command: Command) -> Verdict:
         """Examine and merge each user's items (the spread read now, strongly consistent); still
@@ -179,10 +277,11 @@ class Merges:
         """Merge the user's items on the post (the module doc): ``APPLIED``, ``DUPLICATE`` (one
         item left: nothing to do), ``CONTENTION``."""
         for _ in range(ROUNDS):
-            found = plan(self.store.read(chain_keys(post_id, user_id, spread), self.retry))
+            keys = chain_keys(post_id, user_id, spread)
+            found = plan(self.store.read(keys, self.retry), keys[-1] if spread > FIRST_SPREAD else None)
             if found is None:
                 return Outcome.DUPLICATE
-            outcome = self.store.merge(found.kept, found.latest, found.retired, found.delta, self.retry)
+            outcome = self.store.merge(found.kept, found.latest, found.retired, found.delta, self.retry, found.pointer)
             if outcome is not Outcome.REJECTED:
                 return outcome
         return Outcome.CONTENTION

@@ -88,11 +88,12 @@ class PostInfo(NamedTuple):
     mode: str
     epoch: int
     read_at: int  # ms
+    settled: bool = True  # every user's item, or a pointer to it, is in their lane of ``spread`` ([`Post.settled`][counters.store.post_items.Post.settled])
 
     @classmethod
     def of(cls, post: Post) -> PostInfo:
         """What to remember of a post just read."""
-        return cls(post.spread, post.mode, post.epoch, now_ms())
+        return cls(post.spread, post.mode, post.epoch, now_ms(), post.settled)
 
     def lanes(self, post_id: str) -> list[str]:
         """The partition keys the post's like items live under."""

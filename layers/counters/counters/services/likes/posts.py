@@ -168,14 +168,25 @@ class Posts:
         """The key of a user's like of the post: where it was created if the user has one (the
         oldest lane of the user's chain that holds an item: items never move when the spread grows),
         else where a new one is created (the lane of the post's spread now). On a post that never
-        grew the chain is one key and nothing is read."""
+        grew the chain is one key and nothing is read; on a **settled** post nothing is read either:
+        the user's lane of the spread holds their item or a pointer to it, which the write follows
+        ([`pointed`][counters.services.likes.posts.Posts.pointed])."""
         *older, newest = info.like_keys(post_id, user_id)
-        return (self.store.first_existing(older, self.retry) if older else None) or newest
+        if not older or info.settled:
+            return newest
+        return self.store.first_existing(older, self.retry) or newest
+
+    @staticmethod
+    def pointed(post_id: str, user_id: str, lane: int) -> dict[str, str]:
+        """The key a pointer of the user's names (its ``livesIn``)."""
+        return {"PK": hot_pk(post_id, lane), "SK": f"{LIKE_PREFIX}{user_id}"}
 
     def like_state(self, post_id: str, user_id: str) -> LikeState:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
-        once in either mode, whatever the aggregator's lag)."""
+        once in either mode, whatever the aggregator's lag; a pointer is followed)."""
         state = self.likes.read_state(self.locate(post_id, user_id, self.info(post_id)), self.retry)
+        if state is not None and state.points_to is not None:
+            state = self.likes.read_state(self.pointed(post_id, user_id, state.points_to), self.retry)
         return {"postId": post_id, "userId": user_id, "liked": state is not None and state.on}
 
     def fresh(self, post_id: str) -> PostInfo:

@@ -15,6 +15,9 @@ from counters.services.likes.posts import Posts
 from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post
 from counters.store.posts import standard_tally
 
+POINTER_HOPS = 2
+"""Pointers a like follows (a merge may re-point one meanwhile); then it is contention, re-sent."""
+
 
 class Toggling:
     """Likes and unlikes exactly once, the latest request of a user on a post winning."""
@@ -111,6 +114,11 @@ class Toggling:
             policy.require("standard-like")
         tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)
         result = self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
+        for _ in range(POINTER_HOPS):  # a pointer in the user's lane (a grown post): where their item lives
+            if result.reason != Reason.MOVED or result.value is None or result.value.points_to is None:
+                break
+            key = self.posts.pointed(post_id, user_id, result.value.points_to)
+            result = self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
         if tally is None and result.contended_retries and self._lanes_hot(post_id, info, key["PK"]):
             self.posts.grow(post_id, info, 2 * info.spread)
         return result
