@@ -35,7 +35,9 @@ def like_items(ddb: Any, table: str) -> Counter[str]:
     kwargs: dict[str, Any] = {"TableName": table}
     while True:
         page = ddb.scan(**kwargs)
-        found.update(i["SK"]["S"].removeprefix("LIKE#USER#") for i in page["Items"] if i["SK"]["S"].startswith("LIKE#") and "livesIn" not in i)
+        found.update(
+            i["SK"]["S"].removeprefix("LIKE#USER#") for i in page["Items"] if i["SK"]["S"].startswith("LIKE#") and "livesIn" not in i
+        )
         if "LastEvaluatedKey" not in page:
             return found
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

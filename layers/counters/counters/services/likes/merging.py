@@ -26,6 +26,17 @@ batch's tally write ([`Merges.examine`][counters.services.likes.merging.Merges.e
   that moved one meanwhile makes the merge read and decide again (``ROUNDS``), then report
   contention, and the batch is redelivered from that record (its tally part is checkpointed).
   A redelivered batch whose pair is merged finds one item and does nothing.
+
+Settling. A merge also makes the user's lane of the spread hold the kept item or a **pointer** to
+its lane (``liked`` = ``"pointer"``, ``livesIn``): put, re-pointed, or in place of a retired item.
+After a growth the retry worker's sweep ([`Merges.settle`][counters.services.likes.merging.Merges.settle],
+command ``settle-likes``, queued by the aggregator through [`Merges.sweeps`][counters.services.likes.merging.Merges.sweeps])
+merges every user with anything in a lane of the old spread that is not their lane now, then
+writes ``settled`` on META. A like on a settled post writes the user's lane without reading: the
+pointer refuses it and names the lane to write. So the aggregator merges every creation outside
+its user's lane (a stale-view writer's, made after the sweep read that lane: its pointer), and
+examines a creation in the user's lane only until the post is settled (then a user with an item
+elsewhere has a pointer there, which refuses a creation). docs/DESIGN.md, "A spread that grows".
 """
 
 from __future__ import annotations
@@ -237,7 +248,7 @@ class Merges:
         return self.settle(p.postId, p.spread)
 
     def settle(self, post_id: str, spread: int) -> Verdict:
-        """Sweep a grown post (module doc, "Settling"): every user with an item, a tombstone or a
+        """Sweep a grown post (the module doc, "Settling"): every user with an item, a tombstone or a
         pointer in a lane of the previous spread that is not their lane now is merged (which puts
         the pointer in their lane), then ``settled`` = the spread, if it did not grow meanwhile.
         Still contended: [`ContentionError`][counters.core.errors.ContentionError] (SQS
