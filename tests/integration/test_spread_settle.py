@@ -229,3 +229,29 @@ def test_a_stale_writers_lone_creation_after_the_sweep_gets_its_pointer_from_the
     assert list(items_of(ddb, table, "p1", user, 16)) == [lane_of(user, FIRST_SPREAD)]
     drain(poller)
     assert tally(ddb, table, "p1") == 0
+
+
+def test_a_deferred_examination_reads_its_users_chains_together_and_merges_only_who_needs_it(
+    table: str, layer_client: Any, ddb: Any
+) -> None:
+    """The retry worker's merge-likes names up to 500 users: one read of every chain (BatchGetItem
+    per 100 keys), then a merge for the users who need one; serial reads per user outlasted the
+    worker's 15 s under the bench's step and sent the commands to the DLQ."""
+    from counters.core.commands import Command
+
+    users = users_that_move(120)
+    liked_then_grown(table, users, 16)
+    assert settle(table, 16)[1] == 120  # every user pointed to
+    stale = Likes(table, retry=FAST)
+    stale.posts.known["p1"] = stale.posts.info("p1")._replace(spread=FIRST_SPREAD, settled=True)  # a view from before the growth
+    late = next(u for u in (f"late{n}" for n in range(1000)) if lane_of(u, 16) != lane_of(u, FIRST_SPREAD))
+    assert stale.like("p1", late).changed  # in H mod 8, after the sweep: needs its pointer
+    merges = Merges(table, retry=FAST)
+    reads: list[int] = []
+    original = merges.store.read
+    merges.store.read = lambda keys, retry: reads.append(len(keys)) or original(keys, retry)  # type: ignore[method-assign]
+    command = Command("merge-likes", {"postId": "p1", "userIds": [*users, late]})
+    verdict = merges.replayables()["merge-likes"].run(command)
+    assert verdict.status == "APPLIED" and verdict.result["merged"] == 1
+    assert reads == [2 * 121, 2]  # every chain at once, then the one user merged
+    assert pointers_of(ddb, table, "p1", late, 16) == {lane_of(late, 16): lane_of(late, FIRST_SPREAD)}

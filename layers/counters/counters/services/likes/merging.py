@@ -129,6 +129,8 @@ class MergePayload:
         )
 
 
+SWEEP_USERS = 100
+"""Users a sweep reads the chains of at once (one BatchGetItem per 100 keys), then merges."""
 SETTLE_COMMAND = "settle-likes"
 """The retry queue's command that sweeps a grown post and marks it settled (module doc, "Settling")."""
 
@@ -259,13 +261,13 @@ class Merges:
             return Verdict("DUPLICATE", {**body, "merged": 0})
         merged = 0
         for lane in range(spread // 2):
+            page: list[str] = []
             for user_id in self.store.lane_users(hot_pk(post_id, lane), self.retry):
-                if lane_of(user_id, spread) == lane:
-                    continue
-                outcome = self.merge(post_id, user_id, spread)
-                if outcome is Outcome.CONTENTION:
-                    raise ContentionError(f"the sweep of post {post_id!r} is contended at {user_id!r}")
-                merged += outcome is Outcome.APPLIED
+                if lane_of(user_id, spread) != lane:
+                    page.append(user_id)
+                if len(page) == SWEEP_USERS:
+                    merged, page = merged + self._merge_all(post_id, page, spread), []
+            merged += self._merge_all(post_id, page, spread)
         done = self.store.settle(post_id, spread, self.retry)
         if done is Outcome.CONTENTION:
             raise ContentionError(f"the sweep of post {post_id!r} could not write settled")
@@ -276,13 +278,30 @@ class Merges:
         contended: [`ContentionError`][counters.core.errors.ContentionError], so SQS redelivers the
         command (then its DLQ, from where a redrive replays it: a merged pair finds one item)."""
         spread = self.store.spread(p.postId, self.retry) or FIRST_SPREAD
-        merged = 0
-        for user_id in p.userIds:
-            outcome = self.merge(p.postId, user_id, spread)
-            if outcome is Outcome.CONTENTION:
-                raise ContentionError(f"the merge of {user_id!r}'s likes of post {p.postId!r} is still contended")
-            merged += outcome is Outcome.APPLIED
+        merged = self._merge_all(p.postId, p.userIds, spread)
         return Verdict("APPLIED" if merged else "DUPLICATE", {"postId": p.postId, "users": len(p.userIds), "merged": merged})
+
+    def _merge_all(self, post_id: str, user_ids: Sequence[str], spread: int) -> int:
+        """Merge the users of ``user_ids`` whose chain needs it; how many merged. Still contended:
+        [`ContentionError`][counters.core.errors.ContentionError] (the worker's message is redelivered)."""
+        merged = 0
+        for user_id in self._to_merge(post_id, user_ids, spread) if user_ids else ():
+            outcome = self.merge(post_id, user_id, spread)
+            if outcome is Outcome.CONTENTION:
+                raise ContentionError(f"the merge of {user_id!r}'s likes of post {post_id!r} is still contended")
+            merged += outcome is Outcome.APPLIED
+        return merged
+
+    def _to_merge(self, post_id: str, user_ids: Sequence[str], spread: int) -> list[str]:
+        """The users whose chain needs a merge (a pair, or the pointer in their lane): every chain
+        read in one consistent BatchGetItem per 100 keys, not one call per user (a deferred command
+        names up to 500 users, and serial reads outlasted the worker's timeout under load)."""
+        chains = {user_id: chain_keys(post_id, user_id, spread) for user_id in dict.fromkeys(user_ids)}
+        found: dict[str, list[LikeItem]] = {}
+        for item in self.store.read([key for keys in chains.values() for key in keys], self.retry):
+            found.setdefault(user_of(item.key), []).append(item)  # in chain order: ``read`` keeps the keys' order
+        lane = (lambda keys: keys[-1]) if spread > FIRST_SPREAD else (lambda keys: None)
+        return [user_id for user_id, keys in chains.items() if plan(found.get(user_id, []), lane(keys)) is not None]
 
     def merge(self, post_id: str, user_id: str, spread: int) -> Outcome:
         """Merge the user's items on the post (the module doc): ``APPLIED``, ``DUPLICATE`` (one
