@@ -32,7 +32,7 @@ import os
 import queue
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, fields, replace
 from typing import Any, Protocol
 
 from devstack.runtime import FunctionPool
@@ -107,6 +107,9 @@ class WorkerCounts:
     done: int = 0
     failed: int = 0
     errors: int = 0
+    timeouts: int = 0  # of those errors, invocations killed at the function's timeout
+    longest: float = 0.0  # s, the longest invocation
+    largest: int = 0  # bytes, the largest message body
 
 
 @dataclass
@@ -130,7 +133,7 @@ class Settlement:
 
     def summary(self) -> str:
         w = self.worker
-        ran = f"{w.received} ({w.done} done, {w.failed} failed{f', {w.errors} invocation errors' if w.errors else ''})"
+        ran = f"{w.received} ({w.done} done, {w.failed} failed{f', {w.errors} invocation errors ({w.timeouts} timeouts)' if w.errors else ''})"
         return f"{self.deferred}{f' (+{self.refused} refused)' if self.refused else ''} / {ran} / {self.dlq}"
 
 
@@ -177,7 +180,7 @@ class Retrying:
             if self.process.is_alive():
                 self.process.kill()
                 self.process.join(5)
-        return WorkerCounts(*counts) if isinstance(counts, tuple) and len(counts) == 4 else WorkerCounts()
+        return WorkerCounts(*counts) if isinstance(counts, tuple) and len(counts) == len(fields(WorkerCounts)) else WorkerCounts()
 
 
 def _retrying(table: str, dynamodb_endpoint: str, model: dict[str, Any] | None, params: dict[str, str], done: Any, out: Any) -> None:
@@ -207,8 +210,7 @@ def _retrying(table: str, dynamodb_endpoint: str, model: dict[str, Any] | None, 
         done.wait()
         poller.stop()
         pool.close()
-        c = pool.counts
-        out.put((c.received, c.done, c.failed, c.errors))
+        out.put(astuple(pool.counts))
     except BaseException as exc:
         out.put(("failed", repr(exc)))
         raise
@@ -224,11 +226,16 @@ class CountingPool(FunctionPool):
         self.counts = WorkerCounts()
 
     def invoke(self, event: dict[str, Any]) -> tuple[str, Any]:
+        began = time.monotonic()
         status, payload = super().invoke(event)
-        n = len(event.get("Records", []))
+        records = event.get("Records", [])
+        n = len(records)
         self.counts.received += n
+        self.counts.longest = max(self.counts.longest, time.monotonic() - began)
+        self.counts.largest = max([self.counts.largest, *(len(r.get("body", "")) for r in records)])
         if status != "ok":
             self.counts.errors += 1
+            self.counts.timeouts += status == "timeout"
             self.counts.failed += n
         else:
             failed = len(payload.get("batchItemFailures") or []) if isinstance(payload, dict) else 0

@@ -688,7 +688,8 @@ def step_lines(step: Step, scale: float) -> list[str]:
         "none"
         if r is None
         else f"{r.deferred} commands deferred{f' ({r.refused} refused)' if r.refused else ''}, the worker received "
-        f"{r.worker.received} ({r.worker.done} done, {r.worker.failed} failed{f', {r.worker.errors} invocation errors' if r.worker.errors else ''}), "
+        f"{r.worker.received} ({r.worker.done} done, {r.worker.failed} failed{f', {r.worker.errors} invocation errors, {r.worker.timeouts} of them timeouts' if r.worker.errors else ''}; "
+        f"longest invocation {r.worker.longest:.1f} s, largest message {r.worker.largest:,} bytes), "
         f"{r.dlq} in RetryDLQ, {r.stream_dlq} stream batches dropped; "
         + ("**did not drain**" if r.drained is None else f"drained {r.drained:.1f} s after the load")
     )
