@@ -329,19 +329,29 @@ class PostRow:
         return self.like_wcu_cost + self.agg_wcu_cost
 
 
-def _aggregator_module(table: str) -> tuple[Any, Any]:
+def _aggregator_module(table: str, refs: dict[str, str] | None = None) -> tuple[Any, Any]:
     """functions/like_aggregator/app.py (testkit.functions: imported once), with the template's
-    environment for ``table`` set; returns (module, the environment to leave with ``_restore``)."""
+    environment for ``table`` (``refs``: the queues' URLs by logical id) set; returns (module, the
+    environment to leave with ``_restore``)."""
     from testkit.functions import environment, handler_module, template_function
 
-    fn = template_function(AGGREGATOR, table)
+    fn = template_function(AGGREGATOR, table, refs=refs)
     # POWERTOOLS_METRICS_DISABLED: the EMF lines are not printed (the invoker clears them per call)
     env = environment(fn, {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"})
     env.__enter__()  # before the import (Metrics reads its namespace then); Powertools reads the rest per call
     return handler_module(fn), env
 
 
-def stream_aggregator(table: str, endpoint: str, window: float, applied: list[Any], *, poller_window: bool = False) -> tuple[Any, Any]:
+def stream_aggregator(
+    table: str,
+    endpoint: str,
+    window: float,
+    applied: list[Any],
+    *,
+    poller_window: bool = False,
+    refs: dict[str, str] | None = None,
+    sqs: Any = None,
+) -> tuple[Any, Any]:
     """The LikeAggregatorFunction's handler (the template's environment for ``table``) on a
     ``StreamPoller`` of ``table``'s stream (the template's subscription, not started), its service's
     answers appended to ``applied``; ``window``: Lambda's batching window emulated in the invoker
@@ -351,12 +361,16 @@ def stream_aggregator(table: str, endpoint: str, window: float, applied: list[An
     caps the aggregator near 100 records a second when a page holds ~100 records (measured by
     bench/spread.py: ~96 likes per META write and 12 s of lag at 138 likes/s); the poller's own
     window reads page after page until the batch is full or the window ends, as Lambda does.
+    ``refs`` (the queues' URLs by logical id) and ``sqs`` (a client of their emulator, as
+    bench/retrying.py runs it): the handler defers to RetryQueue (``RETRY_QUEUE_URL``) and a batch
+    that runs out of attempts is described on LikeAggregatorDLQ (the mapping's OnFailure); without
+    them the handler has no queue and fails a batch it cannot finish.
     Returns (poller, the environment to leave with ``_restore``)."""
     from counters.services.likes import like_aggregator
     from devstack.runtime import LambdaContext
     from devstack.streams import StreamPoller, subscriptions
 
-    module, saved = _aggregator_module(table)
+    module, saved = _aggregator_module(table, refs)
     settings = module.function.settings_type.from_env()
     service = like_aggregator(settings.table_name, retry=settings.retry)
     apply = service.apply
@@ -384,7 +398,7 @@ def stream_aggregator(table: str, endpoint: str, window: float, applied: list[An
             if window and len(event["Records"]) < subs[0].batch_size:  # see LAMBDA_WINDOW
                 time.sleep(max(0.0, window - (time.perf_counter() - began)))
 
-    return StreamPoller(table, endpoint, {AGGREGATOR: invoke}, subs), saved
+    return StreamPoller(table, endpoint, {AGGREGATOR: invoke}, subs, destinations=refs, sqs=sqs), saved
 
 
 def _restore(env: Any) -> None:

@@ -6,7 +6,10 @@ The spread table
     run (``Posts.grow``; the ``Likes`` of the row has growth off, so the spread stays put), liked
     by distinct users from ``clients`` threads for a fixed time under :class:`LaneModel`, with the
     LikeAggregatorFunction's handler run from DynamoDB Local's stream (bench/hot.py's
-    :func:`bench.hot.stream_aggregator`) with the template's 1 s batching window emulated. A
+    :func:`bench.hot.stream_aggregator`) with the template's 1 s batching window emulated, and
+    RetryQueue with RetryWorkerFunction's handler on it (bench/retrying.py), so an examination the
+    aggregator defers is run, as deployed. After the load, a row waits until the stream is drained
+    and the retry queue is empty (polled until quiet, a 600 s hang guard). A
     control row runs the largest spread without the model: the machine's own rate, which must be
     well above the modelled ceiling for the model to be what binds.
 
@@ -15,7 +18,8 @@ The step (:func:`run_step`)
     arrivals at a fixed rate: ``--low`` likes/s (below one key's capacity) for ``--before`` s,
     then ``--high`` (default 8x the 8-key ceiling) for ``--after`` s. Per second: offered,
     answered, the likes' throttles per like, the post's spread. Time to absorb: from the step until
-    throttles per like stay under 0.1 to the end. Then the stream is drained and every like is
+    throttles per like stay under 0.1 to the end. Then the stream is drained and the retry queue
+    emptied (as for a row), and every like is
     checked counted once: the tally = the users with a like item = the acknowledged likes (+ any
     like that gave up after its write went in), one item per user; every answer is a like or the
     API's documented ContentionError (503, or 202 with the retry queue).
@@ -49,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import hot
+from bench.retrying import RETRY_DLQ, STREAM_DLQ, Retrying, Settled, Settlement, WorkerCounts, drain_until_quiet
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
 from devstack.template import read_stack
 from testkit.limits import RCU_PER_PARTITION, WCU_PER_PARTITION, Bucket, LimitModel, Partition, item_size
@@ -114,6 +119,15 @@ class Counted:
         return "exact" if not problems else "; ".join(problems)
 
 
+def settled_exact(run: dict[str, Any], acknowledged: set[str]) -> str:
+    """:meth:`Counted.exact`, and what the retry side left: "did not drain", messages in the DLQs."""
+    exact = run["counted"].exact(acknowledged, run["holders"])
+    problems = run["retry"].problems() if run["retry"] is not None else []
+    if not problems:
+        return exact
+    return "; ".join([*problems, *([] if exact == "exact" else [exact])])
+
+
 def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
     """Scan the bench's own table: the like items, by user; the tally on META; ``Likes.audit``."""
     per_user: Counter[str] = Counter()
@@ -150,17 +164,36 @@ class Aggregating:
     process, 16-32 busy client threads starve its thread of the GIL and its lag becomes the bench's
     (measured: lag p99 1.2 s with 8 clients, 4.3 s with 16, 8.3 s with 32, at 100-136 likes/s).
     With ``limits`` its client carries a :class:`LaneModel` too (META at the service's rates), which
-    counts its WCU on META."""
+    counts its WCU on META. With ``queues`` (the SQS emulator's endpoint and the queues' URLs, from
+    :class:`bench.retrying.Retrying`) it defers to RetryQueue and describes a dropped batch on
+    LikeAggregatorDLQ, as deployed. Its stream activity is shared (:class:`bench.retrying.StreamActivity`),
+    for the run to know when the stream is drained."""
 
-    def __init__(self, table: str, endpoint: str, limits: dict[str, Any] | None) -> None:
+    def __init__(self, table: str, endpoint: str, limits: dict[str, Any] | None, queues: tuple[str, dict[str, str]] | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.ready, self.done, self.out = ctx.Event(), ctx.Event(), ctx.Queue()
-        self.process = ctx.Process(target=_aggregate, args=(table, endpoint, limits, self.ready, self.done, self.out), daemon=True)
+        # the last completed poll: began (monotonic), invocations during it, records held after it;
+        # then invocations ended, deferrals the queue took, deferrals it refused
+        self.activity = ctx.Array("d", [float("-inf"), 0.0, 0.0, 0.0, 0.0, 0.0])
+        self.process = ctx.Process(
+            target=_aggregate, args=(table, endpoint, limits, queues, self.activity, self.ready, self.done, self.out), daemon=True
+        )
 
     def start(self) -> None:
         self.process.start()
         if not self.ready.wait(120):
             raise RuntimeError("the aggregator's process did not start")
+
+    def invocations(self) -> int:
+        return int(self.activity[3])
+
+    def last_poll(self) -> tuple[float, int, int]:
+        with self.activity.get_lock():
+            return self.activity[0], int(self.activity[1]), int(self.activity[2])
+
+    def deferrals(self) -> tuple[int, int]:
+        """(commands the retry queue took, deferrals it refused: their batches were reported)."""
+        return int(self.activity[4]), int(self.activity[5])
 
     def stop(self) -> tuple[int, float, str]:
         """(META writes applied, their WCU: model-counted with ``limits``, else reported, what else
@@ -173,13 +206,29 @@ class Aggregating:
         return int(writes), float(wcu), str(other)
 
 
-def _aggregate(table: str, endpoint: str, limits: dict[str, Any] | None, ready: Any, done: Any, out: Any) -> None:
+def _aggregate(
+    table: str,
+    endpoint: str,
+    limits: dict[str, Any] | None,
+    queues: tuple[str, dict[str, str]] | None,
+    activity: Any,
+    ready: Any,
+    done: Any,
+    out: Any,
+) -> None:
     os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
     from counters.core import client as dynamo
     from counters.core.outcome import Outcome
 
+    refs = sqs = None
+    if queues is not None:
+        from devstack.sqs import sqs_client
+
+        os.environ["AWS_ENDPOINT_URL_SQS"], refs = queues  # the handler's own SQS client (counters.core.client) reads it
+        sqs = sqs_client(queues[0])
     applied: list[Any] = []
-    poller, saved = hot.stream_aggregator(table, endpoint, hot.LAMBDA_WINDOW, applied, poller_window=True)
+    poller, saved = hot.stream_aggregator(table, endpoint, hot.LAMBDA_WINDOW, applied, poller_window=True, refs=refs, sqs=sqs)
+    _watch(poller, table, refs, activity)
     dynamo.reset_client()
     model = LaneModel(dynamo.client(), table=table, meta_pk=f"POST#{POST}", **limits) if limits is not None else None
     poller.start(interval=hot.LOCAL_POLL)
@@ -196,10 +245,53 @@ def _aggregate(table: str, endpoint: str, limits: dict[str, Any] | None, ready: 
     out.put((writes, wcu, ", ".join([*(f"{n} {o}" for o, n in outcomes.items()), f"{retried} retried"])))
 
 
+def _watch(poller: Any, table: str, refs: dict[str, str] | None, activity: Any) -> None:
+    """Share the poller's activity (:meth:`Aggregating.last_poll`, :meth:`Aggregating.invocations`)
+    and count the handler's deferrals (its module's ``defer``, which its handler calls by name)."""
+    from testkit.functions import handler_module, template_function
+
+    invoke = poller.invokers[hot.AGGREGATOR]
+
+    def invoked(event: dict[str, Any]) -> Any:
+        try:
+            return invoke(event)
+        finally:
+            with activity.get_lock():
+                activity[3] += 1
+
+    poller.invokers[hot.AGGREGATOR] = invoked
+    poll = poller.poll_once
+
+    def polled(*, flush: bool = True) -> int:
+        began, before = time.monotonic(), activity[3]
+        n = poll(flush=flush)  # a poll that raised is not a completed one
+        with activity.get_lock():
+            activity[0], activity[1], activity[2] = began, activity[3] - before, poller.held
+        return int(n)
+
+    poller.poll_once = polled
+    module = handler_module(template_function(hot.AGGREGATOR, table, refs=refs))  # imported already: the same module
+    defer = module.defer
+
+    def deferring(command: Any) -> bool:
+        took = bool(defer(command))
+        with activity.get_lock():
+            activity[4 if took else 5] += 1
+        return took
+
+    module.defer = deferring
+
+
 @contextmanager
-def hot_post(ddb: Any, endpoint: str, *, spread: int, max_spread: int, limits: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+def hot_post(
+    ddb: Any, endpoint: str, *, spread: int, max_spread: int, limits: dict[str, Any] | None, retry: bool = True
+) -> Iterator[dict[str, Any]]:
     """A table with one hot post grown to ``spread``, the aggregator on its stream (1 s window),
-    a reader of its tally every 50 ms and, with ``limits``, the model on the layer's client."""
+    with ``retry`` the retry queue and its worker (:class:`bench.retrying.Retrying`; the JVM's
+    warm-ups run without), a reader of its tally every 50 ms and, with ``limits``, the model on the
+    layer's client (and on the aggregator's and the worker's, each its own). After the body, the
+    run waits until the stream is drained and the retry queue is empty
+    (:func:`bench.retrying.drain_until_quiet`): ``run["retry"]`` says how long and what the queue did."""
     from counters.core import client as dynamo
     from counters.core.engine import read
     from counters.core.errors import ContentionError
@@ -216,7 +308,7 @@ def hot_post(ddb: Any, endpoint: str, *, spread: int, max_spread: int, limits: d
     while info.spread is not None and info.spread < spread:
         info = likes.posts.grow(POST, info, 2 * info.spread)
     assert info.spread == spread, info
-    aggregator = Aggregating(table, endpoint, limits)
+    retrying = Retrying(table, endpoint, limits, params={"LikesMaxSpread": str(max_spread)}, meta_pk=f"POST#{POST}") if retry else None
     model = LaneModel(layer, table=table, meta_pk=f"POST#{POST}", **limits) if limits is not None else None
     reads: list[tuple[float, int, int]] = []  # (time, tally, spread)
     stop = threading.Event()
@@ -235,18 +327,32 @@ def hot_post(ddb: Any, endpoint: str, *, spread: int, max_spread: int, limits: d
             stop.wait(max(0.0, hot.READ_EVERY - (now - began)))
 
     reading = threading.Thread(target=reader, name="tally-reader", daemon=True)
-    run: dict[str, Any] = {"table": table, "likes": likes, "model": model, "reads": reads}
+    run: dict[str, Any] = {"table": table, "likes": likes, "model": model, "reads": reads, "retry": None}
+    aggregator: Aggregating | None = None
     try:
+        if retrying is not None:
+            retrying.start()
+        aggregator = Aggregating(table, endpoint, limits, (retrying.endpoint, retrying.refs) if retrying is not None else None)
         reading.start()
         aggregator.start()
         yield run
-        drained_until = time.perf_counter() + hot.DRAIN_TIMEOUT
-        while time.perf_counter() < drained_until and not (reads and reads[-1][1] >= run["expect"]):
-            time.sleep(hot.READ_EVERY)
+        drained = drain_until_quiet(Settled(aggregator, retrying.depth if retrying is not None else lambda: 0))
+        if retrying is not None:
+            dlq, stream_dlq = retrying.depth(RETRY_DLQ), retrying.depth(STREAM_DLQ)
+            deferred, refused = aggregator.deferrals()
+            run["retry"] = Settlement(drained, deferred, refused, WorkerCounts(), dlq, stream_dlq)
+        elif drained is None:
+            run["retry"] = Settlement(drained, 0, 0, WorkerCounts(), 0, 0)
     finally:
         stop.set()
-        reading.join()
-        run["agg_writes"], run["agg_wcu"], run["agg_other"] = aggregator.stop()
+        if reading.is_alive():
+            reading.join()
+        if aggregator is not None:
+            run["agg_writes"], run["agg_wcu"], run["agg_other"] = aggregator.stop()
+        if retrying is not None:
+            counts = retrying.stop()
+            if run["retry"] is not None:
+                run["retry"].worker = counts
         if model is not None:
             model.detach()
     try:
@@ -286,6 +392,7 @@ class SpreadRow:
     lags: list[float]
     lag_missing: int
     exact: str
+    retry: Settlement | None = None  # the retry queue and its worker, after the run settled
 
     @property
     def wcu(self) -> float | None:
@@ -296,7 +403,7 @@ def measure_spread(spread: int, limits: dict[str, Any] | None, label: str, clien
     """One row, on a DynamoDB Local of its own warmed ``hot.JVM_WARM`` s first (unmeasured likes)."""
     with fresh_local() as (ddb, endpoint):
         if hot.JVM_WARM:
-            with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=None) as run:
+            with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=None, retry=False) as run:
                 hot._drive(lambda i: run["likes"].like(POST, f"w{i}").result, clients, hot.JVM_WARM, 0.0)
                 run["expect"] = 0
         load = os.getloadavg()[0]
@@ -338,7 +445,8 @@ def measure_spread(spread: int, limits: dict[str, Any] | None, label: str, clien
         meta_bytes=run["meta_bytes"],
         lags=lags,
         lag_missing=missing,
-        exact=run["counted"].exact(acknowledged, run["holders"]),
+        exact=settled_exact(run, acknowledged),
+        retry=run["retry"],
     )
 
 
@@ -352,8 +460,8 @@ def spread_table(rows: list[SpreadRow], scale: float) -> str:
     lines = [
         "| spread | limits | load | clients | sustained likes/s | vs spread 8 | WCU ceiling (keys x WCU/s) | likes (gave up) "
         "| throttles per like: write / read | WCU/like model-counted: likes + META | WCU/like cost model | RCU/like (chain reads) | aggregator writes (likes per write; other answers) "
-        "| META bytes | lag p50 / p99 ms (n) | counted once |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| META bytes | lag p50 / p99 ms (n) | retry queue: deferred / worker ran (done, failed) / DLQ | drained in s | counted once |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         per = max(1, r.likes)
@@ -364,9 +472,11 @@ def spread_table(rows: list[SpreadRow], scale: float) -> str:
         lag = f"{_ms(hot.percentile(r.lags, 50))} / {_ms(hot.percentile(r.lags, 99))} ({len(r.lags)})"
         if r.lag_missing:
             lag += f", {r.lag_missing} never seen"
+        queue = "-" if r.retry is None else r.retry.summary()
+        drained = "-" if r.retry is None else "did not drain" if r.retry.drained is None else f"{r.retry.drained:.1f}"
         lines.append(
             f"| {r.spread} | {r.model} | {r.load:.1f} | {r.clients} | {r.rate:.1f} | {ratio} | {ceiling} | {r.likes} ({r.gave_up}) "
-            f"| {r.write_throttles / per:.2f} / {r.read_throttles / per:.2f} | {model} | {r.cost:.3f} | {'-' if r.like_rcu is None else f'{r.like_rcu:.2f}'} | {writes} | {r.meta_bytes} | {lag} | {r.exact} |"
+            f"| {r.write_throttles / per:.2f} / {r.read_throttles / per:.2f} | {model} | {r.cost:.3f} | {'-' if r.like_rcu is None else f'{r.like_rcu:.2f}'} | {writes} | {r.meta_bytes} | {lag} | {queue} | {drained} | {r.exact} |"
         )
     return "\n".join(lines)
 
@@ -453,9 +563,22 @@ class Step:
     extra: int = 0  # users with a like item whose like was not acknowledged (gave up after its write went in)
     tally: int = 0
     grown: list[tuple[float, int]] = field(default_factory=list)  # (s since the step, spread)
+    liked_items: int = 0
+    lags: list[float] = field(default_factory=list)
+    lag_missing: int = 0
+    retry: Settlement | None = None  # the retry queue and its worker, after the run settled
 
 
 ABSORBED = 0.1  # throttles per like the step must fall under
+LAST = 10.0  # s at the end of the step whose throttles per like are reported
+
+
+def last_throttles(seconds: list[Second], last: float = LAST) -> float:
+    """Throttles per answered like over the step's last ``last`` seconds."""
+    tail = seconds[-int(last) :]
+    answered = sum(s.liked + s.gave_up for s in tail)
+    throttles = sum(s.write_throttles + s.read_throttles for s in tail)
+    return throttles / answered if answered else (float("inf") if throttles else 0.0)
 
 
 def time_to_absorb(seconds: list[Second], step_at: float) -> float | None:
@@ -478,7 +601,7 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
     limits = {"scale": scale, "burst_seconds": burst}
     with fresh_local() as (ddb, endpoint):
         if hot.JVM_WARM:
-            with hot_post(ddb, endpoint, spread=8, max_spread=8, limits=None) as run:
+            with hot_post(ddb, endpoint, spread=8, max_spread=8, limits=None, retry=False) as run:
                 hot._drive(lambda i: _like(run["likes"], f"w{i}"), 8, hot.JVM_WARM, 0.0)
                 run["expect"] = 0
         step = Step(low, high, before, after, os.getloadavg()[0], burst)
@@ -537,9 +660,12 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
     step.outcomes = Counter(o for _, o, _ in answers)
     acknowledged = {u for _, o, u in answers if o == "liked"}
     counted: Counted = run["counted"]
-    step.exact = counted.exact(acknowledged, run["holders"])
+    step.exact = settled_exact(run, acknowledged)
     step.extra = len(run["holders"] - acknowledged)
-    step.tally = counted.tally
+    step.tally, step.liked_items = counted.tally, counted.liked
+    acks = [t for t, o, _ in answers if o == "liked"]
+    step.lags, step.lag_missing = hot.lag_samples(acks, [(t, n) for t, n, _ in run["reads"]])
+    step.retry = run["retry"]
     return step
 
 
@@ -557,6 +683,16 @@ def step_lines(step: Step, scale: float) -> list[str]:
     absorbed = f"**{step.absorbed:.0f} s**" if step.absorbed is not None else f"**not absorbed** within {step.after:g} s"
     undocumented = {o: n for o, n in step.outcomes.items() if o.startswith("undocumented")}
     grown = ", ".join(f"{s} at {t:+.1f} s" for t, s in step.grown) or "never"
+    r = step.retry
+    retry = (
+        "none"
+        if r is None
+        else f"{r.deferred} commands deferred{f' ({r.refused} refused)' if r.refused else ''}, the worker received "
+        f"{r.worker.received} ({r.worker.done} done, {r.worker.failed} failed{f', {r.worker.errors} invocation errors, {r.worker.timeouts} of them timeouts' if r.worker.errors else ''}; "
+        f"longest invocation {r.worker.longest:.1f} s, largest message {r.worker.largest:,} bytes), "
+        f"{r.dlq} in RetryDLQ, {r.stream_dlq} stream batches dropped; "
+        + ("**did not drain**" if r.drained is None else f"drained {r.drained:.1f} s after the load")
+    )
     return [
         *lines,
         "",
@@ -565,8 +701,12 @@ def step_lines(step: Step, scale: float) -> list[str]:
         f"- Spread grew: {grown} (seconds from the step, as the tally reader saw META).",
         f"- Time to absorb (throttles per like under {ABSORBED:g} from then to the end): {absorbed} (target <= 60 s).",
         "- Answers: " + ", ".join(f"{n} {o}" for o, n in step.outcomes.most_common()) + f"; undocumented: {sum(undocumented.values())}.",
-        f"- Counted once after the stream drained: {step.exact} (tally {step.tally}; "
-        f"{step.extra} users hold a like whose answer was not a like).",
+        f"- Throttles per like in the last {LAST:g} s: {last_throttles(step.seconds):.2f}. Tally lag p50 / p99: "
+        f"{_ms(hot.percentile(step.lags, 50))} / {_ms(hot.percentile(step.lags, 99))} ms ({len(step.lags)} likes"
+        f"{f', {step.lag_missing} never seen' if step.lag_missing else ''}).",
+        f"- Retry queue: {retry}.",
+        f"- Counted once after the stream drained and the retry queue emptied: {step.exact} (tally {step.tally}, "
+        f"{step.liked_items} liked items; {step.extra} users hold a like whose answer was not a like).",
     ]
 
 

@@ -104,6 +104,7 @@ def _worker_main(fn: Function, conn: Any) -> None:
         handler = None
     _log_writes(fn.name)
     report_faults = _inject_faults(fn.name)
+    _setup(fn.name)
     conn.send(("ready", None))
     while True:
         try:
@@ -140,6 +141,16 @@ def _log_writes(function: str) -> None:
     from testkit.write_log import install
 
     install(dynamo.client(), folder, function)
+
+
+def _setup(function: str) -> None:
+    """Bench hook: ``DEVSTACK_SETUP`` = JSON {function: "module:callable"} (never set outside the
+    bench and tests) calls that callable once in this worker, after the handler's import and before
+    its first invocation: bench/spread.py attaches its limit model to the layer's client there."""
+    target = json.loads(os.environ.get("DEVSTACK_SETUP") or "{}").get(function)
+    if target:
+        module_name, name = target.split(":")
+        getattr(importlib.import_module(module_name), name)()
 
 
 def _inject_faults(function: str) -> Callable[[], None]:

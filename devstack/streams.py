@@ -251,6 +251,11 @@ class StreamPoller:
         poller._pools = list(pools.values())
         return poller
 
+    @property
+    def held(self) -> int:
+        """Records read from the stream and not delivered yet (a batch held for its batching window)."""
+        return sum(len(p) for p in self._pending.values())
+
     def stream_arn(self) -> str | None:
         return self.ddb.describe_table(TableName=self.table_name)["Table"].get("LatestStreamArn")
 
