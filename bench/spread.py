@@ -136,7 +136,7 @@ def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
     while True:
         page = ddb.scan(**kwargs)
         for item in page["Items"]:
-            if item["SK"]["S"].startswith("LIKE#"):
+            if item["SK"]["S"].startswith("LIKE#") and "livesIn" not in item:  # a pointer is no like item
                 items += 1
                 per_user[item["SK"]["S"]] += 1
                 liked += 1 if item.get("liked", {}).get("BOOL") else 0
@@ -297,6 +297,7 @@ def hot_post(
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
     from counters.services.likes import Likes
+    from counters.services.likes.merging import Merges
 
     table = f"spread-{uuid.uuid4().hex[:8]}"
     create_table(ddb, read_stack(table))
@@ -307,7 +308,10 @@ def hot_post(
     info = likes.posts.info(POST)
     while info.spread is not None and info.spread < spread:
         info = likes.posts.grow(POST, info, 2 * info.spread)
-    assert info.spread == spread, info
+    if spread > 8:  # grown before any like: its sweep (nothing to point to) settles it
+        Merges(table).settle(POST, spread)
+        info = likes.posts.fresh(POST)
+    assert info.spread == spread and info.settled, info
     retrying = Retrying(table, endpoint, limits, params={"LikesMaxSpread": str(max_spread)}, meta_pk=f"POST#{POST}") if retry else None
     model = LaneModel(layer, table=table, meta_pk=f"POST#{POST}", **limits) if limits is not None else None
     reads: list[tuple[float, int, int]] = []  # (time, tally, spread)

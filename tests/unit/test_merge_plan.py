@@ -74,3 +74,23 @@ def test_a_sweep_names_a_grown_spread(spread: object) -> None:
     with pytest.raises(Exception, match="invalid spread"):
         SettlePayload("p", spread)  # type: ignore[arg-type]
     assert SettlePayload("p", 32).spread == 32
+
+
+def test_a_sweep_is_queued_once_then_again_after_enough_batches_meet_the_post_unsettled() -> None:
+    """The aggregator's side (Merges.sweeps/sent): a sweep lost to the DLQ is queued again while
+    likes flow, counted in batches, never timed; one not taken by the queue is asked again next batch."""
+    from counters.services.likes.merging import SWEEP_AGAIN_AFTER, Merges
+
+    merges = Merges("t")
+    merges.unsettled.add(("p", 16))
+    (first,) = merges.sweeps()
+    assert first.payload == {"postId": "p", "spread": 16}
+    merges.unsettled.add(("p", 16))
+    assert [c.payload for c in merges.sweeps()] == [{"postId": "p", "spread": 16}]  # not taken yet: asked again
+    merges.sent(first)
+    for _ in range(SWEEP_AGAIN_AFTER):
+        merges.unsettled.add(("p", 16))
+        assert merges.sweeps() == []
+    merges.unsettled.add(("p", 16))
+    assert [c.payload for c in merges.sweeps()] == [{"postId": "p", "spread": 16}]
+    assert merges.sweeps() == []  # only posts met unsettled by the last examinations

@@ -131,6 +131,10 @@ class MergePayload:
 
 SWEEP_USERS = 100
 """Users a sweep reads the chains of at once (one BatchGetItem per 100 keys), then merges."""
+SWEEP_AGAIN_AFTER = 100
+"""Batches of a process that meet a post still unsettled after it queued the post's sweep, before
+it queues the sweep again (a sweep can end in the DLQ: contended 5 times while the lanes are busy);
+counted, not timed, and a sweep done twice merges nobody twice."""
 SETTLE_COMMAND = "settle-likes"
 """The retry queue's command that sweeps a grown post and marks it settled (module doc, "Settling")."""
 
@@ -170,7 +174,7 @@ class Merges:
         self.store = LikeMergeStore(table_name, dynamodb=dynamodb)
         self.retry = retry or RetryPolicy()
         self.unsettled: set[tuple[str, int]] = set()  # (post, spread) met unsettled by the last examinations
-        self.queued: LRU[tuple[str, int], bool] = LRU(CACHE_SIZE)  # (post, spread) whose sweep this process queued
+        self.queued: LRU[tuple[str, int], int] = LRU(CACHE_SIZE)  # (post, spread) whose sweep this process queued -> batches since
 
     def examine(self, created: Iterable[Created]) -> list[Examined]:
         """Every creation of a like item in a batch, examined after the batch's tally write; one
@@ -207,13 +211,21 @@ class Merges:
     def sweeps(self) -> list[Command]:
         """The sweeps to queue for the grown posts the examinations met unsettled, each once per
         process (``sent`` when the queue took it: [`sent`][counters.services.likes.merging.Merges.sent])."""
-        due, self.unsettled = [key for key in self.unsettled if self.queued.get(key) is None], set()
-        return [Command(SETTLE_COMMAND, {"postId": post_id, "spread": spread}) for post_id, spread in sorted(due)]
+        due: list[tuple[str, int]] = []
+        for key in sorted(self.unsettled):
+            since = self.queued.get(key)  # batches that met the post unsettled since its sweep was queued
+            if since is None or since >= SWEEP_AGAIN_AFTER:
+                due.append(key)
+            else:
+                self.queued[key] = since + 1
+        self.unsettled = set()
+        return [Command(SETTLE_COMMAND, {"postId": post_id, "spread": spread}) for post_id, spread in due]
 
     def sent(self, command: Command) -> None:
-        """The queue took ``command`` (a sweep): not sent again by this process."""
+        """The queue took ``command`` (a sweep): not sent again by this process until
+        ``SWEEP_AGAIN_AFTER`` more batches meet the post still unsettled."""
         payload = command.payload
-        self.queued[(str(payload["postId"]), int(str(payload["spread"])))] = True
+        self.queued[(str(payload["postId"]), int(str(payload["spread"])))] = 0
 
     def _pairs(self, post_id: str, records: list[Created], spread: int | None) -> set[str]:
         """The users of ``records`` with an item in another lane of their chain: every creation's
