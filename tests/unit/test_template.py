@@ -188,7 +188,7 @@ def test_like_aggregator_merges_only_like_items_attributes_and_reads_only_a_post
     get = _names_in(store.spread_get("p1").params(), "ProjectionExpression")
     assert get == set(spread["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
     key = {"PK": "POST#p1#S3", "SK": "LIKE#USER#u"}
-    (ask,) = store.batch_get([key])["RequestItems"].values()
+    (ask,) = store.batch_get([key]).params([{"PK": {"S": key["PK"]}, "SK": {"S": key["SK"]}}])["RequestItems"].values()
     used = _names_in(ask, "ProjectionExpression") | {"PK", "SK"}
     on = LikeItem(key, StateItem(True, Stamp(5, "r5"), "r5"), liked_at=1)
     off = LikeItem({**key, "PK": "POST#p1#S11"}, StateItem(False, Stamp(6, "r6"), "r6"), expires_at=9)

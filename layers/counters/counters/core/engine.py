@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -267,17 +267,28 @@ BATCH_GET = 100
 """BatchGetItem's most keys in one call."""
 
 
+class KeyBatch(Protocol):
+    """A BatchGetItem as the store shapes it ([`BatchGet`][counters.store.batch.BatchGet]): its
+    request for some keys, and a response's (found items, unprocessed keys)."""
+
+    def params(self, keys: Sequence[Item]) -> Params:
+        """The BatchGetItem parameters for ``keys`` (DynamoDB JSON, at most ``BATCH_GET``)."""
+        ...
+
+    def answer(self, response: Mapping[str, object]) -> tuple[list[Item], list[Item]]:
+        """(the items found, the keys left unprocessed) of one response."""
+        ...
+
+
 def read_keys(
     operation: Operation,
-    table_name: str,
+    batch: KeyBatch,
     keys: Sequence[Item],
-    ask: Mapping[str, object],
     policy: RetryPolicy,
     capacity: Capacity | None = None,
 ) -> list[Item]:
-    """Every item found under ``keys`` on one table (as DynamoDB returns them, in no order):
-    BatchGetItem of ``BATCH_GET`` keys a call with ``ask`` (``ProjectionExpression``,
-    ``ExpressionAttributeNames``, ``ConsistentRead``), each call a [`read`][counters.core.engine.read].
+    """Every item found under ``keys`` (as DynamoDB returns them, in no order): ``batch``'s
+    BatchGetItem of ``BATCH_GET`` keys a call, each call a [`read`][counters.core.engine.read].
     The keys DynamoDB leaves unprocessed are asked again after a backoff, within
     ``policy.max_attempts`` calls; still left then: [`ContentionError`][counters.core.errors.ContentionError] (503, retryable), never
     an absence."""
@@ -285,11 +296,8 @@ def read_keys(
     for at in range(0, len(keys), BATCH_GET):
         pending = list(keys[at : at + BATCH_GET])
         for attempt in range(1, policy.max_attempts + 1):
-            response = read(
-                operation, policy, capacity, RequestItems={table_name: {**ask, "Keys": pending}}, ReturnConsumedCapacity="TOTAL"
-            )
-            found += (response.get("Responses") or {}).get(table_name, [])
-            pending = ((response.get("UnprocessedKeys") or {}).get(table_name) or {}).get("Keys") or []
+            got, pending = batch.answer(read(operation, policy, capacity, **batch.params(pending)))
+            found += got
             if not pending:
                 break
             policy.backoff(attempt)

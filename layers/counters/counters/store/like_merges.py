@@ -27,7 +27,8 @@ from counters.core.client import DynamoDBClient, client
 from counters.core.engine import read, read_keys, run
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome
-from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update
+from counters.store.batch import BatchGet
+from counters.store.expr import Cond, Delete, Get, Path, Put, Transaction, Update
 from counters.store.items import from_item, to_item
 from counters.store.post_items import (
     DELTA,
@@ -45,7 +46,7 @@ from counters.store.post_items import (
     parse_hot_pk,
     post_key,
 )
-from counters.store.posts import like_toggles
+from counters.store.posts import lane_users, like_toggles
 from counters.store.toggles import CHANGED_AT, CHANGED_BY, EXPIRES_AT, REQUEST_ID, Stamp, StateItem
 
 READ_ATTRIBUTES = (PK, SK, LIKED, CHANGED_AT, CHANGED_BY, REQUEST_ID, LIKED_AT, EXPIRES_AT, LIVES_IN)
@@ -134,41 +135,22 @@ class LikeMergeStore:
 
     def lane_users(self, pk: str, retry: RetryPolicy) -> Iterator[str]:
         """Every user with an item under one spread key (a like, a tombstone or a pointer), in key
-        order: strongly consistent Query pages of keys only, so an item written before the sweep
-        began is read whatever the replication delay."""
-        query = Query(self.table_name, (Path(PK) == pk) & Path(SK).begins_with(LIKE_PREFIX), limit=SWEEP_PAGE)
-        query.consistent = True
-        query.project(SK)
-        while True:
-            response = read(self.dynamodb.query, retry, None, **query.params())
-            for raw in response.get("Items", []):
-                yield str((from_item(raw) or {})[SK])[len(LIKE_PREFIX) :]
-            query.start = from_item(response.get("LastEvaluatedKey"))
-            if not query.start:
-                return
+        order, strongly consistent ([`lane_users`][counters.store.posts.lane_users], ``SWEEP_PAGE`` a page)."""
+        return lane_users(self.dynamodb, self.table_name, pk, retry, None, counted=None, page=SWEEP_PAGE)
 
-    def batch_get(self, keys: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-        """The BatchGetItem of ``keys`` (at most 100): consistent, projected on ``READ_ATTRIBUTES``."""
-        projected = Get(self.table_name, keys[0]).project(*READ_ATTRIBUTES).params()
-        ask = {
-            "Keys": [to_item(k) for k in keys],
-            "ConsistentRead": True,
-            "ProjectionExpression": projected["ProjectionExpression"],
-            "ExpressionAttributeNames": projected["ExpressionAttributeNames"],
-        }
-        return {"RequestItems": {self.table_name: ask}}
+    def batch_get(self, keys: Sequence[Mapping[str, str]]) -> BatchGet:
+        """The BatchGetItem of a user's chain keys: consistent, projected on ``READ_ATTRIBUTES``."""
+        return BatchGet(Get(self.table_name, keys[0]).project(*READ_ATTRIBUTES).strongly())
 
     def read(self, keys: Sequence[Mapping[str, str]], retry: RetryPolicy) -> list[LikeItem]:
         """The items found under ``keys``, in the order of ``keys``: one consistent BatchGetItem
-        (its unprocessed keys asked again, within ``retry``'s attempts; then
+        per 100 keys (its unprocessed keys asked again, within ``retry``'s attempts; then
         [`ContentionError`][counters.core.errors.ContentionError])."""
         if not keys:
             return []
-        ask = self.batch_get(keys)["RequestItems"][self.table_name]
-        wanted = {k: v for k, v in ask.items() if k != "Keys"}
         found = {
             (str(item[PK]), str(item[SK])): item
-            for item in map(from_item, read_keys(self.dynamodb.batch_get_item, self.table_name, ask["Keys"], wanted, retry))
+            for item in map(from_item, read_keys(self.dynamodb.batch_get_item, self.batch_get(keys), [to_item(k) for k in keys], retry))
             if item
         }
         return [self._item(k, found[(k[PK], k[SK])]) for k in keys if (k[PK], k[SK]) in found]

@@ -21,6 +21,7 @@ from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.aggregates import CheckpointStore
+from counters.store.batch import BatchGet
 from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
 from counters.store.items import from_item, to_item
 from counters.store.post_items import (
@@ -118,6 +119,25 @@ def like_toggles(table_name: str, *, dynamodb: DynamoDBClient | None = None) -> 
         parent=post_of,
         dynamodb=dynamodb,
     )
+
+
+def lane_users(
+    dynamodb: DynamoDBClient, table_name: str, pk: str, retry: RetryPolicy, capacity: Capacity | None, *, counted: Cond | None, page: int
+) -> Iterator[str]:
+    """The users with a like item under one spread key (``counted``: only the items passing it;
+    ``None``: every item, tombstones and pointers too), in key order: strongly consistent Query
+    pages of ``page`` items, keys only, so an item written before the first page is read whatever
+    the replication delay (the audit's count, a grown post's sweep)."""
+    query = Query(table_name, (Path(PK) == pk) & Path(SK).begins_with(LIKE_PREFIX), filter=counted, limit=page)
+    query.consistent = True
+    query.project(SK)
+    while True:
+        response = read(dynamodb.query, retry, capacity, **{**query.params(), "ReturnConsumedCapacity": "TOTAL"})
+        for raw in response.get("Items", []):
+            yield str((from_item(raw) or {})[SK])[len(LIKE_PREFIX) :]
+        query.start = from_item(response.get("LastEvaluatedKey"))
+        if not query.start:
+            return
 
 
 def like_checkpoints(table_name: str, *, dynamodb: DynamoDBClient | None = None, region: str = "") -> CheckpointStore:
@@ -241,11 +261,12 @@ class PostStore:
         which the like aggregator merges into the oldest lane with the latest request's state
         ([`counters.services.likes.merging`][counters.services.likes.merging]), exactly as the
         stale-view writer's second item: correctness never rests on this read. A pointer is no item."""
-        ask = Get(self.table_name, keys[0]).project(PK, SK, LIVES_IN).params() if keys else {}
-        wanted = {k: v for k, v in ask.items() if k not in ("TableName", "Key")}
+        if not keys:
+            return None
+        batch = BatchGet(Get(self.table_name, keys[0]).project(PK, SK, LIVES_IN))
         found = {
             (str(raw[PK]["S"]), str(raw[SK]["S"]))
-            for raw in read_keys(self.dynamodb.batch_get_item, self.table_name, [to_item(k) for k in keys], wanted, retry)
+            for raw in read_keys(self.dynamodb.batch_get_item, batch, [to_item(k) for k in keys], retry)
             if LIVES_IN not in raw
         }
         return next((key for key in keys if (key[PK], key[SK]) in found), None)
@@ -267,30 +288,21 @@ class PostStore:
         return found, (None if not last else {str(k): str(v) for k, v in last.items()})
 
     def lane_users(self, pk: str, counted: Cond, retry: RetryPolicy, capacity: Capacity) -> Iterator[str]:
-        """The users whose like item under one partition key passes ``counted``, in key order:
-        strongly consistent Query pages of keys only (``AUDIT_PAGE`` items read each, so that an
-        audit merging 64 lanes holds 64 short pages; the capacity is that of a COUNT)."""
-        query = Query(self.table_name, (Path(PK) == pk) & Path(SK).begins_with(LIKE_PREFIX), filter=counted, limit=AUDIT_PAGE)
-        query.consistent = True
-        query.project(SK)
-        while True:
-            response = read(self.dynamodb.query, retry, capacity, **{**query.params(), "ReturnConsumedCapacity": "TOTAL"})
-            for raw in response.get("Items", []):
-                yield str((from_item(raw) or {})[SK])[len(LIKE_PREFIX) :]
-            query.start = from_item(response.get("LastEvaluatedKey"))
-            if not query.start:
-                return
+        """The users whose like item under one partition key passes ``counted``, in key order
+        ([`lane_users`][counters.store.posts.lane_users]; ``AUDIT_PAGE`` items read a page, so that
+        an audit merging 64 lanes holds 64 short pages; the capacity is that of a COUNT)."""
+        return lane_users(self.dynamodb, self.table_name, pk, retry, capacity, counted=counted, page=AUDIT_PAGE)
 
     def liking(self, keys: list[dict[str, str]], retry: RetryPolicy, capacity: Capacity) -> set[tuple[str, str]]:
         """Which of ``keys`` hold a like item that is on (a tombstone is not): strongly consistent
         BatchGetItem of up to 100 keys a call (1 RCU a key, found or not), keys only and the
         state; keys DynamoDB leaves unprocessed are sent again, and still left after
         ``retry.max_attempts`` calls are [`ContentionError`][counters.core.errors.ContentionError]."""
-        shape = Get(self.table_name, keys[0]).project(PK, SK, LIKED).strongly().params() if keys else {}
-        wanted = {k: v for k, v in shape.items() if k not in ("TableName", "Key")}
+        if not keys:
+            return set()
+        batch = BatchGet(Get(self.table_name, keys[0]).project(PK, SK, LIKED).strongly())
         items = (
-            from_item(raw) or {}
-            for raw in read_keys(self.dynamodb.batch_get_item, self.table_name, [to_item(k) for k in keys], wanted, retry, capacity)
+            from_item(raw) or {} for raw in read_keys(self.dynamodb.batch_get_item, batch, [to_item(k) for k in keys], retry, capacity)
         )
         return {(str(item[PK]), str(item[SK])) for item in items if item.get(LIKED, True) is True}  # not a tombstone, nor a pointer
 
