@@ -84,7 +84,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         if not (merges and defer(merges.deferred(post_id, (c.user_id for c in created)))):
             failed.append(min((c.seq for c in created), key=padded))
     for sweep in merges.sweeps() if merges else ():  # a grown post not settled: the retry worker sweeps it
-        if merges and defer(sweep):  # else the next batch of the post asks again (until then every creation is examined)
+        if merges and defer(sweep):  # else the next batch of the post asks again
             merges.sent(sweep)
     if failed:  # the shard restarts from the lowest; what was applied after it is checkpointed
         return {"batchItemFailures": [{"itemIdentifier": min(failed, key=padded)}]}

@@ -39,12 +39,16 @@ from counters.store.post_items import (
     MERGED,
     PK,
     POINTER,
+    POST_ID,
     SETTLED,
     SK,
     SPREAD_ATTRIBUTE,
+    SWEPT,
     USER_ID,
+    Post,
     parse_hot_pk,
     post_key,
+    post_of,
 )
 from counters.store.posts import lane_users, like_toggles
 from counters.store.toggles import CHANGED_AT, CHANGED_BY, EXPIRES_AT, REQUEST_ID, Stamp, StateItem
@@ -81,6 +85,11 @@ def lane_number(key: Mapping[str, str]) -> int:
     return int(parsed[1][1:])
 
 
+def _pointer_item(key: Mapping[str, str], lane: int) -> dict[str, object]:
+    """A pointer at ``key`` to the user's item in ``lane`` (a whole item: no ``delta``, counts nothing)."""
+    return {**key, LIKED: POINTER, LIVES_IN: lane, USER_ID: key[SK][len(LIKE_PREFIX) :]}
+
+
 def _pointer_as_read(found: LikeItem | None) -> Cond:
     """The user's lane holds what was read there: nothing, or the same pointer."""
     if found is None:
@@ -112,18 +121,32 @@ class LikeMergeStore:
         return self._dynamodb or client()
 
     def spread_get(self, post_id: str) -> Get:
-        """The GetItem of the post's ``spread`` and ``settled`` (strongly consistent, those attributes only)."""
-        return Get(self.table_name, post_key(post_id)).project(SPREAD_ATTRIBUTE, SETTLED).strongly()
+        """The GetItem of the post's ``spread``, ``settled`` and ``swept`` (strongly consistent, those attributes only)."""
+        return Get(self.table_name, post_key(post_id)).project(SPREAD_ATTRIBUTE, SETTLED, SWEPT).strongly()
 
     def spread(self, post_id: str, retry: RetryPolicy) -> int | None:
         """The post's ``spread`` now, strongly consistent (``None``: no post, or one stored before spread)."""
-        return self.layout(post_id, retry)[0]
+        return self.layout(post_id, retry).spread
 
-    def layout(self, post_id: str, retry: RetryPolicy) -> tuple[int | None, int | None]:
-        """The post's ``spread`` and ``settled`` now, strongly consistent (``None``: absent)."""
+    def layout(self, post_id: str, retry: RetryPolicy) -> Post:
+        """The post's ``spread``, ``settled`` and ``swept`` now, strongly consistent (an empty
+        [`Post`][counters.store.post_items.Post], ``spread`` ``None``: no post, or one stored before spread)."""
         item = from_item(read(self.dynamodb.get_item, retry, None, **self.spread_get(post_id).params()).get("Item")) or {}
-        spread, settled = item.get(SPREAD_ATTRIBUTE), item.get(SETTLED)
-        return (None if spread is None else int(str(spread))), (None if settled is None else int(str(settled)))
+        return post_of({**item, POST_ID: post_id})
+
+    def advance(self, post_id: str, spread: int, lanes: int, retry: RetryPolicy) -> Outcome:
+        """``swept`` = ``lanes`` if the post's spread is still ``spread`` and fewer lanes are marked
+        swept (one conditional UpdateItem on META, by the sweep after it put every pointer of those
+        lanes in place; a second sweep of the same spread never moves it back): ``APPLIED``;
+        ``REJECTED``: grown again meanwhile, or marked already."""
+        swept = Path(SWEPT)
+        update = (
+            Update(self.table_name, post_key(post_id))
+            .set(SWEPT, lanes)
+            .when((Path(SPREAD_ATTRIBUTE) == spread) & (swept.missing() | (swept < lanes)))
+        )
+        update.on_failure = False
+        return run(self.dynamodb.update_item, update.params(), policy=retry, write=True).outcome
 
     def settle(self, post_id: str, spread: int, retry: RetryPolicy) -> Outcome:
         """``settled`` = ``spread`` if the post's spread is still ``spread`` (one conditional
@@ -167,10 +190,18 @@ class LikeMergeStore:
         """A pointer at ``key`` to the user's item in ``lane``: a whole item (``Put``: the ``delta``
         of what it replaces is gone, so its stream record counts nothing), conditioned on ``key``
         holding what was read (``found``)."""
-        item = {**key, LIKED: POINTER, LIVES_IN: lane, USER_ID: key[SK][len(LIKE_PREFIX) :]}
-        put = Put(self.table_name, item=item).when(_pointer_as_read(found))
+        put = Put(self.table_name, item=_pointer_item(key, lane)).when(_pointer_as_read(found))
         put.on_failure = False
         return put
+
+    def point(self, key: Mapping[str, str], lane: int, retry: RetryPolicy) -> Outcome:
+        """A pointer at ``key`` (the user's lane) to their item in ``lane``, if ``key`` holds
+        nothing or that same pointer (one conditional PutItem, 1 WCU, nothing read; put again by a
+        sweep resumed after a failure): ``APPLIED``; ``REJECTED``: something else is there (the
+        user's item, a pointer elsewhere, a retired item): the caller merges the user's chain."""
+        put = Put(self.table_name, item=_pointer_item(key, lane)).when(Path(SK).missing() | (Path(LIVES_IN) == lane))
+        put.on_failure = False
+        return run(self.dynamodb.put_item, put.params(), policy=retry, write=True).outcome
 
     def transaction(
         self,
@@ -229,8 +260,13 @@ class LikeMergeStore:
         count by, for the stream's aggregator), and each of ``retired`` is deleted: every action
         conditioned on its item's stamp as read. ``pointer`` (the user's lane of the spread, and
         what was read there): a pointer to ``kept``'s lane is put there, replacing a retired item
-        or a pointer elsewhere (conditioned on it as read); alone when nothing is retired. ``APPLIED``; ``REJECTED``: an item moved since it
-        was read (read again and decide again); ``CONTENTION``."""
+        or a pointer elsewhere (conditioned on it as read). Alone when nothing is retired, and then
+        one conditional PutItem (1 WCU in the user's lane, not a transaction's 2: the sweep puts one
+        per user who moved, and touches nothing in the old lane). ``APPLIED``; ``REJECTED``: an item
+        moved since it was read (read again and decide again); ``CONTENTION``."""
+        if not retired and pointer is not None:
+            put = self.pointer(pointer[0], lane_number(kept.key), pointer[1])
+            return run(self.dynamodb.put_item, put.params(), policy=retry, write=True).outcome
         tx = self.transaction(kept, latest, retired, delta, pointer)
         report = run(
             self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=retry, capacity=Capacity(), write=True, token=True

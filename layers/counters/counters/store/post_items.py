@@ -30,6 +30,7 @@ POST_ID, AUTHOR_ID, BODY, CREATED_AT, REQUEST_ID = "postId", "authorId", "body",
 TALLY = "likeTally"
 MODE, MODE_EPOCH, MODE_AT, SPREAD_ATTRIBUTE = "mode", "modeEpoch", "modeAt", "spread"
 SETTLED = "settled"  # on a post: the spread every user's chain is settled for (a pointer in the user's lane; docs/likes.md)
+SWEPT = "swept"  # on a post: lanes of the previous spread the sweep of this spread has done, from S0 (removed by a growth)
 LIVES_IN = "livesIn"  # on a pointer item: the lane of the user's like item (``liked`` is POINTER, neither on nor off)
 POINTER = "pointer"  # a pointer item's ``liked``: not a like, not a tombstone (no toggle condition passes it)
 CREATED_MODE = "createdMode"  # on a post: the mode it was created in (a re-sent create is compared with it)
@@ -168,8 +169,9 @@ def lane_of(user_id: str, spread: int) -> int:
 
 FIRST_SPREAD = 8
 """The spread a post is created with; it only doubles from there (docs/DESIGN.md, "a spread that grows")."""
-MAX_SPREAD = 64
-"""The largest spread a post grows to."""
+MAX_SPREAD = 128
+"""The largest spread a post grows to (8x the 8-key ceiling is exactly the ceiling of 64 keys: a
+post taking it at 64 runs at 100% of its keys, where throttles never fall back)."""
 
 
 def chain_lanes(user_id: str, spread: int) -> list[int]:
@@ -245,6 +247,7 @@ class Post:
     stored_epoch: int | None = None  # ``None``: no ``modeEpoch`` stored (a repair conditions on its absence)
     spread: int | None = None  # ``None``: likes stored before ``spread`` (seed 01's item collection, standard only)
     stored_settled: int | None = None  # ``settled``; ``None``: never grown, or not settled since (see ``settled``)
+    stored_swept: int | None = None  # ``swept``; ``None``: no lane swept since the last growth (see ``swept``)
     revision: int | None = None  # ``None``: no ``tallyRev`` stored
     watermarks: Mapping[str, str] = field(default_factory=dict)  # aggAt per lane (ms)
     probes: Mapping[str, str] | None = None  # aggProbe per lane; ``None``: no map (stored before probes)
@@ -257,6 +260,15 @@ class Post:
         the spread now (a post that never grew is; a growth unsettles it until the retry worker's
         sweep settles it: docs/likes.md "A spread that grows")."""
         return self.spread is None or self.spread <= FIRST_SPREAD or self.stored_settled == self.spread
+
+    @property
+    def swept(self) -> int:
+        """How many lanes of the previous spread, from ``S0``, the sweep of this spread has done:
+        every user who had an item there when it read the lane has it, or a pointer to it, in their
+        lane now, so a like need not read those lanes (a growth removes it; settled: all of them)."""
+        if self.spread is None or self.spread <= FIRST_SPREAD:
+            return 0  # no older lanes
+        return self.spread // 2 if self.settled else min(self.stored_swept or 0, self.spread // 2)
 
     @property
     def epoch(self) -> int:
@@ -290,6 +302,7 @@ def post_of(item: Mapping[str, Any]) -> Post:
         stored_epoch=_int(item.get(MODE_EPOCH)),
         spread=_int(item.get(SPREAD_ATTRIBUTE)),
         stored_settled=_int(item.get(SETTLED)),
+        stored_swept=_int(item.get(SWEPT)),
         revision=_int(item.get(REVISION)),
         watermarks=_lanes(item.get(AGG_AT)),
         probes=_lanes(probes) if isinstance(probes, Mapping) else None,

@@ -52,6 +52,7 @@ from counters.store.post_items import (
     SETTLED,
     SK,
     SPREAD_ATTRIBUTE,
+    SWEPT,
     TALLY,
     WRITER,
     Mode,
@@ -212,8 +213,8 @@ class PostStore:
 
     def layout(self, post_id: str, retry: RetryPolicy) -> Post | None:
         """Where the post's likes live and how they are counted (``mode``, ``spread``, ``settled``,
-        ``modeEpoch``; eventually consistent, 0.5 RCU), or ``None``."""
-        get = Get(self.table_name, post_key(post_id)).project(MODE, SPREAD_ATTRIBUTE, SETTLED, MODE_EPOCH)
+        ``swept``, ``modeEpoch``; eventually consistent, 0.5 RCU), or ``None``."""
+        get = Get(self.table_name, post_key(post_id)).project(MODE, SPREAD_ATTRIBUTE, SETTLED, SWEPT, MODE_EPOCH)
         item = from_item(read(self.dynamodb.get_item, retry, None, **get.params()).get("Item"))
         return None if item is None else post_of({**item, POST_ID: post_id})
 
@@ -239,10 +240,12 @@ class PostStore:
         """``spread`` = ``to`` if it is still ``spread`` (one conditional UpdateItem on META: of many
         processes growing at once one does, the others find it grown): ``APPLIED`` with the post
         after, or ``REJECTED`` with the post found (``None``: no post). Items never move: a like
-        stays in the lane it was created in ([`chain_lanes`][counters.store.post_items.chain_lanes])."""
+        stays in the lane it was created in ([`chain_lanes`][counters.store.post_items.chain_lanes]).
+        The sweep's progress (``swept``) was of the old spread: removed with it."""
         update = (
             Update(self.table_name, post_key(post_id))
             .set(SPREAD_ATTRIBUTE, to)
+            .remove(SWEPT)
             .when(Path(PK).exists() & (Path(SPREAD_ATTRIBUTE) == spread))
             .returning("ALL_NEW")
         )

@@ -1,47 +1,49 @@
 """A user's duplicate like items on a grown post: detected after the fact and merged, once.
 
-A hot post's spread grows (8, 16, 32, 64) while likes flow, and items never move: a request
-writes the oldest lane of the user's chain holding an item, else creates one in the lane of the
-spread it knows ([`Posts.locate`][counters.services.likes.posts.Posts.locate]). A writer with a
+A hot post's spread grows (8, 16, ... ``MAX_SPREAD``) while likes flow, and items never move: a
+request writes the oldest lane of the user's chain holding an item, else creates one in the lane of
+the spread it knows ([`Posts.locate`][counters.services.likes.posts.Posts.locate]). A writer with a
 stale view of the spread (a cached post, a long pause) can then create a second item for a user
-that a current writer created in a higher lane. Nothing can refuse it (the stale writer does not
-know the higher lane exists), so the like aggregator examines **every creation** of a like item
-under a lane key (the template's filter passes every ``INSERT``, ``delta`` 0 included) after its
-batch's tally write ([`Merges.examine`][counters.services.likes.merging.Merges.examine]):
+in a lane that is not the user's lane any more. Nothing can refuse it (the stale writer does not
+know the higher lane exists), so the like aggregator examines every creation of a like item under
+a lane key (the template's filter passes every ``INSERT``, ``delta`` 0 included) after its batch's
+tally write ([`Merges.examine`][counters.services.likes.merging.Merges.examine]):
 
-* once per post in the batch, the post's ``spread`` read strongly consistent from META: it only
-  grows, so a read made after a record committed covers the lane of any other creation that
-  committed before it; at the first spread nothing more is read;
-* the other chain lanes of every creation in the batch, read in one consistent BatchGetItem per
-  100 keys. Of two creations the later one's read sees the earlier item, so every pair is seen at
-  least once;
-* a pair found: [`Merges.merge`][counters.services.likes.merging.Merges.merge] re-reads the
-  whole chain and writes one transaction ([`plan`][counters.services.likes.merging.plan]): the
-  item in the oldest lane is kept and takes the state, stamp and ``requestId`` of the item with
-  the latest stamp (the latest request still wins, and its replay still finds its own id); the
-  others are deleted, not tombstoned, so a later stale write into a retired lane is again a
-  creation and is examined again. The count moves through the kept item's ``delta``
-  (``new kept - old kept - the deleted items' likes``), counted from the stream like any hot write;
-  the deletions' records count nothing. Each item is conditioned on its stamp as read: a write
-  that moved one meanwhile makes the merge read and decide again (``ROUNDS``), then report
-  contention, and the batch is redelivered from that record (its tally part is checkpointed).
-  A redelivered batch whose pair is merged finds one item and does nothing.
+* once per post in the batch, the post's ``spread`` (with ``settled`` and ``swept``) read strongly
+  consistent from META: it only grows, so a read made after a record committed covers the lane of
+  any other creation that committed before it;
+* a creation **outside** its user's lane of that spread is merged, whatever is found:
+  [`Merges.merge`][counters.services.likes.merging.Merges.merge] reads the whole chain and writes
+  one transaction ([`plan`][counters.services.likes.merging.plan]): the item in the oldest lane is
+  kept and takes the state, stamp and ``requestId`` of the item with the latest stamp (the latest
+  request still wins, and its replay still finds its own id); the others are deleted, not
+  tombstoned, so a later stale write into a retired lane is again a creation and is examined
+  again. The count moves through the kept item's ``delta`` (``new kept - old kept - the deleted
+  items' likes``), counted from the stream like any hot write; the deletions' records count
+  nothing. Each item is conditioned on its stamp as read: a write that moved one meanwhile makes
+  the merge read and decide again (``ROUNDS``), then report contention, and the batch's
+  examination is deferred to the retry queue (``merge-likes``). A merged pair finds one item and
+  does nothing;
+* a creation **in** its user's lane is not examined: the sweep below merges any pair it makes.
 
 Settling. A merge also makes the user's lane of the spread hold the kept item or a **pointer** to
 its lane (``liked`` = ``"pointer"``, ``livesIn``): put, re-pointed, or in place of a retired item.
 After a growth the retry worker's sweep ([`Merges.settle`][counters.services.likes.merging.Merges.settle],
 command ``settle-likes``, queued by the aggregator through [`Merges.sweeps`][counters.services.likes.merging.Merges.sweeps])
-merges every user with anything in a lane of the old spread that is not their lane now, then
-writes ``settled`` on META. A like on a settled post writes the user's lane without reading: the
-pointer refuses it and names the lane to write. So the aggregator merges every creation outside
-its user's lane (a stale-view writer's, made after the sweep read that lane: its pointer), and
-examines a creation in the user's lane only until the post is settled (then a user with an item
-elsewhere has a pointer there, which refuses a creation). docs/DESIGN.md, "A spread that grows".
+reads every lane of the old spread, from ``S0``, 8 lanes at once, merges every user there whose lane
+now is another one, marks the lanes done (``swept``), then writes ``settled`` on META. A like reads
+none of the lanes swept (nothing on a settled post): the pointer refuses its write and names the
+lane to write. Why no pair is missed: a user with an item in an old lane either had it when the
+sweep read that lane (then the sweep merged the user, with any item in their own lane, and put the
+pointer, which refuses a later creation there), or it was created there after, by a stale-view
+writer: a creation outside its user's lane, merged by the aggregator. docs/DESIGN.md, "A spread
+that grows".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient
@@ -135,6 +137,15 @@ SWEEP_AGAIN_AFTER = 100
 """Batches of a process that meet a post still unsettled after it queued the post's sweep, before
 it queues the sweep again (a sweep can end in the DLQ: contended 5 times while the lanes are busy);
 counted, not timed, and a sweep done twice merges nobody twice."""
+SWEEP_LANES = FIRST_SPREAD
+"""Lanes a sweep sweeps at once (threads: each lane is a partition key of its own, and its pointers
+go to one other lane), from ``S0``: the first group is the 8 lanes every user's chain starts in."""
+SWEEP_ATTEMPTS = 12
+"""Calls a sweep's each DynamoDB request may make (backing off up to 1 s): a sweep is no request
+path, and under a step its lanes' capacity is what the likes leave it."""
+LANE_ROUNDS = 6
+"""Times a sweep sweeps one lane again when it is contended (throttled reads under a step), before
+the message fails; counted, not timed, and each lane done is kept (``swept``): a redelivery resumes."""
 SETTLE_COMMAND = "settle-likes"
 """The retry queue's command that sweeps a grown post and marks it settled (module doc, "Settling")."""
 
@@ -157,8 +168,8 @@ class SettlePayload:
 def _in_own_lane(record: Created, spread: int | None) -> bool:
     """Whether a creation is in the user's lane of ``spread`` (a post that never grew: every one).
     A creation elsewhere is always merged, so that the user's lane points to it (a stale-view
-    writer's, made after the sweep read its lane); one in the user's lane is examined only until the
-    post is settled (then a user with an item elsewhere has a pointer there, which refuses it)."""
+    writer's, made after the sweep read its lane); one in the user's lane is never examined
+    ([`Merges.examine`][counters.services.likes.merging.Merges.examine])."""
     return spread is None or spread <= FIRST_SPREAD or record.lane == f"S{lane_of(record.user_id, spread)}"
 
 
@@ -177,35 +188,36 @@ class Merges:
         self.queued: LRU[tuple[str, int], int] = LRU(CACHE_SIZE)  # (post, spread) whose sweep this process queued -> batches since
 
     def examine(self, created: Iterable[Created]) -> list[Examined]:
-        """Every creation of a like item in a batch, examined after the batch's tally write; one
-        per (post, user) is enough (the chain is read whole). On a settled post a creation in the
-        user's own lane is not examined: a user with an item elsewhere has a pointer there, which
-        refuses a creation."""
+        """Every creation of a like item in a batch, examined after the batch's tally write: one
+        outside its user's lane is merged (one per (post, user): the chain is read whole), which
+        puts the pointer; one in its user's lane is not examined at all (``DUPLICATE``). A user
+        with an item in another lane when the post's sweep reads that lane has a pointer in their
+        lane, which refuses the creation, or is merged by the sweep (it reads every lane of the old
+        spread after the growth); an item created there after the sweep read it is a creation
+        outside its user's lane, merged here (module doc, "Settling")."""
         by_post: dict[str, list[Created]] = {}
         for record in created:
             by_post.setdefault(record.post_id, []).append(record)
         out: list[Examined] = []
         for post_id, records in by_post.items():
             try:
-                spread, settled = self.store.layout(post_id, self.retry)
-                if spread is not None and spread > FIRST_SPREAD and settled != spread:
+                post = self.store.layout(post_id, self.retry)
+                spread = post.spread
+                if spread is not None and not post.settled:
                     self.unsettled.add((post_id, spread))  # a sweep to send (the caller's queue)
-                elsewhere: dict[str, Created] = {}  # outside the user's lane: merged whatever is found (the pointer)
-                own: dict[str, Created] = {}  # in it: merged if another lane holds an item (not settled only)
-                for record in records:
-                    if not _in_own_lane(record, spread):
-                        elsewhere.setdefault(record.user_id, record)
-                    elif settled is None or settled != spread:
-                        own.setdefault(record.user_id, record)
-                pairs = self._pairs(post_id, [r for u, r in own.items() if u not in elsewhere], spread)
             except ContentionError:
                 out += [Examined(c, Outcome.CONTENTION) for c in records]
                 continue
+            elsewhere: dict[str, Created] = {}  # outside the user's lane: merged whatever is found (the pointer)
+            for record in records:
+                if _in_own_lane(record, spread):
+                    out.append(Examined(record, Outcome.DUPLICATE))
+                elif record.user_id in elsewhere:
+                    out.append(Examined(record, Outcome.DUPLICATE))  # the user's chain is merged whole once
+                else:
+                    elsewhere[record.user_id] = record
             for record in elsewhere.values():
                 out.append(Examined(record, self._merged(record, spread)))
-            for user_id, record in own.items():
-                if user_id not in elsewhere:
-                    out.append(Examined(record, self._merged(record, spread) if user_id in pairs else Outcome.DUPLICATE))
         return out
 
     def sweeps(self) -> list[Command]:
@@ -226,19 +238,6 @@ class Merges:
         ``SWEEP_AGAIN_AFTER`` more batches meet the post still unsettled."""
         payload = command.payload
         self.queued[(str(payload["postId"]), int(str(payload["spread"])))] = 0
-
-    def _pairs(self, post_id: str, records: list[Created], spread: int | None) -> set[str]:
-        """The users of ``records`` with an item in another lane of their chain: every creation's
-        other lanes read in one consistent BatchGetItem per 100 keys (not one call per user: a
-        batch of a hot post holds about a hundred creations, and the calls, not the units, made the
-        aggregator lag). At the first spread, none and nothing read."""
-        if spread is None or spread <= FIRST_SPREAD:
-            return set()
-        others = []
-        for record in records:
-            own = hot_pk(post_id, int(record.lane[1:]))
-            others += [k for k in chain_keys(post_id, record.user_id, spread) if k["PK"] != own]
-        return {user_of(item.key) for item in self.store.read(others, self.retry)}
 
     def _merged(self, record: Created, spread: int | None) -> Outcome:
         try:
@@ -267,23 +266,64 @@ class Merges:
         the pointer in their lane), then ``settled`` = the spread, if it did not grow meanwhile.
         Still contended: [`ContentionError`][counters.core.errors.ContentionError] (SQS
         redelivers; a sweep done again finds every user merged)."""
-        stored, settled = self.store.layout(post_id, self.retry)
+        post = self.store.layout(post_id, self.retry)
         body: JSONObject = {"postId": post_id, "spread": spread}
-        if stored != spread or settled == spread:
+        if post.spread != spread or post.settled:
             return Verdict("DUPLICATE", {**body, "merged": 0})
-        merged = 0
-        for lane in range(spread // 2):
-            page: list[str] = []
-            for user_id in self.store.lane_users(hot_pk(post_id, lane), self.retry):
-                if lane_of(user_id, spread) != lane:
-                    page.append(user_id)
-                if len(page) == SWEEP_USERS:
-                    merged, page = merged + self._merge_all(post_id, page, spread), []
-            merged += self._merge_all(post_id, page, spread)
-        done = self.store.settle(post_id, spread, self.retry)
-        if done is Outcome.CONTENTION:
+        from concurrent.futures import ThreadPoolExecutor  # the worker's sweep only (not the aggregator's cold start)
+
+        merged, old = 0, spread // 2
+        patient = replace(self.retry, max_attempts=max(self.retry.max_attempts, SWEEP_ATTEMPTS), max_delay=max(self.retry.max_delay, 1.0))
+        with ThreadPoolExecutor(SWEEP_LANES) as pool:
+            for first in range(post.swept, old, SWEEP_LANES):
+                group = range(first, min(first + SWEEP_LANES, old))
+                swept = list(pool.map(lambda lane: self._sweep(post_id, lane, spread, patient), group))
+                merged += sum(n for n in swept if n is not None)
+                done = next((first + i for i, n in enumerate(swept) if n is None), group.stop)  # the lanes done from the first
+                if done < old and done > first and self.store.advance(post_id, spread, done, self.retry) is not Outcome.APPLIED:
+                    now = self.store.layout(post_id, self.retry)  # grown again, or another sweep is ahead (or the write was contended)
+                    if now.spread != spread or now.settled:
+                        return Verdict("DUPLICATE", {**body, "merged": merged})
+                if done < group.stop:
+                    raise ContentionError(f"the sweep of post {post_id!r} is contended in lane {done}; {done} lanes swept")
+        marked = self.store.settle(post_id, spread, self.retry)
+        if marked is Outcome.CONTENTION:
             raise ContentionError(f"the sweep of post {post_id!r} could not write settled")
-        return Verdict("APPLIED" if done is Outcome.APPLIED else "DUPLICATE", {**body, "merged": merged})
+        return Verdict("APPLIED" if marked is Outcome.APPLIED else "DUPLICATE", {**body, "merged": merged})
+
+    def _sweep(self, post_id: str, lane: int, spread: int, retry: RetryPolicy) -> int | None:
+        """Merge every user of one lane of the previous spread whose lane is another one now; how
+        many merged (``None``: still contended). Most have nothing in their lane: a pointer to this
+        lane is put there if it holds nothing (one conditional PutItem, nothing read); the others
+        (their item, a pointer, a pair) have their chains read together and merged
+        ([`merge`][counters.services.likes.merging.Merges.merge]: the oldest item kept, the pointer
+        moved to it). A pointer put to this lane while the user has an item in an older lane (chain
+        lanes only grow: an older lane is a lower one) is found when that lane is swept: its put is
+        refused by this pointer, and the merge keeps the older item and re-points. The lanes swept first are the busiest (the first 8
+        are in every user's chain, read by every like until swept), so a contended lane is swept
+        again up to ``LANE_ROUNDS`` times before the message fails (SQS redelivers it, and the sweep
+        resumes from ``swept``)."""
+        for _ in range(LANE_ROUNDS):
+            try:
+                merged = 0
+                page: list[str] = []
+                for user_id in self.store.lane_users(hot_pk(post_id, lane), retry):
+                    own = lane_of(user_id, spread)
+                    if own == lane:
+                        continue
+                    pointed = self.store.point({"PK": hot_pk(post_id, own), SK: f"{LIKE_PREFIX}{user_id}"}, lane, retry)
+                    if pointed is Outcome.CONTENTION:
+                        raise ContentionError(f"the pointer of {user_id!r} on post {post_id!r} is contended")
+                    if pointed is Outcome.APPLIED:
+                        merged += 1
+                        continue
+                    page.append(user_id)  # something in the user's lane: their chain is read and merged
+                    if len(page) == SWEEP_USERS:
+                        merged, page = merged + self._merge_all(post_id, page, spread, retry), []
+                return merged + self._merge_all(post_id, page, spread, retry)
+            except ContentionError:
+                continue
+        return None
 
     def _replay(self, p: MergePayload, command: Command) -> Verdict:
         """Examine and merge each user's items (the spread read now, strongly consistent); still
@@ -293,37 +333,43 @@ class Merges:
         merged = self._merge_all(p.postId, p.userIds, spread)
         return Verdict("APPLIED" if merged else "DUPLICATE", {"postId": p.postId, "users": len(p.userIds), "merged": merged})
 
-    def _merge_all(self, post_id: str, user_ids: Sequence[str], spread: int) -> int:
+    def _merge_all(self, post_id: str, user_ids: Sequence[str], spread: int, retry: RetryPolicy | None = None) -> int:
         """Merge the users of ``user_ids`` whose chain needs it; how many merged. Still contended:
         [`ContentionError`][counters.core.errors.ContentionError] (the worker's message is redelivered)."""
         merged = 0
-        for user_id in self._to_merge(post_id, user_ids, spread) if user_ids else ():
-            outcome = self.merge(post_id, user_id, spread)
+        for user_id, found in (self._to_merge(post_id, user_ids, spread, retry) if user_ids else {}).items():
+            outcome = self.merge(post_id, user_id, spread, found, retry)
             if outcome is Outcome.CONTENTION:
                 raise ContentionError(f"the merge of {user_id!r}'s likes of post {post_id!r} is still contended")
             merged += outcome is Outcome.APPLIED
         return merged
 
-    def _to_merge(self, post_id: str, user_ids: Sequence[str], spread: int) -> list[str]:
-        """The users whose chain needs a merge (a pair, or the pointer in their lane): every chain
-        read in one consistent BatchGetItem per 100 keys, not one call per user (a deferred command
-        names up to 500 users, and serial reads outlasted the worker's timeout under load)."""
+    def _to_merge(self, post_id: str, user_ids: Sequence[str], spread: int, retry: RetryPolicy | None = None) -> dict[str, list[LikeItem]]:
+        """The users whose chain needs a merge (a pair, or the pointer in their lane), with their
+        chain as read: every chain read in one consistent BatchGetItem per 100 keys, not one call
+        per user (a deferred command names up to 500 users, and serial reads outlasted the worker's
+        timeout under load); the merge writes from that read (its conditions are on what was read)."""
         chains = {user_id: chain_keys(post_id, user_id, spread) for user_id in dict.fromkeys(user_ids)}
         found: dict[str, list[LikeItem]] = {}
-        for item in self.store.read([key for keys in chains.values() for key in keys], self.retry):
+        for item in self.store.read([key for keys in chains.values() for key in keys], retry or self.retry):
             found.setdefault(user_of(item.key), []).append(item)  # in chain order: ``read`` keeps the keys' order
         lane = (lambda keys: keys[-1]) if spread > FIRST_SPREAD else (lambda keys: None)
-        return [user_id for user_id, keys in chains.items() if plan(found.get(user_id, []), lane(keys)) is not None]
+        return {user_id: found.get(user_id, []) for user_id, keys in chains.items() if plan(found.get(user_id, []), lane(keys)) is not None}
 
-    def merge(self, post_id: str, user_id: str, spread: int) -> Outcome:
+    def merge(
+        self, post_id: str, user_id: str, spread: int, read: Sequence[LikeItem] | None = None, retry: RetryPolicy | None = None
+    ) -> Outcome:
         """Merge the user's items on the post (the module doc): ``APPLIED``, ``DUPLICATE`` (one
-        item left: nothing to do), ``CONTENTION``."""
+        item left: nothing to do), ``CONTENTION``. ``read``: the chain as just read (the first
+        round writes from it; a refused write reads it again)."""
         for _ in range(ROUNDS):
             keys = chain_keys(post_id, user_id, spread)
-            found = plan(self.store.read(keys, self.retry), keys[-1] if spread > FIRST_SPREAD else None)
+            items = self.store.read(keys, retry or self.retry) if read is None else read
+            read = None
+            found = plan(items, keys[-1] if spread > FIRST_SPREAD else None)
             if found is None:
                 return Outcome.DUPLICATE
-            outcome = self.store.merge(found.kept, found.latest, found.retired, found.delta, self.retry, found.pointer)
+            outcome = self.store.merge(found.kept, found.latest, found.retired, found.delta, retry or self.retry, found.pointer)
             if outcome is not Outcome.REJECTED:
                 return outcome
         return Outcome.CONTENTION

@@ -28,6 +28,11 @@ STANDARD, HOT = Mode.STANDARD.value, Mode.HOT.value
 MODES = (STANDARD, HOT)
 SPREAD = FIRST_SPREAD  # a post's like partition keys at creation; stored on the post (``spread``), it only grows
 MODE_TTL_MS = 30_000  # how long a process trusts the mode it read (the fence makes a stale standard safe)
+UNSETTLED_TTL_MS = 1_000
+"""How long a process trusts what it read of a grown post not settled yet: its sweep's progress
+(``swept``) is what stops the likes' reads of the older lanes, so a process learns it within a
+second (one eventually consistent GetItem of META a second per process, only until settled; a
+stale view costs reads, never a count)."""
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
 
@@ -89,11 +94,14 @@ class PostInfo(NamedTuple):
     epoch: int
     read_at: int  # ms
     settled: bool = True  # every user's item, or a pointer to it, is in their lane of ``spread`` ([`Post.settled`][counters.store.post_items.Post.settled])
+    swept: int = (
+        0  # lanes of the previous spread, from S0, that a like need not read ([`Post.swept`][counters.store.post_items.Post.swept])
+    )
 
     @classmethod
     def of(cls, post: Post) -> PostInfo:
         """What to remember of a post just read."""
-        return cls(post.spread, post.mode, post.epoch, now_ms(), post.settled)
+        return cls(post.spread, post.mode, post.epoch, now_ms(), post.settled, post.swept)
 
     def lanes(self, post_id: str) -> list[str]:
         """The partition keys the post's like items live under."""

@@ -30,6 +30,7 @@ from counters.services.likes.model import (
     MODE_TTL_MS,
     SPREAD,
     STANDARD,
+    UNSETTLED_TTL_MS,
     LikeState,
     PostInfo,
     PublicLiker,
@@ -140,10 +141,12 @@ class Posts:
         used last: an LRU), trusted for ``mode_ttl_ms``: the standard
         transaction's fence refuses a stale ``standard`` at once, and a stale ``hot`` is still
         counted once (see the package doc). A post is never deleted, so a remembered post exists:
-        the hot like checks existence through this read.
+        the hot like checks existence through this read. A grown post not settled yet is trusted
+        for ``UNSETTLED_TTL_MS`` at most: the lanes its sweep has done are read by no like that knows.
         """
         info = self.known.get(post_id)
-        if info is not None and now_ms() - info.read_at < self.mode_ttl_ms:
+        trusted = self.mode_ttl_ms if info is None or info.settled else min(self.mode_ttl_ms, UNSETTLED_TTL_MS)
+        if info is not None and now_ms() - info.read_at < trusted:
             return info
         post = self.store.layout(post_id, self.retry)
         if post is None:
@@ -170,9 +173,12 @@ class Posts:
         else where a new one is created (the lane of the post's spread now). On a post that never
         grew the chain is one key and nothing is read; on a **settled** post nothing is read either:
         the user's lane of the spread holds their item or a pointer to it, which the write follows
-        ([`pointed`][counters.services.likes.posts.Posts.pointed])."""
+        ([`pointed`][counters.services.likes.posts.Posts.pointed]). While the sweep settles it, the
+        lanes it has done (``swept``, from ``S0``: the first 8, in every user's chain, come first)
+        are not read either, for the same reason."""
         *older, newest = info.like_keys(post_id, user_id)
-        if not older or info.settled:
+        older = [key for key, lane in zip(older, chain_lanes(user_id, info.spread or FIRST_SPREAD)[:-1], strict=True) if lane >= info.swept]
+        if not older:
             return newest
         return self.store.first_existing(older, self.retry) or newest
 
