@@ -14,7 +14,7 @@ The spread table
     well above the modelled ceiling for the model to be what binds.
 
 The step (:func:`run_step`)
-    One post created ``hot`` at spread 8 with growth on (``Likes(max_spread=64)``), open-loop
+    One post created ``hot`` at spread 8 with growth on (``Likes(max_spread=MAX_SPREAD)``, 128), open-loop
     arrivals at a fixed rate: ``--low`` likes/s (below one key's capacity) for ``--before`` s,
     then ``--high`` (default 8x the 8-key ceiling) for ``--after`` s. Per second: offered,
     answered, the likes' throttles per like, the post's spread. Time to absorb: from the step until
@@ -315,6 +315,7 @@ def hot_post(
     retrying = Retrying(table, endpoint, limits, params={"LikesMaxSpread": str(max_spread)}, meta_pk=f"POST#{POST}") if retry else None
     model = LaneModel(layer, table=table, meta_pk=f"POST#{POST}", **limits) if limits is not None else None
     reads: list[tuple[float, int, int]] = []  # (time, tally, spread)
+    sweeps: list[tuple[float, int, int]] = []  # (time, spread, lanes swept: all of the old spread once settled) when it changed
     stop = threading.Event()
     key = {"PK": {"S": f"POST#{POST}"}, "SK": {"S": "META"}}
 
@@ -327,11 +328,15 @@ def hot_post(
             except ContentionError:
                 continue
             now = time.perf_counter()
-            reads.append((now, int(got.get("likeTally", {"N": "0"})["N"]), int(got["spread"]["N"])))
+            spread_now = int(got["spread"]["N"])
+            reads.append((now, int(got.get("likeTally", {"N": "0"})["N"]), spread_now))
+            swept = spread_now // 2 if got.get("settled", {}).get("N") == str(spread_now) else int(got.get("swept", {"N": "0"})["N"])
+            if not sweeps or sweeps[-1][1:] != (spread_now, swept):
+                sweeps.append((now, spread_now, swept))
             stop.wait(max(0.0, hot.READ_EVERY - (now - began)))
 
     reading = threading.Thread(target=reader, name="tally-reader", daemon=True)
-    run: dict[str, Any] = {"table": table, "likes": likes, "model": model, "reads": reads, "retry": None}
+    run: dict[str, Any] = {"table": table, "likes": likes, "model": model, "reads": reads, "sweeps": sweeps, "retry": None}
     aggregator: Aggregating | None = None
     try:
         if retrying is not None:
@@ -567,6 +572,8 @@ class Step:
     extra: int = 0  # users with a like item whose like was not acknowledged (gave up after its write went in)
     tally: int = 0
     grown: list[tuple[float, int]] = field(default_factory=list)  # (s since the step, spread)
+    first_lanes: float | None = None  # s since the step when the largest spread's sweep had done lanes S0..S7
+    settled: float | None = None  # s since the step when the largest spread was settled
     liked_items: int = 0
     lags: list[float] = field(default_factory=list)
     lag_missing: int = 0
@@ -599,8 +606,9 @@ def time_to_absorb(seconds: list[Second], step_at: float) -> float | None:
 
 
 def run_step(*, scale: float, low: float, high: float, before: float, after: float, workers: int, burst: float = 1.0) -> Step:
-    """The step on a post created at spread 8 with growth on (``Likes(max_spread=64)``), open loop."""
+    """The step on a post created at spread 8 with growth on (``Likes(max_spread=MAX_SPREAD)``, 128), open loop."""
     from counters.core.errors import ContentionError
+    from counters.store.post_items import MAX_SPREAD
 
     limits = {"scale": scale, "burst_seconds": burst}
     with fresh_local() as (ddb, endpoint):
@@ -609,7 +617,7 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
                 hot._drive(lambda i: _like(run["likes"], f"w{i}"), 8, hot.JVM_WARM, 0.0)
                 run["expect"] = 0
         step = Step(low, high, before, after, os.getloadavg()[0], burst)
-        with hot_post(ddb, endpoint, spread=8, max_spread=64, limits=limits) as run:
+        with hot_post(ddb, endpoint, spread=8, max_spread=MAX_SPREAD, limits=limits) as run:
             likes, model = run["likes"], run["model"]
             lock = threading.Lock()
             answers: list[tuple[float, str, str]] = []  # (time, outcome, user)
@@ -661,6 +669,9 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
         if s != last:
             step.grown.append((t - step_at, s))
             last = s
+    top = max((s for _, s, _ in run["sweeps"]), default=8)
+    step.first_lanes = next((t - step_at for t, s, n in run["sweeps"] if s == top and n >= 8), None)
+    step.settled = next((t - step_at for t, s, n in run["sweeps"] if s == top and n == top // 2), None) if top > 8 else None
     step.outcomes = Counter(o for _, o, _ in answers)
     acknowledged = {u for _, o, u in answers if o == "liked"}
     counted: Counted = run["counted"]
@@ -671,6 +682,10 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
     step.lags, step.lag_missing = hot.lag_samples(acks, [(t, n) for t, n, _ in run["reads"]])
     step.retry = run["retry"]
     return step
+
+
+def _since(t: float | None) -> str:
+    return "never" if t is None else f"{t:+.1f} s"
 
 
 def step_lines(step: Step, scale: float) -> list[str]:
@@ -703,6 +718,7 @@ def step_lines(step: Step, scale: float) -> list[str]:
         f"- Model: scale {scale:g}, {step.burst:g} s of burst per key. Offered {step.low:g} likes/s (one key's capacity: {wcu:g}/s) for {step.before:g} s, then {step.high:g} likes/s "
         f"({step.high / (8 * wcu):g}x the 8-key ceiling of {8 * wcu:g}) for {step.after:g} s, open loop; load {step.load:.1f} at the start.",
         f"- Spread grew: {grown} (seconds from the step, as the tally reader saw META).",
+        f"- Its sweep: lanes S0..S7 swept at {_since(step.first_lanes)}, the post settled at {_since(step.settled)}.",
         f"- Time to absorb (throttles per like under {ABSORBED:g} from then to the end): {absorbed} (target <= 60 s).",
         "- Answers: " + ", ".join(f"{n} {o}" for o, n in step.outcomes.most_common()) + f"; undocumented: {sum(undocumented.values())}.",
         f"- Throttles per like in the last {LAST:g} s: {last_throttles(step.seconds):.2f}. Tally lag p50 / p99: "
