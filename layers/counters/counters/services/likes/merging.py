@@ -56,7 +56,7 @@ from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome
 from counters.core.records import dataclass
 from counters.store.like_merges import LikeItem, LikeMergeStore, lane_number
-from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, SK, Created, chain_keys, hot_pk, lane_of
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, SK, Created, chain_keys, hot_like_key, hot_pk, lane_of
 from counters.store.toggles import Stamp
 
 ROUNDS = 4
@@ -311,7 +311,7 @@ class Merges:
                     own = lane_of(user_id, spread)
                     if own == lane:
                         continue
-                    pointed = self.store.point({"PK": hot_pk(post_id, own), SK: f"{LIKE_PREFIX}{user_id}"}, lane, retry)
+                    pointed = self.store.point(hot_like_key(post_id, user_id, spread), lane, retry)
                     if pointed is Outcome.CONTENTION:
                         raise ContentionError(f"the pointer of {user_id!r} on post {post_id!r} is contended")
                     if pointed is Outcome.APPLIED:
