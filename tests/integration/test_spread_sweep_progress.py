@@ -252,3 +252,76 @@ def test_the_sweep_reads_no_chain_of_a_user_whose_lane_holds_nothing(table: str,
     for lane, user in users.items():
         assert list(items_of(ddb, table, "p1", user, 16)) == [lane]
         assert pointers_of(ddb, table, "p1", user, 16) == {lane_of(user, 16): lane}
+
+
+def test_a_sweep_asked_to_stop_between_groups_keeps_its_lanes_and_hands_on_the_rest(table: str, layer_client: Any, ddb: Any) -> None:
+    """The worker's timeout near (``should_stop``): the sweep ends its group, answers CONTINUED with
+    itself as the rest, and the rest resumes at ``swept`` (lanes 0..7 not read again)."""
+    users = movers_by_lane(32)
+    liked_then_grown(table, list(users.values()), 32)  # 16 old lanes: two groups
+    first = Merges(table, retry=FAST)
+    asked = failing_at(first, 99, 0)  # no lane fails: the lanes it queries
+    answers = iter([False, True])  # go on before the first group, stop before the second
+    verdict = first.settle("p1", 32, should_stop=lambda: next(answers))
+    assert verdict.status == "CONTINUED" and verdict.then is not None
+    assert (verdict.then.op, verdict.then.payload) == ("settle-likes", {"postId": "p1", "spread": 32})
+    assert sorted(asked) == sorted(f"POST#p1#S{lane}" for lane in range(8))
+    assert meta(ddb, table)["swept"] == {"N": "8"} and "settled" not in meta(ddb, table)
+    rest = Merges(table, retry=FAST)
+    asked_again = failing_at(rest, 99, 0)
+    assert rest.settle("p1", 32).status == "APPLIED"
+    assert sorted(asked_again) == sorted(f"POST#p1#S{lane}" for lane in range(8, 16))
+    assert meta(ddb, table)["settled"] == {"N": "32"}
+    for lane, user in users.items():
+        assert pointers_of(ddb, table, "p1", user, 32) == {lane_of(user, 32): lane}
+
+
+def test_the_worker_queues_the_rest_of_a_sweep_when_its_timeout_is_near_and_acknowledges_the_message(
+    load_function: Any, table: str, queues: Any, layer_client: Any, ddb: Any
+) -> None:
+    """RetryWorkerFunction's handler: with less than STOP_BEFORE_TIMEOUT_MS left the sweep starts no
+    group; the rest goes on RetryQueue at once (not after the visibility timeout) and the message
+    is acknowledged. With time left, the message queued settles the post."""
+    from counters.core.commands import Command
+    from devstack.runtime import LambdaContext
+
+    users = movers_by_lane()
+    liked_then_grown(table, list(users.values()), 16)
+    worker = load_function("RetryWorkerFunction", table, queues.urls)
+    short = LambdaContext.for_function("RetryWorkerFunction", 512, worker.STOP_BEFORE_TIMEOUT_MS // 1000 - 1)
+    sweep = Command("settle-likes", {"postId": "p1", "spread": 16})
+    event = {"Records": [sqs_record(sweep.to_message())]}
+    assert worker.lambda_handler(event, short) == {"batchItemFailures": []}  # acknowledged
+    assert "swept" not in meta(ddb, table) and "settled" not in meta(ddb, table)  # no group started
+    [message] = queues.sqs.receive_message(QueueUrl=queues.urls["RetryQueue"], MaxNumberOfMessages=10)["Messages"]
+    rest = Command.from_message(message["Body"])
+    assert (rest.op, rest.payload) == ("settle-likes", {"postId": "p1", "spread": 16})
+    roomy = LambdaContext.for_function("RetryWorkerFunction", 512, 600)
+    assert worker.lambda_handler({"Records": [sqs_record(message["Body"])]}, roomy) == {"batchItemFailures": []}
+    assert meta(ddb, table)["settled"] == {"N": "16"}
+    assert queues.depth("RetryQueue") == 1  # the first message, received above and not deleted; nothing new
+
+
+def test_a_sweep_that_must_stop_with_no_queue_to_go_on_is_redelivered(table: str, layer_client: Any) -> None:
+    from counters.core.commands import Command
+    from counters.deferral.queue import Replayer
+
+    liked_then_grown(table, list(movers_by_lane().values()), 16)
+    replayer = Replayer(table, "http://sqs.local/123456789012/dlq", executors=Merges(table, retry=FAST).replayables(), retry=FAST)
+    with pytest.raises(ContentionError, match="no retry queue"):
+        replayer.replay(Command("settle-likes", {"postId": "p1", "spread": 16}).to_message(), should_stop=lambda: True)
+
+
+def sqs_record(body: str) -> dict[str, Any]:
+    """One SQS record as Lambda's event source mapping hands it to the worker."""
+    return {
+        "messageId": "m-1",
+        "receiptHandle": "r-1",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0", "SenderId": "s", "ApproximateFirstReceiveTimestamp": "0"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:RetryQueue",
+        "awsRegion": "us-east-1",
+    }

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from counters.core.errors import CounterError
 from counters.core.json import JSONObject
@@ -95,7 +95,8 @@ class Verdict(NamedTuple):
     """What a replay did: the final status and result, and whether its own write recorded them."""
 
     status: str
-    """APPLIED (this request made the change), DUPLICATE (another one had) or REJECTED."""
+    """APPLIED (this request made the change), DUPLICATE (another one had) or REJECTED; CONTINUED:
+    not final, the rest is in ``then``."""
     result: Mapping[str, object]
     """The answer the request would have had: a service's typed result (a `TypedDict`, e.g.
     [PublicReservation][counters.services.reservations.model.PublicReservation]) or an error's JSON;
@@ -103,6 +104,15 @@ class Verdict(NamedTuple):
     recorded: bool | None = None
     """True: the replay's transaction recorded the outcome itself; False: it found the
     operation already final (a redelivery); None: record it now."""
+    then: Command | None = None
+    """The rest of the work, for a command no request waits on (status ``CONTINUED``, e.g. a
+    grown post's sweep that stopped before the function's timeout): the retry worker queues it
+    before it acknowledges this one."""
+
+
+def never() -> bool:
+    """A ``should_stop`` that never asks to stop (no deadline: tests, scripts)."""
+    return False
 
 
 class Replayable(NamedTuple):
@@ -110,12 +120,16 @@ class Replayable(NamedTuple):
 
     payload: type
     """A frozen dataclass of the payload's fields; its ``__post_init__`` raises ValueError on bad values."""
-    execute: Callable[[Any, Command], Verdict]
-    """Called with an instance of ``payload``. ``Any``: a service registers replayables of
-    different payload types in one ``dict[str, Replayable]``; ``Replayable[P]`` would need an
-    existential type there, so the pairing is checked at run time (``payload(**fields)``)."""
+    execute: Callable[..., Verdict]
+    """Called with an instance of ``payload`` and the command (and with ``stoppable``, the
+    worker's ``should_stop``). ``Any``: a service registers replayables of different payload
+    types in one ``dict[str, Replayable]``; ``Replayable[P]`` would need an existential type
+    there, so the pairing is checked at run time (``payload(**fields)``)."""
+    stoppable: bool = False
+    """The executor takes ``should_stop`` (its third argument) and, asked to stop, answers
+    ``CONTINUED`` with the rest of the work as [`Verdict.then`][counters.core.commands.Verdict.then]."""
 
-    def run(self, command: Command) -> Verdict:
+    def run(self, command: Command, should_stop: Callable[[], bool] = never) -> Verdict:
         """Replay ``command``. The one place a replay's error becomes an outcome, for every
         operation: a final error ([`CounterError.final`][counters.core.errors.CounterError.final]) ends it ``REJECTED`` with the error's
         code and message; any other error propagates, so SQS redelivers the message (and after
@@ -125,7 +139,7 @@ class Replayable(NamedTuple):
         except (TypeError, ValueError) as exc:
             raise PoisonMessage(f"{command.op}: {exc}") from exc
         try:
-            return self.execute(payload, command)
+            return self.execute(payload, command, should_stop) if self.stoppable else self.execute(payload, command)
         except CounterError as exc:
             if not exc.final:
                 raise

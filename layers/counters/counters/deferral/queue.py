@@ -34,9 +34,10 @@ write fails the caller gets the 503 and may retry the request itself.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from counters.core.client import DynamoDBClient, Response, SQSClient, sqs_client
-from counters.core.commands import Command, PoisonMessage, Replayable
+from counters.core.commands import Command, PoisonMessage, Replayable, never
 from counters.core.engine import run
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
@@ -110,6 +111,12 @@ class Replayer:
       the operation is ``REJECTED`` with the error's code ([`Replayable.run`][counters.core.commands.Replayable.run], for every operation).
     * Still contended, or any error that is not final: it propagates, so the batch processor
       reports the message as an item failure and SQS redelivers it later (then the DLQ).
+    * Stopped before the function's timeout (``should_stop``, a
+      [`stoppable`][counters.core.commands.Replayable.stoppable] operation: a grown post's sweep):
+      the rest of the work ([`Verdict.then`][counters.core.commands.Verdict.then]) is queued on the
+      retry queue (``queue_url``) before this message is acknowledged, so it goes on at once
+      instead of being killed and redelivered after the queue's visibility timeout. The queue
+      did not take it: the error propagates (redelivered, the work resumes from what was kept).
     """
 
     def __init__(
@@ -118,17 +125,20 @@ class Replayer:
         dlq_url: str,
         executors: dict[str, Replayable],
         *,
+        queue_url: str | None = None,
         dynamodb: DynamoDBClient | None = None,
         sqs: SQSClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.operations = Operations(table_name, dynamodb=dynamodb, retry=retry)
         self.dlq_url = dlq_url
+        self.queue_url = queue_url
         self.executors = executors
         self._sqs = sqs
 
-    def replay(self, body: str, *, message_id: str = "", receive_count: int = 1) -> str:
-        """Replay one queued command's body once and record its outcome; what happened (``redelivered``: already final, ``poison``: sent to the DLQ, or the verdict's status)."""
+    def replay(self, body: str, *, message_id: str = "", receive_count: int = 1, should_stop: Callable[[], bool] = never) -> str:
+        """Replay one queued command's body once and record its outcome; what happened (``redelivered``:
+        already final, ``poison``: sent to the DLQ, ``continued``: the rest queued, or the verdict's status)."""
         command: Command | None = None
         try:
             command = Command.from_message(body)
@@ -138,7 +148,7 @@ class Replayer:
             current = self.operations.read(command.operation_id)
             if current is not None and current["status"] != "PENDING":
                 return "redelivered"
-            verdict = executor.run(command)
+            verdict = executor.run(command, should_stop)
         except PoisonMessage as exc:
             try:
                 send(
@@ -160,6 +170,9 @@ class Replayer:
             if command is not None:
                 self.operations.record_outcome(command, "REJECTED", {"error": "invalid_command", "message": str(exc)})
             return "poison"
+        if verdict.then is not None:
+            self._continue(command, verdict.then)
+            return "continued"
         if current is None:
             first = True  # no record to make final: a command no API request is waiting on (the like aggregator's merge-likes)
         elif verdict.recorded is None:
@@ -177,6 +190,13 @@ class Replayer:
             },
         )
         return verdict.status.lower() if first else "redelivered"
+
+    def _continue(self, command: Command, then: Command) -> None:
+        """Queue the rest of ``command``'s work; ``ContentionError`` if there is no queue or it did not take it."""
+        if not self.queue_url:
+            raise ContentionError(f"{command.op} stopped before the timeout and there is no retry queue to go on from")
+        send(self._sqs or sqs_client(), self.operations.retry, QueueUrl=self.queue_url, MessageBody=then.to_message())
+        logger.info("continued", extra={"operationId": command.operation_id, "op": command.op, "next": then.operation_id})
 
 
 def _error_code(exc: BaseException) -> str:

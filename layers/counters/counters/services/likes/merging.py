@@ -31,7 +31,9 @@ its lane (``liked`` = ``"pointer"``, ``livesIn``): put, re-pointed, or in place 
 After a growth the retry worker's sweep ([`Merges.settle`][counters.services.likes.merging.Merges.settle],
 command ``settle-likes``, queued by the aggregator through [`Merges.sweeps`][counters.services.likes.merging.Merges.sweeps])
 reads every lane of the old spread, from ``S0``, 8 lanes at once, merges every user there whose lane
-now is another one, marks the lanes done (``swept``), then writes ``settled`` on META. A like reads
+now is another one, marks the lanes done (``swept``), then writes ``settled`` on META. Near the
+worker's timeout it stops between groups and queues the rest (``CONTINUED``): a redelivery after the
+queue's visibility timeout is for a sweep that failed, not one that ran long. A like reads
 none of the lanes swept (nothing on a settled post): the pointer refuses its write and names the
 lane to write. Why no pair is missed: a user with an item in an old lane either had it when the
 sweep read that lane (then the sweep merged the user, with any item in their own lane, and put the
@@ -42,12 +44,12 @@ that grows".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient
-from counters.core.commands import Command, Replayable, Verdict, require
+from counters.core.commands import Command, Replayable, Verdict, never, require
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
@@ -255,17 +257,23 @@ class Merges:
     def replayables(self) -> dict[str, Replayable]:
         """The retry worker's side of [`deferred`][counters.services.likes.merging.Merges.deferred]
         and of [`sweeps`][counters.services.likes.merging.Merges.sweeps]."""
-        return {MERGE_COMMAND: Replayable(MergePayload, self._replay), SETTLE_COMMAND: Replayable(SettlePayload, self._settle)}
+        return {
+            MERGE_COMMAND: Replayable(MergePayload, self._replay),
+            SETTLE_COMMAND: Replayable(SettlePayload, self._settle, stoppable=True),
+        }
 
-    def _settle(self, p: SettlePayload, command: Command) -> Verdict:
-        return self.settle(p.postId, p.spread)
+    def _settle(self, p: SettlePayload, command: Command, should_stop: Callable[[], bool]) -> Verdict:
+        return self.settle(p.postId, p.spread, should_stop)
 
-    def settle(self, post_id: str, spread: int) -> Verdict:
+    def settle(self, post_id: str, spread: int, should_stop: Callable[[], bool] = never) -> Verdict:
         """Sweep a grown post (the module doc, "Settling"): every user with an item, a tombstone or a
         pointer in a lane of the previous spread that is not their lane now is merged (which puts
         the pointer in their lane), then ``settled`` = the spread, if it did not grow meanwhile.
         Still contended: [`ContentionError`][counters.core.errors.ContentionError] (SQS
-        redelivers; a sweep done again finds every user merged)."""
+        redelivers; a sweep done again finds every user merged). ``should_stop`` is asked before
+        each group of lanes (the retry worker's: its timeout is near): then ``CONTINUED``, with the
+        same sweep as [`Verdict.then`][counters.core.commands.Verdict.then], which resumes at
+        ``swept``."""
         post = self.store.layout(post_id, self.retry)
         body: JSONObject = {"postId": post_id, "spread": spread}
         if post.spread != spread or post.settled:
@@ -276,6 +284,8 @@ class Merges:
         patient = replace(self.retry, max_attempts=max(self.retry.max_attempts, SWEEP_ATTEMPTS), max_delay=max(self.retry.max_delay, 1.0))
         with ThreadPoolExecutor(SWEEP_LANES) as pool:
             for first in range(post.swept, old, SWEEP_LANES):
+                if should_stop():  # a liveness budget only: what was done is kept in swept
+                    return Verdict("CONTINUED", {**body, "merged": merged, "swept": first}, then=Command(SETTLE_COMMAND, body))
                 group = range(first, min(first + SWEEP_LANES, old))
                 swept = list(pool.map(lambda lane: self._sweep(post_id, lane, spread, patient), group))
                 merged += sum(n for n in swept if n is not None)
