@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -77,6 +77,7 @@ class LaneModel(LimitModel):
         super().__init__(client, **kwargs)
         self.meta: Partition = self.partition(table, {"S": meta_pk})
         self.timeline: list[tuple[float, bool, bool]] = []
+        self._mine = threading.local()  # this thread's throttles off META: a like's own, it runs on one thread
 
     def _bucket(self, partition: Partition, write: bool, now: float) -> Bucket:
         buckets = self._write_buckets if write else self._read_buckets
@@ -87,8 +88,15 @@ class LaneModel(LimitModel):
 
     def _throttled(self, operation: str, call: Any, charges: list[Any], short: list[int], n: int) -> Any:
         hit = [c for c in charges if c.index in short]
-        self.timeline.append((call.started, any(c.write for c in hit), any(c.partition == self.meta for c in hit)))
+        on_meta = any(c.partition == self.meta for c in hit)
+        self.timeline.append((call.started, any(c.write for c in hit), on_meta))
+        if not on_meta:
+            self._mine.throttles = self.thread_throttles() + 1
         return super()._throttled(operation, call, charges, short, n)
+
+    def thread_throttles(self) -> int:
+        """The throttles off META this thread's calls met so far (a like's: the difference around it)."""
+        return int(getattr(self._mine, "throttles", 0))
 
     def like_throttles(self, since: float = float("-inf"), until: float = float("inf")) -> tuple[int, int]:
         """(write, read) throttles of the likes' own calls (not META's) in [since, until)."""
@@ -550,11 +558,18 @@ class Second:
     write_throttles: int
     read_throttles: int
     spread: int
+    throttled: int = 0  # likes answered this second that met at least one throttle (each retry of one meets its own)
 
     @property
     def throttles_per_like(self) -> float:
         throttles = self.write_throttles + self.read_throttles
         return throttles / (self.liked + self.gave_up) if self.liked + self.gave_up else float(throttles > 0) * float("inf")
+
+    @property
+    def throttled_share(self) -> float:
+        """Likes that met a throttle, per like answered."""
+        answered = self.liked + self.gave_up
+        return self.throttled / answered if answered else 0.0
 
 
 @dataclass
@@ -567,6 +582,7 @@ class Step:
     burst: float
     seconds: list[Second] = field(default_factory=list)
     absorbed: float | None = None  # s from the step until throttles per like stay under 0.1; None: never
+    absorbed_likes: float | None = None  # the same for the share of likes that met a throttle
     outcomes: Counter[str] = field(default_factory=Counter)
     exact: str = ""
     extra: int = 0  # users with a like item whose like was not acknowledged (gave up after its write went in)
@@ -592,12 +608,21 @@ def last_throttles(seconds: list[Second], last: float = LAST) -> float:
     return throttles / answered if answered else (float("inf") if throttles else 0.0)
 
 
-def time_to_absorb(seconds: list[Second], step_at: float) -> float | None:
+def last_throttled(seconds: list[Second], last: float = LAST) -> tuple[float, float]:
+    """Over the last ``last`` seconds: (likes that met a throttle per answered like, throttles per such like)."""
+    tail = seconds[-int(last) :]
+    answered, throttled = sum(s.liked + s.gave_up for s in tail), sum(s.throttled for s in tail)
+    throttles = sum(s.write_throttles + s.read_throttles for s in tail)
+    return (throttled / answered if answered else 0.0), (throttles / throttled if throttled else 0.0)
+
+
+def time_to_absorb(seconds: list[Second], step_at: float, per_like: Callable[[Second], float] | None = None) -> float | None:
     """Seconds from the step (at ``step_at`` s) until the end of the last second whose throttles
-    per like were at or over ``ABSORBED``, when every second after it is under (0: none was);
-    ``None`` when the last second is still over: not absorbed."""
+    per like (or ``per_like``) were at or over ``ABSORBED``, when every second after it is under
+    (0: none was); ``None`` when the last second is still over: not absorbed."""
+    measure = per_like or (lambda s: s.throttles_per_like)
     after = [s for s in seconds if s.at >= int(step_at)]
-    over = [s.at for s in after if s.throttles_per_like >= ABSORBED]
+    over = [s.at for s in after if measure(s) >= ABSORBED]
     if not over:
         return 0.0
     if not after or over[-1] == after[-1].at:
@@ -620,10 +645,11 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
         with hot_post(ddb, endpoint, spread=8, max_spread=MAX_SPREAD, limits=limits) as run:
             likes, model = run["likes"], run["model"]
             lock = threading.Lock()
-            answers: list[tuple[float, str, str]] = []  # (time, outcome, user)
+            answers: list[tuple[float, str, str, int]] = []  # (time, outcome, user, throttles it met)
             arrivals: list[float] = []
 
             def one(user: str) -> None:
+                before = model.thread_throttles()
                 try:
                     likes.like(POST, user)
                     outcome = "liked"
@@ -631,8 +657,9 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
                     outcome = "ContentionError (503/202, documented)"
                 except Exception as exc:  # an undocumented answer: reported, never hidden
                     outcome = f"undocumented {type(exc).__name__}: {exc}"[:160]
+                met = model.thread_throttles() - before
                 with lock:
-                    answers.append((time.perf_counter(), outcome, user))
+                    answers.append((time.perf_counter(), outcome, user, met))
 
             with ThreadPoolExecutor(workers) as pool:
                 start = time.perf_counter()
@@ -646,7 +673,7 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
                     pool.submit(one, f"u{k}")
                     k += 1
                     due += 1.0 / (low if due < step_at else high)
-            run["expect"] = sum(1 for _, o, _ in answers if o == "liked")
+            run["expect"] = sum(1 for _, o, _, _ in answers if o == "liked")
             model.detach()
     for n in range(int(before + after)):
         lo, hi = start + n, start + n + 1
@@ -656,14 +683,16 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
             Second(
                 at=n,
                 offered=sum(1 for t in arrivals if lo <= t < hi),
-                liked=sum(1 for t, o, _ in answers if lo <= t < hi and o == "liked"),
-                gave_up=sum(1 for t, o, _ in answers if lo <= t < hi and o != "liked"),
+                liked=sum(1 for t, o, _, _ in answers if lo <= t < hi and o == "liked"),
+                gave_up=sum(1 for t, o, _, _ in answers if lo <= t < hi and o != "liked"),
                 write_throttles=writes,
                 read_throttles=reads,
                 spread=spreads[-1] if spreads else (step.seconds[-1].spread if step.seconds else 8),
+                throttled=sum(1 for t, _, _, met in answers if lo <= t < hi and met),
             )
         )
     step.absorbed = time_to_absorb(step.seconds, before)
+    step.absorbed_likes = time_to_absorb(step.seconds, before, lambda s: s.throttled_share)
     last = 8
     for t, _, s in run["reads"]:
         if s != last:
@@ -672,13 +701,13 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
     top = max((s for _, s, _ in run["sweeps"]), default=8)
     step.first_lanes = next((t - step_at for t, s, n in run["sweeps"] if s == top and n >= 8), None)
     step.settled = next((t - step_at for t, s, n in run["sweeps"] if s == top and n == top // 2), None) if top > 8 else None
-    step.outcomes = Counter(o for _, o, _ in answers)
-    acknowledged = {u for _, o, u in answers if o == "liked"}
+    step.outcomes = Counter(o for _, o, _, _ in answers)
+    acknowledged = {u for _, o, u, _ in answers if o == "liked"}
     counted: Counted = run["counted"]
     step.exact = settled_exact(run, acknowledged)
     step.extra = len(run["holders"] - acknowledged)
     step.tally, step.liked_items = counted.tally, counted.liked
-    acks = [t for t, o, _ in answers if o == "liked"]
+    acks = [t for t, o, _, _ in answers if o == "liked"]
     step.lags, step.lag_missing = hot.lag_samples(acks, [(t, n) for t, n, _ in run["reads"]])
     step.retry = run["retry"]
     return step
@@ -691,15 +720,18 @@ def _since(t: float | None) -> str:
 def step_lines(step: Step, scale: float) -> list[str]:
     wcu = WCU_PER_PARTITION / scale
     lines = [
-        "| s | offered | liked | gave up | throttles per like (write + read) | spread |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| s | offered | liked | gave up | throttles per like (write + read) | likes that met a throttle, per like | spread |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in step.seconds:
         mark = " (step)" if s.at == int(step.before) else ""
         lines.append(
-            f"| {s.at}{mark} | {s.offered} | {s.liked} | {s.gave_up} | {s.throttles_per_like:.2f} ({s.write_throttles} + {s.read_throttles}) | {s.spread} |"
+            f"| {s.at}{mark} | {s.offered} | {s.liked} | {s.gave_up} | {s.throttles_per_like:.2f} ({s.write_throttles} + {s.read_throttles}) "
+            f"| {s.throttled_share:.3f} ({s.throttled}) | {s.spread} |"
         )
     absorbed = f"**{step.absorbed:.0f} s**" if step.absorbed is not None else f"**not absorbed** within {step.after:g} s"
+    absorbed_likes = f"{step.absorbed_likes:.0f} s" if step.absorbed_likes is not None else "never"
+    share, each = last_throttled(step.seconds)
     undocumented = {o: n for o, n in step.outcomes.items() if o.startswith("undocumented")}
     grown = ", ".join(f"{s} at {t:+.1f} s" for t, s in step.grown) or "never"
     r = step.retry
@@ -720,6 +752,9 @@ def step_lines(step: Step, scale: float) -> list[str]:
         f"- Spread grew: {grown} (seconds from the step, as the tally reader saw META).",
         f"- Its sweep: lanes S0..S7 swept at {_since(step.first_lanes)}, the post settled at {_since(step.settled)}.",
         f"- Time to absorb (throttles per like under {ABSORBED:g} from then to the end): {absorbed} (target <= 60 s).",
+        f"- Likes that met a throttle: under {ABSORBED:g} per like from {absorbed_likes} after the step; in the last {LAST:g} s "
+        f"{share:.3f} per like, each meeting {each:.1f} throttles (its first call and the engine's retries, 0-20, 0-40, ... ms apart, "
+        f"against a key that refills one like's write in {1000 / wcu:.0f} ms under the model, 1 ms on AWS: docs/bench.md).",
         "- Answers: " + ", ".join(f"{n} {o}" for o, n in step.outcomes.most_common()) + f"; undocumented: {sum(undocumented.values())}.",
         f"- Throttles per like in the last {LAST:g} s: {last_throttles(step.seconds):.2f}. Tally lag p50 / p99: "
         f"{_ms(hot.percentile(step.lags, 50))} / {_ms(hot.percentile(step.lags, 99))} ms ({len(step.lags)} likes"
