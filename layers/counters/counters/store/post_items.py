@@ -194,14 +194,19 @@ def hot_pk(post_id: str, lane: int) -> str:
     return f"POST#{post_id}#S{lane}"
 
 
+def lane_like_key(post_id: str, user_id: str, lane: int) -> dict[str, str]:
+    """The key of a user's like item (or pointer) in lane ``lane`` of a hot post."""
+    return {PK: hot_pk(post_id, lane), SK: f"{LIKE_PREFIX}{user_id}"}
+
+
 def hot_like_key(post_id: str, user_id: str, spread: int) -> dict[str, str]:
     """The key of a user's like of a hot post (its lane from the user id)."""
-    return {PK: hot_pk(post_id, lane_of(user_id, spread)), SK: f"{LIKE_PREFIX}{user_id}"}
+    return lane_like_key(post_id, user_id, lane_of(user_id, spread))
 
 
 def chain_keys(post_id: str, user_id: str, spread: int) -> list[dict[str, str]]:
     """The keys a user's like of a post with ``spread`` may have, oldest lane first ([`chain_lanes`][counters.store.post_items.chain_lanes])."""
-    return [{PK: hot_pk(post_id, lane), SK: f"{LIKE_PREFIX}{user_id}"} for lane in chain_lanes(user_id, spread)]
+    return [lane_like_key(post_id, user_id, lane) for lane in chain_lanes(user_id, spread)]
 
 
 def probe_key(post_id: str, lane: int) -> dict[str, str]:

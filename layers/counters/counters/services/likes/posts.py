@@ -41,7 +41,7 @@ from counters.services.likes.model import (
     require_mode,
 )
 from counters.store.expr import Cond
-from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, hot_pk
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, lane_like_key
 from counters.store.posts import Liker, PostStore
 from counters.store.toggles import ToggleStore
 
@@ -185,7 +185,7 @@ class Posts:
     @staticmethod
     def pointed(post_id: str, user_id: str, lane: int) -> dict[str, str]:
         """The key a pointer of the user's names (its ``livesIn``)."""
-        return {"PK": hot_pk(post_id, lane), "SK": f"{LIKE_PREFIX}{user_id}"}
+        return lane_like_key(post_id, user_id, lane)
 
     def like_state(self, post_id: str, user_id: str) -> LikeState:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
@@ -222,7 +222,7 @@ class Posts:
         if info.spread is None or lane < FIRST_SPREAD:
             return found
         lower = {liker.user_id: [n for n in chain_lanes(liker.user_id, info.spread) if n < lane] for liker in found}
-        keys = [{"PK": hot_pk(post_id, n), "SK": f"{LIKE_PREFIX}{user}"} for user, lanes in lower.items() for n in lanes]
+        keys = [lane_like_key(post_id, user, n) for user, lanes in lower.items() for n in lanes]
         if not keys:
             return found
         liking = {sk[len(LIKE_PREFIX) :] for _, sk in self.store.liking(keys, self.retry, capacity)}
