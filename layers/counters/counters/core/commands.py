@@ -122,9 +122,9 @@ class Replayable(NamedTuple):
     """A frozen dataclass of the payload's fields; its ``__post_init__`` raises ValueError on bad values."""
     execute: Callable[..., Verdict]
     """Called with an instance of ``payload`` and the command (and with ``stoppable``, the
-    worker's ``should_stop``). ``Any``: a service registers replayables of different payload
-    types in one ``dict[str, Replayable]``; ``Replayable[P]`` would need an existential type
-    there, so the pairing is checked at run time (``payload(**fields)``)."""
+    worker's ``should_stop``). Untyped arguments (``...``): a service registers replayables of
+    different payload types in one ``dict[str, Replayable]``; ``Replayable[P]`` would need an
+    existential type there, so the pairing is checked at run time (``payload(**fields)``)."""
     stoppable: bool = False
     """The executor takes ``should_stop`` (its third argument) and, asked to stop, answers
     ``CONTINUED`` with the rest of the work as [`Verdict.then`][counters.core.commands.Verdict.then]."""
