@@ -74,6 +74,41 @@ def test_an_audit_of_a_post_grown_to_32_probes_and_counts_every_lane(
     assert sorted(meta(ddb, table)["aggProbe"]["M"]) == sorted(f"S{n}" for n in range(32))  # a probe in every lane, applied
 
 
+def test_an_audit_of_a_grown_post_outlasts_its_throttled_probes_in_one_call(
+    table: str,
+    layer_client: Any,
+    ddb: Any,
+    aggregator: StreamPoller,  # noqa: F811
+) -> None:
+    """64 probe writes into a post grown to 32 lanes: the first is throttled more often than the
+    in-line budget (FAST: 3 attempts) allows. The audit's calls take ``AUDIT_ATTEMPTS``, so it
+    settles in one call where it used to answer 503 (``audit it again``), again and again under
+    the proof's faults. The throttles are the first ones of the auditing client's UpdateItems,
+    whatever the timing (the aggregator has a client of its own)."""
+    from counters.core.client import CLIENT_CONFIG, botocore_session, guard
+    from counters.services.likes.audit import AUDIT_ATTEMPTS
+    from testkit.faults import FaultInjector
+
+    writer = Likes(table, retry=FAST)
+    writer.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    users = users_in(range(FIRST_SPREAD), FIRST_SPREAD, 5, "o")
+    for user in users:
+        assert writer.like("p1", user).changed
+    writer.posts.grow("p1", writer.posts.info("p1"), 16)
+    writer.posts.grow("p1", writer.posts.info("p1"), 32)
+    wait_for_tally(ddb, table, "p1", len(users))
+    own = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)
+    guard(own.meta.events, "dynamodb")
+    throttled = FAST.max_attempts + 2
+    assert throttled < AUDIT_ATTEMPTS
+    faults = FaultInjector(own, seed=7).add("throttle", operations={"UpdateItem"}, rate=0.0, at_least=throttled)
+    auditor = Likes(table, retry=FAST, dynamodb=own)
+    [result] = auditor.audit_posts(["p1"], wait_s=WAIT_S)
+    assert faults.injected["throttle"] == throttled  # all on the first probe: more than the in-line budget
+    assert (result.settled, result.counted, result.drift) == (True, len(users), 0)
+    assert sorted(meta(ddb, table)["aggProbe"]["M"]) == sorted(f"S{n}" for n in range(32))
+
+
 def test_an_unmerged_duplicate_is_counted_as_stored_and_reported_never_repaired(
     table: str,
     layer_client: Any,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple, TypedDict
 
@@ -162,6 +162,13 @@ class RetryPolicy:
     max_delay: float = 0.5
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    def patient(self, attempts: int, max_delay: float = 1.0) -> RetryPolicy:
+        """This policy with at least ``attempts`` attempts, backing off up to ``max_delay`` (the same
+        ``sleep`` and ``rng``): for work no request's latency waits on and that fails whole when one
+        of its many calls runs out of attempts (a grown post's sweep, an audit's probes). A caller
+        with a time budget bounds it with [`counters.core.engine.deadline`][counters.core.engine.deadline]."""
+        return replace(self, max_attempts=max(self.max_attempts, attempts), max_delay=max(self.max_delay, max_delay))
 
     def backoff(self, attempt: int) -> float:
         """Sleep before attempt ``attempt + 1``; returns the delay slept."""

@@ -96,6 +96,14 @@ class QuickAudit:
         return AuditReason.AGGREGATED if self.aggregated else None
 
 
+AUDIT_ATTEMPTS = 12
+"""Attempts per call of a settled audit (``POST /audits``), backing off up to 1 s. An audit fails
+whole when one of its calls runs out of attempts, and a post at spread ``s`` makes ``2s`` probe
+writes into its hottest keys: with the in-line budget, an audit of a post grown to 32 lanes under
+faults almost never finished (make proof's HTTP ``likes-grow`` row). Bounded by the audit's
+``budget_s`` (the engine checks it before every attempt)."""
+
+
 class Audits:
     """Audit posts' tallies against their likes; repair a drift found at a settled point."""
 
@@ -115,6 +123,7 @@ class Audits:
         of their own, not on the machine's speed). ``policy``: what likes may do on this table
         ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.store, self.refcount, self.counted, self.retry = store, refcount, counted, retry
+        self.patient = retry.patient(AUDIT_ATTEMPTS)  # the settled audit's calls, bounded by its budget
         self.policy = policy
         self.clock, self.sleep = clock, sleep
 
@@ -177,6 +186,10 @@ class Audits:
         (``moving``), and concurrent likes are never overwritten. A like written after the second
         point and aggregated after the repair is added to the repaired tally, as it should be.
 
+        Each call gets ``AUDIT_ATTEMPTS`` attempts ([`RetryPolicy.patient`][counters.core.failures.RetryPolicy.patient]):
+        an operator's audit waits for the aggregator anyway, and failing whole on one throttled
+        probe of many is what made audits of grown posts answer 503 again and again.
+
         ``budget_s``: the time the audit may take (the API passes the function's remaining time
         less ``AUDIT_MARGIN_S``). No call is started after it: the clock is checked before each
         step, and the engine checks it before every attempt ([`counters.core.engine.deadline`][counters.core.engine.deadline]:
@@ -228,7 +241,7 @@ class Audits:
         a user's items in two lanes meet; same reads as a COUNT."""
         total = duplicates = 0
         last, twice = None, False
-        pages = (self.store.lane_users(pk, self.counted, self.retry, capacity) for pk in lanes)
+        pages = (self.store.lane_users(pk, self.counted, self.patient, capacity) for pk in lanes)
         for user in heapq.merge(*pages):
             total += 1
             if user == last and not twice:
@@ -248,7 +261,7 @@ class Audits:
                 result.reason = DEADLINE
                 continue
             try:
-                post = self.store.read(post_id, self.retry)
+                post = self.store.read(post_id, self.patient)
                 if post is None:
                     result.reason = AuditReason.NOT_FOUND
                     continue
@@ -271,7 +284,7 @@ class Audits:
                 if self.clock() >= until:
                     break
                 try:
-                    seen = self.store.read(post_id, self.retry) or Post(post_id=post_id)
+                    seen = self.store.read(post_id, self.patient) or Post(post_id=post_id)
                 except DeadlineReached:
                     break
                 if all(probe_reached((seen.probes or {}).get(lane), number) for lane, number in mine.items()):
@@ -288,7 +301,7 @@ class Audits:
     def _probe(self, post_id: str, lane: int) -> int:
         """Write a probe into one spread key; its number (``probeSeq``) in the key's probe order.
         A re-send after a lost answer numbers a second probe: waiting for the later one is as good."""
-        number = self.store.probe(post_id, lane, now_ms(), self.retry)
+        number = self.store.probe(post_id, lane, now_ms(), self.patient)
         if number is None:
             raise ContentionError(f"could not probe post {post_id!r}; audit it again")
         return number
@@ -299,7 +312,7 @@ class Audits:
         The write carries a fresh ``repairToken``: after an unknown outcome, a re-send refused
         because ``tallyRev`` moved may have been refused by this repair's own first attempt,
         committed; the refusal's ``ALL_OLD`` then holds this token, and the repair is done."""
-        done = self.store.repair(post, counted, uuid.uuid4().hex, self.retry, result.capacity)
+        done = self.store.repair(post, counted, uuid.uuid4().hex, self.patient, result.capacity)
         if done is Repair.REPAIRED:
             return True
         result.reason = AuditReason.MOVING if done is Repair.MOVING else AuditReason.BUSY
@@ -310,7 +323,7 @@ class Audits:
         return deadline is not None and self.clock() >= deadline
 
     def _add_probe_map(self, post_id: str) -> None:
-        if not self.store.add_probe_map(post_id, self.retry):
+        if not self.store.add_probe_map(post_id, self.patient):
             raise ContentionError(f"post {post_id!r} is busy; audit it again")
 
 

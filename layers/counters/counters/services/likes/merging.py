@@ -45,7 +45,6 @@ that grows".
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient
@@ -281,7 +280,7 @@ class Merges:
         from concurrent.futures import ThreadPoolExecutor  # the worker's sweep only (not the aggregator's cold start)
 
         merged, old = 0, spread // 2
-        patient = replace(self.retry, max_attempts=max(self.retry.max_attempts, SWEEP_ATTEMPTS), max_delay=max(self.retry.max_delay, 1.0))
+        patient = self.retry.patient(SWEEP_ATTEMPTS)
         with ThreadPoolExecutor(SWEEP_LANES) as pool:
             for first in range(post.swept, old, SWEEP_LANES):
                 if should_stop():  # a liveness budget only: what was done is kept in swept
