@@ -53,7 +53,7 @@ import requests
 from devstack.dynamodb_local import dynamodb_client
 from devstack.sqs import DeliveryFaults
 from devstack.stack import LocalStack
-from proof.hot import is_liked, like_owner, likes_by_post
+from proof.hot import LIKE_PREFIX, is_liked, like_owner, likes_by_post
 
 DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
 INLINE_RETRY_ATTEMPTS = "2"  # a small in-line budget: contention (202, deferred through SQS) is common
@@ -81,11 +81,14 @@ queue that never empties (a hang) is given up on after this long."""
 AUDIT_RESENDS = 400
 """How often ``POST /audits`` is re-sent on its documented 503 ``contention`` ("audit it again"), and
 audited again while a post is not settled. An audit of the likes scenarios' posts makes about
-``AUDIT_WRITES`` probe writes and ``AUDIT_READS`` reads, each with the in-line budget of
-``INLINE_RETRY_ATTEMPTS`` attempts under ``DYNAMODB_FAULTS``, so most audits answer 503 (about 0.86).
-20 re-sends, as before, failed the run about once in 20 (issue 28: a CI run under load). With 400
-the chance that every one answers 503 is below 1e-20 ([`audit_failure_bound`][proof.http.audit_failure_bound];
-tests/unit/test_proof_http_budget.py). Few are sent: an audit succeeds within about 7 tries on average."""
+``AUDIT_WRITES`` probe writes and ``AUDIT_READS`` reads. With the in-line budget of
+``INLINE_RETRY_ATTEMPTS`` attempts under ``DYNAMODB_FAULTS`` most audits answered 503 (about 0.86),
+and 20 re-sends failed the run about once in 20 (issue 28: a CI run under load); with 400 the
+chance that every one answers 503 is below 1e-20 ([`audit_failure_bound`][proof.http.audit_failure_bound], computed
+with the in-line budget; tests/unit/test_proof_http_budget.py). An audit's calls now take
+``AUDIT_ATTEMPTS`` attempts each (counters.services.likes.audit), so the bound is a loose upper one:
+without that, an audit of a post grown to 32 lanes (``likes-grow``, 64 probes a point) almost never
+finished."""
 AUDIT_WRITES, AUDIT_READS = 48, 40
 
 
@@ -522,7 +525,7 @@ def likes(env: Env) -> list[HttpReport]:
     return [report]
 
 
-def likes_hot(env: Env) -> list[HttpReport]:
+def likes_hot(env: Env, grow: dict[str, tuple[int, ...]] | None = None) -> list[HttpReport]:
     """Two hot posts; each user runs a script of likes and unlikes (like; like, unlike; like,
     unlike, like; a lone unlike) one request after the other (re-sent on a 5xx, every 202 polled
     until final, every answered request sent once more), many users at once. The aggregator (its
@@ -534,8 +537,17 @@ def likes_hot(env: Env) -> list[HttpReport]:
     A third post starts standard and an admin switches it to hot, then back, while its users'
     scripts run (``PUT /posts/{id}/mode``, re-sent on a 5xx). At the end ``POST /audits`` must find
     every post settled without drift; then one tally is corrupted in the table and the audit's
-    repair must bring it back to its liked items."""
-    report = HttpReport("likes: hot posts, like/unlike/re-like scripts, stream aggregator, a mode switch, audits")
+    repair must bring it back to its liked items.
+
+    ``grow`` (the ``likes-grow`` row, ``LikesMaxSpread`` 32): each named post's spread is doubled to
+    each size in turn, by progress, mid-traffic (one conditional write on META, as a throttled
+    LikesFunction would; the functions' DynamoDB Local never throttles). Then the functions'
+    cached views go stale, the aggregator queues the sweeps and the retry worker settles the
+    posts under the same faults; at the end each grown post must be settled at its spread, every
+    user whose item lives in an older lane pointed to it (no settled like could make a second
+    item), one item per user, and the audits hold on 32 lanes (64 probes a point)."""
+    title = "likes: hot posts, like/unlike/re-like scripts, stream aggregator, a mode switch, audits"
+    report = HttpReport(title + (", spreads grown mid-storm (8 -> 16 -> 32), swept by the retry worker" if grow else ""))
     started = time.monotonic()
     rng = random.Random(env.seed)
     c = env.client
@@ -585,8 +597,23 @@ def likes_hot(env: Env) -> list[HttpReport]:
             else:
                 switches[mode] += 1
 
+    def grower() -> None:
+        from counters.services.likes import Likes
+
+        steps = [(post, size) for post, sizes in (grow or {}).items() for size in sizes]
+        admin = Likes(env.table, dynamodb=env.ddb, max_spread=max((s for _, s in steps), default=8))
+        for k, (post, size) in enumerate(steps, start=1):
+            while len(last) < k * len(plan) // (len(steps) + 1):  # mid-traffic, by progress
+                time.sleep(0.01)
+            info = admin.posts.fresh(post)
+            while (info.spread or 0) < size:  # a LikesFunction may grow it too (its injected throttles)
+                admin.posts.grow(post, info, 2 * (info.spread or 8))
+                info = admin.posts.fresh(post)
+            grown[post] = info.spread or 0
+
     switches: Counter[str] = Counter()
-    env.parallel([switcher] + [user(p, u, s) for p, u, s in plan])
+    grown: dict[str, int] = {}
+    env.parallel([switcher] + ([grower] if grow else []) + [user(p, u, s) for p, u, s in plan])
     env.drained()
     deadline = time.monotonic() + 90
     while True:  # the aggregator trails the writes: wait until every tally equals its liked items
@@ -606,6 +633,8 @@ def likes_hot(env: Env) -> list[HttpReport]:
             report.notes.append(f"{post}/{user_id}: last request {method}, stored {item and item.get('liked')}")
     report.notes.append(f"switched to hot {switches['hot']}, back to standard {switches['standard']}")
     _audit_and_repair(env, report, posts, liked)
+    if grow:
+        _settled_growth(env, report, posts, grown)
     _finish(env, report, started)
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     report.notes.append(f"{len(plan)} users, {sum(len(s) for _, _, s in plan)} requests in their scripts")
@@ -615,6 +644,49 @@ def likes_hot(env: Env) -> list[HttpReport]:
     stream = env.stack.streams.duplicated if env.stack.streams else 0
     report.notes.append(f"aggregator's DynamoDB faults: {dict(aggregator) or 'none'}; stream batches delivered twice: {stream}")
     return [report]
+
+
+def _settled_growth(env: Env, report: HttpReport, posts: list[str], grown: dict[str, int]) -> None:
+    """Every post whose spread grew (by the row, or by a LikesFunction meeting injected throttles)
+    settled at its spread by the retry worker's sweep, and every user of an older lane pointed to
+    (:func:`proof.hot._unpointed`), one item each. The aggregator queues a sweep when its batches
+    meet a post unsettled, again after 100 more such batches of a process (a sweep that ended in
+    the DLQ): while one is not settled once the queue is empty, a new user's like gives it those
+    batches. The pointers are checked at a point judged by the work done, not by time: an audit
+    (its probes applied in every lane: the stream poller delivers a shard's batches one after the
+    other, so every earlier batch's examination has run), then the retry queue empty (the
+    examinations it deferred have run)."""
+    from proof.hot import _unpointed
+
+    deadline, nudges = time.monotonic() + HANG_SECONDS, 0  # a hang guard: the sweep is judged by the work left
+    while True:
+        metas = {i["postId"]: i for i in env.scan() if i.get("SK") == "META" and i.get("postId") in posts}
+        unsettled = {p for p in posts if int(metas[p].get("spread", 8)) > 8 and metas[p].get("settled") != metas[p].get("spread")}
+        if not unsettled or time.monotonic() > deadline:
+            break
+        for post in sorted(unsettled):
+            nudges += 1
+            env.client.send(report, "PUT", f"/posts/{post}/likes/nudge-{nudges}")
+        env.drained()
+        time.sleep(1.0)  # paces the nudges only: the loop ends on the work left
+    for post in sorted(unsettled):
+        report.wrong.append(f"{post}: spread {metas[post].get('spread')}, not settled (settled {metas[post].get('settled')})")
+    _audits(env, report, posts, repair=False)  # the barrier (docstring)
+    env.drained()
+    _, doubled = likes_by_post(env.scan())
+    report.duplicates += len(doubled)
+    problems = _unpointed(env.ddb, env.table, posts)
+    report.wrong += problems
+    for problem in problems:  # what the table holds for that user, to read the failure from
+        post, user = problem.split(":", 1)[0].split("/", 1)
+        held = [i for i in env.scan() if str(i.get("PK", "")).startswith(f"POST#{post}#") and str(i.get("SK")) == f"{LIKE_PREFIX}{user}"]
+        report.notes.append(f"{post}/{user} holds: {held}")
+    spreads = {p: int(metas[p].get("spread", 8)) for p in posts}
+    pointers = sum(1 for i in env.scan() if "livesIn" in i)
+    report.notes.append(
+        f"spreads {spreads} (the row grew {grown}), all settled after {nudges} nudging likes; {pointers} pointers, "
+        f"every moved user pointed to ({len(problems)} not)"
+    )
 
 
 def _audits(
@@ -1012,6 +1084,7 @@ def operations_row(reports: list[HttpReport]) -> HttpReport:
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[Env], list[HttpReport]]]] = {
     "likes": ({}, likes),
     "likes-hot": ({}, likes_hot),
+    "likes-grow": ({"LikesMaxSpread": "32"}, lambda env: likes_hot(env, grow={"hot-1": (16, 32), "hot-2": (16,)})),
     "reservations": ({}, reservations),
     "ledgers": ({}, ledgers),
     "orders-fast": ({"SequenceMode": "fast"}, lambda env: orders(env, "fast")),

@@ -23,6 +23,7 @@ from tests.conftest import HTTP_TIMEOUT, settled
     [
         ("likes", None),
         ("likes-hot", None),
+        ("likes-grow", None),  # spreads grown mid-storm, settled by the retry worker, audited on 32 lanes
         (
             "reservations",
             [("marker x4 shards", "marker", 4, "exact"), ("marker", "marker", 1, "exact"), ("atomic (under)", "atomic", 1, "under")],
