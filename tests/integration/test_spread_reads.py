@@ -34,6 +34,16 @@ def users_in(lanes: range, spread: int, count: int, prefix: str) -> list[str]:
     return found[:count]
 
 
+def liked_hot_post(table: str, count: int) -> tuple[Likes, list[str]]:
+    """A hot post ``p1`` liked by ``count`` users of the first 8 lanes (created at spread 8)."""
+    likes = Likes(table, retry=FAST)
+    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    users = users_in(range(FIRST_SPREAD), FIRST_SPREAD, count, "o")
+    for user in users:
+        assert likes.like("p1", user).changed
+    return likes, users
+
+
 def list_all(likes: Likes, post: str, limit: int, cursor: str | None = None) -> tuple[list[str], int]:
     """Every liker listed from ``cursor`` on, page after page: (user ids in listing order, pages)."""
     listed: list[str] = []
@@ -53,11 +63,7 @@ def test_an_audit_of_a_post_grown_to_32_probes_and_counts_every_lane(
     ddb: Any,
     aggregator: StreamPoller,  # noqa: F811
 ) -> None:
-    likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
-    old = users_in(range(FIRST_SPREAD), FIRST_SPREAD, 8, "o")
-    for user in old:
-        assert likes.like("p1", user).changed
+    likes, old = liked_hot_post(table, 8)
     likes.posts.grow("p1", likes.posts.info("p1"), 16)
     mid = users_in(range(8, 16), 16, 6, "m")
     for user in mid:
@@ -89,11 +95,7 @@ def test_an_audit_of_a_grown_post_outlasts_its_throttled_probes_in_one_call(
     from counters.services.likes.audit import AUDIT_ATTEMPTS
     from testkit.faults import FaultInjector
 
-    writer = Likes(table, retry=FAST)
-    writer.create_post(author_id="a", body="b", post_id="p1", mode="hot")
-    users = users_in(range(FIRST_SPREAD), FIRST_SPREAD, 5, "o")
-    for user in users:
-        assert writer.like("p1", user).changed
+    writer, users = liked_hot_post(table, 5)
     writer.posts.grow("p1", writer.posts.info("p1"), 16)
     writer.posts.grow("p1", writer.posts.info("p1"), 32)
     wait_for_tally(ddb, table, "p1", len(users))
