@@ -122,3 +122,32 @@ def test_throttles_in_half_the_lanes_grow_the_post_and_one_users_throttles_never
     assert int(meta(ddb, table)["spread"]["N"]) == 2 * FIRST_SPREAD
     poller.poll_once()
     assert tally(ddb, table, "p1") == FIRST_SPREAD // 2 + (1 if likes.like_state("p1", "solo")["liked"] else 0)
+
+
+def test_a_post_of_64_lanes_grows_when_16_of_them_throttle_not_32(table: str, layer_client: Any, ddb: Any) -> None:
+    """Half of 64 lanes is more than one process's retried writes meet at 100% of their capacity
+    (the bench's step under 4 s of burst: 20-26 lanes in 10 s): from 32 lanes on, ``GROW_LANES``
+    lanes met are enough. Each user here has one throttled write in a lane of their own."""
+    from counters.services.likes import GROW_LANES
+    from counters.store.post_items import MAX_SPREAD
+    from testkit.faults import FaultInjector
+
+    likes = Likes(table, retry=FAST, max_spread=MAX_SPREAD)
+    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    info = likes.posts.info("p1")
+    while (info.spread or 0) < 64:
+        info = likes.posts.grow("p1", info, 2 * (info.spread or 0))
+    lanes: dict[int, str] = {}
+    for n in range(5000):
+        lanes.setdefault(lane_of(f"w{n}", 64), f"w{n}")
+        if len(lanes) == GROW_LANES:
+            break
+    for k, user in enumerate(lanes.values(), start=1):
+        faults = FaultInjector(layer_client, seed=2)
+        try:
+            faults.add("throttle", operations={"UpdateItem"}, limit=1)
+            assert likes.like("p1", user).changed
+        finally:
+            faults.detach()
+        assert faults.injected["throttle"] == 1
+        assert int(meta(ddb, table)["spread"]["N"]) == (128 if k == GROW_LANES else 64), k

@@ -47,6 +47,7 @@ from counters.services.likes.cursor import CURSOR_LABEL, cursor_key, decode_curs
 from counters.services.likes.merging import Merges
 from counters.services.likes.model import (
     AUDIT_MARGIN_S,
+    GROW_LANES,
     HOT,
     MODE_TTL_MS,
     MODES,
@@ -124,6 +125,7 @@ __all__ = [
     "CURSOR_LABEL",
     "DEADLINE",
     "DELTA",
+    "GROW_LANES",
     "HOT",
     "LIKED",
     "LIKERS_QUERIES",

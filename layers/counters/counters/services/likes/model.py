@@ -34,6 +34,12 @@ UNSETTLED_TTL_MS = 1_000
 second (one eventually consistent GetItem of META a second per process, only until settled; a
 stale view costs reads, never a count)."""
 PRESSURE_WINDOW_MS = 10_000  # retried attempts of a standard post's likes are summed over this window
+GROW_LANES = 16
+"""A hot post grows when one process's retried writes met half of its lanes, or this many, within
+``PRESSURE_WINDOW_MS``. At 64 lanes half is 32, and a process meets a lane only with its own
+retried writes: at 100% of 64 lanes' capacity under 4 s of burst a key (the bench's ``--step-burst
+4``) the retried writes of any 10 s met 20-26 lanes, and the post never grew past 64. 16 users in
+16 lanes is still no one user (docs/DESIGN.md, "Growth and its abuse")."""
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
 
 

@@ -10,7 +10,7 @@ from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
-from counters.services.likes.model import HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
+from counters.services.likes.model import GROW_LANES, HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
 from counters.services.likes.posts import Posts
 from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post
 from counters.store.posts import standard_tally
@@ -125,15 +125,16 @@ class Toggling:
 
     def _lanes_hot(self, post_id: str, info: PostInfo, lane: str) -> bool:
         """Whether this process's hot writes to the post were retried (throttles, conflicts) in at
-        least half of its lanes within ``PRESSURE_WINDOW_MS`` (``lane``: this write's), and the post
-        may still grow. One user's writes all fall in one lane, so no single user grows a post."""
+        least half of its lanes, or ``GROW_LANES``, within ``PRESSURE_WINDOW_MS`` (``lane``: this
+        write's), and the post may still grow. One user's writes all fall in one lane, so no single
+        user grows a post."""
         if info.spread is None or info.spread >= self.max_spread:
             return False
         now = now_ms()
         recent = [(t, n) for t, n in (self.heat.get(post_id) or []) if now - t < PRESSURE_WINDOW_MS]
         recent.append((now, lane))
         self.heat[post_id] = recent
-        if len({n for _, n in recent}) * 2 < info.spread:
+        if len({n for _, n in recent}) < min(info.spread // 2, GROW_LANES):
             return False
         self.heat.pop(post_id, None)
         return True
