@@ -106,19 +106,8 @@ def test_throttles_in_half_the_lanes_grow_the_post_and_one_users_throttles_never
         faults.detach()
     assert faults.injected["throttle"] >= 10
     assert int(meta(ddb, table)["spread"]["N"]) == FIRST_SPREAD
-    lanes: dict[int, str] = {}
-    for n in range(2000):
-        lanes.setdefault(lane_of(f"v{n}", FIRST_SPREAD), f"v{n}")
-        if len(lanes) == FIRST_SPREAD:
-            break
-    for user in list(lanes.values())[: FIRST_SPREAD // 2]:  # one retried write in each of half the lanes
-        faults = FaultInjector(layer_client, seed=2)
-        try:
-            faults.add("throttle", operations={"UpdateItem"}, limit=1)
-            assert likes.like("p1", user).changed
-        finally:
-            faults.detach()
-        assert faults.injected["throttle"] == 1
+    for user in one_per_lane("v", FIRST_SPREAD, FIRST_SPREAD // 2):  # one retried write in each of half the lanes
+        like_throttled_once(likes, layer_client, user)
     assert int(meta(ddb, table)["spread"]["N"]) == 2 * FIRST_SPREAD
     poller.poll_once()
     assert tally(ddb, table, "p1") == FIRST_SPREAD // 2 + (1 if likes.like_state("p1", "solo")["liked"] else 0)
@@ -130,24 +119,35 @@ def test_a_post_of_64_lanes_grows_when_16_of_them_throttle_not_32(table: str, la
     lanes met are enough. Each user here has one throttled write in a lane of their own."""
     from counters.services.likes import GROW_LANES
     from counters.store.post_items import MAX_SPREAD
-    from testkit.faults import FaultInjector
 
     likes = Likes(table, retry=FAST, max_spread=MAX_SPREAD)
     likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     info = likes.posts.info("p1")
     while (info.spread or 0) < 64:
         info = likes.posts.grow("p1", info, 2 * (info.spread or 0))
+    for k, user in enumerate(one_per_lane("w", 64, GROW_LANES), start=1):
+        like_throttled_once(likes, layer_client, user)
+        assert int(meta(ddb, table)["spread"]["N"]) == (128 if k == GROW_LANES else 64), k
+
+
+def one_per_lane(prefix: str, spread: int, count: int) -> list[str]:
+    """``count`` users, each in a lane of ``spread`` of their own."""
     lanes: dict[int, str] = {}
     for n in range(5000):
-        lanes.setdefault(lane_of(f"w{n}", 64), f"w{n}")
-        if len(lanes) == GROW_LANES:
-            break
-    for k, user in enumerate(lanes.values(), start=1):
-        faults = FaultInjector(layer_client, seed=2)
-        try:
-            faults.add("throttle", operations={"UpdateItem"}, limit=1)
-            assert likes.like("p1", user).changed
-        finally:
-            faults.detach()
-        assert faults.injected["throttle"] == 1
-        assert int(meta(ddb, table)["spread"]["N"]) == (128 if k == GROW_LANES else 64), k
+        lanes.setdefault(lane_of(f"{prefix}{n}", spread), f"{prefix}{n}")
+        if len(lanes) == count:
+            return list(lanes.values())
+    raise AssertionError(f"no {count} lanes of {spread}")
+
+
+def like_throttled_once(likes: Likes, layer_client: Any, user: str) -> None:
+    """``user`` likes ``p1``, the like's first write throttled once (a retried write in its lane)."""
+    from testkit.faults import FaultInjector
+
+    faults = FaultInjector(layer_client, seed=2)
+    try:
+        faults.add("throttle", operations={"UpdateItem"}, limit=1)
+        assert likes.like("p1", user).changed
+    finally:
+        faults.detach()
+    assert faults.injected["throttle"] == 1
