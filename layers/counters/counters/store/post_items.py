@@ -162,9 +162,14 @@ def like_key(post_id: str, user_id: str) -> dict[str, str]:
     return {PK: post_pk(post_id), SK: f"{LIKE_PREFIX}{user_id}"}
 
 
+def _user_hash(user_id: str) -> int:
+    """A user's place on every spread (stable across processes): ``lane_of`` is it modulo the spread."""
+    return int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big")
+
+
 def lane_of(user_id: str, spread: int) -> int:
     """The spread partition key a user's like lives under (stable across processes)."""
-    return int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % spread
+    return _user_hash(user_id) % spread
 
 
 FIRST_SPREAD = 8
@@ -180,9 +185,9 @@ def chain_lanes(user_id: str, spread: int) -> list[int]:
     Each is the one before it or that lane plus the old spread (the spread is a power of two), and an
     item never moves: it stays in the lane it was created in."""
     lanes: list[int] = []
-    size = min(FIRST_SPREAD, spread)
+    size, place = min(FIRST_SPREAD, spread), _user_hash(user_id)  # one hash for every spread
     while size <= spread:
-        lane = lane_of(user_id, size)
+        lane = place % size
         if lane not in lanes:
             lanes.append(lane)
         size *= 2

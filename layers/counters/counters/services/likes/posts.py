@@ -176,8 +176,11 @@ class Posts:
         ([`pointed`][counters.services.likes.posts.Posts.pointed]). While the sweep settles it, the
         lanes it has done (``swept``, from ``S0``: the first 8, in every user's chain, come first)
         are not read either, for the same reason."""
-        *older, newest = info.like_keys(post_id, user_id)
-        older = [key for key, lane in zip(older, chain_lanes(user_id, info.spread or FIRST_SPREAD)[:-1], strict=True) if lane >= info.swept]
+        if info.spread is None:
+            return info.like_keys(post_id, user_id)[0]  # stored before spread: one key
+        *older_lanes, lane = chain_lanes(user_id, info.spread)  # hashed once per like (the hot path)
+        newest = lane_like_key(post_id, user_id, lane)
+        older = [lane_like_key(post_id, user_id, n) for n in older_lanes if n >= info.swept]
         if not older:
             return newest
         return self.store.first_existing(older, self.retry) or newest
