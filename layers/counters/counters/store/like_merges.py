@@ -190,18 +190,22 @@ class LikeMergeStore:
         """A pointer at ``key`` to the user's item in ``lane``: a whole item (``Put``: the ``delta``
         of what it replaces is gone, so its stream record counts nothing), conditioned on ``key``
         holding what was read (``found``)."""
-        put = Put(self.table_name, item=_pointer_item(key, lane)).when(_pointer_as_read(found))
+        return self._pointer_put(key, lane, _pointer_as_read(found))
+
+    def _pointer_put(self, key: Mapping[str, str], lane: int, condition: Cond) -> Put:
+        put = Put(self.table_name, item=_pointer_item(key, lane)).when(condition)
         put.on_failure = False
         return put
+
+    def _put(self, put: Put, retry: RetryPolicy) -> Outcome:
+        return run(self.dynamodb.put_item, put.params(), policy=retry, write=True).outcome
 
     def point(self, key: Mapping[str, str], lane: int, retry: RetryPolicy) -> Outcome:
         """A pointer at ``key`` (the user's lane) to their item in ``lane``, if ``key`` holds
         nothing or that same pointer (one conditional PutItem, 1 WCU, nothing read; put again by a
         sweep resumed after a failure): ``APPLIED``; ``REJECTED``: something else is there (the
         user's item, a pointer elsewhere, a retired item): the caller merges the user's chain."""
-        put = Put(self.table_name, item=_pointer_item(key, lane)).when(Path(SK).missing() | (Path(LIVES_IN) == lane))
-        put.on_failure = False
-        return run(self.dynamodb.put_item, put.params(), policy=retry, write=True).outcome
+        return self._put(self._pointer_put(key, lane, Path(SK).missing() | (Path(LIVES_IN) == lane)), retry)
 
     def transaction(
         self,
@@ -265,8 +269,7 @@ class LikeMergeStore:
         per user who moved, and touches nothing in the old lane). ``APPLIED``; ``REJECTED``: an item
         moved since it was read (read again and decide again); ``CONTENTION``."""
         if not retired and pointer is not None:
-            put = self.pointer(pointer[0], lane_number(kept.key), pointer[1])
-            return run(self.dynamodb.put_item, put.params(), policy=retry, write=True).outcome
+            return self._put(self.pointer(pointer[0], lane_number(kept.key), pointer[1]), retry)
         tx = self.transaction(kept, latest, retired, delta, pointer)
         report = run(
             self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=retry, capacity=Capacity(), write=True, token=True
