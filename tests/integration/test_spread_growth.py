@@ -12,10 +12,14 @@ The duplicate a stale-view writer can create, and its merge: tests/integration/t
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import Any
+
+import pytest
 
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
+from counters.primitives.toggle import now_ms
 from counters.services.likes import Likes, lane_of
 from counters.store.post_items import FIRST_SPREAD, chain_lanes
 from devstack.streams import StreamPoller
@@ -86,11 +90,20 @@ def test_a_later_request_finds_the_users_like_under_the_old_spread(
     assert listed == ["fresh"]
 
 
+@pytest.fixture
+def steady_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The likes service's clock moves 1 ms per reading: the growth window (``PRESSURE_WINDOW_MS``,
+    10 s) holds every like of a test however slow the machine, and stamps still only increase."""
+    ticks = itertools.count(now_ms())
+    monkeypatch.setattr("counters.services.likes.toggling.now_ms", lambda: next(ticks))
+
+
 def test_throttles_in_half_the_lanes_grow_the_post_and_one_users_throttles_never_do(
     table: str,
     layer_client: Any,
     ddb: Any,
     poller: StreamPoller,  # noqa: F811
+    steady_clock: None,
 ) -> None:
     from testkit.faults import FaultInjector
 
@@ -113,7 +126,7 @@ def test_throttles_in_half_the_lanes_grow_the_post_and_one_users_throttles_never
     assert tally(ddb, table, "p1") == FIRST_SPREAD // 2 + (1 if likes.like_state("p1", "solo")["liked"] else 0)
 
 
-def test_a_post_of_64_lanes_grows_when_16_of_them_throttle_not_32(table: str, layer_client: Any, ddb: Any) -> None:
+def test_a_post_of_64_lanes_grows_when_16_of_them_throttle_not_32(table: str, layer_client: Any, ddb: Any, steady_clock: None) -> None:
     """Half of 64 lanes is more than one process's retried writes meet at 100% of their capacity
     (the bench's step under 4 s of burst: 20-26 lanes in 10 s): from 32 lanes on, ``GROW_LANES``
     lanes met are enough. Each user here has one throttled write in a lane of their own."""
