@@ -753,7 +753,7 @@ def step_lines(step: Step, scale: float) -> list[str]:
         f"- Its sweep: lanes S0..S7 swept at {_since(step.first_lanes)}, the post settled at {_since(step.settled)}.",
         f"- Time to absorb (throttles per like under {ABSORBED:g} from then to the end): {absorbed} (target <= 60 s).",
         f"- Likes that met a throttle: under {ABSORBED:g} per like from {absorbed_likes} after the step; in the last {LAST:g} s "
-        f"{share:.3f} per like, each meeting {each:.1f} throttles (its first call and the engine's retries, 0-20, 0-40, ... ms apart, "
+        f"{share:.3f} per like, each meeting {each:.1f} throttles (its first call and the engine's retries, 125-250 ms then 250-500 ms apart, "
         f"against a key that refills one like's write in {1000 / wcu:.0f} ms under the model, 1 ms on AWS: docs/bench.md).",
         "- Answers: " + ", ".join(f"{n} {o}" for o, n in step.outcomes.most_common()) + f"; undocumented: {sum(undocumented.values())}.",
         f"- Throttles per like in the last {LAST:g} s: {last_throttles(step.seconds):.2f}. Tally lag p50 / p99: "

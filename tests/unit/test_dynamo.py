@@ -194,6 +194,19 @@ def test_backoff_is_capped_exponential_with_full_jitter() -> None:
     assert len(set(slept)) == len(slept)  # jittered, not constant
 
 
+def test_after_a_throttle_the_backoff_waits_at_least_half_its_ceiling() -> None:
+    """Equal jitter after a throttle (the AWS SDK for Java's DynamoDB default): a throttled key is
+    never asked again within a few ms, as full jitter would (0 ms at worst)."""
+    slept: list[float] = []
+    policy = RetryPolicy(base_delay=0.02, max_delay=0.5, throttle_base_delay=0.25, sleep=slept.append)
+    policy.rng.seed(1)
+    for attempt in range(1, 6):
+        policy.backoff(attempt, throttled=True)
+    caps = [min(0.5, 0.25 * 2 ** (a - 1)) for a in range(1, 6)]
+    assert all(cap / 2 <= s <= cap for s, cap in zip(slept, caps, strict=True)), slept
+    assert len(set(slept)) == len(slept)  # still jittered
+
+
 def test_capacity_folds_single_and_transaction_shapes() -> None:
     cap = Capacity()
     cap.add_response({"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}}, write=False)

@@ -45,6 +45,20 @@ def test_transient_failures_are_retried_within_the_budget() -> None:
     assert (report.outcome, report.attempts, report.response) == (Outcome.CONTENTION, 4, None)
 
 
+def test_a_throttle_is_backed_off_as_a_throttle_and_anything_else_is_not() -> None:
+    """The engine tells the policy which attempts were throttled (their delay has a floor)."""
+    calls: list[bool] = []
+
+    class Recording(RetryPolicy):
+        def backoff(self, attempt: int, *, throttled: bool = False) -> float:
+            calls.append(throttled)
+            return 0.0
+
+    op = Script(error("ProvisionedThroughputExceededException"), error("TransactionConflictException"), error("InternalServerError", 500))
+    assert run(op, {}, policy=Recording(max_attempts=4)).outcome is Outcome.APPLIED
+    assert calls == [True, False, False]
+
+
 def test_only_retries_after_a_conflict_or_a_throttle_are_contended() -> None:
     """``contended_retries``: the attempts that follow one refused by a conflict or a throttle
     (what promotes a post to hot); a condition re-planned by a hook, an unknown outcome, a

@@ -5,7 +5,7 @@ no retry at all. [`run`][counters.core.engine.run] is the layer's only attempt l
 
 * **classification** ([`counters.core.failures.classify`][counters.core.failures.classify]): condition failed / conflict /
   throttled / not sent / unknown outcome; anything else is re-raised untouched;
-* **backoff** with full jitter between attempts, within one [`RetryPolicy`][counters.core.failures.RetryPolicy] budget;
+* **backoff** with full jitter between attempts (equal jitter after a throttle: never sooner than half its ceiling), within one [`RetryPolicy`][counters.core.failures.RetryPolicy] budget;
 * **the token rule** for TransactWriteItems: after an *unknown* outcome the next attempt
   re-sends the **same** ClientRequestToken (a committed first attempt is then replayed,
   never re-applied); after a *definite* non-application a fresh one is drawn, unless the
@@ -233,7 +233,7 @@ def run(
                 if unreachable is not None:
                     raise unreachable from exc
                 return report
-            policy.backoff(attempt)
+            policy.backoff(attempt, throttled=failure.kind is Failure.THROTTLED)
             continue
         configuration.note(operation, None, None)
         report.capacity.add_response(response, write=write)
@@ -300,7 +300,7 @@ def read_keys(
             found += got
             if not pending:
                 break
-            policy.backoff(attempt)
+            policy.backoff(attempt, throttled=True)  # keys left unprocessed: the table's capacity ran out
         else:
             raise ContentionError("DynamoDB left keys of a BatchGetItem unprocessed; retry the request", cause_code="UnprocessedKeys")
     return found
