@@ -616,16 +616,20 @@ def last_throttled(seconds: list[Second], last: float = LAST) -> tuple[float, fl
     return (throttled / answered if answered else 0.0), (throttles / throttled if throttled else 0.0)
 
 
-def time_to_absorb(seconds: list[Second], step_at: float, per_like: Callable[[Second], float] | None = None) -> float | None:
+def time_to_absorb(
+    seconds: list[Second], step_at: float, per_like: Callable[[Second], float] | None = None, *, hold: float = 0.0
+) -> float | None:
     """Seconds from the step (at ``step_at`` s) until the end of the last second whose throttles
     per like (or ``per_like``) were at or over ``ABSORBED``, when every second after it is under
-    (0: none was); ``None`` when the last second is still over: not absorbed."""
+    (0: none was); ``None`` when the last second is still over, or when fewer than ``hold``
+    seconds at the end are under (a second or two under the bound is no sign that it stays):
+    not absorbed."""
     measure = per_like or (lambda s: s.throttles_per_like)
     after = [s for s in seconds if s.at >= int(step_at)]
     over = [s.at for s in after if measure(s) >= ABSORBED]
     if not over:
         return 0.0
-    if not after or over[-1] == after[-1].at:
+    if not after or after[-1].at - over[-1] < max(1.0, hold):
         return None
     return over[-1] + 1 - step_at
 
@@ -691,8 +695,8 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
                 throttled=sum(1 for t, _, _, met in answers if lo <= t < hi and met),
             )
         )
-    step.absorbed = time_to_absorb(step.seconds, before)
-    step.absorbed_likes = time_to_absorb(step.seconds, before, lambda s: s.throttled_share)
+    step.absorbed = time_to_absorb(step.seconds, before, hold=LAST)
+    step.absorbed_likes = time_to_absorb(step.seconds, before, lambda s: s.throttled_share, hold=LAST)
     last = 8
     for t, _, s in run["reads"]:
         if s != last:
@@ -729,7 +733,11 @@ def step_lines(step: Step, scale: float) -> list[str]:
             f"| {s.at}{mark} | {s.offered} | {s.liked} | {s.gave_up} | {s.throttles_per_like:.2f} ({s.write_throttles} + {s.read_throttles}) "
             f"| {s.throttled_share:.3f} ({s.throttled}) | {s.spread} |"
         )
-    absorbed = f"**{step.absorbed:.0f} s**" if step.absorbed is not None else f"**not absorbed** within {step.after:g} s"
+    absorbed = (
+        f"**{step.absorbed:.0f} s**"
+        if step.absorbed is not None
+        else f"**not absorbed** within {step.after:g} s (under {ABSORBED:g} for {LAST:g} s to the end)"
+    )
     absorbed_likes = f"{step.absorbed_likes:.0f} s" if step.absorbed_likes is not None else "never"
     share, each = last_throttled(step.seconds)
     undocumented = {o: n for o, n in step.outcomes.items() if o.startswith("undocumented")}

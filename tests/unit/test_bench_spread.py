@@ -61,6 +61,9 @@ def test_time_to_absorb_is_the_end_of_the_last_second_over_the_bound_after_the_s
     assert time_to_absorb([*before, *after, second(6, 10, 1)], 2.0) is None  # still over at the end: not absorbed
     assert time_to_absorb([*before, second(2, 0, 0, gave_up=3), second(3, 5, 0)], 2.0) == 0.0
     assert time_to_absorb([*before, second(2, 0, 4), second(3, 5, 0)], 2.0) == 1.0  # throttled with nothing answered
+    tail = [second(at, 10, 0) for at in range(6, 8)]  # under from second 4 to 7: 4 s at the end
+    assert time_to_absorb([*before, *after, *tail], 2.0, hold=4) == 2.0
+    assert time_to_absorb([*before, *after, *tail], 2.0, hold=5) is None  # too short a tail to say it stays under
 
 
 def test_counted_once_names_every_way_a_like_can_be_lost_or_counted_twice() -> None:
