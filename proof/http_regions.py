@@ -53,6 +53,9 @@ from unittest import mock
 
 import requests
 
+from counters.primitives.aggregator import padded
+from counters.store.post_items import AGG_SEQ, region_tally_key
+from counters.streams import regional_change
 from devstack.dynamodb_local import DynamoDBLocal, free_port
 from devstack.regions import RegionStack
 from devstack.sqs import sqs_client
@@ -466,9 +469,6 @@ class Counted:
         self.due: dict[tuple[str, str, str], str] = {}  # (Region, post, lane) -> its last record that counts (padded)
 
     def __call__(self) -> bool:
-        from counters.primitives.aggregator import padded
-        from counters.streams import regional_change
-
         for region, reader in self.readers.items():
             for record in reader.read():
                 change = regional_change(record, region)
@@ -476,8 +476,9 @@ class Counted:
                     slot = (region, change.parent, change.lane)
                     self.due[slot] = max(self.due.get(slot, ""), padded(change.seq))
         for (region, post, lane), last in self.due.items():
-            tally = self.gt.item(region, {"PK": {"S": f"POST#{post}"}, "SK": {"S": f"TALLY#{region}"}}) or {}
-            if str((tally.get("aggSeq") or {}).get(lane, "")) < last:
+            key = {name: {"S": value} for name, value in region_tally_key(post, region).items()}
+            tally = self.gt.item(region, key) or {}
+            if str((tally.get(AGG_SEQ) or {}).get(lane, "")) < last:
                 return False
         return True
 
