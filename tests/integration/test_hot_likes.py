@@ -202,11 +202,11 @@ def test_a_batch_that_crashed_after_the_first_posts_write_is_exact_when_redelive
     calls = {"n": 0}
     original = Aggregator.apply_parent
 
-    def crash_after_first(self: Aggregator, parent: str, changes: list[Change]) -> Any:
+    def crash_after_first(self: Aggregator, parent: str, changes: list[Change], **kwargs: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("the function died mid-batch")
-        return original(self, parent, changes)
+        return original(self, parent, changes, **kwargs)
 
     monkeypatch.setattr(Aggregator, "apply_parent", crash_after_first)
     with pytest.raises(RuntimeError):

@@ -69,7 +69,7 @@ def test_pointers_alone_plan_nothing() -> None:
     assert plan([pointer(11, 3)], key(11)) is None
 
 
-@pytest.mark.parametrize("spread", [8, 12, 256, "16", True])
+@pytest.mark.parametrize("spread", [8, 12, 512, "16", True])
 def test_a_sweep_names_a_grown_spread(spread: object) -> None:
     with pytest.raises(Exception, match="invalid spread"):
         SettlePayload("p", spread)  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ def test_a_stale_table_is_caught() -> None:
 def test_every_key_the_store_builds_maps_to_its_family() -> None:
     from counters.store.ledger_items import EntryKey, dirty_pk, marker_sk, snapshot_sk
     from counters.store.operations import operation_key
-    from counters.store.post_items import hot_like_key, like_key, post_key, probe_key, region_tally_key
+    from counters.store.post_items import group_key, hot_like_key, like_key, post_key, probe_key, region_tally_key
     from counters.store.resources_counters import resource_key, shard_key, share_key
     from counters.store.resources_records import record_key
     from counters.store.resources_transfers import transfer_key
@@ -54,6 +54,7 @@ def test_every_key_the_store_builds_maps_to_its_family() -> None:
     expected = {
         "post": post_key("p1"),
         "like tally of a Region": region_tally_key("p1", EU),
+        "like tally of a lane group": group_key("p1", 2),
         "like": hot_like_key("p1", "u#1", 4),
         "like, post stored before `spread`": like_key("p1", "u1"),
         "audit probe": probe_key("p1", 2),

@@ -7,6 +7,12 @@ them into **one conditional UpdateItem per parent**:
     ADD <tally> :net  SET <seq>.<lane> = :last, <at>.<lane> = :created  (for every lane in the batch)
     IF  attribute_exists(<seq>) AND (attribute_not_exists(<seq>.<lane>) OR <seq>.<lane> < :first) ...
 
+**Groups of lanes.** A parent with many lanes may count them on several items
+([`Groups`][counters.store.aggregates.Groups]): the changes of a batch are grouped by parent and
+by the item their lane is counted on, and each item gets its own conditional write, with its own
+checkpoints: the rules below hold per item. A group's item is made by its first write, in one
+transaction with a check that the parent exists.
+
 **Lanes, not shards.** A lane is the partition key the changes were written under (the hot
 mode spreads a post's likes over a few: ``S0``..``S7``). Lambda's stream records do not name
 their shard, but every record of one partition key lives in one shard at a time, in write
@@ -113,15 +119,16 @@ class Aggregator:
         self.retry = retry or RetryPolicy()
 
     def apply(self, changes: Iterable[Change]) -> list[Applied]:
-        """One write per parent, in order of each parent's first change; a parent whose write
-        fails (contention) does not stop the others: the caller reports its first record."""
-        by_parent: dict[str, list[Change]] = {}
+        """One write per parent (and per group of its lanes counted on an item of its own), in order
+        of each one's first change; a write that fails (contention) does not stop the others: the
+        caller reports its first record."""
+        by_parent: dict[tuple[str, int], list[Change]] = {}
         for change in changes:
-            by_parent.setdefault(change.parent, []).append(change)
-        return [self.apply_parent(parent, group) for parent, group in by_parent.items()]
+            by_parent.setdefault((change.parent, self.store.group_of(change.lane)), []).append(change)
+        return [self.apply_parent(parent, group, lane_group=g) for (parent, g), group in by_parent.items()]
 
-    def apply_parent(self, parent: str, changes: list[Change]) -> Applied:
-        """One parent's changes as one conditional write (see the module doc)."""
+    def apply_parent(self, parent: str, changes: list[Change], *, lane_group: int = 0) -> Applied:
+        """One parent's changes (of one ``lane_group``) as one conditional write (see the module doc)."""
         capacity, attempts = Capacity(), 0
 
         def applied(outcome: Outcome, reason: Reason | None, net: int, covered: list[Change]) -> Applied:
@@ -132,13 +139,20 @@ class Aggregator:
             if not pending:
                 return applied(Outcome.DUPLICATE, Reason.CHECKPOINTED, 0, [])
             runs, net, counted, lag = self._runs(pending)
-            written = self.store.apply(parent, runs, net, counted, lag, policy=self.retry, capacity=capacity)
+            written = self.store.apply(parent, runs, net, counted, lag, policy=self.retry, capacity=capacity, group=lane_group)
             report = written.report
             attempts += report.attempts
             if report.outcome is Outcome.APPLIED:
                 return applied(Outcome.APPLIED, None, net, pending)
             if report.outcome is not Outcome.REJECTED or report.failure is None:
                 return applied(report.outcome, None, 0, pending)
+            if not written.parent_found and lane_group:  # the group's first write: its item, if the parent exists
+                made = self.store.create_group(parent, lane_group, policy=self.retry, capacity=capacity)
+                if made is None:
+                    return applied(Outcome.CONTENTION, Reason.CHECKPOINT_MOVING, 0, pending)
+                if not made:
+                    return applied(Outcome.REJECTED, Reason.PARENT_MISSING, 0, pending)
+                continue
             if not written.parent_found and self.store.writer is not None:
                 if not self.store.create(parent, policy=self.retry, capacity=capacity):  # a Region's own item: made here
                     return applied(Outcome.CONTENTION, Reason.CHECKPOINT_MOVING, 0, pending)

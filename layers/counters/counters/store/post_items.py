@@ -49,6 +49,8 @@ PROBE_SEQ = "probeSeq"  # on a probe item: ADDed by every probe, so probes of on
 PROBE_LEGACY = "probe"  # on a probe item written before probeSeq
 PROBED_AT = "probedAt"
 REGION_TALLY_PREFIX = "TALLY#"  # a post's tally kept by one Region of a global table (sort key TALLY#<Region>)
+GROUP_SK = "AGG"  # a lane group's tally item (partition key POST#<postId>#G<g>): the aggregator's count of lanes 64g..64g+63
+LANE_GROUP = 64  # lanes per group: lanes 0..63 are counted on META, each further 64 on an item of their own
 WRITER = REGION_ATTRIBUTE  # on a like item version and a Region's tally: the Region that wrote it
 
 SHAPES: tuple[Shape, ...] = (
@@ -81,6 +83,14 @@ SHAPES: tuple[Shape, ...] = (
         "a global table only: the likes this Region counts (`likeTally`, `tallyRev`), its aggregator's `aggSeq`, `aggAt`, "
         "`aggProbe` per spread key and `aggLagMs`, `writerRegion`; written only by that Region, summed on read "
         "([likes.md](likes.md#global-tables))",
+    ),
+    Shape(
+        "like tally of a lane group",
+        "POST#<postId>#G<g>",
+        "AGG",
+        "a post grown past 64 lanes: the aggregator's count of lanes `S<64g>`..`S<64g+63>` (`likeTally`, `tallyRev`, "
+        "`aggSeq`, `aggAt`, `aggProbe`, `aggLagMs`, `postId`), created by its first write; a post's count is META's plus "
+        "every group's ([likes.md](likes.md#lane-groups))",
     ),
     Shape(
         "audit probe",
@@ -120,6 +130,16 @@ WRITERS: tuple[WriterRule, ...] = (
         per_region("sum"),
         "written only by the Region it names; a post's count is the sum",
     ),
+    WriterRule(
+        "like tally of a lane group",
+        "POST#<postId>#G<g>",
+        "AGG",
+        HOME,
+        REFUSED,
+        REFUSED,
+        "written only by the aggregator of the table's Region; a spread grows past 64 lanes only on a table of one Region "
+        "(growth is refused on global tables)",
+    ),
     WriterRule("like", "POST#<postId>#S<n>", "LIKE#USER#<userId>", HOME, ANY, ANY, _LIKE_WHY),
     WriterRule("like, post stored before `spread`", "POST#<postId>", "LIKE#USER#<userId>", HOME, ANY, ANY, _LIKE_WHY),
     WriterRule(
@@ -157,6 +177,21 @@ def region_tally_key(post_id: str, region: str) -> dict[str, str]:
     return {PK: post_pk(post_id), SK: f"{REGION_TALLY_PREFIX}{region}"}
 
 
+def group_key(post_id: str, group: int) -> dict[str, str]:
+    """The tally item of lane group ``group`` (>= 1) of a post grown past ``LANE_GROUP`` lanes."""
+    return {PK: f"{post_pk(post_id)}#G{group}", SK: GROUP_SK}
+
+
+def lane_group(lane: str) -> int:
+    """The group a lane name (``S<n>``) is counted in: 0 (META) for lanes 0..63, then one per 64."""
+    return int(lane[1:]) // LANE_GROUP
+
+
+def groups_of(spread: int | None) -> range:
+    """The lane groups (>= 1) of a post with ``spread``, each counted on its own item: none up to 64 lanes."""
+    return range(1, -(-(spread or 0) // LANE_GROUP))
+
+
 def like_key(post_id: str, user_id: str) -> dict[str, str]:
     """A like of a post stored before ``spread`` (seed 01's item collection)."""
     return {PK: post_pk(post_id), SK: f"{LIKE_PREFIX}{user_id}"}
@@ -174,9 +209,11 @@ def lane_of(user_id: str, spread: int) -> int:
 
 FIRST_SPREAD = 8
 """The spread a post is created with; it only doubles from there (docs/DESIGN.md, "a spread that grows")."""
-MAX_SPREAD = 128
+MAX_SPREAD = 256
 """The largest spread a post grows to (8x the 8-key ceiling is exactly the ceiling of 64 keys: a
-post taking it at 64 runs at 100% of its keys, where throttles never fall back)."""
+post taking it at 64 runs at 100% of its keys, where throttles never fall back). Past 64 lanes
+the aggregator counts each further 64 on a group item of its own ([`group_key`][counters.store.post_items.group_key]):
+META's checkpoint maps stay at 64 lanes."""
 
 
 def chain_lanes(user_id: str, spread: int) -> list[int]:
@@ -242,9 +279,20 @@ def _lanes(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
+class Part(NamedTuple):
+    """One item a grown post's count is kept on: META (group 0) or a lane group's item, with its
+    own ``likeTally`` and ``tallyRev`` (a repair's condition is on every part's)."""
+
+    group: int
+    tally: int
+    revision: int | None
+
+
 @dataclass(frozen=True)
 class Post:
-    """A post's ``META`` as stored (fields absent from a projection keep their defaults)."""
+    """A post's ``META`` as stored (fields absent from a projection keep their defaults); for a
+    post grown past 64 lanes read with its groups ([`with_groups`][counters.store.lane_groups.with_groups]),
+    its count over every part."""
 
     post_id: str = ""
     author_id: str | None = None
@@ -263,6 +311,7 @@ class Post:
     probes: Mapping[str, str] | None = None  # aggProbe per lane; ``None``: no map (stored before probes)
     lag_ms: int | None = None
     repair_token: str | None = None
+    parts: tuple[Part, ...] = ()  # META's and each lane group's own tally, when read with its groups
 
     @property
     def settled(self) -> bool:

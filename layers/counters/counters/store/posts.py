@@ -12,7 +12,7 @@ primitives'). Details: docs/likes.md.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any, NamedTuple
 
 from counters.core.client import DynamoDBClient, client
@@ -22,8 +22,9 @@ from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.aggregates import CheckpointStore
 from counters.store.batch import BatchGet
-from counters.store.expr import Cond, Get, Path, Put, Query, Update, if_not_exists, old_item
+from counters.store.expr import Check, Cond, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item
 from counters.store.items import from_item, to_item
+from counters.store.lane_groups import LANE_GROUPS, with_groups
 from counters.store.post_items import (
     AGG_AT,
     AGG_LAG,
@@ -33,6 +34,7 @@ from counters.store.post_items import (
     BODY,
     CREATED_AT,
     CREATED_MODE,
+    LANE_GROUP,
     LIKE_PREFIX,
     LIKED,
     LIKED_AT,
@@ -57,6 +59,8 @@ from counters.store.post_items import (
     WRITER,
     Mode,
     Post,
+    group_key,
+    groups_of,
     post_key,
     post_of,
     post_pk,
@@ -83,6 +87,13 @@ class Written(NamedTuple):
     post: Post | None = None
 
 
+class RepairAction(Enum):
+    """The actions of a repair of a post grown past 64 lanes."""
+
+    META = "meta"
+    GROUP = "group"
+
+
 class Repair(StrEnum):
     """What a tally repair did."""
 
@@ -100,11 +111,13 @@ STANDARD_GUARD: Guard[Post] = Guard(
 
 def standard_tally(post_id: str, writer: str = "") -> Tally[Post]:
     """Where a standard like is counted in its transaction: the post's META, fenced by its mode
-    ([`STANDARD_GUARD`][counters.store.posts.STANDARD_GUARD]); with a ``writer`` (a Region of a global table, where a
+    ([`STANDARD_GUARD`][counters.store.posts.STANDARD_GUARD]), and on a post grown past 64 lanes
+    allowed below 0 (META's ``likeTally`` is then one part of the count: an unlike of a like its
+    group counted takes it off META); with a ``writer`` (a Region of a global table, where a
     post keeps its mode), that Region's own tally item, created by its first count."""
     if writer:
         return Tally(region_tally_key(post_id, writer), parent=False)
-    return Tally(post_key(post_id), guard=STANDARD_GUARD)
+    return Tally(post_key(post_id), guard=STANDARD_GUARD, unfloored=Path(SPREAD_ATTRIBUTE) > LANE_GROUP)
 
 
 def like_toggles(table_name: str, *, dynamodb: DynamoDBClient | None = None) -> ToggleStore[Post]:
@@ -142,8 +155,9 @@ def lane_users(
 
 
 def like_checkpoints(table_name: str, *, dynamodb: DynamoDBClient | None = None, region: str = "") -> CheckpointStore:
-    """The aggregator's write for likes: ``likeTally``, ``tallyRev`` and the ``agg*`` maps on META,
-    or with ``region`` (a global table) on that Region's tally item, which it creates."""
+    """The aggregator's write for likes: ``likeTally``, ``tallyRev`` and the ``agg*`` maps on META
+    (lanes past 64 on their group's item), or with ``region`` (a global table, where a spread never
+    grows) on that Region's tally item, which it creates."""
     return CheckpointStore(
         table_name,
         (lambda post_id: region_tally_key(post_id, region)) if region else post_key,
@@ -154,6 +168,7 @@ def like_checkpoints(table_name: str, *, dynamodb: DynamoDBClient | None = None,
         probe_attribute=AGG_PROBE,
         revision_attribute=REVISION,
         lag_attribute=AGG_LAG,
+        groups=None if region else LANE_GROUPS,
         dynamodb=dynamodb,
     )
 
@@ -206,10 +221,28 @@ class PostStore:
         return Written(report.outcome, None if found is None else post_of(found))
 
     def read(self, post_id: str, retry: RetryPolicy, capacity: Capacity | None = None) -> Post | None:
-        """The post (strongly consistent), or ``None``."""
+        """The post (strongly consistent), or ``None``; a post grown past 64 lanes with its count
+        over every lane group ([`with_groups`][counters.store.posts.PostStore.with_groups])."""
         response = read(self.dynamodb.get_item, retry, capacity, **Get(self.table_name, post_key(post_id)).strongly().params())
         item = from_item(response.get("Item"))
-        return None if item is None else post_of({POST_ID: post_id, **item})
+        return None if item is None else self.with_groups(post_of({POST_ID: post_id, **item}), retry, capacity)
+
+    def with_groups(self, post: Post, retry: RetryPolicy, capacity: Capacity | None = None) -> Post:
+        """``post`` (its META as read) with the lane groups' items of its spread, read after it (one
+        strongly consistent BatchGetItem, 1 RCU each): the count is the sum
+        ([`with_groups`][counters.store.lane_groups.with_groups]). A post of 64 lanes or fewer as it is.
+        The items are read after META, so a group of a spread META shows is read; a like counted on
+        a group between the two reads is in the sum or not, as a like counted on META just after it."""
+        groups = groups_of(post.spread)
+        if not groups:
+            return post
+        keys = [to_item(group_key(post.post_id, g)) for g in groups]
+        batch = BatchGet(Get(self.table_name, group_key(post.post_id, groups[0])).strongly())
+        found: dict[int, Mapping[str, Any]] = {}
+        for raw in read_keys(self.dynamodb.batch_get_item, batch, keys, retry, capacity):
+            item = from_item(raw) or {}
+            found[int(str(item[PK]).rpartition("#G")[2])] = item
+        return with_groups(post, found)
 
     def layout(self, post_id: str, retry: RetryPolicy) -> Post | None:
         """Where the post's likes live and how they are counted (``mode``, ``spread``, ``settled``,
@@ -232,9 +265,10 @@ class PostStore:
         )
         report = run(self.dynamodb.update_item, update.params(), policy=retry, write=True)
         if report.outcome is Outcome.APPLIED:
-            return Written(Outcome.APPLIED, post_of({POST_ID: post_id, **(from_item(report.attributes) or {})}))
+            after = post_of({POST_ID: post_id, **(from_item(report.attributes) or {})})
+            return Written(Outcome.APPLIED, self.with_groups(after, retry))
         found = old_item(report.failure) if report.outcome is Outcome.REJECTED else None
-        return Written(report.outcome, None if found is None else post_of({POST_ID: post_id, **found}))
+        return Written(report.outcome, None if found is None else self.with_groups(post_of({POST_ID: post_id, **found}), retry))
 
     def grow(self, post_id: str, spread: int, to: int, retry: RetryPolicy) -> Written:
         """``spread`` = ``to`` if it is still ``spread`` (one conditional UpdateItem on META: of many
@@ -350,6 +384,8 @@ class PostStore:
         refused by this repair's own earlier write: repaired. ``token`` is fresh per repair, so only
         this repair can have stored it, whether the engine saw the earlier attempt's outcome as unknown
         or an SDK re-sent the request after a lost reply (the caller then sees only the refusal)."""
+        if post.parts:
+            return self._repair_parts(post, counted, token, retry, capacity)
         conditions: list[Cond] = []
         for attribute, seen in ((REVISION, post.revision), (MODE_EPOCH, post.stored_epoch)):
             conditions.append(Path(attribute).missing() if seen is None else Path(attribute) == seen)
@@ -369,3 +405,39 @@ class PostStore:
         if report.outcome is Outcome.APPLIED or (report.stopped and report.value is True):
             return Repair.REPAIRED
         return Repair.MOVING if report.outcome is Outcome.REJECTED else Repair.BUSY
+
+    def _repair_parts(self, post: Post, counted: int, token: str, retry: RetryPolicy, capacity: Capacity) -> Repair:
+        """A post grown past 64 lanes (``post.parts``): META's ``likeTally`` = ``counted`` less what
+        the groups hold, in one transaction with a check of every group's ``tallyRev``: a like
+        counted on any part since the read refuses it. A refusal whose META holds ``token``: repaired."""
+        meta, groups = post.parts[0], post.parts[1:]
+        update = (
+            Update(self.table_name, post_key(post.post_id))
+            .set(TALLY, counted - sum(p.tally for p in groups))
+            .set(REPAIRED_BY, token)
+            .add(REVISION, 1)
+            .when(_unmoved(REVISION, meta.revision) & _unmoved(MODE_EPOCH, post.stored_epoch))
+        )
+        tx: Transaction[RepairAction] = Transaction()
+        tx.update(RepairAction.META, update)
+        for part in groups:
+            tx.check(
+                RepairAction.GROUP, Check(self.table_name, group_key(post.post_id, part.group)).when(_unmoved(REVISION, part.revision))
+            )
+
+        def was_it_us(report: Report, failure: Classified) -> Stop | None:
+            stored = tx.cancellation(failure).old(RepairAction.META) or {}
+            return Stop(True) if stored.get(REPAIRED_BY) == token else None
+
+        params = {"TransactItems": tx.items()}
+        report = run(
+            self.dynamodb.transact_write_items, params, policy=retry, capacity=capacity, write=True, token=True, on_condition=was_it_us
+        )
+        if report.outcome is Outcome.APPLIED or (report.stopped and report.value is True):
+            return Repair.REPAIRED
+        return Repair.MOVING if report.outcome is Outcome.REJECTED else Repair.BUSY
+
+
+def _unmoved(attribute: str, seen: int | None) -> Cond:
+    """``attribute`` is still ``seen`` (``None``: still absent)."""
+    return Path(attribute).missing() if seen is None else Path(attribute) == seen

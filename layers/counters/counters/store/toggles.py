@@ -118,11 +118,13 @@ class Tally(NamedTuple, Generic[P]):
     ``parent`` True: the item is the toggle's parent (e.g. a post's ``META``): a count, or a new
     tombstone, under a missing parent is refused (``parent_missing``), and ``guard`` is added to
     the count's condition. False: the item is the writer's own tally (a Region's item on a global
-    table), created by its first ``ADD``."""
+    table), created by its first ``ADD``. ``unfloored``: where it holds, the tally may go below 0
+    (it is one part of a count kept on several items: a post grown past 64 lanes)."""
 
     key: Key
     parent: bool = True
     guard: Guard[P] | None = None
+    unfloored: Cond | None = None
 
 
 def stored_is_older(stamp: Stamp) -> Cond:
@@ -264,6 +266,8 @@ class ToggleStore(Generic[P]):
             update.add(self.revision, 1)
         exists = Path(self.pk).exists() if tally.parent else None
         floor = Path(self.tally) >= -delta if delta < 0 else None
+        if floor is not None and tally.unfloored is not None:
+            floor = floor | tally.unfloored
         condition = all_of(exists, floor, tally.guard.condition if tally.guard is not None else None)
         return update if condition is None else update.when(condition)
 

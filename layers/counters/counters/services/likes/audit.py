@@ -149,7 +149,8 @@ class Audits:
             raise NotFound(f"post {post_id!r} not found")
         after = self.store.read(post_id, self.retry)
         aggregated = any(aggregated_post(PostInfo.of(post)) for post in (before, after or Post()))
-        return QuickAudit(post_id, audit.stored, audit.counted, aggregated, audit.capacity)
+        stored = after.tally if after is not None and after.parts else audit.stored  # grown past 64 lanes: every group's part too
+        return QuickAudit(post_id, stored, audit.counted, aggregated, audit.capacity)
 
     def audit_posts(
         self,
