@@ -69,26 +69,31 @@ POST = "p"
 
 
 class LaneModel(LimitModel):
-    """The limit model with META's key at the service's own rates (see the module doc) and every
-    throttle timed: (clock, on a write bucket, on META's key)."""
+    """The limit model with the aggregator's keys (META's, and a post's lane groups' past 64
+    lanes) at the service's own rates (see the module doc) and every throttle timed: (clock, on a
+    write bucket, on an aggregator's key)."""
 
     def __init__(self, client: Any, *, table: str, meta_pk: str, **kwargs: Any) -> None:
         kwargs.setdefault("clock", time.perf_counter)
         super().__init__(client, **kwargs)
+        from counters.store.post_items import LANE_GROUP, MAX_SPREAD
+
         self.meta: Partition = self.partition(table, {"S": meta_pk})
+        groups = range(1, MAX_SPREAD // LANE_GROUP)
+        self.aggregates = {self.meta, *(self.partition(table, {"S": f"{meta_pk}#G{g}"}) for g in groups)}
         self.timeline: list[tuple[float, bool, bool]] = []
         self._mine = threading.local()  # this thread's throttles off META: a like's own, it runs on one thread
 
     def _bucket(self, partition: Partition, write: bool, now: float) -> Bucket:
         buckets = self._write_buckets if write else self._read_buckets
-        if partition == self.meta and partition not in buckets:
+        if partition in self.aggregates and partition not in buckets:
             rate = WCU_PER_PARTITION if write else RCU_PER_PARTITION
             buckets[partition] = Bucket(rate, rate * self.burst_seconds, rate * self.burst_seconds, now)
         return super()._bucket(partition, write, now)
 
     def _throttled(self, operation: str, call: Any, charges: list[Any], short: list[int], n: int) -> Any:
         hit = [c for c in charges if c.index in short]
-        on_meta = any(c.partition == self.meta for c in hit)
+        on_meta = any(c.partition in self.aggregates for c in hit)
         self.timeline.append((call.started, any(c.write for c in hit), on_meta))
         if not on_meta:
             self._mine.throttles = self.thread_throttles() + 1
@@ -137,7 +142,10 @@ def settled_exact(run: dict[str, Any], acknowledged: set[str]) -> str:
 
 
 def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
-    """Scan the bench's own table: the like items, by user; the tally on META; ``Likes.audit``."""
+    """Scan the bench's own table: the like items, by user; the tally (META's and its groups'); ``Likes.audit``."""
+    from counters.core.failures import RetryPolicy
+    from counters.store.posts import PostStore
+
     per_user: Counter[str] = Counter()
     liked = items = 0
     kwargs: dict[str, Any] = {"TableName": table}
@@ -151,11 +159,11 @@ def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
         if "LastEvaluatedKey" not in page:
             break
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    meta = ddb.get_item(TableName=table, Key={"PK": {"S": f"POST#{POST}"}, "SK": {"S": "META"}}, ConsistentRead=True)["Item"]
+    stored = PostStore(table, dynamodb=ddb).read(POST, RetryPolicy())  # META and, past 64 lanes, its groups' items
     a = likes.audit(POST)
     audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
     holders = {sk.removeprefix("LIKE#USER#") for sk in per_user}
-    return Counted(int(meta.get("likeTally", {"N": "0"})["N"]), items, liked, len(per_user), audit), holders
+    return Counted(stored.tally if stored else 0, items, liked, len(per_user), audit), holders
 
 
 @contextmanager
@@ -301,11 +309,11 @@ def hot_post(
     run waits until the stream is drained and the retry queue is empty
     (:func:`bench.retrying.drain_until_quiet`): ``run["retry"]`` says how long and what the queue did."""
     from counters.core import client as dynamo
-    from counters.core.engine import read
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
     from counters.services.likes import Likes
     from counters.services.likes.merging import Merges
+    from counters.store.posts import PostStore
 
     table = f"spread-{uuid.uuid4().hex[:8]}"
     create_table(ddb, read_stack(table))
@@ -325,20 +333,21 @@ def hot_post(
     reads: list[tuple[float, int, int]] = []  # (time, tally, spread)
     sweeps: list[tuple[float, int, int]] = []  # (time, spread, lanes swept: all of the old spread once settled) when it changed
     stop = threading.Event()
-    key = {"PK": {"S": f"POST#{POST}"}, "SK": {"S": "META"}}
+    posts = PostStore(table, dynamodb=layer)
 
     def reader() -> None:
         policy = RetryPolicy()
         while not stop.is_set():
             began = time.perf_counter()
             try:
-                got = read(layer.get_item, policy, None, TableName=table, Key=key, ConsistentRead=True)["Item"]
+                got = posts.read(POST, policy)  # META and, past 64 lanes, its groups' items: the tally GET shows
             except ContentionError:
                 continue
             now = time.perf_counter()
-            spread_now = int(got["spread"]["N"])
-            reads.append((now, int(got.get("likeTally", {"N": "0"})["N"]), spread_now))
-            swept = spread_now // 2 if got.get("settled", {}).get("N") == str(spread_now) else int(got.get("swept", {"N": "0"})["N"])
+            assert got is not None and got.spread is not None
+            spread_now = got.spread
+            reads.append((now, got.tally, spread_now))
+            swept = got.swept
             if not sweeps or sweeps[-1][1:] != (spread_now, swept):
                 sweeps.append((now, spread_now, swept))
             stop.wait(max(0.0, hot.READ_EVERY - (now - began)))
@@ -375,7 +384,8 @@ def hot_post(
     try:
         run["counted"], run["holders"] = count(ddb, table, likes)
         run["like_bytes"] = hot._like_bytes(ddb, table)
-        run["meta_bytes"] = item_size(ddb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"])
+        meta = {"PK": {"S": f"POST#{POST}"}, "SK": {"S": "META"}}
+        run["meta_bytes"] = item_size(ddb.get_item(TableName=table, Key=meta, ConsistentRead=True)["Item"])
     finally:
         dynamo.reset_client()
         ddb.delete_table(TableName=table)
