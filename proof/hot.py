@@ -121,6 +121,20 @@ def meta(ddb: Any, table: str, post: str) -> dict[str, Any]:
     return from_item(raw) or {}
 
 
+def counted_items(ddb: Any, table: str, post: str) -> list[dict[str, Any]]:
+    """META and, past 64 lanes, the post's lane groups' items (each counts its own lanes; the post's
+    tally is their sum: docs/likes.md "Lane groups"), each read strongly consistent."""
+    from counters.store.items import from_item, to_item
+    from counters.store.post_items import group_key, groups_of
+
+    first = meta(ddb, table, post)
+    found = [first]
+    for group in groups_of(int(first.get("spread", 0))):
+        raw = ddb.get_item(TableName=table, Key=to_item(group_key(post, group)), ConsistentRead=True).get("Item")
+        found.append(from_item(raw) or {})
+    return found
+
+
 # ----------------------------------------------------------------------------- the aggregator
 class Crash(RuntimeError):
     """The aggregator's process died mid-batch (raised after a post's write committed)."""
@@ -179,8 +193,8 @@ class StreamHarness:
         self._crash_after: int | None = None
         original = self.aggregator.apply_parent
 
-        def apply_parent(parent: str, changes: list[Any]) -> Any:
-            applied = original(parent, changes)
+        def apply_parent(parent: str, changes: list[Any], **kwargs: Any) -> Any:
+            applied = original(parent, changes, **kwargs)
             if self._crash_after is not None:
                 self._crash_after -= 1
                 if self._crash_after <= 0:
@@ -332,17 +346,20 @@ class StreamHarness:
         from counters.primitives.aggregator import padded
 
         for post in self.posts:
-            item = meta(self.ddb, self.table, post)
-            checkpoints = {lane: str(seq) for lane, seq in (item.get("aggSeq") or {}).items()}
+            items = counted_items(self.ddb, self.table, post)  # a lane is checkpointed on one item only
+            checkpoints = {lane: str(seq) for item in items for lane, seq in (item.get("aggSeq") or {}).items()}
             want = sum(
                 c.delta
                 for c in self.changes
                 if c is not None and c.parent == post and c.lane in checkpoints and padded(c.seq) <= checkpoints[c.lane]
             )
-            if int(item.get("likeTally", 0)) != want:
+            tally = sum(int(item.get("likeTally", 0)) for item in items)
+            if tally != want:
                 self.bad_reads += 1
                 if len(self.problems) < 10:
-                    self.problems.append(f"{post}: likeTally {item.get('likeTally')} but the log up to its checkpoints sums to {want}")
+                    self.problems.append(
+                        f"{post}: likeTally {tally} (over {len(items)} items) but the log up to its checkpoints sums to {want}"
+                    )
 
     def power(self) -> dict[str, int]:
         faults = {f"aggregator {k}": self.faults.injected.get(k, 0) for k in AGGREGATOR_FAULTS}
@@ -497,7 +514,7 @@ def _report(
     over = under = final = liked_total = 0
     notes: list[str] = []
     for post in posts:
-        tally = int(meta(ddb, name, post).get("likeTally", 0))
+        tally = sum(int(item.get("likeTally", 0)) for item in counted_items(ddb, name, post))
         liked = sum(1 for item in grouped.get(post, {}).values() if is_liked(item))
         final += tally
         liked_total += liked
@@ -861,8 +878,9 @@ def _unpointed(ddb: Any, name: str, posts: list[str]) -> list[str]:
 
 def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit) -> list[Report]:
     """ "spread grows mid-storm": the ``likes-hot`` storm on a hot post whose spread is grown 8 -> 16
-    -> 32 between its thirds, beside a post created ``standard`` that is switched to ``hot``, grown
-    and switched back; the aggregator fed a perturbed stream throughout. Three writers' processes:
+    -> 32 -> 64 -> 128 between its thirds (past 64 lanes counted on a lane group's item), beside a
+    post created ``standard`` that is switched to ``hot``, grown to 128 and switched back (its
+    unlikes of likes the group counted then take META's part below 0); the aggregator fed a perturbed stream throughout. Three writers' processes:
     the layer's mode TTL, 200 ms, and one whose cached view of both posts (spread 8, g2 standard)
     never expires, so it writes under the old spread all along. After each growth, users whose chain
     has two lanes are liked by a process that knows the new spread and then liked or unliked (a
@@ -926,6 +944,13 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
             grow("g2", 16)
             stale_duplicates("g1", 32, n)
             stale_duplicates("g2", 16, n)
+            for size in (64, 128):  # past 64 lanes: lanes 64..127 counted on a lane group's item
+                grow("g1", size)
+                grow("g2", size // 2)
+            grow("g2", 128)
+            stale_duplicates("g1", 128, n)  # the new items in lanes 64..127: counted on the group's item
+            stale_duplicates("g2", 128, n)
+            # then standard: its unlikes of likes the group counted take META's part below 0
             _answered(lambda: grower.switch_mode("g2", "standard"), "switches", events)
 
     feeding = _Feeding(harness)
@@ -952,6 +977,8 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     report.breaches += len(unpointed)
     report.notes += unpointed[:8]
     report.notes.append(f"spreads at the end: {spreads}; " + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
+    counted_on = {post: [int(item.get("tallyRev", 0)) for item in counted_items(ddb, name, post)[1:]] for post in posts}
+    report.notes.append(f"changes counted on lane groups' items (tallyRev of G1..): {counted_on}")
     harness.close()
     ddb.delete_table(TableName=name)
     return [report]

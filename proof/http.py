@@ -539,15 +539,18 @@ def likes_hot(env: Env, grow: dict[str, tuple[int, ...]] | None = None) -> list[
     every post settled without drift; then one tally is corrupted in the table and the audit's
     repair must bring it back to its liked items.
 
-    ``grow`` (the ``likes-grow`` row, ``LikesMaxSpread`` 32): each named post's spread is doubled to
+    ``grow`` (the ``likes-grow`` row, ``LikesMaxSpread`` 128): each named post's spread is doubled to
     each size in turn, by progress, mid-traffic (one conditional write on META, as a throttled
     LikesFunction would; the functions' DynamoDB Local never throttles). Then the functions'
     cached views go stale, the aggregator queues the sweeps and the retry worker settles the
     posts under the same faults; at the end each grown post must be settled at its spread, every
     user whose item lives in an older lane pointed to it (no settled like could make a second
-    item), one item per user, and the audits hold on 32 lanes (64 probes a point)."""
+    item), one item per user, and the audits hold on 32 and 128 lanes (256 probes a point; past 64
+    lanes counted on a lane group's item)."""
     title = "likes: hot posts, like/unlike/re-like scripts, stream aggregator, a mode switch, audits"
-    report = HttpReport(title + (", spreads grown mid-storm (8 -> 16 -> 32), swept by the retry worker" if grow else ""))
+    report = HttpReport(
+        title + (", spreads grown mid-storm (8 -> 16 -> 32, and on to 128: a lane group), swept by the retry worker" if grow else "")
+    )
     started = time.monotonic()
     rng = random.Random(env.seed)
     c = env.client
@@ -615,10 +618,15 @@ def likes_hot(env: Env, grow: dict[str, tuple[int, ...]] | None = None) -> list[
     grown: dict[str, int] = {}
     env.parallel([switcher] + ([grower] if grow else []) + [user(p, u, s) for p, u, s in plan])
     env.drained()
+    from counters.store.post_items import GROUP_SK
+
     deadline = time.monotonic() + 90
     while True:  # the aggregator trails the writes: wait until every tally equals its liked items
         grouped, doubled = likes_by_post(env.scan())
-        tallies = {i["postId"]: int(i["likeTally"]) for i in env.scan() if i.get("SK") == "META" and i.get("postId") in posts}
+        tallies: Counter[str] = Counter()  # META's and, past 64 lanes, each lane group's item (the sum GET shows)
+        for i in env.scan():
+            if i.get("SK") in ("META", GROUP_SK) and i.get("postId") in posts:
+                tallies[i["postId"]] += int(i.get("likeTally", 0))
         liked = {p: sum(1 for i in grouped.get(p, {}).values() if is_liked(i)) for p in posts}
         if tallies == liked or time.monotonic() > deadline:
             break
@@ -711,8 +719,11 @@ def _audits(
 
 def _audit_and_repair(env: Env, report: HttpReport, posts: list[str], liked: dict[str, int]) -> None:
     """The stream drained: every post settles without drift; a tally corrupted in the table is
-    found and repaired to its liked items (checked in the table). A repair that answers ``busy`` is
-    audited again: the next audit repairs it (or finds it repaired, drift 0, if the busy one applied)."""
+    found and repaired to its liked items (checked in the table: META's and, past 64 lanes, its lane
+    groups' items). A repair that answers ``busy`` is audited again: the next audit repairs it (or
+    finds it repaired, drift 0, if the busy one applied)."""
+    from counters.store.post_items import GROUP_SK
+
     for post, audit in _audits(env, report, posts, repair=True).items():
         if not audit["settled"] or audit["drift"] != 0 or audit["repaired"]:
             report.wrong.append(f"audit of {post} after the storm: {audit}")
@@ -725,7 +736,7 @@ def _audit_and_repair(env: Env, report: HttpReport, posts: list[str], liked: dic
     )
     seen: list[dict[str, Any]] = []
     audit = _audits(env, report, [victim], repair=True, seen=seen).get(victim) or {}
-    stored = int(next(i for i in env.scan() if i.get("postId") == victim and i.get("SK") == "META")["likeTally"])
+    stored = sum(int(i["likeTally"]) for i in env.scan() if i.get("postId") == victim and i.get("SK") in ("META", GROUP_SK))
     found = any(a.get("drift") == 7 for a in seen)
     repaired = audit.get("repaired") or (audit.get("drift") == 0 and any(a.get("reason") in ("busy", "moving") for a in seen))
     if not found or not repaired or stored != liked[victim]:
@@ -1084,7 +1095,7 @@ def operations_row(reports: list[HttpReport]) -> HttpReport:
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[Env], list[HttpReport]]]] = {
     "likes": ({}, likes),
     "likes-hot": ({}, likes_hot),
-    "likes-grow": ({"LikesMaxSpread": "32"}, lambda env: likes_hot(env, grow={"hot-1": (16, 32), "hot-2": (16,)})),
+    "likes-grow": ({"LikesMaxSpread": "128"}, lambda env: likes_hot(env, grow={"hot-1": (16, 32), "hot-2": (16, 32, 64, 128)})),
     "reservations": ({}, reservations),
     "ledgers": ({}, ledgers),
     "orders-fast": ({"SequenceMode": "fast"}, lambda env: orders(env, "fast")),
