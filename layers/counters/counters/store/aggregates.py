@@ -189,7 +189,7 @@ class Groups:
     ``key(parent, group)``, each with its own tally, revision and checkpoint maps, so the parent's
     item holds the maps of its first group only (a write's WCU follow the item's size). Each item's
     checkpoints guard its own lanes: exactly once holds per item as it does on the parent. A reader
-    sums the items ([`counters.store.post_items.with_groups`][counters.store.lane_groups.with_groups])."""
+    sums the items ([`counters.store.lane_groups.with_groups`][counters.store.lane_groups.with_groups])."""
 
     of: Callable[[str], int]
     key: Callable[[str, int], Key]

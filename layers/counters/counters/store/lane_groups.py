@@ -14,30 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 from counters.store.aggregates import Groups
-from counters.store.post_items import (
-    AGG_AT,
-    AGG_LAG,
-    AGG_PROBE,
-    POST_ID,
-    REVISION,
-    TALLY,
-    Part,
-    Post,
-    group_key,
-    groups_of,
-    lane_group,
-)
+from counters.store.post_items import POST_ID, Part, Post, group_key, groups_of, lane_group, post_of
 
 LANE_GROUPS = Groups(lane_group, group_key, POST_ID)
 """Where the aggregator counts a post's lanes past 64 (docs/likes.md, "Lane groups")."""
-
-
-def _int(value: object) -> int | None:
-    return None if value is None else int(str(value))
-
-
-def _lanes(value: object) -> dict[str, str]:
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
 def with_groups(meta: Post, groups: Mapping[int, Mapping[str, Any]]) -> Post:
@@ -49,11 +29,11 @@ def with_groups(meta: Post, groups: Mapping[int, Mapping[str, Any]]) -> Post:
     parts = [Part(0, meta.tally, meta.revision)]
     watermarks, probes, lags = dict(meta.watermarks), dict(meta.probes or {}), [meta.lag_ms]
     for group in groups_of(meta.spread):
-        item = groups.get(group) or {}
-        parts.append(Part(group, int(item.get(TALLY, 0)), _int(item.get(REVISION))))
-        watermarks.update(_lanes(item.get(AGG_AT)))
-        probes.update(_lanes(item.get(AGG_PROBE)))
-        lags.append(_int(item.get(AGG_LAG)))
+        item = post_of(groups.get(group) or {})
+        parts.append(Part(group, item.tally, item.revision))
+        watermarks.update(item.watermarks)
+        probes.update(item.probes or {})
+        lags.append(item.lag_ms)
     known = [lag for lag in lags if lag is not None]
     return replace(
         meta,
