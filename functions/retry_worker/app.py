@@ -3,7 +3,7 @@
 Powertools BatchProcessor + process_partial_response (ReportBatchItemFailures): a command
 still contended is an item failure (SQS redelivers it after the visibility timeout); a
 poison message goes straight to the DLQ; a definite outcome is recorded on the operation. A
-long command no request waits on (a grown post's sweep) stops between steps once less than
+long command no request waits on (a grown post's sweep) starts no call once less than
 ``STOP_BEFORE_TIMEOUT_MS`` is left and queues the rest on RetryQueue, instead of being killed at
 the timeout and redelivered after the queue's 90 s visibility timeout.
 """
@@ -47,7 +47,8 @@ metrics = function.metrics
 # A batch whose every record failed is still a partial response (all items), not an invocation error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 STOP_BEFORE_TIMEOUT_MS = 8000
-"""A sweep starts no group of lanes with less left (a group of 8 under contention: a few seconds)."""
+"""A sweep starts no DynamoDB call with less left (asked before every attempt: the call in flight and
+its answer's write of ``swept`` fit in it)."""
 
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:

@@ -89,6 +89,15 @@ def deadline(at: float | None, clock: Clock = time.monotonic) -> Iterator[None]:
         _deadline.reset(marker)
 
 
+@contextmanager
+def stop_when(should_stop: Callable[[], bool]) -> Iterator[None]:
+    """[`deadline`][counters.core.engine.deadline] given as a predicate: inside this block, no attempt
+    is sent once ``should_stop()`` is true ([`DeadlineReached`][counters.core.errors.DeadlineReached]
+    instead). For work told when to stop rather than by when (the retry worker's remaining time)."""
+    with deadline(1.0, lambda: 1.0 if should_stop() else 0.0):
+        yield
+
+
 def past_deadline() -> bool:
     """Whether the deadline of the enclosing [`deadline`][counters.core.engine.deadline] block (if any) has passed."""
     current = _deadline.get()

@@ -32,7 +32,8 @@ After a growth the retry worker's sweep ([`Merges.settle`][counters.services.lik
 command ``settle-likes``, queued by the aggregator through [`Merges.sweeps`][counters.services.likes.merging.Merges.sweeps])
 reads every lane of the old spread, from ``S0``, 8 lanes at once, merges every user there whose lane
 now is another one, marks the lanes done (``swept``), then writes ``settled`` on META. Near the
-worker's timeout it stops between groups and queues the rest (``CONTINUED``): a redelivery after the
+worker's timeout it starts no call (asked before every one, in every lane) and queues the rest
+(``CONTINUED``; a lane stopped is not done, it is swept again): a redelivery after the
 queue's visibility timeout is for a sweep that failed, not one that ran long. A like reads
 none of the lanes swept (nothing on a settled post): the pointer refuses its write and names the
 lane to write. Why no pair is missed: a user with an item in an old lane either had it when the
@@ -45,11 +46,13 @@ that grows".
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import Enum
 from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, never, require
-from counters.core.errors import ContentionError
+from counters.core.engine import stop_when
+from counters.core.errors import ContentionError, DeadlineReached
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.json import JSONObject, JSONValue
@@ -148,6 +151,15 @@ LANE_ROUNDS = 6
 """Times a sweep sweeps one lane again when it is contended (throttled reads under a step), before
 the message fails; counted, not timed, and each lane done is kept (``swept``): a redelivery resumes."""
 SETTLE_COMMAND = "settle-likes"
+
+
+class Stopped(Enum):
+    """A lane the sweep was told to stop in (``should_stop``) before it was done."""
+
+    STOPPED = "stopped"
+
+
+STOPPED = Stopped.STOPPED
 """The retry queue's command that sweeps a grown post and marks it settled (module doc, "Settling")."""
 
 
@@ -270,9 +282,9 @@ class Merges:
         the pointer in their lane), then ``settled`` = the spread, if it did not grow meanwhile.
         Still contended: [`ContentionError`][counters.core.errors.ContentionError] (SQS
         redelivers; a sweep done again finds every user merged). ``should_stop`` is asked before
-        each group of lanes (the retry worker's: its timeout is near): then ``CONTINUED``, with the
-        same sweep as [`Verdict.then`][counters.core.commands.Verdict.then], which resumes at
-        ``swept``."""
+        each group of lanes and, in each lane, before every call (the retry worker's: its timeout
+        is near): then ``CONTINUED``, ``swept`` at the lanes done before the first one stopped, with
+        the same sweep as [`Verdict.then`][counters.core.commands.Verdict.then], which resumes there."""
         post = self.store.layout(post_id, self.retry)
         body: JSONObject = {"postId": post_id, "spread": spread}
         if post.spread != spread or post.settled:
@@ -286,13 +298,15 @@ class Merges:
                 if should_stop():  # a liveness budget only: what was done is kept in swept
                     return Verdict("CONTINUED", {**body, "merged": merged, "swept": first}, then=Command(SETTLE_COMMAND, body))
                 group = range(first, min(first + SWEEP_LANES, old))
-                swept = list(pool.map(lambda lane: self._sweep(post_id, lane, spread, patient), group))
-                merged += sum(n for n in swept if n is not None)
-                done = next((first + i for i, n in enumerate(swept) if n is None), group.stop)  # the lanes done from the first
+                swept = list(pool.map(lambda lane: self._sweep(post_id, lane, spread, patient, should_stop), group))
+                merged += sum(n for n in swept if isinstance(n, int))
+                done = next((first + i for i, n in enumerate(swept) if not isinstance(n, int)), group.stop)  # the lanes done from the first
                 if done < old and done > first and self.store.advance(post_id, spread, done, self.retry) is not Outcome.APPLIED:
                     now = self.store.layout(post_id, self.retry)  # grown again, or another sweep is ahead (or the write was contended)
                     if now.spread != spread or now.settled:
                         return Verdict("DUPLICATE", {**body, "merged": merged})
+                if STOPPED in swept:  # told to stop inside the group: the rest from ``swept``
+                    return Verdict("CONTINUED", {**body, "merged": merged, "swept": done}, then=Command(SETTLE_COMMAND, body))
                 if done < group.stop:
                     raise ContentionError(f"the sweep of post {post_id!r} is contended in lane {done}; {done} lanes swept")
         marked = self.store.settle(post_id, spread, self.retry)
@@ -300,9 +314,14 @@ class Merges:
             raise ContentionError(f"the sweep of post {post_id!r} could not write settled")
         return Verdict("APPLIED" if marked is Outcome.APPLIED else "DUPLICATE", {**body, "merged": merged})
 
-    def _sweep(self, post_id: str, lane: int, spread: int, retry: RetryPolicy) -> int | None:
+    def _sweep(
+        self, post_id: str, lane: int, spread: int, retry: RetryPolicy, should_stop: Callable[[], bool] = never
+    ) -> int | Stopped | None:
         """Merge every user of one lane of the previous spread whose lane is another one now; how
-        many merged (``None``: still contended). Most have nothing in their lane: a pointer to this
+        many merged. ``None``: still contended. [`STOPPED`][counters.services.likes.merging.STOPPED]:
+        ``should_stop`` said so, asked before every call (the retry worker's timeout is near): the
+        lane is not done, and the sweep that goes on sweeps it again from its start (what this one
+        wrote stays, and is found done). Most have nothing in their lane: a pointer to this
         lane is put there if it holds nothing (one conditional PutItem, nothing read); the others
         (their item, a pointer, a pair) have their chains read together and merged
         ([`merge`][counters.services.likes.merging.Merges.merge]: the oldest item kept, the pointer
@@ -312,27 +331,34 @@ class Merges:
         are in every user's chain, read by every like until swept), so a contended lane is swept
         again up to ``LANE_ROUNDS`` times before the message fails (SQS redelivers it, and the sweep
         resumes from ``swept``)."""
-        for _ in range(LANE_ROUNDS):
-            try:
-                merged = 0
-                page: list[str] = []
-                for user_id in self.store.lane_users(hot_pk(post_id, lane), retry):
-                    own = lane_of(user_id, spread)
-                    if own == lane:
-                        continue
-                    pointed = self.store.point(hot_like_key(post_id, user_id, spread), lane, retry)
-                    if pointed is Outcome.CONTENTION:
-                        raise ContentionError(f"the pointer of {user_id!r} on post {post_id!r} is contended")
-                    if pointed is Outcome.APPLIED:
-                        merged += 1
-                        continue
-                    page.append(user_id)  # something in the user's lane: their chain is read and merged
-                    if len(page) == SWEEP_USERS:
-                        merged, page = merged + self._merge_all(post_id, page, spread, retry), []
-                return merged + self._merge_all(post_id, page, spread, retry)
-            except ContentionError:
-                continue
+        with stop_when(should_stop):  # in this lane's own thread: no call is started once told to stop
+            for _ in range(LANE_ROUNDS):
+                try:
+                    return self._sweep_once(post_id, lane, spread, retry)
+                except DeadlineReached:  # a ContentionError too: caught first
+                    return STOPPED
+                except ContentionError:
+                    continue
         return None
+
+    def _sweep_once(self, post_id: str, lane: int, spread: int, retry: RetryPolicy) -> int:
+        """One pass of [`_sweep`][counters.services.likes.merging.Merges._sweep] over the lane."""
+        merged = 0
+        page: list[str] = []
+        for user_id in self.store.lane_users(hot_pk(post_id, lane), retry):
+            own = lane_of(user_id, spread)
+            if own == lane:
+                continue
+            pointed = self.store.point(hot_like_key(post_id, user_id, spread), lane, retry)
+            if pointed is Outcome.CONTENTION:
+                raise ContentionError(f"the pointer of {user_id!r} on post {post_id!r} is contended")
+            if pointed is Outcome.APPLIED:
+                merged += 1
+                continue
+            page.append(user_id)  # something in the user's lane: their chain is read and merged
+            if len(page) == SWEEP_USERS:
+                merged, page = merged + self._merge_all(post_id, page, spread, retry), []
+        return merged + self._merge_all(post_id, page, spread, retry)
 
     def _replay(self, p: MergePayload, command: Command) -> Verdict:
         """Examine and merge each user's items (the spread read now, strongly consistent); still
