@@ -1,6 +1,11 @@
 """Every relative Markdown link in README.md and docs/*.md resolves: the file exists and a
 ``#fragment`` names a heading of the target page (GitHub's anchor rules). Exits 1 and lists
-the broken ones otherwise. ``python scripts/check_doc_links.py``; a unit test runs it too."""
+the broken ones otherwise. ``python scripts/check_doc_links.py``; a unit test runs it too.
+
+A page of docs/ named in prose (``docs/likes.md``) is a link, not plain text (:func:`plain_mentions`):
+on the site plain text is a dead end. Text a tool writes is exempt (a generated block between
+``<!-- name: generated ... -->`` and ``<!-- /name -->``, and the pages ``make bench`` and
+``make proof`` write whole), since the next run would write it again."""
 
 from __future__ import annotations
 
@@ -11,6 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"(?<!!)\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"```.*?```", re.S)
+LINKED = re.compile(r"(?<!!)\[(?:[^\]\[]|\[[^\]]*\])*\]\([^)]*\)")
+GENERATED = re.compile(r"<!-- ([\w-]+): generated.*?<!-- /\1 -->", re.S)
+MENTION = re.compile(r"(?<![\w/.-])docs/([A-Za-z0-9_-]+\.md)")
+WRITTEN_BY_TOOLS = {"bench-results.md", "proof-results.md"}
 
 
 def pages(root: Path = ROOT) -> list[Path]:
@@ -47,8 +56,24 @@ def broken(root: Path = ROOT) -> list[str]:
     return problems
 
 
+def plain_mentions(root: Path = ROOT) -> list[str]:
+    """Pages of docs/ named as plain text (outside links, code blocks and generated text)."""
+    found = []
+    for page in pages(root):
+        if page.name in WRITTEN_BY_TOOLS:
+            continue
+        text = LINKED.sub("", GENERATED.sub("", FENCE.sub("", page.read_text())))
+        for line in text.splitlines():
+            found += [
+                f"{page.relative_to(root)}: docs/{name} is plain text: make it a link"
+                for name in MENTION.findall(line)
+                if (root / "docs" / name).exists()
+            ]
+    return found
+
+
 if __name__ == "__main__":
-    bad = broken()
+    bad = broken() + plain_mentions()
     for line in bad:
         print(line)
     print(f"{len(bad)} broken relative links in {len(pages())} pages")

@@ -1,7 +1,11 @@
-"""The README and docs/ link only to files and headings that exist."""
+"""The README and docs/ link only to files and headings that exist, and name no page of docs/ as plain text."""
 
-from scripts.check_doc_links import broken
+from scripts.check_doc_links import broken, plain_mentions
 
 
 def test_every_relative_link_in_the_docs_resolves() -> None:
     assert broken() == []
+
+
+def test_every_page_named_in_prose_is_a_link() -> None:
+    assert plain_mentions() == []
