@@ -84,9 +84,11 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint, then both AuthMode bran
 build: $(SAM_VENV)/.installed ## sam build (python3.X, the template's Runtime: on PATH, pyenv's or uv's, found by scripts/lambda-python-dir.sh)
 	$(WITH_LAMBDA_PY) $(SAM) build
 
-docs: $(DOCS_VENV)/.installed ## the counters API reference from the docstrings (mkdocs + mkdocstrings, --strict) into site/; fails on a reST role, an undocumented public name or an unresolved cross-reference
+docs: $(DOCS_VENV)/.installed ## the guide and the API reference (Material for MkDocs + mkdocstrings, --strict) into site/, then every page opened in headless Chromium; fails on a reST role, an undocumented public name, an unresolved cross-reference, a broken link or an empty page
 	$(DOCS_VENV)/bin/python -m tools.docstrings check
 	$(DOCS_VENV)/bin/mkdocs build --strict
+	@scripts/ensure-chromium.sh
+	$(DOCS_VENV)/bin/python scripts/check_site.py site
 
 $(DOCS_VENV)/.installed: requirements-docs.txt
 	$(PYTHON) -m venv $(DOCS_VENV)
