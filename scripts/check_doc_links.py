@@ -20,6 +20,9 @@ LINKED = re.compile(r"(?<!!)\[(?:[^\]\[]|\[[^\]]*\])*\]\([^)]*\)")
 GENERATED = re.compile(r"<!-- ([\w-]+): generated.*?<!-- /\1 -->", re.S)
 MENTION = re.compile(r"(?<![\w/.-])docs/([A-Za-z0-9_-]+\.md)")
 WRITTEN_BY_TOOLS = {"bench-results.md", "proof-results.md"}
+# How the project's own work was tracked ("issue 28, item 4", "turn 4", "stop 36"): a reader of the
+# docs or the docstrings has none of it; say the fact instead.
+PROCESS = re.compile(r"\b[Ii]ssue #?\d+|\b[Tt]urn \d+\b|\b[Ss]top \d+\b")
 
 
 def pages(root: Path = ROOT) -> list[Path]:
@@ -72,8 +75,20 @@ def plain_mentions(root: Path = ROOT) -> list[str]:
     return found
 
 
+def process_references(root: Path = ROOT) -> list[str]:
+    """Internal process references in what users read: the docs, the README, the docstrings."""
+    files = [*pages(root), *sorted((root / "docs" / "api").glob("*.md"))]
+    files += sorted(p for d in ("layers", "functions") for p in (root / d).rglob("*.py"))
+    return [
+        f"{path.relative_to(root)}:{n}: {hit!r} is an internal reference: say the fact instead"
+        for path in files
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        for hit in PROCESS.findall(line)
+    ]
+
+
 if __name__ == "__main__":
-    bad = broken() + plain_mentions()
+    bad = broken() + plain_mentions() + process_references()
     for line in bad:
         print(line)
     print(f"{len(bad)} broken relative links in {len(pages())} pages")

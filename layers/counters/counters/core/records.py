@@ -3,7 +3,7 @@
 The standard library writes each dataclass's ``__init__``, ``__repr__``, ``__eq__``, ``__hash__``
 and (frozen) ``__setattr__``/``__delattr__`` as source text and compiles it with ``exec`` when the
 class statement runs: about 0.5 ms a class on CPython 3.11 and 0.7 ms on 3.13, most of a cold
-start's layer import (issue 26; a handler defines 25-40 of them). Here the standard library still
+start's layer import (a handler defines 25-40 of them). Here the standard library still
 processes the class (fields, defaults, ``__dataclass_fields__``, ``__match_args__``), asked for
 none of those methods; the methods are functions defined once in this module, bound to each
 class's field list. So ``dataclasses.fields``, ``replace``, ``asdict``, ``is_dataclass`` and

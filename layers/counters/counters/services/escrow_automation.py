@@ -1,4 +1,4 @@
-"""What an MREC Region does by itself about escrow, with nobody calling a route (issue 28, item 4).
+"""What an MREC Region does by itself about escrow, with nobody calling a route.
 
 Driven by the Region's own stream (``EscrowFunction``, [`counters.streams.escrow`][counters.streams.escrow] reads the
 records), each action is one of [`Reservations`][counters.services.reservations.service.Reservations]' own, so

@@ -34,7 +34,7 @@ The key record carries the answer
     for records written before ``requestId``). An order that does not belong is an
     [`IntegrityError`][counters.core.errors.IntegrityError] (409), never the answer: before ids were unique across Regions, two
     Regions' ``ORDER#5`` met under last-writer-wins and a re-send of one key answered 200 with
-    the other customer's items (issue 21).
+    the other customer's items.
 
 Across Regions (docs/orders.md "Global tables")
     MREC: ids are Region-strided ([`counters.primitives.sequence`][counters.primitives.sequence]), orders are stamped with
@@ -250,7 +250,7 @@ class Orders:
         order_id = int(record["orderId"])
         stored, _ = self._get(order_key(order_id))
         if stored is not None and not _belongs(stored, record, key):
-            # Never answer another request's order (issue 21: ids that collided across Regions).
+            # Never answer another request's order (ids that collided across Regions).
             raise IntegrityError(f"order {order_id} recorded for Idempotency-Key {key!r} holds another request's order")
         if "items" not in record:  # a key record written before it carried its order
             if stored is None:

@@ -55,7 +55,7 @@ class Placeholders:
 class _Node:
     """An expression node: its ``__slots__`` are its parts, shown by ``repr``. The nodes are plain
     classes, not dataclasses: an API handler imports them at cold start, where each dataclass costs
-    generating and compiling its methods, and a node needs only its ``__init__`` (issue 26)."""
+    generating and compiling its methods, and a node needs only its ``__init__``."""
 
     __slots__ = ()
 

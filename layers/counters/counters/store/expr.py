@@ -60,7 +60,7 @@ ReturnValues = Literal["NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW
 class _Request:
     """A request builder: its ``__slots__`` (its own and its bases') are its fields, shown by ``repr``.
     The builders are plain classes, not dataclasses: an API handler imports them at cold start,
-    where each dataclass costs generating and compiling its methods (issue 26)."""
+    where each dataclass costs generating and compiling its methods."""
 
     __slots__ = ()
 

@@ -151,7 +151,7 @@ class WriterRule:
 
     def __post_init__(self) -> None:
         """Check the declaration; its key shapes are compiled on first [`match`][counters.store.writers.WriterRule.match]
-        (an API handler's cold start declares its families' rules and matches no key: issue 26)."""
+        (an API handler's cold start declares its families' rules and matches no key)."""
         rules, pk_groups = (self.none, self.mrec, self.mrsc), _groups(self.pk)
         if any(r.kind is Kind.HOME_OF_ID or r.created_at_home for r in rules) and self.home_id not in pk_groups:
             raise ValueError(f"{self.item}: a home-of-the-id rule needs home_id, a placeholder of {self.pk!r}")

@@ -103,7 +103,7 @@ if TYPE_CHECKING:  # imported on first use (__getattr__, Likes.audits): only the
 
 _AUDIT = ("DEADLINE", "Audits", "QuickAudit", "Settled")
 """Names re-exported from [`audit`][counters.services.likes.audit], which an API handler's cold start
-does not import: only ``GET /posts/{id}/audit`` and ``POST /audits`` use it (issue 26)."""
+does not import: only ``GET /posts/{id}/audit`` and ``POST /audits`` use it."""
 
 
 def __getattr__(name: str) -> object:
