@@ -9,6 +9,7 @@ on the site plain text is a dead end. Text a tool writes is exempt (a generated 
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -75,6 +76,21 @@ def plain_mentions(root: Path = ROOT) -> list[str]:
     return found
 
 
+def docstring_mentions(root: Path = ROOT) -> list[str]:
+    """Pages of docs/ named as plain text in the package's docstrings, which the API reference
+    renders: ``[docs/likes.md](../likes.md)`` there (relative to docs/api/). Code spans aside."""
+    found = []
+    for path in sorted((root / "layers" / "counters" / "counters").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                text = re.sub(r"``.*?``", "", LINKED.sub("", node.value.value), flags=re.S)
+                found += [
+                    f"{path.relative_to(root)}:{node.value.lineno}: docs/{name} is plain text: make it a link"
+                    for name in MENTION.findall(text)
+                ]
+    return found
+
+
 def process_references(root: Path = ROOT) -> list[str]:
     """Internal process references in what users read: the docs, the README, the docstrings."""
     files = [*pages(root), *sorted((root / "docs" / "api").glob("*.md"))]
@@ -88,7 +104,7 @@ def process_references(root: Path = ROOT) -> list[str]:
 
 
 if __name__ == "__main__":
-    bad = broken() + plain_mentions() + process_references()
+    bad = broken() + plain_mentions() + docstring_mentions() + process_references()
     for line in bad:
         print(line)
     print(f"{len(bad)} broken relative links in {len(pages())} pages")

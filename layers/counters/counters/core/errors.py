@@ -212,7 +212,7 @@ class IdempotencyKeyReused(CounterError):
 
 class WrongRegion(CounterError):
     """This request may only be made in another Region: ``region`` names it (e.g. creating an id
-    owned by its home Region on an MREC global table, docs/regions.md "Creations")."""
+    owned by its home Region on an MREC global table, [docs/regions.md "Creations"](../regions.md#creations))."""
 
     code = "wrong_region"
     default_message = "this request is made in another Region"

@@ -158,7 +158,7 @@ class RetryPolicy:
     ``SDKDefaultBackoffStrategy(25 ms, 500 ms throttled, 20 s)``, "guarantees a minimum delay for
     throttled exceptions"). A throttled key is out of tokens: asked again within a few ms it
     refuses again, and each refusal is a request the partition still has to turn away. Measured in
-    ``make bench``'s step (docs/bench.md): at 0-20 ms after a throttle, a like that met one met 4.1
+    ``make bench``'s step ([docs/bench.md](../bench.md)): at 0-20 ms after a throttle, a like that met one met 4.1
     throttles in all; from 125 ms, 1.7.
 
     ``max_attempts`` counts every call, the first included. ``sleep`` and ``rng`` are

@@ -1,4 +1,4 @@
-"""The one outcome model every mutating primitive reports (see docs/DESIGN.md).
+"""The one outcome model every mutating primitive reports (see [docs/DESIGN.md](../DESIGN.md)).
 
 A primitive never answers "it failed" without saying *how*: the difference between
 "definitely not applied" and "nobody knows" is the whole point of this package.

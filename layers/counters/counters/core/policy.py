@@ -13,7 +13,7 @@ Every refusal of the layer is a row of one table, [`REFUSALS`][counters.core.pol
 refused, in which modes, and why, rendered with one wording
 ([`refusal_message`][counters.core.policy.refusal_message]) as
 [`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] (409 ``unsupported_in_region_mode``).
-docs/regions.md lists the rows (``scripts/refusals_table.py`` writes them; tests/unit/test_policy.py keeps them current).
+[docs/regions.md](../regions.md) lists the rows (``scripts/refusals_table.py`` writes them; tests/unit/test_policy.py keeps them current).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ REFUSALS: Mapping[str, Refusal] = {
 
 
 def refusals_table() -> str:
-    """[`REFUSALS`][counters.core.policy.REFUSALS] as docs/regions.md's "What each mode refuses" table (``scripts/refusals_table.py``)."""
+    """[`REFUSALS`][counters.core.policy.REFUSALS] as [docs/regions.md](../regions.md)'s "What each mode refuses" table (``scripts/refusals_table.py``)."""
     lines = ["| refused | single Region | MREC | MRSC | why |", "|---|---|---|---|---|"]
     for name, row in REFUSALS.items():
         cells = ["refused" if mode in row.why else "" for mode in (NONE, MREC, MRSC)]

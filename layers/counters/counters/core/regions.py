@@ -1,6 +1,6 @@
 """Where a function runs and how its table is replicated: the global table's topology.
 
-DynamoDB global tables come in two modes (docs/regions.md; AWS: "Global tables - multi-Region
+DynamoDB global tables come in two modes ([docs/regions.md](../regions.md); AWS: "Global tables - multi-Region
 replication for DynamoDB", V2globaltables_HowItWorks, and "Global table design", bp-global-table-design):
 
 * **MREC** (multi-Region eventual consistency): every replica takes writes; replication is
@@ -38,7 +38,7 @@ def home_of(item_id: str, regions: Sequence[str]) -> str:
     """The home Region of an id among ``regions`` (sorted): the first 8 bytes of the SHA-256 of the
     id's UTF-8 bytes, big-endian, modulo the number of Regions, index the sorted list. The same in
     every process, Region and Python version (unlike the salted ``hash()``); it changes only with
-    the list of Regions (``TABLE_REGIONS``). docs/regions.md "Creations"."""
+    the list of Regions (``TABLE_REGIONS``). [docs/regions.md "Creations"](../regions.md#creations)."""
     ordered = sorted(regions)
     return ordered[int.from_bytes(hashlib.sha256(item_id.encode()).digest()[:8], "big") % len(ordered)]
 

@@ -3,7 +3,7 @@
 ``aws_lambda_powertools/event_handler/__init__.py`` imports every resolver Powertools has: AppSync
 (and with it asyncio, ssl, concurrent.futures), AppSync Events, Bedrock agents, VPC Lattice, the
 HTTP resolver. An API function uses one, the REST resolver, yet importing any submodule runs that
-``__init__`` first (about a tenth of ``import boto3``: docs/bench.md, "Cold start").
+``__init__`` first (about a tenth of ``import boto3``: [docs/bench.md, "Cold start"](../bench.md)).
 
 [`light_package`][counters.runtime.light.light_package] registers the package without running its ``__init__``: its submodules
 import as usual, and the first name asked of the package itself that is not a submodule

@@ -2,7 +2,7 @@
 
 The API's pydantic models (each API function's ``contract.py``) are the source of docs/openapi.json
 and of the tests; importing pydantic and building the models cost an API function more than a
-third of ``import boto3`` at each cold start (docs/bench.md, "Cold start"). So the functions run
+third of ``import boto3`` at each cold start ([docs/bench.md, "Cold start"](../bench.md)). So the functions run
 Powertools' REST resolver without its validation, and [`validate`][counters.http.validation.validate]
 (a resolver middleware) checks each request against its route's contract in
 [`counters.http.schemas`][counters.http.schemas], which ``python -m testkit.openapi`` generates from

@@ -1,7 +1,7 @@
 """Expiry on a table without DynamoDB TTL (an MRSC global table): a bounded, resumable sweep.
 
 DynamoDB TTL deletes an item some time after its ``expiresAt`` passes. MRSC global tables have no
-TTL ("Key facts about MRSC", docs/regions.md), so without this every operation record, released
+TTL ("Key facts about MRSC", [docs/regions.md](../regions.md)), so without this every operation record, released
 reservation, order key and like tombstone would stay forever. [`ExpirySweeper.sweep`][counters.primitives.expiry.ExpirySweeper.sweep] does
 TTL's work through the engine:
 

@@ -25,7 +25,7 @@ its requests are [`counters.store.sequences`][counters.store.sequences].
     a cancelled transaction. Threads sharing one [`Sequence`][counters.primitives.sequence.Sequence] queue on a local lock
     first, so only separate processes/environments race at DynamoDB.
 
-Across Regions ([`RegionPolicy`][counters.core.policy.RegionPolicy], docs/orders.md "Global tables")
+Across Regions ([`RegionPolicy`][counters.core.policy.RegionPolicy], [docs/orders.md "Global tables"](../orders.md#global-tables))
     ``fast`` where the policy gives this Region its own items (``writer``: conditions see one
     replica, MREC): each Region ADDs to its **own** item ``SEQ#<name>#<Region>`` (one writing
     Region per item: last-writer-wins never meets two writers) and turns its n-th value into

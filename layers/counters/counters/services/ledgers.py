@@ -1,7 +1,7 @@
 """The ledger service: appends as API requests (typed failures, deferral), balances and compaction.
 
 It holds a [`Ledger`][counters.primitives.ledger.Ledger] (seed 02's approach 6: entries, checkpoint,
-compaction, exact balances; why it is exact: docs/ledgers.md) and adds what a request needs: one
+compaction, exact balances; why it is exact: [docs/ledgers.md](../ledgers.md)) and adds what a request needs: one
 answer per outcome, and a [`Command`][counters.core.commands.Command] to re-drive a contended append from the retry queue with
 the same request id. Both ledger functions (the API and compaction) go through it.
 """

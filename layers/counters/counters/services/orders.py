@@ -36,7 +36,7 @@ The key record carries the answer
     Regions' ``ORDER#5`` met under last-writer-wins and a re-send of one key answered 200 with
     the other customer's items.
 
-Across Regions (docs/orders.md "Global tables")
+Across Regions ([docs/orders.md "Global tables"](../orders.md#global-tables))
     MREC: ids are Region-strided ([`counters.primitives.sequence`][counters.primitives.sequence]), orders are stamped with
     their Region (``writerRegion``) and the pointer is per Region. An order and its key record
     replicate separately: a replay that finds the record but not yet the order answers from the

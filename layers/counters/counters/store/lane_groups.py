@@ -4,7 +4,7 @@ Lanes ``S0``..``S63`` keep their checkpoints and their part of ``likeTally`` on 
 ``S<64g>``..``S<64g+63>`` on ``POST#<postId>#G<g>`` / ``AGG`` (the keys and the writer rule:
 [`counters.store.post_items`][counters.store.post_items]). The aggregator writes each item on its
 own, guarded by its own checkpoints ([`Groups`][counters.store.aggregates.Groups]); a reader sums
-them ([`with_groups`][counters.store.lane_groups.with_groups]). Details: docs/likes.md, "Lane groups".
+them ([`with_groups`][counters.store.lane_groups.with_groups]). Details: [docs/likes.md, "Lane groups"](../likes.md#lane-groups).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from counters.store.aggregates import Groups
 from counters.store.post_items import POST_ID, Part, Post, group_key, groups_of, lane_group, post_of
 
 LANE_GROUPS = Groups(lane_group, group_key, POST_ID)
-"""Where the aggregator counts a post's lanes past 64 (docs/likes.md, "Lane groups")."""
+"""Where the aggregator counts a post's lanes past 64 ([docs/likes.md, "Lane groups"](../likes.md#lane-groups))."""
 
 
 def with_groups(meta: Post, groups: Mapping[int, Mapping[str, Any]]) -> Post:

@@ -5,7 +5,7 @@ The items (keys, attribute names, shapes, who writes them, idempotency keys) are
 [`counters.store.ledger_items`][counters.store.ledger_items]. Every call goes through
 [`counters.core.engine`][counters.core.engine]. Where a group is written in order (MRSC, no
 transactions: [`LedgerStore.writes`][counters.store.ledger.LedgerStore.writes] is ``IN_ORDER``) a
-compaction chunk and a withdrawal are single-item writes. Why each condition makes the ledger exact is in docs/ledgers.md ("Guarantees and how they
+compaction chunk and a withdrawal are single-item writes. Why each condition makes the ledger exact is in [docs/ledgers.md](../ledgers.md) ("Guarantees and how they
 are kept"); the rules that use these requests are in [`counters.primitives.ledger`][counters.primitives.ledger].
 """
 

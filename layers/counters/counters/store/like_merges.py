@@ -1,7 +1,7 @@
 """A user's like items on a grown post: read along the user's chain, and merged into one.
 
 When a hot post's spread grows, a writer with a stale view of the spread can create a second like
-item for a user (docs/DESIGN.md, "A spread that grows"). The like aggregator finds such pairs
+item for a user ([docs/DESIGN.md, "A spread that grows"](../DESIGN.md#a-spread-that-grows)). The like aggregator finds such pairs
 after the fact and merges them; this module is its storage half, sent through the engine like
 every call:
 

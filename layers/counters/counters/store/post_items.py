@@ -7,7 +7,7 @@ counted toggle's state item ([`counters.store.toggles`][counters.store.toggles])
 per spread key the aggregator copies to ``META``; on a global table each Region counts its likes on
 its own tally item (``TALLY#<Region>``). The requests on these items (conditions and DynamoDB calls)
 are [`counters.store.posts`][counters.store.posts]'; the rules are the service's
-([`counters.services.likes`][counters.services.likes]) and the primitives' (toggle, refcount, aggregator). Details: docs/likes.md.
+([`counters.services.likes`][counters.services.likes]) and the primitives' (toggle, refcount, aggregator). Details: [docs/likes.md](../likes.md).
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def lane_of(user_id: str, spread: int) -> int:
 
 
 FIRST_SPREAD = 8
-"""The spread a post is created with; it only doubles from there (docs/DESIGN.md, "a spread that grows")."""
+"""The spread a post is created with; it only doubles from there ([docs/DESIGN.md, "a spread that grows"](../DESIGN.md#a-spread-that-grows))."""
 MAX_SPREAD = 256
 """The largest spread a post grows to (8x the 8-key ceiling is exactly the ceiling of 64 keys: a
 post taking it at 64 runs at 100% of its keys, where throttles never fall back). Past 64 lanes
@@ -317,7 +317,7 @@ class Post:
     def settled(self) -> bool:
         """Whether every user with an item on the post has it, or a pointer to it, in their lane of
         the spread now (a post that never grew is; a growth unsettles it until the retry worker's
-        sweep settles it: docs/likes.md "A spread that grows")."""
+        sweep settles it: [docs/likes.md "A spread that grows"](../likes.md#a-spread-that-grows))."""
         return self.spread is None or self.spread <= FIRST_SPREAD or self.stored_settled == self.spread
 
     @property
@@ -408,7 +408,7 @@ def created(keys: Mapping[str, Any], seq: str) -> Created | None:
 
 def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapping[str, Any], region: str) -> Streamed | None:
     """A stream record of ``region``'s replica of a global table (``Keys``, ``NewImage``,
-    ``OldImage``; DynamoDB JSON) as what it changes ``region``'s tally by (docs/likes.md "Global
+    ``OldImage``; DynamoDB JSON) as what it changes ``region``'s tally by ([docs/likes.md](../likes.md) "Global
     tables"): a version written in ``region`` counts its own ``delta`` (0 in standard mode: its
     transaction counted it); any other record (a version written elsewhere and replicated in, or
     a removal) takes off ``region``'s liked version it replaced: -1, else 0. ``None`` for a record

@@ -6,7 +6,7 @@ The items (keys, attribute names, shapes, who writes them) are
 standard like's fence), the toggle and aggregator stores instantiated for likes, and
 [`PostStore`][counters.store.posts.PostStore]: the likes service's calls on posts, like state items and
 probes ([`counters.services.likes`][counters.services.likes]; the rules are the service's and the
-primitives'). Details: docs/likes.md.
+primitives'). Details: [docs/likes.md](../likes.md).
 """
 
 from __future__ import annotations
@@ -293,7 +293,7 @@ class PostStore:
         """The first of ``keys`` (a user's chain, oldest lane first) that holds an item, or ``None``:
         one BatchGetItem, **eventually consistent** (0.5 RCU a key, found or not). Every like of a
         user whose chain has two lanes reads one of the first 8 lanes, so these reads, not the writes,
-        cap a grown post (docs/likes.md, "On paper, for AWS"); half the price doubles that cap. A read
+        cap a grown post ([docs/likes.md, "On paper, for AWS"](../likes.md#on-paper-for-aws)); half the price doubles that cap. A read
         that misses an item written a moment ago makes the like create a second item for the user,
         which the like aggregator merges into the oldest lane with the latest request's state
         ([`counters.services.likes.merging`][counters.services.likes.merging]), exactly as the

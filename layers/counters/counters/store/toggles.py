@@ -156,7 +156,7 @@ class ToggleStore(Generic[P]):
         ``pointer_attribute``: an item holding it is a **pointer**, not a state: its state attribute
         is neither ``True`` nor ``False``, so no write of the toggle passes its condition, and a
         refused write reports it (``StateItem.points_to``: the attribute's number) for the caller to
-        write where it points (a grown post's likes: docs/likes.md "A spread that grows")."""
+        write where it points (a grown post's likes: [docs/likes.md "A spread that grows"](../likes.md#a-spread-that-grows))."""
         self.table_name = table_name
         self.state, self.tally, self.revision = state_attribute, tally_attribute, revision_attribute
         self.writer = writer_attribute  # a global table's "which Region wrote this version" (regional writes)

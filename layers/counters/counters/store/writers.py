@@ -1,6 +1,6 @@
 """Who may write each item family, in each mode of the table: declared once, beside the family's keys.
 
-DynamoDB global tables (docs/regions.md): on **MREC** a condition sees only the local replica and
+DynamoDB global tables ([docs/regions.md](../regions.md)): on **MREC** a condition sees only the local replica and
 last-writer-wins keeps one whole item, so two Regions writing one item in place lose a write, and
 two Regions creating one id both answer 201 and one creation vanishes; on **MRSC** a conditional
 write sees every Region and a concurrent write from another Region is refused
@@ -25,7 +25,7 @@ everything. Every family module ([`FAMILIES`][counters.store.layout.FAMILIES]) d
 
 The emulator (``testkit/regions.py``) maps every local write's key to its family ([`family_of`][counters.store.writers.family_of])
 and checks the writing Region against the family's rule: a family written against its rule, or a
-key no family declares, fails the run. [`table`][counters.store.writers.table] renders the declarations as docs/regions.md's
+key no family declares, fails the run. [`table`][counters.store.writers.table] renders the declarations as [docs/regions.md](../regions.md)'s
 "Who writes what" table (``scripts/writers_table.py``; a unit test keeps it current).
 """
 
@@ -71,7 +71,7 @@ class Rule:
     created_at_home: bool = False
 
     def cell(self) -> str:
-        """The rule as a cell of docs/regions.md's table."""
+        """The rule as a cell of [docs/regions.md](../regions.md)'s table."""
         text = {
             Kind.PER_REGION: f"per Region ({self.read})",
             Kind.HOME: "home Region",
@@ -200,7 +200,7 @@ class WriterRule:
                 return made
 
     def row(self) -> str:
-        """This family as a row of docs/regions.md's table."""
+        """This family as a row of [docs/regions.md](../regions.md)'s table."""
         return f"| {self.item} | `{self.pk}` / `{self.sk}` | {self.none.cell()} | {self.mrec.cell()} | {self.mrsc.cell()} | {self.why} |"
 
 
@@ -225,7 +225,7 @@ def family_of(pk: str, sk: str, declarations: list[WriterRule] | None = None) ->
 
 
 def table() -> str:
-    """docs/regions.md's "Who writes what" table (between its ``writers`` markers)."""
+    """[docs/regions.md](../regions.md)'s "Who writes what" table (between its ``writers`` markers)."""
     head = [
         "| item | key | `none` | `mrec` | `mrsc` | why two Regions never lose each other's write |",
         "|---|---|---|---|---|---|",

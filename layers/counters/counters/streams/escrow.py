@@ -1,4 +1,4 @@
-"""An MREC Region's stream, read for what escrow does by itself (docs/reservations.md, "Global tables").
+"""An MREC Region's stream, read for what escrow does by itself ([docs/reservations.md, "Global tables"](../reservations.md#global-tables)).
 
 Two kinds of record matter, and the template's filter (``EscrowFunction``'s ``FilterCriteria``)
 delivers only them; [`escrow_event`][counters.streams.escrow.escrow_event] checks again, so an unfiltered stream is safe:

@@ -41,7 +41,7 @@ class, and the refusal that names it where its take cannot run); the services re
 
 Approach 6 of the seed (counting with an item collection, a ledger) is not one of these: it has
 no counter item and its own interface (append, balance, compact), in the package
-[`counters.primitives.ledger`][counters.primitives.ledger] (docs/ledgers.md).
+[`counters.primitives.ledger`][counters.primitives.ledger] ([docs/ledgers.md](../ledgers.md)).
 
 Keys, attribute names and every request shape live in [`counters.store.resources`][counters.store.resources], which
 also makes the calls ([`ResourceStore`][counters.store.resources.ResourceStore]); an approach decides

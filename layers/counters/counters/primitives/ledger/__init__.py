@@ -1,7 +1,7 @@
 """Ledger counters (seed 02, approach 6): an item collection of entries plus a checkpoint.
 
 Why every case is exact (the retry window, settling an append after its Put, the balance read,
-compaction, global tables) is written once, in docs/ledgers.md ("Guarantees and how they are kept", "The cases, step by step").
+compaction, global tables) is written once, in [docs/ledgers.md](../ledgers.md) ("Guarantees and how they are kept", "The cases, step by step").
 The parts, by job:
 
 * [`counters.store.ledger_items`][counters.store.ledger_items]: keys (``LEDGER#``, ``ENTRY#``, ``SNAPSHOT``, ``WITHDRAWN#``,

@@ -1,7 +1,7 @@
 """Appending an entry, then settling it: acknowledged only if it is, or will be, counted.
 
 The cases (fast path, the checkpoint fence, withdrawing a stranded entry, a duplicate behind the
-checkpoint) and why each is exact: docs/ledgers.md, "After the Put".
+checkpoint) and why each is exact: [docs/ledgers.md, "After the Put"](../ledgers.md#after-the-put).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Appends(LedgerBase):
         True when ``result`` is the answer: ``duplicate`` (same amount; the entry exists, so by the
         fast-path bound no compaction of its Region can have stranded it), ``key_reused`` (another
         amount), ``key_expired`` (past the fast path: it cannot be told here whether it counted), or
-        contention. An entry that has not replicated here yet is not seen: docs/ledgers.md, "Global
+        contention. An entry that has not replicated here yet is not seen: [docs/ledgers.md](../ledgers.md), "Global
         tables" (the failover guarantee).
         """
         try:
@@ -124,7 +124,7 @@ class Appends(LedgerBase):
         """Acknowledge the entry (``result`` as it is) only if it is, or will be, counted.
 
         ``owner`` is the request id on the entry found (``mine`` when this request wrote it).
-        See "After the Put" in docs/ledgers.md for why every branch is exact.
+        See "After the Put" in [docs/ledgers.md](../ledgers.md) for why every branch is exact.
         """
         if self._within_fast_path(key):
             return result  # fast path: no compaction anywhere can have merged past this key yet

@@ -4,7 +4,7 @@ Where each Region writes its own items (the policy's ``writer``): the sum over w
 (that Region's checkpoint + its entries after it), still one Query (every ``ENTRY#``, then every ``SNAPSHOT#<Region>``).
 
 Why reading the checkpoint last (and ignoring entries at or below ``mergedThrough``) is exact
-while a compaction commits: docs/ledgers.md, "Guarantees and how they are kept".
+while a compaction commits: [docs/ledgers.md, "Guarantees and how they are kept"](../ledgers.md#guarantees-and-how-they-are-kept).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Balance:
     """Per-Region items: every Region's checkpoint by Region (``checkpoint`` is then this Region's)."""
     duplicate_keys: list[str] | None = None
     """Per-Region items: entry ids pending in more than one Region (a failover re-send that beat replication,
-    counted once per Region: docs/ledgers.md, "Global tables")."""
+    counted once per Region: [docs/ledgers.md, "Global tables"](../ledgers.md#global-tables))."""
     versions: int = 0
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
 

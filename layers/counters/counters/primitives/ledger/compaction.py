@@ -5,7 +5,7 @@ entries into its own checkpoint (no Region writes another's); without transactio
 checkpoint update, then the deletes.
 
 Why two compactors, a crash mid-way and a slow append cannot lose or double-count an entry:
-docs/ledgers.md, "Guarantees and how they are kept" and "Global tables".
+[docs/ledgers.md, "Guarantees and how they are kept"](../ledgers.md#guarantees-and-how-they-are-kept) and "Global tables".
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ class Likes:
         topology: Topology = ONE_REGION,
         max_spread: int = SPREAD,
     ) -> None:
-        """``topology``: the global table this Region writes in (docs/likes.md "Global tables"; the
+        """``topology``: the global table this Region writes in ([docs/likes.md "Global tables"](../likes.md#global-tables); the
         default: one Region), resolved here, once, into the feature's
         [`RegionPolicy`][counters.core.policy.RegionPolicy] that every part follows: likes are
         counted per Region on MREC and on MRSC alike (each Region its own ``TALLY#<Region>``).

@@ -1,4 +1,4 @@
-"""The likers cursor: signed, it names only what a listing showed (docs/likes.md)."""
+"""The likers cursor: signed, it names only what a listing showed ([docs/likes.md](../likes.md#the-likers-cursor))."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ none of the lanes swept (nothing on a settled post): the pointer refuses its wri
 lane to write. Why no pair is missed: a user with an item in an old lane either had it when the
 sweep read that lane (then the sweep merged the user, with any item in their own lane, and put the
 pointer, which refuses a later creation there), or it was created there after, by a stale-view
-writer: a creation outside its user's lane, merged by the aggregator. docs/DESIGN.md, "A spread
+writer: a creation outside its user's lane, merged by the aggregator. [docs/DESIGN.md](../DESIGN.md), "A spread
 that grows".
 """
 

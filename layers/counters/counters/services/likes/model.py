@@ -39,7 +39,7 @@ GROW_LANES = 16
 ``PRESSURE_WINDOW_MS``. At 64 lanes half is 32, and a process meets a lane only with its own
 retried writes: at 100% of 64 lanes' capacity under 4 s of burst a key (the bench's ``--step-burst
 4``) the retried writes of any 10 s met 20-26 lanes, and the post never grew past 64. 16 users in
-16 lanes is still no one user (docs/DESIGN.md, "Growth and its abuse")."""
+16 lanes is still no one user ([docs/DESIGN.md, "Growth and its abuse"](../DESIGN.md))."""
 AUDIT_MARGIN_S = 3.0  # POST /audits answers this long before the function's timeout (it stops starting calls)
 
 
@@ -81,12 +81,12 @@ class PublicLiker(TypedDict):
 class LikeSettings(RegionSettings):
     """``HOT_AFTER_RETRIES`` (template parameter ``HotAfterRetries``): promote a standard post to
     hot after this many retried attempts of its likes in one process within 10 s; 0: never.
-    The global table's Regions and mode ([`RegionSettings`][counters.core.regions.RegionSettings]): docs/likes.md "Global tables"."""
+    The global table's Regions and mode ([`RegionSettings`][counters.core.regions.RegionSettings]): [docs/likes.md "Global tables"](../likes.md#global-tables)."""
 
     hot_after_retries: int = env("HOT_AFTER_RETRIES", 0)
     max_spread: int = env("LIKES_MAX_SPREAD", FIRST_SPREAD)
     """(template parameter ``LikesMaxSpread``): a hot post's spread doubles up to this when its lanes
-    throttle; ``FIRST_SPREAD`` (8): never (docs/likes.md, "A spread that grows")."""
+    throttle; ``FIRST_SPREAD`` (8): never ([docs/likes.md, "A spread that grows"](../likes.md#a-spread-that-grows))."""
     cursor_secret: str = env("CURSOR_SECRET", "")
     """Signs the likers cursors (the template passes the stack's id: random per deployment, unknown
     to API callers); unset (tests, the local stack), a key derived from the table name."""
@@ -167,7 +167,7 @@ def like_aggregator(
     region: str = "",
 ) -> LikeAggregator:
     """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META;
-    with ``region`` (a global table), onto that Region's own tally item (docs/likes.md "Global tables").
+    with ``region`` (a global table), onto that Region's own tally item ([docs/likes.md "Global tables"](../likes.md#global-tables)).
     One Region: it also merges a user's duplicate items on a grown post (``merges``)."""
     merges = None if region else Merges(table_name, dynamodb=dynamodb, retry=retry)
     return LikeAggregator(like_checkpoints(table_name, dynamodb=dynamodb, region=region), retry=retry, clock=clock, merges=merges)
@@ -215,7 +215,7 @@ def public_post(post: Post, *, regions: list[Post] | None = None) -> PublicPost:
     ``regions`` (a global table): the tally items of the Regions that counted; ``likeTally`` is
     their sum, ``asOf`` the least of their watermarks and ``lagMs`` the largest lag. Each Region's
     item trails what was replicated into it by its aggregator's lag; the sum is exact once the
-    Regions have converged and their aggregators have caught up (docs/likes.md "Global tables")."""
+    Regions have converged and their aggregators have caught up ([docs/likes.md "Global tables"](../likes.md#global-tables))."""
     if regions is not None:
         marks = {f"{n}.{lane}": at for n, r in enumerate(regions) for lane, at in r.watermarks.items()}
         lags = [r.lag_ms for r in regions if r.lag_ms is not None]

@@ -95,7 +95,7 @@ class Posts:
         this request's id). A different post under that id is
         [`AlreadyExists`][counters.core.errors.AlreadyExists] (the client's id) or [`IdempotencyKeyReused`][counters.core.errors.IdempotencyKeyReused] (the key).
         Without either, the id is random (on MREC drawn with this Region as its home: the store
-        creates a named id only in its home Region, docs/regions.md "Creations") and a re-send
+        creates a named id only in its home Region, [docs/regions.md "Creations"](../regions.md#creations)) and a re-send
         creates another post.
 
         ``mode`` (``standard`` or ``hot``; ``None``: standard, or hot on a table without transactions (MRSC), the one mode it has) is stored on the post with ``modeEpoch`` 0 (each

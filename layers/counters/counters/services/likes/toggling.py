@@ -35,7 +35,7 @@ class Toggling:
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never
-        (and never on a global table: a post's mode is fixed there, docs/likes.md "Global tables").
+        (and never on a global table: a post's mode is fixed there, [docs/likes.md "Global tables"](../likes.md#global-tables)).
         ``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.posts, self.toggle, self.retry = posts, toggle, retry
         self.policy = policy
@@ -99,7 +99,7 @@ class Toggling:
         table say ([`Toggle.set`][counters.primitives.toggle.Toggle.set]). Hot: the like item alone, its ``delta``
         counted by the stream's aggregator. Standard: in the like's transaction, on META (fenced
         by the post's mode) or, where each Region counts its own likes (a global table), on this
-        Region's tally item, every version naming its writer (docs/likes.md "Global tables").
+        Region's tally item, every version naming its writer ([docs/likes.md "Global tables"](../likes.md#global-tables)).
         A post stored before ``spread`` counts on META, standard for good."""
         policy = self.policy
         attributes: dict[str, object] = {USER_ID: user_id}

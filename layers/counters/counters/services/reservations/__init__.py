@@ -39,7 +39,7 @@ Holds never expire: a ``CONFIRMED`` record has no TTL (a TTL deleting it would s
 quantity: release would answer 404 and the count would keep it forever). Only a ``RELEASED``
 record gets one (``expiresAt``, [`RELEASED_TTL_SECONDS`][counters.services.reservations.model.RELEASED_TTL_SECONDS] by default).
 
-Global tables (docs/reservations.md, "Global tables"): on MREC each Region owns an escrowed share
+Global tables ([docs/reservations.md, "Global tables"](../reservations.md#global-tables)): on MREC each Region owns an escrowed share
 of the capacity and its own reservation records, takes draw on the local share only, and
 [`Reservations.transfer`][counters.services.reservations.escrow.Escrow.transfer] / [`Reservations.receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers] move units between shares in
 two idempotent steps; on MRSC the transaction-based strategies and sharding are refused, and a

@@ -1,7 +1,7 @@
 """Escrow on a table whose conditions see one replica (MREC): each Region owns a share of a resource's
 capacity and writes only its own, units move between shares in two idempotent steps, and a key taken
 in two Regions during a partition is reconciled ([`Escrow`][counters.services.reservations.escrow.Escrow]).
-docs/reservations.md, "Global tables"."""
+[docs/reservations.md, "Global tables"](../reservations.md#global-tables)."""
 
 from __future__ import annotations
 
