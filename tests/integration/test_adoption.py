@@ -1,0 +1,227 @@
+"""Adopting a reference count on a table whose children exist already (docs/migration.md).
+
+A parent with children and a drifted tally: writers link and unlink on several threads, before and
+while the backfill runs, under injected throttles, conflicts, errors after commit and SDK re-sends;
+at the end the tally equals the children stored (read from the table, not from the answers), every
+child carries the mark, and the parent says ``adopted``. The table uses its own key names.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from counters.core.errors import ContentionError
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Capacity, Outcome
+from counters.primitives.refcount import Reason, RefCount
+from counters.store.refcounts import Round
+from testkit.faults import FaultInjector
+
+PK, SK, TALLY, MARK = "ownerId", "itemKey", "memberCount", "counted"
+PARENT = {PK: "WS#acme", SK: "META"}
+PREFIX = "MEMBER#"
+PATIENT = RetryPolicy(max_attempts=12, base_delay=0.001, max_delay=0.01)
+JOIN_S = 600.0
+"""A hang guard for the writer threads, not a speed bound."""
+
+
+@pytest.fixture
+def own_table(ddb: Any) -> Iterator[str]:
+    """A table whose key attributes are the user's own names (not ``PK``/``SK``)."""
+    name = f"tally-adopt-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+def existing(ddb: Any, table: str, n: int, tally: int | None = 7) -> None:
+    """The table before adoption: the parent (a drifted tally, or none) and ``n`` children written without one."""
+    parent = {PK: {"S": PARENT[PK]}, SK: {"S": "META"}, "name": {"S": "Acme"}}
+    if tally is not None:
+        parent[TALLY] = {"N": str(tally)}
+    ddb.put_item(TableName=table, Item=parent)
+    for i in range(n):
+        ddb.put_item(TableName=table, Item={PK: {"S": PARENT[PK]}, SK: {"S": f"{PREFIX}u{i:03d}"}, "role": {"S": "member"}})
+
+
+def stored(ddb: Any, table: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
+    """(the parent's tally, the children as stored, the parent), read from the table."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": PK},
+        "ExpressionAttributeValues": {":pk": {"S": PARENT[PK]}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.query(**kwargs)
+        items += page["Items"]
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    parent = next(i for i in items if i[SK]["S"] == "META")
+    children = [i for i in items if i[SK]["S"].startswith(PREFIX)]
+    return int(parent.get(TALLY, {"N": "0"})["N"]), children, parent
+
+
+def refcount(table: str, client: Any) -> RefCount:
+    """The user's RefCount: their key names, their tally's name, the mark that says "counted"."""
+    return RefCount(table, tally_attribute=TALLY, pk=PK, sk=SK, mark=MARK, dynamodb=client, retry=PATIENT)
+
+
+def child(user: int) -> dict[str, Any]:
+    return {PK: PARENT[PK], SK: f"{PREFIX}u{user:03d}", "role": "member"}
+
+
+def assert_exact(ddb: Any, table: str) -> int:
+    tally, children, parent = stored(ddb, table)
+    assert tally == len(children), f"tally {tally}, children stored {len(children)}"
+    assert all(c.get(MARK) == {"BOOL": True} for c in children), "a child the tally counts carries the mark"
+    assert parent[f"{TALLY}Adoption"] == {"S": "adopted"}
+    return tally
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_backfill_is_exact_with_writes_flowing_and_faults_on(seed: int, own_table: str, ddb: Any, layer_client: Any) -> None:
+    existing(ddb, own_table, 120)
+    faults = FaultInjector(layer_client, seed=seed)
+    for kind in ("throttle", "conflict", "after_commit", "unavailable"):
+        faults.add(kind, rate=0.04)
+    faults.add("resend", rate=0.04)
+    counts = refcount(own_table, layer_client)
+    started, adopted = threading.Event(), threading.Event()
+    done_ops = [0]
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        rng = random.Random(seed * 100 + n)
+        try:
+            after = 0
+            while after < 40:  # until 40 operations after the adoption is done: writes before, during and after
+                user = rng.randrange(200)  # the 120 existing children and new ones
+                if rng.random() < 0.5:
+                    counts.link(PARENT, child(user))
+                else:
+                    counts.unlink(PARENT, {PK: PARENT[PK], SK: child(user)[SK]})
+                with lock:
+                    done_ops[0] += 1
+                    if done_ops[0] >= 30:
+                        started.set()
+                if adopted.is_set():
+                    after += 1
+        except BaseException as exc:  # noqa: BLE001  # surfaced by the test
+            errors.append(exc)
+            started.set()
+
+    def backfill() -> None:
+        try:
+            while True:
+                try:
+                    if counts.adopt(PARENT, PREFIX, page_size=16).exact:
+                        return
+                except ContentionError:
+                    continue  # resumes from the parent's cursor
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    writers = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in writers:
+        thread.start()
+    assert started.wait(JOIN_S)  # some links and unlinks ran before the adoption began (the legacy rule)
+    backfills = [threading.Thread(target=backfill) for _ in range(2)]  # two at once: a re-run operator, a retried job
+    for thread in backfills:
+        thread.start()
+    for thread in backfills:
+        thread.join(JOIN_S)
+    adopted.set()
+    for thread in writers:
+        thread.join(JOIN_S)
+    faults.detach()
+    assert not errors, errors
+    assert sum(faults.injected.values()) > 0
+    assert_exact(ddb, own_table)
+    # and it stays exact: the answers of maintained counts agree with the table
+    after = refcount(own_table, layer_client)
+    assert after.link(PARENT, child(999)).outcome is Outcome.APPLIED
+    assert_exact(ddb, own_table)
+
+
+class Crash(Exception):
+    """The backfill's process dies."""
+
+
+def test_a_backfill_that_crashed_mid_way_resumes_and_is_exact(own_table: str, ddb: Any, layer_client: Any) -> None:
+    existing(ddb, own_table, 60, tally=None)
+    counts = refcount(own_table, layer_client)
+    steps = [0]
+    real = counts.store.count_child
+
+    def dies_after_the_25th(*args: Any, **kwargs: Any) -> Any:
+        report = real(*args, **kwargs)  # committed, then the process dies before the page's cursor is written
+        steps[0] += 1
+        if steps[0] == 25:
+            raise Crash
+        return report
+
+    counts.store.count_child = dies_after_the_25th  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        counts.adopt(PARENT, PREFIX, page_size=10)
+    state = counts.adoption(PARENT)
+    assert state is not None and state.state == "adopting" and state.cursor == f"{PREFIX}u019"  # two pages recorded
+    # writes while it is down: a new child, an unlink of a counted one and of an uncounted one
+    assert counts.link(PARENT, child(500)).outcome is Outcome.APPLIED
+    assert counts.unlink(PARENT, {PK: PARENT[PK], SK: f"{PREFIX}u003"}).outcome is Outcome.APPLIED
+    assert counts.unlink(PARENT, {PK: PARENT[PK], SK: f"{PREFIX}u050"}).outcome is Outcome.APPLIED
+    resumed = refcount(own_table, layer_client)
+    result = resumed.adopt(PARENT, PREFIX, page_size=10)
+    assert result.exact
+    assert result.counted == 60 - 25 - 1  # resumed after the cursor: the page that crashed again (its 5 skipped), not the start
+    assert assert_exact(ddb, own_table) == 60 - 2 + 1
+    assert resumed.adopt(PARENT, PREFIX).counted == 0  # adopted: nothing more to do
+
+
+def test_each_guard_holds_in_the_order_that_would_break_it(own_table: str, ddb: Any, layer_client: Any) -> None:
+    """The interleavings a timing can produce, made one at a time: a refused write is the guard."""
+    existing(ddb, own_table, 3, tally=2)  # u000, u001, u002; a drifted tally
+    counts = refcount(own_table, layer_client)
+    store, key = counts.store, {PK: PARENT[PK], SK: f"{PREFIX}u000"}
+    # before it begins: a counted link (decided on a stale read) would be wiped by begin's reset
+    assert store.link_round(PARENT, child(7), None, PATIENT, Round.COUNTED).report.outcome is Outcome.REJECTED
+    assert store.count_child(PARENT, key, PATIENT, Capacity()).outcome is Outcome.REJECTED  # nothing counts before begin
+    assert counts.begin(PARENT).tally == 0
+    counts.link(PARENT, child(8))
+    assert counts.begin(PARENT).tally == 1  # a second begin resets nothing
+    # after it began: a legacy link (decided before) would be counted again by the backfill
+    assert store.link_round(PARENT, child(9), None, PATIENT, Round.LEGACY).report.outcome is Outcome.REJECTED
+    assert store.unlink_round(PARENT, key, None, PATIENT, Round.LEGACY).report.outcome is Outcome.REJECTED
+    # the backfill's step, sent twice (a re-send after its token expired): counted once
+    assert store.count_child(PARENT, key, PATIENT, Capacity()).outcome is Outcome.APPLIED
+    assert store.count_child(PARENT, key, PATIENT, Capacity()).outcome is Outcome.REJECTED
+    # an uncounted unlink decided before the backfill marked the child: it would delete a counted child
+    assert store.unlink_round(PARENT, key, None, PATIENT, Round.UNCOUNTED).report.outcome is Outcome.REJECTED
+    # a counted unlink of a child the backfill has not reached: it would take off what was never counted
+    other = {PK: PARENT[PK], SK: f"{PREFIX}u001"}
+    assert store.unlink_round(PARENT, other, None, PATIENT, Round.COUNTED).report.outcome is Outcome.REJECTED
+    assert counts.unlink(PARENT, other).outcome is Outcome.APPLIED  # deleted, the tally untouched
+    # a child the walk read, unlinked before its step: the step must not bring it back
+    gone = {PK: PARENT[PK], SK: f"{PREFIX}u002"}
+    counts.unlink(PARENT, gone)
+    assert store.count_child(PARENT, gone, PATIENT, Capacity()).outcome is Outcome.REJECTED
+    assert "Item" not in ddb.get_item(TableName=own_table, Key={PK: {"S": PARENT[PK]}, SK: {"S": f"{PREFIX}u002"}})
+    assert counts.adopt(PARENT, PREFIX).exact
+    assert assert_exact(ddb, own_table) == 2  # u000 (backfilled), u008 (linked)
+    assert counts.unlink(PARENT, {PK: PARENT[PK], SK: f"{PREFIX}u404"}).reason == Reason.NOT_LINKED
