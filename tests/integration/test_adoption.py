@@ -225,3 +225,105 @@ def test_each_guard_holds_in_the_order_that_would_break_it(own_table: str, ddb: 
     assert counts.adopt(PARENT, PREFIX).exact
     assert assert_exact(ddb, own_table) == 2  # u000 (backfilled), u008 (linked)
     assert counts.unlink(PARENT, {PK: PARENT[PK], SK: f"{PREFIX}u404"}).reason == Reason.NOT_LINKED
+
+
+# --------------------------------------------------------------------------- Tally's posts
+def seed01_post(ddb: Any, table: str, post_id: str, likes: int, tally: int | None) -> None:
+    """A post as seed 01 lays it out, written by another program: ``META`` (a drifted ``likeTally``,
+    or none) and ``LIKE#USER#`` children with ``likedAt`` only."""
+    meta = {"PK": {"S": f"POST#{post_id}"}, "SK": {"S": "META"}, "body": {"S": "hello"}, "authorId": {"S": "a1"}}
+    if tally is not None:
+        meta["likeTally"] = {"N": str(tally)}
+    ddb.put_item(TableName=table, Item=meta)
+    for i in range(likes):
+        item = {"PK": {"S": f"POST#{post_id}"}, "SK": {"S": f"LIKE#USER#u{i:03d}"}, "likedAt": {"N": "1750636800"}}
+        ddb.put_item(TableName=table, Item=item)
+
+
+def post_stored(ddb: Any, table: str, post_id: str) -> tuple[int, int]:
+    """(META's likeTally, the like items that count: ``liked`` absent or true), read from the table."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"POST#{post_id}"}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.query(**kwargs)
+        items += page["Items"]
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    meta = next(i for i in items if i["SK"]["S"] == "META")
+    liked = [i for i in items if i["SK"]["S"].startswith("LIKE#USER#") and i.get("liked") != {"BOOL": False}]
+    return int(meta.get("likeTally", {"N": "0"})["N"]), len(liked)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_seed01_post_is_adopted_by_a_settled_repair_with_likes_flowing_and_faults_on(
+    seed: int, table: str, ddb: Any, layer_client: Any
+) -> None:
+    """Tally's likes on a post another program wrote: the likes go through Tally from the switch on,
+    and an audit at a settled point repairs the tally; it never lands while a like is counted
+    during its count, and once it lands the tally is exact and stays so."""
+    from counters.core.errors import IntegrityError
+    from counters.services.likes import Likes
+
+    seed01_post(ddb, table, "p1", 80, tally=5)
+    faults = FaultInjector(layer_client, seed=seed)
+    for kind in ("throttle", "conflict", "after_commit", "unavailable"):
+        faults.add(kind, rate=0.04)
+    faults.add("resend", rate=0.04)
+    likes = Likes(table, dynamodb=layer_client, retry=PATIENT)
+    writing = threading.Event()
+    refused: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer(n: int, requests: int, phase: int) -> None:
+        rng = random.Random(seed * 100 + n * 10 + phase)
+        try:
+            for _ in range(requests):
+                user = f"u{rng.randrange(120):03d}"
+                try:
+                    (likes.like if rng.random() < 0.5 else likes.unlike)("p1", user)
+                except IntegrityError:
+                    refused.append(f"{phase}:{user}")  # an unlike below a tally that trails the likes: refused, nothing written
+                except ContentionError:
+                    pass  # nothing known applied: a client retries (with faults, not a failure of the count)
+        except BaseException as exc:  # noqa: BLE001  # surfaced by the test
+            errors.append(exc)
+
+    def audit_until_settled() -> bool:
+        """Audits at settled points, with repair, while the writers run (each repair that lands
+        lands on a count nothing moved during), then until one settles after they stopped."""
+        while True:
+            try:
+                [result] = likes.audit_posts(["p1"], repair=True)
+            except ContentionError:
+                continue
+            if result.settled and (result.repaired or result.drift == 0) and not writing.is_set():
+                return True
+
+    def phase(requests: int, number: int) -> None:
+        threads = [threading.Thread(target=writer, args=(n, requests, number)) for n in range(3)]
+        writing.set()
+        for thread in threads:
+            thread.start()
+        auditing = threading.Thread(target=audit_until_settled)
+        auditing.start()
+        for thread in threads:
+            thread.join(JOIN_S)
+        writing.clear()  # the auditor's next settled point has nothing moving: it lands or finds no drift
+        auditing.join(JOIN_S)
+        assert not auditing.is_alive() and not errors, errors
+
+    phase(40, 1)  # likes flowing while the audits try to repair
+    assert post_stored(ddb, table, "p1")[0] == post_stored(ddb, table, "p1")[1]
+    phase(20, 2)  # and it stays exact: maintained counts from here
+    faults.detach()
+    assert not [r for r in refused if r.startswith("2:")]  # an exact tally refuses no unlike
+    tally, liked = post_stored(ddb, table, "p1")
+    assert tally == liked
+    [again] = Likes(table).audit_posts(["p1"])
+    assert again.settled and again.drift == 0
