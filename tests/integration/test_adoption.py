@@ -327,3 +327,64 @@ def test_a_seed01_post_is_adopted_by_a_settled_repair_with_likes_flowing_and_fau
     assert tally == liked
     [again] = Likes(table).audit_posts(["p1"])
     assert again.settled and again.drift == 0
+
+
+# --------------------------------------------------------------------------- docs/migration.md as written
+MARKER = "<!-- docs: run-by tests/integration/test_adoption.py -->"
+
+
+def page_blocks() -> list[tuple[str, str | None]]:
+    """Each Python block of docs/migration.md marked as run here, with the ``text`` block that
+    shows its output (the next one before the next Python block), if any."""
+    from devstack.template import ROOT
+
+    lines = (ROOT / "docs" / "migration.md").read_text().splitlines()
+    blocks: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(lines):
+        if lines[i] == MARKER:
+            assert lines[i + 1] == "```python", f"line {i + 2}: a marked block is a Python block"
+            end = lines.index("```", i + 2)
+            code = "\n".join(lines[i + 2 : end])
+            output = None
+            j = end + 1
+            while j < len(lines) and lines[j] != MARKER and lines[j] != "```python":
+                if lines[j] == "```text":
+                    close = lines.index("```", j + 1)
+                    output = "\n".join(lines[j + 1 : close]) + "\n"
+                    break
+                j += 1
+            blocks.append((code, output))
+            i = end
+        i += 1
+    return blocks
+
+
+def test_the_migration_page_runs_as_written(ddb: Any, layer_client: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from devstack.dynamodb_local import create_table
+    from devstack.template import read_stack
+
+    blocks = page_blocks()
+    assert len(blocks) == 4
+    ddb.create_table(
+        TableName="workspaces",
+        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    create_table(ddb, read_stack("social"))
+    try:
+        ddb.get_waiter("table_exists").wait(TableName="workspaces", WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+        existing(ddb, "workspaces", 120)  # 120 members and a drifted memberCount, written by another program
+        seed01_post(ddb, "social", "a91f", 3, tally=1)
+        namespace: dict[str, Any] = {}
+        for number, (code, output) in enumerate(blocks, 1):
+            capsys.readouterr()
+            exec(compile(code, f"docs/migration.md block {number}", "exec"), namespace)  # noqa: S102  # the page's own code
+            if output is not None:
+                assert capsys.readouterr().out == output, f"block {number}"
+        assert assert_exact(ddb, "workspaces") == 120
+        assert post_stored(ddb, "social", "a91f") == (3, 3)
+    finally:
+        ddb.delete_table(TableName="workspaces")
+        ddb.delete_table(TableName="social")
