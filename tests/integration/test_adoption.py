@@ -388,3 +388,14 @@ def test_the_migration_page_runs_as_written(ddb: Any, layer_client: Any, capsys:
     finally:
         ddb.delete_table(TableName="workspaces")
         ddb.delete_table(TableName="social")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_proof_row_holds(seed: int, ddb: Any, layer_client: Any) -> None:
+    """``make proof``'s ``refcount-adopt`` row, small: links and unlinks sent twice on 4 threads,
+    two backfills, the proof's faults; exact against the intents and against the table."""
+    from proof.scenarios import SCENARIOS
+
+    [report] = SCENARIOS["refcount-adopt"](ddb, seed, 4, 60)
+    assert report.faults > 0
+    assert report.verdict == "holds", (report, report.notes)
