@@ -196,9 +196,12 @@ def test_a_backfill_that_crashed_mid_way_resumes_and_is_exact(own_table: str, dd
 
 def test_each_guard_holds_in_the_order_that_would_break_it(own_table: str, ddb: Any, layer_client: Any) -> None:
     """The interleavings a timing can produce, made one at a time: a refused write is the guard."""
-    existing(ddb, own_table, 3, tally=2)  # u000, u001, u002; a drifted tally
+    existing(ddb, own_table, 4, tally=2)  # u000..u003; a drifted tally
     counts = refcount(own_table, layer_client)
     store, key = counts.store, {PK: PARENT[PK], SK: f"{PREFIX}u000"}
+    # an unlink before it begins: the old rule, found in two transactions (the counted one's refusal shows the parent has not begun)
+    early = counts.unlink(PARENT, {PK: PARENT[PK], SK: f"{PREFIX}u003"})
+    assert (early.outcome, early.attempts, stored(ddb, own_table)[0]) == (Outcome.APPLIED, 2, 1)
     # before it begins: a counted link (decided on a stale read) would be wiped by begin's reset
     assert store.link_round(PARENT, child(7), None, PATIENT, Round.COUNTED).report.outcome is Outcome.REJECTED
     assert store.count_child(PARENT, key, PATIENT, Capacity()).outcome is Outcome.REJECTED  # nothing counts before begin

@@ -173,15 +173,18 @@ class RefCount:
             attempts += linked.report.attempts
             if linked.report.outcome is not Outcome.REJECTED or linked.also_refused:
                 return self._result(linked, Reason.NOT_LINKED, capacity, attempts)
-            if linked.child_refused and linked.child is not None:
+            begun = self._begun(linked) if linked.parent_refused else None  # what the parent's refusal showed
+            if linked.child_refused:
+                if linked.child is None:
+                    return self._result(linked, Reason.NOT_LINKED, capacity, attempts)
                 marked = linked.child.get(self.mark) is True
                 if marked == (kind is Round.COUNTED):
-                    return self._result(linked, Reason.NOT_LINKED, capacity, attempts)
-                kind = Round.COUNTED if marked else Round.UNCOUNTED  # the backfill marked it, or it never was
+                    return self._result(linked, Reason.NOT_LINKED, capacity, attempts)  # neither rule: a mark not True
+                # the backfill marked it, or it never was: counted if marked, else by whether the parent began
+                kind = Round.COUNTED if marked else (Round.LEGACY if begun is False else Round.UNCOUNTED)
                 continue
-            begun = self._begun(linked)
-            if linked.child_refused or not linked.parent_refused or begun is None or kind is Round.COUNTED:
-                return self._result(linked, Reason.NOT_LINKED, capacity, attempts)  # not linked, no parent, tally at 0
+            if begun is None or kind is Round.COUNTED:
+                return self._result(linked, Reason.NOT_LINKED, capacity, attempts)  # no parent, or the tally at 0
             if begun == (kind is Round.UNCOUNTED):
                 return self._result(linked, Reason.NOT_LINKED, capacity, attempts)  # LEGACY refused by the floor
             kind = Round.UNCOUNTED if begun else Round.LEGACY

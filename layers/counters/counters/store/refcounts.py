@@ -141,7 +141,9 @@ class RefCountStore:
             tx.check(LinkAction.PARENT, Check(self.table_name, parent).when(parent_exists & state.exists()))
         else:
             floor = Path(self.tally) >= 1
-            when = parent_exists & floor if kind is Round.COUNTED else parent_exists & state.missing() & floor
+            # COUNTED: a marked child means the parent began; the condition says so, so that when the
+            # child turns out unmarked the refusal also shows whether the parent began (the next round)
+            when = parent_exists & (state.exists() if kind is Round.COUNTED else state.missing()) & floor
             tx.update(LinkAction.PARENT, Update(self.table_name, parent).add(self.tally, -1).when(when))
         return self._transact(tx, also, policy)
 
