@@ -194,6 +194,21 @@ def test_a_backfill_that_crashed_mid_way_resumes_and_is_exact(own_table: str, dd
     assert resumed.adopt(PARENT, PREFIX).counted == 0  # adopted: nothing more to do
 
 
+def test_the_backfill_costs_one_transaction_a_child_and_one_query_and_cursor_write_a_page(
+    own_table: str, ddb: Any, layer_client: Any
+) -> None:
+    """The cost docs/migration.md states: per existing child one transaction of two items; per page
+    one strongly consistent Query (item bytes / 4 KB) and one cursor write."""
+    existing(ddb, own_table, 250, tally=None)  # children of about 42 bytes
+    counts = refcount(own_table, layer_client)
+    result = counts.adopt(PARENT, PREFIX, page_size=100)
+    assert (result.exact, result.counted, result.pages) == (True, 250, 3)
+    # begin, 3 Query pages, 250 steps, 3 cursor writes, the last read of the parent
+    assert result.capacity.calls == 1 + 3 + 250 + 3 + 1
+    # strongly consistent, item bytes rounded up to 4 KB: 100 children of ~42 bytes 2 RCU, the last 50 1 RCU; the parent 1
+    assert result.capacity.read_units == 2 + 2 + 1 + 1
+
+
 def test_each_guard_holds_in_the_order_that_would_break_it(own_table: str, ddb: Any, layer_client: Any) -> None:
     """The interleavings a timing can produce, made one at a time: a refused write is the guard."""
     existing(ddb, own_table, 4, tally=2)  # u000..u003; a drifted tally
