@@ -18,7 +18,7 @@ from typing import Any
 
 from devstack.dynamodb_local import create_table
 from devstack.template import read_stack
-from proof import hot
+from proof import adopt, hot
 from proof.checker import History, Report
 from testkit.faults import FaultInjector
 
@@ -406,4 +406,5 @@ SCENARIOS: dict[str, Callable[[Any, int, int, int], list[Report]]] = {
     "reservations": reservations_scenario,
     "ledger": ledger_scenario,
     "orders": orders_scenario,
+    "refcount-adopt": functools.partial(adopt.refcount_adopt_scenario, with_faults=with_faults, run_parallel=run_parallel),
 }
