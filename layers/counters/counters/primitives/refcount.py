@@ -22,7 +22,7 @@ mark, and deletes an unmarked one without touching the tally; the backfill
 1 in one transaction conditioned on "exists and not marked". Each child is counted once, by its
 link or by the backfill, whichever order they run in, and a retried step is refused by its own
 mark. Before the parent begins, an adoption-aware RefCount keeps the rules above (no mark), so
-writers can be deployed before the backfill starts. docs/migration.md walks through it.
+writers can be deployed before the backfill starts. [docs/migration.md](../migration.md) walks through it.
 
 The requests are in [`counters.store.refcounts`][counters.store.refcounts].
 """
