@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -342,8 +343,31 @@ def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-HANG_GUARD = 600
-"""Seconds one block may run: a hang guard (an `until` loop that never ends), not a speed bound."""
+HANG_GUARD = 300
+"""Seconds one block may run: a hang guard (an `until` loop that never ends, a replication wait of
+about a second), not a speed bound. A block past it is stopped (its process group killed) and
+reported with the command it was in."""
+
+
+def execute(argv: list[str], env: dict[str, str], stdin: str | None = None) -> tuple[str, str, int | None]:
+    """stdout, stderr and the exit code (``None``: killed by the hang guard), from the repo's root."""
+    process = subprocess.Popen(  # noqa: S603 - bash or this interpreter, on the docs' own text
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(stdin, timeout=HANG_GUARD)
+        return out, err, process.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        return out, err, None
 
 
 def run_shell(block: Block, env: dict[str, str]) -> Ran:
@@ -355,11 +379,9 @@ def run_shell(block: Block, env: dict[str, str]) -> Ran:
         status_file = Path(tmp) / "status"
         status_file.touch()
         run_env = {**env, "PATH": f"{shim_dir}:{env.get('PATH', '')}", "DOCS_STATUS_FILE": str(status_file)}
-        done = subprocess.run(
-            ["bash", "-c", shell_script(cmds)], cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=HANG_GUARD, check=False
-        )
+        stdout, stderr, code = execute(["bash", "-c", shell_script(cmds)], run_env)
         log = status_file.read_text()
-    outputs = done.stdout.split(SEP)
+    outputs = stdout.split(SEP)
     # outputs: ['', '0', out0, '1', out1, ...]
     by_index = {int(outputs[k]): outputs[k + 1] for k in range(1, len(outputs) - 1, 2)}
     statuses: dict[int, list[int]] = {}
@@ -380,9 +402,16 @@ def run_shell(block: Block, env: dict[str, str]) -> Ran:
         block,
         outcomes,
         "".join(by_index.get(n, "") for n in range(len(cmds))),
-        done.stderr + "".join(line + "\n" for line in log.splitlines() if not line.startswith("@@")),
+        stderr + "".join(line + "\n" for line in log.splitlines() if not line.startswith("@@")),
     )
-    ran.failures = compare_shell(block, cmds, outcomes) + compare_output(block, ran.stdout)
+    if code is None:
+        running = current if current is not None else "?"
+        outcomes[running if isinstance(running, int) else 0].rc = -2
+        ran.failures.append(
+            f"{block.where}: stopped after {HANG_GUARD} s, in its command {running}: "
+            + (cmds[running].text if isinstance(running, int) else "(unknown)")
+        )
+    ran.failures += compare_shell(block, cmds, outcomes) + compare_output(block, ran.stdout)
     return ran
 
 
@@ -394,6 +423,8 @@ def compare_shell(block: Block, cmds: list[Command], outcomes: list[Outcome]) ->
         where = f"{block.page}:{cmd.line}"
         if got.rc == -1:
             failures.append(f"{where}: never ran (the shell stopped before it)\n  $ {cmd.text}")
+            continue
+        if got.rc == -2:  # the hang guard stopped it: reported once, for the block
             continue
         if got.rc != 0:
             failures.append(f"{where}: exit code {got.rc}\n  $ {cmd.text}\n  printed {got.stdout!r}")
@@ -421,11 +452,11 @@ def compare_output(block: Block, stdout: str) -> list[str]:
 
 def run_python(block: Block, env: dict[str, str]) -> Ran:
     """The block as one script, ``python -`` from the repo root, in a fresh interpreter."""
-    done = subprocess.run(
-        [sys.executable, "-"], input=block.text, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD, check=False
-    )
-    ran = Ran(block, [Outcome(done.stdout, done.returncode, None)], done.stdout, done.stderr)
-    if done.returncode != 0:
-        ran.failures.append(f"{block.where}: the Python block exited {done.returncode}\n{done.stderr[-3000:]}")
-    ran.failures += compare_output(block, done.stdout)
+    stdout, stderr, code = execute([sys.executable, "-"], env, block.text)
+    ran = Ran(block, [Outcome(stdout, -2 if code is None else code, None)], stdout, stderr)
+    if code is None:
+        ran.failures.append(f"{block.where}: the Python block was stopped after {HANG_GUARD} s")
+    elif code != 0:
+        ran.failures.append(f"{block.where}: the Python block exited {code}\n{stderr[-3000:]}")
+    ran.failures += compare_output(block, stdout)
     return ran

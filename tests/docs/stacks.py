@@ -26,7 +26,7 @@ test's own credentials, as `make dev` runs in another terminal: `make dev`'s Dyn
 (-sharedDb) shows every client the same tables whatever its access key."""
 
 
-class PortBusy(Exception):
+class PortBusy(RuntimeError):
     pass
 
 

@@ -157,3 +157,13 @@ def test_a_python_block_and_its_output() -> None:
     assert "the page shows the output" in runner.run_python(blocks[2], runner.base_env()).failures[0]
     (broken,) = page("```python\nraise SystemExit(3)\n```\n")
     assert "exited 3" in runner.run_python(broken, runner.base_env()).failures[0]
+
+
+def test_a_block_that_hangs_is_stopped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "HANG_GUARD", 1)
+    (block,) = page('```bash\necho \'"one"\'   # "one"\nuntil false; do sleep 0.1; done\necho two\n```\n')
+    ran = runner.run_shell(block, runner.base_env())
+    assert [o.rc for o in ran.outcomes] == [0, -2, -1]
+    assert len(ran.failures) == 2, ran.failures
+    assert "stopped after 1 s, in its command 1: until false" in ran.failures[0], ran.failures
+    assert "never ran" in ran.failures[1] and "echo two" in ran.failures[1], ran.failures
