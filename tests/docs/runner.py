@@ -397,7 +397,7 @@ def run_shell(block: Block, env: dict[str, str]) -> Ran:
             current = None
         elif line.startswith("@@status ") and current is not None:
             statuses[current].append(int(line.split()[1]))
-    outcomes = [Outcome(by_index.get(n, ""), rcs.get(n, -1), (statuses.get(n) or [None])[-1]) for n in range(len(cmds))]
+    outcomes = [Outcome(by_index.get(n, ""), rcs.get(n, -1), last(statuses.get(n))) for n in range(len(cmds))]
     ran = Ran(
         block,
         outcomes,
@@ -413,6 +413,11 @@ def run_shell(block: Block, env: dict[str, str]) -> Ran:
         )
     ran.failures += compare_shell(block, cmds, outcomes) + compare_output(block, ran.stdout)
     return ran
+
+
+def last(statuses: list[int] | None) -> int | None:
+    """The status of a command's last request (an `until` loop's last try), ``None`` if none."""
+    return statuses[-1] if statuses else None
 
 
 def compare_shell(block: Block, cmds: list[Command], outcomes: list[Outcome]) -> list[str]:
