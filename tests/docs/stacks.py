@@ -7,6 +7,7 @@ a time (both take :3000)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,6 +67,7 @@ class Stack:
                 self.process.wait()
         while any(port_open("127.0.0.1", p) for p in self.ports):
             time.sleep(0.2)
+        shutil.rmtree(self.out.parent, ignore_errors=True)  # its logs (quoted in any failure already)
 
 
 def regions_count(args: tuple[str, ...]) -> int:
