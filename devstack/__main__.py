@@ -149,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
         if not endpoint:
-            ddb_local = DynamoDBLocal(port=args.dynamodb_port, log=ROOT / ".dynamodb-local.log", host=args.backend_host).start()
+            # -sharedDb: one database whatever a client's access key and Region, so a user's own
+            # script, the AWS CLI or NoSQL Workbench on :8000 sees this stack's table (docs/layer.md)
+            ddb_local = DynamoDBLocal(
+                port=args.dynamodb_port, log=ROOT / ".dynamodb-local.log", host=args.backend_host, shared_db=True
+            ).start()
             endpoint = ddb_local.endpoint
             print(f"DynamoDB Local   {endpoint}   (started in {ddb_local.started_in:.1f}s, in memory)", flush=True)
         else:

@@ -328,3 +328,14 @@ def queues(sqs_endpoint: str, table: str) -> Iterator[Queues]:
     commands.reset_sqs_client()
     for url in urls.values():
         sqs.delete_queue(QueueUrl=url)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """tests/docs/: how many blocks of README.md and docs/*.md ran, were skipped (per reason) or are
+    run by another test (a user property, so it reaches the summary from an xdist worker too)."""
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for name, value in getattr(report, "user_properties", []):
+                if name == "docs_run" and getattr(report, "when", None) == "call":
+                    terminalreporter.write_sep("-", "docs that run")
+                    terminalreporter.write_line(str(value))
