@@ -11,6 +11,9 @@ offline by scripts/build-standin-image.sh), and is checked before anything is bu
 Usage (python3.X, the template's Runtime, on PATH for `sam build`; the Makefile finds one):
   python scripts/sam_local.py invoke FUNCTION EVENT [sam args...]   EVENT: a path, or one under events/
   python scripts/sam_local.py start-api [sam args...]               PORT (env) defaults to 3001
+  (--rebuild anywhere: build even when nothing changed)
+`sam build` runs only when what it builds from changed (:func:`ensure_built`: a SHA-256 of
+template.yaml, functions/ and layers/counters/, stamped in the build directory after each build).
 Both pass ``--env-vars events/env.local.json`` (the devstack's DynamoDB Local and SQS emulator on
 docker0's address: `make dev ARGS="--backend-host 172.17.0.1"`).
 
@@ -27,6 +30,7 @@ Two things the built copy would otherwise lose or keep:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -155,16 +159,72 @@ def template_for(arch: str, work: Path) -> Path:
     return target
 
 
+def build_args(arch: str, work: Path) -> list[str]:
+    """``sam build``'s arguments (after ``sam``) for ``arch`` into ``work``/build."""
+    built, cache = work / "build", work / f"cache-{arch}"
+    args = ["build", "-t", str(template_for(arch, work)), "--base-dir", str(ROOT), "--build-dir", str(built)]
+    return [*args, "--language-extensions", "--cached", "--cache-dir", str(cache)]
+
+
 def build(arch: str, work: Path) -> Path:
     """`sam build` of the template for ``arch`` into ``work``/build; returns the built template."""
-    built = work / "build"
-    args = ["build", "-t", str(template_for(arch, work)), "--base-dir", str(ROOT), "--build-dir", str(built)]
     # the layer's wheels (pydantic-core...) must match the functions' CPU, as the template's copy says
-    cache = str(work / f"cache-{arch}")
-    out = sam(*args, "--language-extensions", "--cached", "--cache-dir", cache, env={"LAYER_ARCH": layer_arch(arch)})
+    out = sam(*build_args(arch, work), env={"LAYER_ARCH": layer_arch(arch)})
     if out.returncode:
         raise RuntimeError(f"sam build ({arch}) failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return built / "template.yaml"
+    return work / "build" / "template.yaml"
+
+
+BUILD_INPUTS = ("template.yaml", "functions", "layers/counters")
+"""What `sam build` reads (under the repository's root): the template, the functions' code
+directories (their requirements.txt too) and the layer's ``ContentUri`` (its package, Makefile
+and requirements.txt). Anything else (tests, docs, events, the devstack) changes no build."""
+NOT_INPUTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "build", "dist"}
+"""Directories under the inputs that are their byproducts (bytecode, caches, a local pip build),
+skipped with ``*.egg-info`` and ``*.pyc`` files (all in .gitignore)."""
+STAMP = ".inputs.sha256"
+"""The file in the build directory holding the digest of the inputs it was built from."""
+
+
+def input_files(root: Path = ROOT) -> list[Path]:
+    """Every file of :data:`BUILD_INPUTS` under ``root``, sorted, byproducts left out."""
+    files: list[Path] = []
+    for name in BUILD_INPUTS:
+        top = root / name
+        if top.is_file():
+            files.append(top)
+            continue
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if d not in NOT_INPUTS and not d.endswith(".egg-info")]
+            files += [Path(folder, n) for n in names if not n.endswith(".pyc")]
+    return sorted(files)
+
+
+def inputs_digest(arch: str, work: Path, root: Path = ROOT) -> str:
+    """SHA-256 over what a build for ``arch`` depends on: ``sam build``'s command line (the CPU,
+    the directories), the layer's CPU, and each input file's path and content (content, not
+    mtime: a ``git checkout`` that rewrites a file unchanged rebuilds nothing)."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([build_args(arch, work), layer_arch(arch)]).encode())
+    for path in input_files(root):
+        digest.update(f"\0{path.relative_to(root)}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_built(arch: str, work: Path, rebuild: bool = False, root: Path = ROOT) -> tuple[Path, bool]:
+    """The built template for ``arch`` in ``work``, and whether `sam build` ran for it: only when
+    ``rebuild``, no build is there, or the digest of its inputs (:func:`inputs_digest`) differs
+    from the one stamped after the last build that succeeded. The stamp is removed before a
+    build and written after it: a build that fails or is interrupted builds again next time."""
+    built, stamp = work / "build" / "template.yaml", work / "build" / STAMP
+    digest = inputs_digest(arch, work, root)
+    if not rebuild and built.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+        return built, False
+    stamp.unlink(missing_ok=True)
+    built = build(arch, work)
+    stamp.write_text(digest + "\n")
+    return built, True
 
 
 def docker_gateway() -> str:
@@ -258,6 +318,8 @@ def start_api(built: Path, extra: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    rebuild = "--rebuild" in argv
+    argv = [a for a in argv if a != "--rebuild"]
     if not argv or argv[0] not in ("invoke", "start-api") or (argv[0] == "invoke" and len(argv) < 3):
         print(__doc__, file=sys.stderr)
         return 2
@@ -268,8 +330,19 @@ def main(argv: list[str]) -> int:
         return 1
     work = ROOT / ".aws-sam" / "local"
     began = time.monotonic()
-    built = build(arch, work)
-    print(f"sam build ({arch}): {time.monotonic() - began:.0f}s", file=sys.stderr)
+    try:
+        built, did = ensure_built(arch, work, rebuild)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    took = time.monotonic() - began
+    if did:
+        print(f"sam build ({arch}): {took:.0f}s", file=sys.stderr)
+    else:
+        print(
+            f"sam build ({arch}) skipped: its inputs are unchanged since the last build ({took:.2f}s to check; --rebuild forces one)",
+            file=sys.stderr,
+        )
     if argv[0] == "invoke":
         function, event, extra = argv[1], argv[2], argv[3:]
         args = invoke_args(function, event_file(event, work), built, extra)

@@ -4,6 +4,8 @@ refuses to start without, what the local targets pass to sam, and how `make invo
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -193,3 +195,105 @@ def test_make_invoke_events_passes_args() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "scripts/invoke_events.py --only likes/like.json" in out.stdout, out.stdout
+
+
+# -- the build stamp: `sam build` only when an input changed ---------------------------------------
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    """A copy of the build's inputs (template.yaml, functions/, layers/counters/) to change."""
+    root = tmp_path / "repo"
+    skip = shutil.ignore_patterns(*sam_local.NOT_INPUTS, "*.egg-info", "*.pyc")
+    root.mkdir()
+    shutil.copy(ROOT / "template.yaml", root / "template.yaml")
+    shutil.copytree(ROOT / "functions", root / "functions", ignore=skip)
+    shutil.copytree(ROOT / "layers" / "counters", root / "layers" / "counters", ignore=skip)
+    return root
+
+
+class FakeBuild:
+    """`sam_local.build` writing a built template (or failing), counting its runs."""
+
+    def __init__(self) -> None:
+        self.runs, self.fail = 0, False
+
+    def __call__(self, arch: str, work: Path) -> Path:
+        self.runs += 1
+        if self.fail:
+            raise RuntimeError("sam build (x86_64) failed")
+        built = work / "build" / "template.yaml"
+        built.parent.mkdir(parents=True, exist_ok=True)
+        built.write_text(f"built for {arch}\n")
+        return built
+
+
+def test_an_unchanged_build_is_not_rebuilt_and_a_changed_input_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inputs: Path) -> None:
+    fake = FakeBuild()
+    monkeypatch.setattr(sam_local, "build", fake)
+    work = tmp_path / "work"
+
+    def runs_after(change: Any = None, **kwargs: Any) -> int:
+        if change is not None:
+            change()
+        before = fake.runs
+        built, did = sam_local.ensure_built("x86_64", work, root=inputs, **kwargs)
+        assert built == work / "build" / "template.yaml" and did == (fake.runs > before)
+        return fake.runs - before
+
+    assert runs_after() == 1  # nothing built yet
+    assert runs_after() == 0  # nothing changed
+    assert runs_after() == 0
+    handler = inputs / "functions" / "likes" / "app.py"
+    assert runs_after(lambda: handler.write_text(handler.read_text() + "\n# changed\n")) == 1
+    assert runs_after() == 0
+    requirements = inputs / "layers" / "counters" / "requirements.txt"
+    assert runs_after(lambda: requirements.write_text(requirements.read_text() + "\n")) == 1
+    layer = inputs / "layers" / "counters" / "counters" / "core" / "engine.py"
+    assert runs_after(lambda: layer.write_text(layer.read_text() + "\n")) == 1
+    template = inputs / "template.yaml"
+    assert runs_after(lambda: template.write_text(template.read_text().replace("MemorySize: ", "MemorySize:  ", 1))) == 1
+    assert runs_after(lambda: (inputs / "functions" / "likes" / "helper.py").write_text("X = 1\n")) == 1  # a new file
+    assert runs_after(lambda: (inputs / "functions" / "likes" / "helper.py").unlink()) == 1  # a removed one
+    assert runs_after(lambda: (inputs / "functions" / "likes" / "__pycache__").mkdir(exist_ok=True)) == 0
+    assert runs_after(lambda: (inputs / "functions" / "likes" / "__pycache__" / "app.cpython-313.pyc").write_bytes(b"x")) == 0
+    egg = inputs / "layers" / "counters" / "tally_counters.egg-info"  # what `pip install -e` / `pip install .` leave
+    assert runs_after(lambda: (egg.mkdir(), (egg / "PKG-INFO").write_text("x"))) == 0
+    assert (
+        runs_after(
+            lambda: ((inputs / "layers" / "counters" / "build").mkdir(), (inputs / "layers" / "counters" / "build" / "x").write_text("x"))
+        )
+        == 0
+    )
+    assert runs_after(lambda: os.utime(handler)) == 0  # a touch that changes no content: the same build
+    assert runs_after(rebuild=True) == 1  # --rebuild
+    assert runs_after(lambda: (inputs / "README.md").write_text("not an input\n")) == 0
+    assert runs_after(lambda: (work / "build" / "template.yaml").unlink()) == 1  # the build was removed
+
+
+def test_a_build_for_another_cpu_or_one_that_failed_is_built_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inputs: Path) -> None:
+    fake = FakeBuild()
+    monkeypatch.setattr(sam_local, "build", fake)
+    work = tmp_path / "work"
+    sam_local.ensure_built("x86_64", work, root=inputs)
+    assert sam_local.inputs_digest("x86_64", work, inputs) != sam_local.inputs_digest("arm64", work, inputs)
+    sam_local.ensure_built("arm64", work, root=inputs)
+    assert fake.runs == 2
+    handler = inputs / "functions" / "likes" / "app.py"
+    handler.write_text(handler.read_text() + "\n# changed\n")
+    fake.fail = True
+    with pytest.raises(RuntimeError):
+        sam_local.ensure_built("arm64", work, root=inputs)
+    assert not (work / "build" / sam_local.STAMP).exists()  # the earlier build's stamp is gone with it
+    fake.fail = False
+    handler.write_text(handler.read_text().removesuffix("\n# changed\n"))  # back to what was built before the failure
+    assert sam_local.ensure_built("arm64", work, root=inputs)[1] is True
+
+
+def test_the_inputs_are_what_the_template_builds_from() -> None:
+    """Every function's CodeUri and the layer's ContentUri lie under BUILD_INPUTS."""
+    resources = load()["Resources"]
+    uris = [r["Properties"].get("CodeUri") or r["Properties"].get("ContentUri") for r in resources.values()]
+    dirs = {u.rstrip("/") for u in uris if isinstance(u, str)}
+    assert dirs and all(any(d == i or d.startswith(i + "/") for i in sam_local.BUILD_INPUTS) for d in dirs), dirs
+    files = {str(p.relative_to(ROOT)) for p in sam_local.input_files()}
+    assert {"template.yaml", "layers/counters/requirements.txt", "layers/counters/Makefile", "functions/likes/app.py"} <= files
+    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
