@@ -11,9 +11,12 @@ offline by scripts/build-standin-image.sh), and is checked before anything is bu
 Usage (python3.X, the template's Runtime, on PATH for `sam build`; the Makefile finds one):
   python scripts/sam_local.py invoke FUNCTION EVENT [sam args...]   EVENT: a path, or one under events/
   python scripts/sam_local.py start-api [sam args...]               PORT (env) defaults to 3001
-  (--rebuild anywhere: build even when nothing changed)
+  (--rebuild anywhere: build even when nothing changed; --no-seed: invoke without seeding)
 `sam build` runs only when what it builds from changed (:func:`ensure_built`: a SHA-256 of
 template.yaml, functions/ and layers/counters/, stamped in the build directory after each build).
+Before `invoke`, what the event needs (events/needs.toml: the post p1 for a like...) is seeded
+into the table events/env.local.json names, through the functions' handlers in this process
+(:func:`seed_needs`, scripts/event_needs.py), so every sample event works on a fresh stack in any order.
 Both pass ``--env-vars events/env.local.json`` (the devstack's DynamoDB Local and SQS emulator on
 docker0's address: `make dev ARGS="--backend-host 172.17.0.1"`).
 
@@ -37,6 +40,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -317,9 +321,57 @@ def start_api(built: Path, extra: list[str]) -> int:
     return 0 if stopped_at else code
 
 
+def event_name(event: str) -> str | None:
+    """``event`` as events/needs.toml names it (``likes/like.json``), or None outside events/."""
+    path = Path(event) if Path(event).exists() or Path(event).is_absolute() else ROOT / "events" / event
+    path = path.resolve()
+    return str(path.relative_to(ROOT / "events")) if path.is_relative_to(ROOT / "events") else None
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def unreachable(endpoint: str) -> bool:
+    found = re.match(r"https?://([^:/]+)(?::(\d+))?", endpoint)
+    if not found:
+        return True
+    try:
+        socket.create_connection((found[1], int(found[2] or 80)), timeout=3).close()
+    except OSError:
+        return True
+    return False
+
+
+def seed_needs(event: str, env_vars: Path = ENV_LOCAL) -> str | None:
+    """Seed what ``event`` needs (events/needs.toml) into the table ``env_vars`` points the
+    functions at, through their handlers in this process (scripts/event_needs.py); a one-line
+    problem with its fix when that cannot be done, else None."""
+    from scripts import event_needs
+
+    name = event_name(event)
+    if name is None:
+        return None
+    endpoint = json.loads(env_vars.read_text())["Parameters"]["AWS_ENDPOINT_URL_DYNAMODB"]
+    if unreachable(endpoint):
+        return (
+            f"nothing answers at {endpoint} (the DynamoDB Local of {shown(env_vars)}, where {name}'s needs are seeded): "
+            'start the devstack there (make dev ARGS="--backend-host 172.17.0.1"), or pass --no-seed'
+        )
+    for key, value in sam_env().items():
+        os.environ.setdefault(key, value)  # this process's own clients: the local credentials and Region
+    began = time.monotonic()
+    try:
+        made = event_needs.ensure(name, event_needs.HandlerRunner.from_env_vars(env_vars), report=lambda line: print(line, file=sys.stderr))
+    except event_needs.SeedError as exc:
+        return str(exc)
+    print(f"{name}: what it needs is there ({len(made)} seeded now, {time.monotonic() - began:.1f}s)", file=sys.stderr)
+    return None
+
+
 def main(argv: list[str]) -> int:
-    rebuild = "--rebuild" in argv
-    argv = [a for a in argv if a != "--rebuild"]
+    rebuild, seed = "--rebuild" in argv, "--no-seed" not in argv
+    argv = [a for a in argv if a not in ("--rebuild", "--no-seed")]
     if not argv or argv[0] not in ("invoke", "start-api") or (argv[0] == "invoke" and len(argv) < 3):
         print(__doc__, file=sys.stderr)
         return 2
@@ -328,6 +380,11 @@ def main(argv: list[str]) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 1
+    if argv[0] == "invoke" and seed:  # before the build: a devstack that is not running stops it at once
+        problem = seed_needs(argv[2])
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
     work = ROOT / ".aws-sam" / "local"
     began = time.monotonic()
     try:

@@ -297,3 +297,30 @@ def test_the_inputs_are_what_the_template_builds_from() -> None:
     files = {str(p.relative_to(ROOT)) for p in sam_local.input_files()}
     assert {"template.yaml", "layers/counters/requirements.txt", "layers/counters/Makefile", "functions/likes/app.py"} <= files
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
+
+
+# -- events/needs.toml: what each sample event needs, seeded before it is invoked -------------------
+def test_every_sample_event_is_declared_in_needs_toml_for_its_function() -> None:
+    from scripts import event_needs
+
+    needs = event_needs.load()
+    samples = {str(p.relative_to(ROOT / "events")) for p in (ROOT / "events").rglob("*.json")} - {"env.local.json"}
+    assert set(needs["events"]) == samples
+    functions = set(load()["Resources"])
+    assert all(spec["function"] in functions for spec in needs["events"].values())
+    for check in invoke_events.SEQUENCE:  # make invoke-events invokes each with the same function
+        assert needs["events"][check.event]["function"] == check.function, check.event
+    for seed, spec in needs["seeds"].items():
+        assert {spec["probe"], spec.get("create") or spec["pending"]} <= samples, seed
+    for name in needs["events"]:
+        assert set(event_needs.seeds_for(name, needs)) <= set(needs["seeds"])  # no unknown seed, no cycle
+
+
+def test_seeds_come_after_what_their_create_event_needs() -> None:
+    from scripts import event_needs
+
+    needs = event_needs.load()
+    assert event_needs.seeds_for("reservations/release.json", needs) == ["resource_tickets", "reservation_order_1001"]
+    assert event_needs.seeds_for("orders/latest_order.json", needs) == ["order_1", "latest_order_pointer"]
+    assert event_needs.seeds_for("operations/get_operation.json", needs) == ["post_p1", "like_u2_pending", "like_u2_replayed"]
+    assert event_needs.seeds_for("likes/create_post.json", needs) == []
