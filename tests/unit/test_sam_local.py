@@ -324,3 +324,42 @@ def test_seeds_come_after_what_their_create_event_needs() -> None:
     assert event_needs.seeds_for("orders/latest_order.json", needs) == ["order_1", "latest_order_pointer"]
     assert event_needs.seeds_for("operations/get_operation.json", needs) == ["post_p1", "like_u2_pending", "like_u2_replayed"]
     assert event_needs.seeds_for("likes/create_post.json", needs) == []
+
+
+def test_the_layer_is_inlined_into_each_built_function(tmp_path: Path) -> None:
+    """SAM rebuilds the image on every invoke for a layer defined in the template: the built layer's
+    files are hard-linked into each function's directory and the layer left out of the built template."""
+    build = tmp_path / "build"
+    (build / "CountersLayer" / "python" / "counters").mkdir(parents=True)
+    (build / "CountersLayer" / "python" / "counters" / "__init__.py").write_text("VERSION = 1\n")
+    for name in ("LikesFunction", "OrdersFunction"):
+        (build / name).mkdir()
+        (build / name / "app.py").write_text("import counters\n")
+    template = build / "template.yaml"
+    globals_ = "Globals:\n  Function:\n"
+    template.write_text(globals_ + sam_local.LAYER_REF + "    - Fn::If:\n      - HasAdotLayer\n")
+    assert sam_local.inline_layer(template) is True
+    for name in ("LikesFunction", "OrdersFunction"):
+        linked = build / name / "counters" / "__init__.py"
+        assert linked.read_text() == "VERSION = 1\n"
+        assert linked.stat().st_ino == (build / "CountersLayer" / "python" / "counters" / "__init__.py").stat().st_ino
+    assert template.read_text() == globals_ + "    Layers:\n    - Fn::If:\n      - HasAdotLayer\n"
+    assert sam_local.inline_layer(template) is False  # nothing left to inline
+    (build / "LikesFunction" / "extra").mkdir()
+    template.write_text(globals_ + sam_local.LAYER_REF)
+    (build / "CountersLayer" / "python" / "extra").mkdir()
+    with pytest.raises(RuntimeError, match="LikesFunction has its own .*extra"):
+        sam_local.inline_layer(template)
+
+
+def test_the_built_template_names_the_layer_as_inline_layer_expects() -> None:
+    """What `sam build` writes for Globals' Layers (the template's own, in block style)."""
+    text = (ROOT / "template.yaml").read_text()
+    assert "    Layers:\n      - !Ref CountersLayer\n" in text
+
+
+def test_sams_account_id_lookup_fails_at_once() -> None:
+    """SAM's own STS call (its AWS::AccountId) cannot succeed with the local credentials: it is sent to
+    a closed local port, once, instead of AWS's endpoint with retries (~7 s of every invoke)."""
+    env = sam_local.sam_env()
+    assert env["AWS_ACCESS_KEY_ID"] == "local" and env["AWS_ENDPOINT_URL_STS"] == "http://127.0.0.1:9" and env["AWS_MAX_ATTEMPTS"] == "1"
