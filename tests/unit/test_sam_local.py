@@ -363,3 +363,36 @@ def test_sams_account_id_lookup_fails_at_once() -> None:
     a closed local port, once, instead of AWS's endpoint with retries (~7 s of every invoke)."""
     env = sam_local.sam_env()
     assert env["AWS_ACCESS_KEY_ID"] == "local" and env["AWS_ENDPOINT_URL_STS"] == "http://127.0.0.1:9" and env["AWS_MAX_ATTEMPTS"] == "1"
+
+
+def test_sam_reads_the_event_from_stdin_once_the_seeding_is_done(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
+    """`make local-invoke` starts SAM first; SAM gets the event (stamped if its times expire) on its
+    stdin only after what it needs is seeded, and is stopped, without it, when that fails."""
+    fake = tmp_path / "sam"
+    record = tmp_path / "record.json"
+    fake.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"json.dump({{'args': sys.argv[1:], 'event': sys.stdin.read()}}, open({str(record)!r}, 'w'))\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(sam_local, "SAM", fake)
+    seeded: list[str] = []
+    monkeypatch.setattr(sam_local, "seed_needs", lambda event: seeded.append(event) or (None if not record.exists() else "too late"))
+    built = tmp_path / "build" / "template.yaml"
+    assert sam_local.invoke("LikesFunction", "likes/like.json", built, [], tmp_path, seed=True) == 0
+    got = json.loads(record.read_text())
+    assert seeded == ["likes/like.json"]
+    assert flag_values(got["args"], "-e") == ["-"] and got["args"][:3] == ["local", "invoke", "LikesFunction"]
+    assert got["event"] == (ROOT / "events" / "likes" / "like.json").read_text()
+    sam_local.invoke("LedgerFunction", "ledger/append.json", built, [], tmp_path, seed=False)
+    assert (
+        json.loads(json.loads(record.read_text())["event"])["headers"]["Idempotency-Key"]
+        != json.loads((ROOT / "events" / "ledger" / "append.json").read_text())["headers"]["Idempotency-Key"]
+    )  # stamped now
+    assert seeded == ["likes/like.json"]  # --no-seed
+
+    record.unlink()
+    monkeypatch.setattr(sam_local, "seed_needs", lambda event: "nothing answers at http://172.17.0.1:8000: start the devstack")
+    assert sam_local.invoke("LikesFunction", "likes/like.json", built, [], tmp_path, seed=True) == 1
+    assert "start the devstack" in capsys.readouterr().err
+    assert not record.exists()  # SAM was stopped before it had an event
