@@ -106,7 +106,7 @@ invoke-events: setup $(SAM_VENV)/.installed ## every sample event through `sam l
 
 # sam local on this machine's CPU (the template's arm64, x86_64 elsewhere), against the devstack's
 # DynamoDB Local and SQS emulator (`make dev ARGS="--backend-host 172.17.0.1"`; events/env.local.json).
-local-invoke: $(VENV)/.installed $(SAM_VENV)/.installed ## FUNCTION=LikesFunction EVENT=likes/like.json: sam local invoke, built for this CPU
+local-invoke: $(VENV)/.installed $(SAM_VENV)/.installed ## FUNCTION=LikesFunction EVENT=likes/like.json: sam local invoke, built for this CPU when its inputs changed, what the event needs seeded first (events/needs.toml; ARGS="--rebuild" / "--no-seed")
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make local-invoke FUNCTION=LikesFunction EVENT=likes/like.json (a file under events/)"; exit 2; }
 	$(WITH_LAMBDA_PY) $(PY) scripts/sam_local.py invoke $(FUNCTION) $(EVENT) $(ARGS)
 

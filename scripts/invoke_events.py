@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.sqs import SqsEmulator, create_queues, sqs_client  # noqa: E402
 from devstack.template import read_stack  # noqa: E402
-from scripts.sam_local import build, docker_gateway, event_file, host_arch, invoke_args, missing_image, sam  # noqa: E402
+from scripts.sam_local import docker_gateway, ensure_built, event_file, host_arch, invoke_args, missing_image, sam  # noqa: E402
 
 WORK = ROOT / ".aws-sam" / "invoke"
 TABLE = "tally-invoke"
@@ -206,11 +206,11 @@ def main(argv: list[str]) -> int:
         return 1
     began = time.monotonic()
     try:
-        built = build(arch, WORK)
+        built, did = ensure_built(arch, WORK)
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1
-    print(f"sam build ({arch}): {time.monotonic() - began:.0f}s")
+    print(f"sam build ({arch}): {time.monotonic() - began:.0f}s" if did else f"sam build ({arch}) skipped: its inputs are unchanged")
     # The containers reach the host through Docker's bridge gateway: DynamoDB Local and the SQS
     # emulator listen there (not on 0.0.0.0), and only for the length of this run.
     gateway = docker_gateway()

@@ -4,13 +4,22 @@ scripts/invoke_events.py shares with them.
 The template's functions are arm64. On an x86_64 machine without arm64 emulation (binfmt +
 qemu) an arm64 container cannot run, so the functions are built from a copy of the template
 with every arm64 replaced by the host's architecture (in .aws-sam/<work>/, never committed). The
-code, layer, handlers and events are the same; only the CPU the container claims differs. Every
+code, layer, handlers and events are the same; only the CPU the container claims differs, and the
+layer's files are found in each function's directory (:func:`inline_layer`: SAM rebuilt the image
+for a layer defined in the template on every invoke). Every
 run passes ``--skip-pull-image``: the runtime's image (python:3.X) must be on the machine (pulled, or built
 offline by scripts/build-standin-image.sh), and is checked before anything is built.
 
 Usage (python3.X, the template's Runtime, on PATH for `sam build`; the Makefile finds one):
   python scripts/sam_local.py invoke FUNCTION EVENT [sam args...]   EVENT: a path, or one under events/
   python scripts/sam_local.py start-api [sam args...]               PORT (env) defaults to 3001
+  (--rebuild anywhere: build even when nothing changed; --no-seed: invoke without seeding)
+`sam build` runs only when what it builds from changed (:func:`ensure_built`: a SHA-256 of
+template.yaml, functions/ and layers/counters/, stamped in the build directory after each build).
+Before `invoke`, what the event needs (events/needs.toml: the post p1 for a like...) is seeded
+into the table events/env.local.json names, through the functions' handlers in this process
+(:func:`seed_needs`, scripts/event_needs.py), so every sample event works on a fresh stack in any
+order; SAM, started first, reads the event from its stdin once that is done (:func:`invoke`).
 Both pass ``--env-vars events/env.local.json`` (the devstack's DynamoDB Local and SQS emulator on
 docker0's address: `make dev ARGS="--backend-host 172.17.0.1"`).
 
@@ -27,12 +36,16 @@ Two things the built copy would otherwise lose or keep:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -134,6 +147,10 @@ def sam_env() -> dict[str, str]:
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
     env.update({"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"})  # DynamoDB Local/the emulator accept any
     env.pop("AWS_SESSION_TOKEN", None)
+    # `sam local invoke` asks STS for the account id first (GetCallerIdentity, for AWS::AccountId)
+    # and falls back to a default when that fails, as it always does with these credentials: ~7 s
+    # of retried connections to AWS without network. A closed local port fails it at once.
+    env.update({"AWS_ENDPOINT_URL_STS": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"})
     return env
 
 
@@ -155,16 +172,98 @@ def template_for(arch: str, work: Path) -> Path:
     return target
 
 
+def build_args(arch: str, work: Path) -> list[str]:
+    """``sam build``'s arguments (after ``sam``) for ``arch`` into ``work``/build."""
+    built, cache = work / "build", work / f"cache-{arch}"
+    args = ["build", "-t", str(template_for(arch, work)), "--base-dir", str(ROOT), "--build-dir", str(built)]
+    return [*args, "--language-extensions", "--cached", "--cache-dir", str(cache)]
+
+
 def build(arch: str, work: Path) -> Path:
     """`sam build` of the template for ``arch`` into ``work``/build; returns the built template."""
-    built = work / "build"
-    args = ["build", "-t", str(template_for(arch, work)), "--base-dir", str(ROOT), "--build-dir", str(built)]
     # the layer's wheels (pydantic-core...) must match the functions' CPU, as the template's copy says
-    cache = str(work / f"cache-{arch}")
-    out = sam(*args, "--language-extensions", "--cached", "--cache-dir", cache, env={"LAYER_ARCH": layer_arch(arch)})
+    out = sam(*build_args(arch, work), env={"LAYER_ARCH": layer_arch(arch)})
     if out.returncode:
         raise RuntimeError(f"sam build ({arch}) failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return built / "template.yaml"
+    return work / "build" / "template.yaml"
+
+
+BUILD_INPUTS = ("template.yaml", "functions", "layers/counters")
+"""What `sam build` reads (under the repository's root): the template, the functions' code
+directories (their requirements.txt too) and the layer's ``ContentUri`` (its package, Makefile
+and requirements.txt). Anything else (tests, docs, events, the devstack) changes no build."""
+NOT_INPUTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "build", "dist"}
+"""Directories under the inputs that are their byproducts (bytecode, caches, a local pip build),
+skipped with ``*.egg-info`` and ``*.pyc`` files (all in .gitignore)."""
+STAMP = ".inputs.sha256"
+"""The file in the build directory holding the digest of the inputs it was built from."""
+
+
+def input_files(root: Path = ROOT) -> list[Path]:
+    """Every file of :data:`BUILD_INPUTS` under ``root``, sorted, byproducts left out."""
+    files: list[Path] = []
+    for name in BUILD_INPUTS:
+        top = root / name
+        if top.is_file():
+            files.append(top)
+            continue
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if d not in NOT_INPUTS and not d.endswith(".egg-info")]
+            files += [Path(folder, n) for n in names if not n.endswith(".pyc")]
+    return sorted(files)
+
+
+def inputs_digest(arch: str, work: Path, root: Path = ROOT) -> str:
+    """SHA-256 over what a build for ``arch`` depends on: ``sam build``'s command line (the CPU,
+    the directories), the layer's CPU, and each input file's path and content (content, not
+    mtime: a ``git checkout`` that rewrites a file unchanged rebuilds nothing)."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([build_args(arch, work), layer_arch(arch)]).encode())
+    for path in input_files(root):
+        digest.update(f"\0{path.relative_to(root)}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+LAYER_REF = "    Layers:\n    - Ref: CountersLayer\n"
+"""The template's Globals naming the layer, as `sam build` writes the built template."""
+
+
+def inline_layer(built: Path) -> bool:
+    """The built layer's files hard-linked into each built function's directory (``/var/task``
+    in the container, ahead of ``/opt/python`` on ``sys.path``) and the layer taken out of the
+    built template's Globals. SAM CLI rebuilds the function's image on every `sam local invoke`
+    when a layer is defined in the template (``is_defined_within_template``, its
+    samcli/local/docker/lambda_image.py: "Building image..."; ~20 s of each invoke here); with
+    no layer it reuses the runtime image. The same files, found at another path. False when the
+    built template names no layer (nothing done)."""
+    text = built.read_text()
+    if LAYER_REF not in text:
+        return False
+    layer = built.parent / "CountersLayer" / "python"
+    for function in sorted(p for p in built.parent.iterdir() if p.is_dir() and p.name != "CountersLayer"):
+        clash = {entry.name for entry in layer.iterdir()} & {entry.name for entry in function.iterdir()}
+        if clash:
+            raise RuntimeError(f"{function.name} has its own {', '.join(sorted(clash))}, which the layer has too: cannot inline it")
+        shutil.copytree(layer, function, copy_function=os.link, dirs_exist_ok=True)
+    built.write_text(text.replace(LAYER_REF, "    Layers:\n", 1))
+    return True
+
+
+def ensure_built(arch: str, work: Path, rebuild: bool = False, root: Path = ROOT) -> tuple[Path, bool]:
+    """The built template for ``arch`` in ``work``, and whether `sam build` ran for it: only when
+    ``rebuild``, no build is there, or the digest of its inputs (:func:`inputs_digest`) differs
+    from the one stamped after the last build that succeeded. The stamp is removed before a
+    build and written after it: a build that fails or is interrupted builds again next time."""
+    built, stamp = work / "build" / "template.yaml", work / "build" / STAMP
+    digest = inputs_digest(arch, work, root)
+    if not rebuild and built.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+        return built, False
+    stamp.unlink(missing_ok=True)
+    built = build(arch, work)
+    inline_layer(built)
+    stamp.write_text(digest + "\n")
+    return built, True
 
 
 def docker_gateway() -> str:
@@ -257,7 +356,82 @@ def start_api(built: Path, extra: list[str]) -> int:
     return 0 if stopped_at else code
 
 
+def event_name(event: str) -> str | None:
+    """``event`` as events/needs.toml names it (``likes/like.json``), or None outside events/."""
+    path = Path(event) if Path(event).exists() or Path(event).is_absolute() else ROOT / "events" / event
+    path = path.resolve()
+    return str(path.relative_to(ROOT / "events")) if path.is_relative_to(ROOT / "events") else None
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def unreachable(endpoint: str) -> bool:
+    found = re.match(r"https?://([^:/]+)(?::(\d+))?", endpoint)
+    if not found:
+        return True
+    try:
+        socket.create_connection((found[1], int(found[2] or 80)), timeout=3).close()
+    except OSError:
+        return True
+    return False
+
+
+def seed_problem(event: str, env_vars: Path = ENV_LOCAL) -> str | None:
+    """Why what ``event`` needs cannot be seeded (one line, with the fix), or None."""
+    name = event_name(event)
+    endpoint = json.loads(env_vars.read_text())["Parameters"]["AWS_ENDPOINT_URL_DYNAMODB"]
+    if name is not None and unreachable(endpoint):
+        return (
+            f"nothing answers at {endpoint} (the DynamoDB Local of {shown(env_vars)}, where {name}'s needs are seeded): "
+            'start the devstack there (make dev ARGS="--backend-host 172.17.0.1"), or pass --no-seed'
+        )
+    return None
+
+
+def seed_needs(event: str, env_vars: Path = ENV_LOCAL) -> str | None:
+    """Seed what ``event`` needs (events/needs.toml) into the table ``env_vars`` points the
+    functions at, through their handlers in this process (scripts/event_needs.py); a one-line
+    problem with its fix when that cannot be done, else None."""
+    from scripts import event_needs
+
+    name, problem = event_name(event), seed_problem(event, env_vars)
+    if name is None or problem is not None:
+        return problem
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_REGION"):
+        os.environ.setdefault(key, sam_env()[key])  # this process's own clients: the local credentials and Region
+    began = time.monotonic()
+    runner = event_needs.HandlerRunner.from_env_vars(env_vars)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the seeding handlers' EMF: stdout is the invocation's answer
+            made = event_needs.ensure(name, runner, report=lambda line: print(line, file=sys.stderr))
+    except event_needs.SeedError as exc:
+        return str(exc)
+    print(f"{name}: what it needs is there ({len(made)} seeded now, {time.monotonic() - began:.1f}s)", file=sys.stderr)
+    return None
+
+
+def invoke(function: str, event: str, built: Path, extra: list[str], work: Path, seed: bool) -> int:
+    """`sam local invoke` of ``event`` (read from its stdin), what the event needs seeded meanwhile.
+    SAM reads the event before it reads the template or starts a container, so it waits for the
+    seeding however long that takes, and the seconds SAM spends starting up are not added to it."""
+    process = subprocess.Popen([str(SAM), *invoke_args(function, Path("-"), built, extra)], cwd=ROOT, env=sam_env(), stdin=subprocess.PIPE)
+    assert process.stdin is not None
+    problem = seed_needs(event) if seed else None
+    if problem is not None:
+        process.kill()
+        process.wait()
+        print(problem, file=sys.stderr)
+        return 1
+    process.stdin.write(event_file(event, work).read_bytes())  # stamped now, if its times expire
+    process.stdin.close()
+    return process.wait()
+
+
 def main(argv: list[str]) -> int:
+    rebuild, seed = "--rebuild" in argv, "--no-seed" not in argv
+    argv = [a for a in argv if a not in ("--rebuild", "--no-seed")]
     if not argv or argv[0] not in ("invoke", "start-api") or (argv[0] == "invoke" and len(argv) < 3):
         print(__doc__, file=sys.stderr)
         return 2
@@ -266,14 +440,29 @@ def main(argv: list[str]) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 1
+    if argv[0] == "invoke" and seed:  # before the build: a devstack that is not running stops it at once
+        problem = seed_problem(argv[2])
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
     work = ROOT / ".aws-sam" / "local"
     began = time.monotonic()
-    built = build(arch, work)
-    print(f"sam build ({arch}): {time.monotonic() - began:.0f}s", file=sys.stderr)
+    try:
+        built, did = ensure_built(arch, work, rebuild)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    took = time.monotonic() - began
+    if did:
+        print(f"sam build ({arch}): {took:.0f}s", file=sys.stderr)
+    else:
+        print(
+            f"sam build ({arch}) skipped: its inputs are unchanged since the last build ({took:.2f}s to check; --rebuild forces one)",
+            file=sys.stderr,
+        )
     if argv[0] == "invoke":
         function, event, extra = argv[1], argv[2], argv[3:]
-        args = invoke_args(function, event_file(event, work), built, extra)
-        return subprocess.run([str(SAM), *args], cwd=ROOT, env=sam_env()).returncode
+        return invoke(function, event, built, extra, work, seed)
     return start_api(built, argv[1:])
 
 

@@ -103,10 +103,26 @@ class Function(Generic[S, T]):
                 return self.invoke(fn, event, context)
 
             logged = self.logger.inject_lambda_context(correlation_id_path=correlation_id_path)(entry)
-            # Powertools types the wrapper as Callable[..., Any]; it calls fn with the same arguments.
-            return cast(F, self.metrics.log_metrics(logged))
+
+            @functools.wraps(fn)
+            def flushed(event: JSONObject, context: LambdaContext) -> object:
+                try:
+                    return logged(event, context)
+                finally:
+                    self.flush_metrics()
+
+            return cast(F, flushed)
 
         return decorate
+
+    def flush_metrics(self) -> None:
+        """Print the EMF metrics recorded since the last flush, if any. Powertools' own
+        ``log_metrics`` flushes an empty set too, and warns "No application metrics to publish"
+        on every such invocation (a read, a rejected request, a batch with nothing to count):
+        here nothing is printed and nothing warns. Its documented fix, a process-wide
+        ``warnings.filterwarnings``, would also hide the warning from the user's own code."""
+        if self.metrics.metric_set:
+            self.metrics.flush_metrics()
 
 
 def _forget_service(ref: weakref.ref[Function[S, T]]) -> Callable[[], None]:
