@@ -9,7 +9,7 @@ from typing import NamedTuple, NotRequired, TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import require
-from counters.core.errors import InvalidRequest
+from counters.core.errors import InvalidRequest, StreamConsumerMissing
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Result
@@ -75,6 +75,22 @@ class PublicLiker(TypedDict):
 
     userId: str
     likedAt: int | None
+
+
+def no_aggregator(what: str, *, standard: bool = True) -> StreamConsumerMissing:
+    """The refusal of a hot like (or of making a post hot) where no like aggregator was declared:
+    ``what`` is refused, and the message names what to run and how to say it runs."""
+    fix = (
+        "; or keep the post standard (mode='standard'), counted in the like's own transaction"
+        if standard
+        else " (on MRSC a post is hot: standard likes need transactions, which MRSC tables do not have)"
+    )
+    return StreamConsumerMissing(
+        f"{what}: a hot post's likes are counted only by the like aggregator, a consumer of the table's "
+        f"stream (LikeAggregatorFunction, functions/like_aggregator: sam deploy and make dev run it), and "
+        f"this Likes was not told that one runs. Run it on the table's stream, then pass "
+        f"Likes(..., stream_consumers=True) or set TALLY_STREAM_CONSUMERS=true{fix}"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
