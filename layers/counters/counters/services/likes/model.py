@@ -228,6 +228,12 @@ def public_post(post: Post, *, regions: list[Post] | None = None) -> PublicPost:
     delivered to the aggregator yet is invisible here (a hot like writes nothing shared); the
     aggregator's iterator-age alarm watches for that.
 
+    Both are bounded by the post's own life, which holds whatever the precision of the stream's
+    creation times (DynamoDB Local rounds them down to the minute): ``asOf`` is never before
+    ``createdAt`` (no like precedes its post), and ``lagMs`` never more than the post's age now
+    (its oldest pending like was written after the post). Nothing finer is claimed: on AWS the
+    creation times have second precision, locally a minute's, within those bounds.
+
     ``regions`` (a global table): the tally items of the Regions that counted; ``likeTally`` is
     their sum, ``asOf`` the least of their watermarks and ``lagMs`` the largest lag. Each Region's
     item trails what was replicated into it by its aggregator's lag; the sum is exact once the
@@ -247,6 +253,11 @@ def public_post(post: Post, *, regions: list[Post] | None = None) -> PublicPost:
     }
     if post.mode == HOT:
         watermark = as_of(post.watermarks)
+        lag = None if watermark is None else post.lag_ms
+        if post.created_at is not None:  # bounds the post's own life gives: its likes were all written after it
+            born = post.created_at * 1000  # whole seconds, rounded down: never later than the post's creation
+            watermark = None if watermark is None else max(watermark, born)
+            lag = None if lag is None else min(lag, max(0, now_ms() - born))
         public["asOf"] = watermark
-        public["lagMs"] = None if watermark is None or post.lag_ms is None else post.lag_ms
+        public["lagMs"] = lag
     return public
