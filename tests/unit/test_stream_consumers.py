@@ -95,12 +95,13 @@ def test_an_escrow_transfer_is_refused_before_anything_is_debited(ddb: Any) -> N
     assert item_count(ddb, TABLE) == before
 
 
-def test_the_stack_declares_its_consumers_on_every_function() -> None:
+def test_the_stack_declares_its_consumers_on_every_function(monkeypatch: pytest.MonkeyPatch) -> None:
     """template.yaml sets the variable in Globals; each function's settings read it, and a service
     built from them accepts hot likes (the deployed stack and `make dev` run the consumers)."""
+    monkeypatch.delenv(STREAM_CONSUMERS_ENV, raising=False)  # only the template's environment counts here
     stack = read_stack("t")
     for function in stack.functions.values():
-        assert stream_consumers(Settings.from_env(function.environment).stream_consumers), function.name
+        assert Settings.from_env(function.environment).stream_consumers is True, function.name
     settings = LikeSettings.from_env(stack.functions["LikesFunction"].environment)
     assert Likes.from_settings(settings).stream_consumers is True
 
