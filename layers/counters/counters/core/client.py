@@ -141,7 +141,7 @@ def client() -> DynamoDBClient:
         with CLIENT_LOCK:
             if _dynamodb is None:
                 try:
-                    made: DynamoDBClient = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)  # type: ignore[assignment]  # stubs: BaseClient; the class has these operations at run time
+                    made: DynamoDBClient = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)  # type: ignore[assignment, unused-ignore]  # stubs: BaseClient (without them Any); the class has these operations at run time
                 except (NoRegionError, ValueError) as exc:
                     _raise_mistake("dynamodb", exc)
                     raise
@@ -157,7 +157,7 @@ def sqs_client() -> SQSClient:
         with CLIENT_LOCK:
             if _sqs is None:
                 try:
-                    made: SQSClient = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # type: ignore[assignment]  # as for DynamoDB above
+                    made: SQSClient = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # type: ignore[assignment, unused-ignore]  # as for DynamoDB above
                 except (NoRegionError, ValueError) as exc:
                     _raise_mistake("sqs", exc)
                     raise
