@@ -33,6 +33,7 @@ for key, value in {
     "AWS_SECRET_ACCESS_KEY": "proof",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
+    "TALLY_STREAM_CONSUMERS": "1",  # the scenarios drain the stream themselves
 }.items():
     os.environ.setdefault(key, value)
 

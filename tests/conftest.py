@@ -30,6 +30,9 @@ os.environ.update(
         # (counters.core.engine.run): a call with no retry fails the test that reaches it. The
         # local stack's worker processes inherit it.
         "TALLY_ENGINE_GUARD": "1",
+        # The tests run the stream consumers (the local stack's pollers, or a drain in the test):
+        # hot likes, the order pointer and escrow transfers are accepted as on the stack.
+        "TALLY_STREAM_CONSUMERS": "1",
     }
 )
 

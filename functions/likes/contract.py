@@ -56,12 +56,15 @@ class Post(Body):
     mode: str = "standard"
     modeEpoch: int = Field(default=0, description="how many times the post switched modes")
     asOf: int | None = Field(
-        default=None, description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation"
+        default=None,
+        description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation; never before "
+        "createdAt (the stream's creation times are rounded down: to the second on AWS, to the minute on DynamoDB Local)",
     )
     lagMs: int | None = Field(
         default=None,
         description="hot posts: how long the oldest like of the aggregator's last write to this post had waited (ms); "
-        "it does not grow while the post is idle; null before the first aggregation",
+        "it does not grow while the post is idle; null before the first aggregation; never more than the post's age "
+        "(the stream's rounded creation times make it read high by up to 1 s on AWS, 60 s on DynamoDB Local)",
     )
 
 

@@ -420,8 +420,12 @@ def test_lag_of_an_idle_hot_post_is_zero_and_does_not_grow(likes: Likes, table: 
     assert (shown["likeTally"], shown["asOf"], shown["lagMs"]) == (1, created, 0)
 
 
-def test_lag_of_a_hot_post_is_how_long_its_pending_likes_waited(likes: Likes, table: str) -> None:
+def test_lag_of_a_hot_post_is_how_long_its_pending_likes_waited(likes: Likes, table: str, ddb: Any) -> None:
     likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    key = {"PK": {"S": "POST#h1"}, "SK": {"S": "META"}}  # 60 s old: lagMs is bounded by the post's age (test below)
+    ddb.update_item(
+        TableName=table, Key=key, UpdateExpression="SET createdAt = createdAt - :m", ExpressionAttributeValues={":m": {"N": "60"}}
+    )
     written = now_ms()
     clock = [written + 5_000]  # the aggregator gets the records 5 s after they were written
     agg = like_aggregator(table, retry=FAST, clock=lambda: clock[0])
@@ -431,6 +435,21 @@ def test_lag_of_a_hot_post_is_how_long_its_pending_likes_waited(likes: Likes, ta
     clock[0] = written + 6_000
     agg.apply([Change("h1", "S2", "100000000000000000003", 1, written + 5_900)])
     assert likes.get_post("h1")["lagMs"] == 100  # caught up: only what was pending at the last write counts
+
+
+def test_as_of_and_lag_are_bounded_by_the_post_s_life_whatever_the_stream_s_rounding(likes: Likes, table: str) -> None:
+    """DynamoDB Local rounds the stream's creation times down to the minute: a like written now may
+    carry a time up to 60 s ago, so a fresh post showed an asOf before its own creation and lagMs
+    near a minute. The answer keeps to what the post's life proves: asOf >= createdAt, lagMs <= its age."""
+    post, _ = likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    born = post["createdAt"] * 1000
+    written = now_ms()
+    rounded = written - written % 60_000 - 60_000  # as DynamoDB Local would report it, and a minute more
+    agg = like_aggregator(table, retry=FAST, clock=lambda: written + 100)
+    agg.apply([Change("h1", "S0", "100000000000000000001", 1, rounded)])
+    shown = likes.get_post("h1")
+    assert shown["likeTally"] == 1 and shown["asOf"] == born  # not `rounded`, a time before the post existed
+    assert shown["lagMs"] is not None and 0 <= shown["lagMs"] <= now_ms() - born  # not the 60 s+ the rounding made
 
 
 def test_the_local_stack_subscribes_the_aggregator_with_its_filter() -> None:

@@ -173,6 +173,18 @@ def test_the_quickstart_passes_mypy_strict(clean_venv: Path, mypy_venv: Path, tm
     assert done.stdout.startswith("Success: no issues found in 1 source file"), done.stdout
 
 
+def test_a_users_program_passes_mypy_strict_run_from_the_repository_root(clean_venv: Path, mypy_venv: Path, tmp_path: Path) -> None:
+    """From the repository root pyproject.toml's [tool.mypy] applies, and its mypy_path makes mypy
+    check the layer's source in the user's environment, with no botocore-stubs and no OpenTelemetry
+    (it reported 15 errors in files the user did not write): those imports are Any there."""
+    for name, source in (("user_program.py", QUICKSTART), ("typed_usage.py", ROOT / "tests" / "unit" / "typed_usage.py")):
+        script = Path(shutil.copy(source, tmp_path / name))
+        args = ["-m", "mypy", "--strict", "--no-incremental", "--python-executable", str(clean_venv), str(script)]
+        done = run_in(mypy_venv, *args, env={"PATH": "/usr/bin:/bin"}, cwd=ROOT)
+        assert done.returncode == 0, name + ": " + done.stdout + done.stderr
+        assert done.stdout.startswith("Success: no issues found in 1 source file"), done.stdout
+
+
 def test_the_wheel_is_the_size_the_docs_say(clean_venv: Path) -> None:
     """docs/layer.md's "The wheel is about N kB", measured: the wheel pip built from a checkout for
     the clean venv, within 15% (issue 27: the docs said 115 KB of a 186 KB wheel). Update the

@@ -45,6 +45,11 @@ FINAL: dict[str, bool] = {
     "ConfigurationError": False,  # a setup to fix, not a refusal: the replay waits for the fix
     "EndpointUnreachable": False,
     "TableNotFound": False,
+    "CredentialsNotFound": False,  # a setup to fix: redelivered, then the DLQ
+    "RegionNotSet": False,
+    "EndpointInvalid": False,
+    "TableLayoutMismatch": False,
+    "StreamConsumerMissing": False,
     "IdempotencyKeyInFlight": False,  # the first request with the key finishes; a replay meeting it is redelivered
     "IdempotencyKeyMissing": True,
     "DeadlineReached": False,  # out of time before the next call: nothing was sent, safe to replay

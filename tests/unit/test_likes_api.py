@@ -151,3 +151,34 @@ def test_a_deferred_request_is_counted_as_the_deferred_metric(
     assert (status, body["operationId"]) == (202, command.operation_id)
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert [b["Deferred"] for b in blobs if "Deferred" in b] == [[1.0]], blobs
+
+
+B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def _flip_padding_bits(part: str) -> str:
+    """The same bytes, another spelling: the last character's bits below the data it carries changed
+    (16 bytes end with 2 data bits and 4 spare ones; the payload's length decides its own)."""
+    spare = {2: 4, 3: 2}.get(len(part) % 4, 0)  # bits of the last character that carry no data
+    assert spare, part
+    index = B64URL.index(part[-1])
+    return part[:-1] + B64URL[index ^ 1]
+
+
+def test_a_cursor_spelled_with_other_padding_bits_is_400_invalid_cursor(app: Any) -> None:
+    """A cursor is accepted only as the listing spelled it: base64url decoding ignores a last
+    character's spare bits (and characters outside the alphabet), so the cursor is re-encoded and
+    compared (docs/likes.md: anything else is 400)."""
+    assert invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "x"}))[0] == 201
+    for user in ("u1", "u2", "u3"):
+        assert invoke(app, api_event("PUT", f"/posts/p1/likes/{user}"))[0] == 200
+    status, page = invoke(app, api_event("GET", "/posts/p1/likes?limit=1"))
+    assert status == 200 and page["cursor"], page
+    body, tag = page["cursor"].split(".")
+    assert invoke(app, api_event("GET", f"/posts/p1/likes?limit=1&cursor={body}.{tag}"))[0] == 200
+    forged = [f"{body}.{_flip_padding_bits(tag)}", f"{body}.{tag}!", f"{body}.{tag}="]
+    if {2: 4, 3: 2}.get(len(body) % 4):
+        forged.append(f"{_flip_padding_bits(body)}.{tag}")
+    for cursor in forged:
+        status, answer = invoke(app, api_event("GET", f"/posts/p1/likes?limit=1&cursor={cursor}"))
+        assert (status, answer.get("error")) == (400, "invalid_cursor"), (cursor, answer)

@@ -94,3 +94,33 @@ def test_the_otel_extra_is_the_api_only_and_the_tests_pin_falls_inside_it() -> N
     assert api.specifier.contains(next(iter(pin.specifier)).version)
     layer = (PACKAGE / "requirements.txt").read_text()
     assert "opentelemetry" not in layer  # the SAM layer leaves the API to the ADOT layer (one copy, its version)
+
+
+# The ADOT Python Lambda layers and the first OpenTelemetry API release each cannot load. An
+# application that bundles a newer API ahead of /opt leaves ADOT uninitialised: the invocation
+# goes on, spans are non-recording and nothing reaches X-Ray, with no error. Source:
+# aws-observability/aws-otel-python-instrumentation issue 823 (2026-07-17), "ADOT Lambda layer fails
+# to initialize when application bundles OpenTelemetry 1.44.0": layers :32 (ADOT 0.17.1) and :33
+# (ADOT 0.18.0, OpenTelemetry 1.42.1) import opentelemetry._events, which 1.44.0 removed; 1.43.0
+# initialises. A new ADOT layer that loads 1.44+ is a new row here, and only then may the bound move.
+ADOT_CANNOT_LOAD = {
+    "AWSOpenTelemetryDistroPython:32 (ADOT Python 0.17.1)": "1.44.0",
+    "AWSOpenTelemetryDistroPython:33 (ADOT Python 0.18.0, OpenTelemetry 1.42.1)": "1.44.0",
+}
+
+
+def test_the_otel_extra_admits_no_release_an_adot_layer_cannot_load() -> None:
+    """Every `<`/`<=`/`==`/`~=` bound of the extra lies at or below the first release some ADOT layer
+    cannot load (an open-ended range fails), and that release and its successors are outside it."""
+    from packaging.version import Version
+
+    (api,) = [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["otel"]]
+    first_broken = min(Version(v) for v in ADOT_CANNOT_LOAD.values())
+    for spec in api.specifier:
+        if spec.operator in ("<", "<=", "==", "~="):
+            break
+    else:
+        raise AssertionError(f"{api}: no upper bound, so it admits {first_broken} (ADOT: {ADOT_CANNOT_LOAD})")
+    for release in (first_broken, Version(f"{first_broken.major}.{first_broken.minor}.9"), Version("1.45.2"), Version("1.99.0")):
+        assert not api.specifier.contains(release), f"{api} admits {release}, which {ADOT_CANNOT_LOAD} cannot load"
+    assert api.specifier.contains("1.42.1")  # what ADOT 0.18.0 bundles: the range is not empty

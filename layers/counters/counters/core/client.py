@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import botocore.session
 from botocore.config import Config
+from botocore.exceptions import NoRegionError
 
 if TYPE_CHECKING:  # types only: botocore-stubs
     from botocore.client import ClientMeta
@@ -123,13 +124,27 @@ def botocore_session() -> botocore.session.Session:
     return session
 
 
+def _raise_mistake(service: str, exc: BaseException) -> None:
+    """Outside Lambda, a client that cannot be made for a setup reason raises the error naming the
+    fix ([`counters.core.configuration.client_mistake`][counters.core.configuration.client_mistake]); otherwise this returns."""
+    from counters.core.configuration import client_mistake  # imported only on the error
+
+    mistake = client_mistake(service, exc)
+    if mistake is not None:
+        raise mistake from exc
+
+
 def client() -> DynamoDBClient:
     """The process-wide DynamoDB client (created on first use, honours endpoint env vars)."""
     global _dynamodb
     if _dynamodb is None:
         with CLIENT_LOCK:
             if _dynamodb is None:
-                made: DynamoDBClient = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)  # type: ignore[assignment]  # stubs: BaseClient; the class has these operations at run time
+                try:
+                    made: DynamoDBClient = botocore_session().create_client("dynamodb", config=CLIENT_CONFIG)  # type: ignore[assignment, unused-ignore]  # stubs: BaseClient (without them Any); the class has these operations at run time
+                except (NoRegionError, ValueError) as exc:
+                    _raise_mistake("dynamodb", exc)
+                    raise
                 guard(made.meta.events, "dynamodb")
                 _dynamodb = made
     return _dynamodb
@@ -141,7 +156,11 @@ def sqs_client() -> SQSClient:
     if _sqs is None:
         with CLIENT_LOCK:
             if _sqs is None:
-                made: SQSClient = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # type: ignore[assignment]  # as for DynamoDB above
+                try:
+                    made: SQSClient = botocore_session().create_client("sqs", config=CLIENT_CONFIG)  # type: ignore[assignment, unused-ignore]  # as for DynamoDB above
+                except (NoRegionError, ValueError) as exc:
+                    _raise_mistake("sqs", exc)
+                    raise
                 guard(made.meta.events, "sqs")
                 _sqs = made
     return _sqs

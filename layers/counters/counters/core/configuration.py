@@ -15,6 +15,20 @@ fix, instead of answering contention (or letting botocore's raw error through):
   answered 503 as before. A process that reached the endpoint once (a long-running script whose
   DynamoDB restarts, a request whose earlier writes applied) is losing a connection, not
   misconfigured, so it keeps that answer too.
+
+Outside Lambda only (inside one, botocore's error goes through as before, and the function's log
+has it), a setup a new user gets wrong names its fix too ([`mistake`][counters.core.configuration.mistake],
+[`client_mistake`][counters.core.configuration.client_mistake]):
+
+* **no credentials** (``NoCredentialsError``): [`CredentialsNotFound`][counters.core.errors.CredentialsNotFound];
+* **no Region** (``NoRegionError``, making the client): [`RegionNotSet`][counters.core.errors.RegionNotSet];
+* **an endpoint without its scheme** (``ValueError: Invalid endpoint``): [`EndpointInvalid`][counters.core.errors.EndpointInvalid];
+* **a table of another layout**: a key schema other than ``PK``/``SK``, a key of another type, or a
+  counted attribute stored as a string: [`TableLayoutMismatch`][counters.core.errors.TableLayoutMismatch]. DynamoDB
+  answers each with a ``ValidationException`` (in a transaction, a ``ValidationError`` reason) and no
+  code of its own, so these are told by the message's pattern ([`KEY_MISMATCH`][counters.core.configuration.KEY_MISMATCH],
+  [`OPERAND_MISMATCH`][counters.core.configuration.OPERAND_MISMATCH]) and only those shapes; a throttle, a conflict
+  or a failed condition is classified before this is asked, so contention never becomes one.
 """
 
 from __future__ import annotations
@@ -23,9 +37,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
-from counters.core.errors import EndpointUnreachable, TableNotFound
+from counters.core.errors import (
+    ConfigurationError,
+    CredentialsNotFound,
+    EndpointInvalid,
+    EndpointUnreachable,
+    RegionNotSet,
+    TableLayoutMismatch,
+    TableNotFound,
+)
 from counters.core.failures import Classified, Failure
 
 LAMBDA_ENV = "AWS_LAMBDA_FUNCTION_NAME"
@@ -111,3 +133,99 @@ def missing_table(operation: Callable[..., Any], exc: ClientError | BotoCoreErro
         f"or check TABLE_NAME and the region (AWS_REGION / AWS_DEFAULT_REGION)"
     )
     return TableNotFound(message, cause_code="ResourceNotFoundException", table=tables[0] if len(tables) == 1 else None)
+
+
+def client_mistake(service: str, exc: BaseException) -> ConfigurationError | None:
+    """What making ``service``'s client raised (``NoRegionError``, ``ValueError: Invalid endpoint``)
+    as the error naming its fix, outside Lambda; ``None``: raise botocore's."""
+    if in_lambda():
+        return None
+    name = SERVICE_NAME.get(service, service)
+    if isinstance(exc, NoRegionError):
+        return RegionNotSet(
+            f"no AWS Region to send {name} calls to (NoRegionError): set AWS_DEFAULT_REGION, e.g. "
+            f"AWS_DEFAULT_REGION=us-east-1 (outside Lambda botocore reads AWS_DEFAULT_REGION, not AWS_REGION), "
+            f"or a region in the ~/.aws/config profile AWS_PROFILE names",
+            cause_code="NoRegionError",
+        )
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
+        own = ENDPOINT_ENV.get(service, f"AWS_ENDPOINT_URL_{service.upper()}")
+        variable = own if os.environ.get(own) or not os.environ.get("AWS_ENDPOINT_URL") else "AWS_ENDPOINT_URL"
+        value = os.environ.get(variable, "")
+        example = "http://" + (value.split("://", 1)[-1] or "127.0.0.1:8000")
+        return EndpointInvalid(
+            f"{variable}={value!r} is not an endpoint URL ({exc}): give it its scheme, e.g. {variable}={example}",
+            cause_code="ValueError",
+        )
+    return None
+
+
+KEY_MISMATCH = (
+    "One of the required keys was not given a value",
+    "The provided key element does not match the schema",
+    "The number of conditions on the keys is invalid",
+    "Type mismatch for key",
+)
+"""The ``ValidationException`` messages of a request whose key is not the table's: another key
+schema (a missing or an extra key attribute) or a key of another type (AWS and DynamoDB Local)."""
+OPERAND_MISMATCH = ("An operand in the update expression has an incorrect data type",)
+"""The message of an ``ADD`` (or ``SET #n = #n + :d``) on an attribute that is not a number."""
+
+
+def _validation_messages(exc: ClientError) -> list[str]:
+    """The messages of a ``ValidationException``, or of a cancelled transaction's ``ValidationError`` reasons."""
+    error = exc.response.get("Error", {})
+    if error.get("Code") == "ValidationException":
+        return [str(error.get("Message", ""))]
+    if error.get("Code") == "TransactionCanceledException":
+        reasons = exc.response.get("CancellationReasons") or ()
+        return [str(r.get("Message", "")) for r in reasons if r.get("Code") == "ValidationError"]
+    return []
+
+
+def _keys(params: dict[str, Any]) -> str:
+    """The item keys a request names, as ``PK='POST#p1' SK='META'`` (for a message)."""
+    keys = [params["Key"]] if "Key" in params else []
+    for action in params.get("TransactItems") or ():
+        keys += [body["Key"] for body in action.values() if isinstance(body, dict) and "Key" in body]
+    shown = [" ".join(f"{name}={next(iter(value.values()))!r}" for name, value in key.items()) for key in keys]
+    return "; ".join(shown) or "(no key)"
+
+
+def mistake(operation: Callable[..., Any], exc: ClientError | BotoCoreError, params: dict[str, Any]) -> ConfigurationError | None:
+    """A failure the engine does not classify (so never contention) as the setup mistake it shows:
+    a missing table anywhere; outside Lambda also no credentials and a table of another layout
+    (the module's list). ``None``: raise botocore's error."""
+    missing = missing_table(operation, exc, params)
+    if missing is not None or in_lambda():
+        return missing
+    service = _service(operation)
+    if isinstance(exc, NoCredentialsError):
+        return CredentialsNotFound(
+            f"no AWS credentials to sign {SERVICE_NAME.get(service, service)} calls to {_endpoint(operation) or 'AWS'} "
+            f"(NoCredentialsError): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (DynamoDB Local takes any values, "
+            f"e.g. AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy), or AWS_PROFILE naming a profile that has them",
+            cause_code="NoCredentialsError",
+        )
+    if not isinstance(exc, ClientError) or service != "dynamodb":
+        return None
+    tables = _tables(params)
+    named = ", ".join(map(repr, tables)) or "(unnamed)"
+    for message in _validation_messages(exc):
+        if any(shape in message for shape in KEY_MISMATCH):
+            return TableLayoutMismatch(
+                f"table {named} does not have the key the layer writes (ValidationException: {message}): the layer's "
+                f"items are keyed PK (string, HASH) and SK (string, RANGE), as template.yaml's CountersTable: create "
+                f"a table with that key schema (AttributeType S for both; docs/layer.md's create-table), or set "
+                f"TABLE_NAME to one that has it",
+                cause_code="ValidationException",
+            )
+        if any(shape in message for shape in OPERAND_MISMATCH):
+            return TableLayoutMismatch(
+                f"an attribute the layer counts in is not a number in table {named} (ValidationException: {message}), "
+                f"on the item {_keys(params)}: the layer's counters (likeTally, capacities, sequences, tallies) are "
+                f"numbers (N); an item written by hand or by another program holds one as a string (S): store it as "
+                f"a number, or delete the item and let the layer create it",
+                cause_code="ValidationException",
+            )
+    return None

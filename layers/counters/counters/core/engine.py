@@ -202,9 +202,9 @@ def run(
             failure = classify(exc)
             configuration.note(operation, exc, failure)
             if failure is None:
-                missing = configuration.missing_table(operation, exc, report.params)
-                if missing is not None:
-                    raise missing from exc
+                mistake = configuration.mistake(operation, exc, report.params)
+                if mistake is not None:
+                    raise mistake from exc
                 raise
             report.failure = failure
             tracing.attempt_failed(report.attempts, failure)

@@ -282,3 +282,47 @@ class TableNotFound(ConfigurationError):
         super().__init__(message, cause_code=cause_code)
         self.table = table
         """The table the call named (``None`` when it named several)."""
+
+
+class CredentialsNotFound(ConfigurationError):
+    """botocore found no AWS credentials (``NoCredentialsError``), outside Lambda."""
+
+    code = "credentials_not_found"
+    default_message = "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+    final = False
+
+
+class RegionNotSet(ConfigurationError):
+    """botocore found no Region to send to (``NoRegionError``), outside Lambda."""
+
+    code = "region_not_set"
+    default_message = "no AWS Region: set AWS_DEFAULT_REGION, e.g. us-east-1"
+    final = False
+
+
+class EndpointInvalid(ConfigurationError):
+    """The endpoint variable is not a URL botocore accepts (``ValueError: Invalid endpoint``), outside Lambda."""
+
+    code = "endpoint_invalid"
+    default_message = "the endpoint is not a URL: give its scheme, e.g. AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000"
+    final = False
+
+
+class TableLayoutMismatch(ConfigurationError):
+    """The table's key schema, a key's type or a counted attribute's type is not the layout the layer
+    writes (DynamoDB's ``ValidationException`` of that shape), outside Lambda."""
+
+    code = "table_layout_mismatch"
+    default_message = "the table does not have the layout the layer writes (PK and SK, both strings; numeric counters)"
+    final = False
+
+
+class StreamConsumerMissing(ConfigurationError):
+    """The operation is counted (or its effect applied) only by a consumer of the table's stream,
+    and this process was not told one runs: refused before anything is written, rather than
+    accepted and never counted. The message names what to run and the setting that says it runs
+    (``stream_consumers=True``, ``TALLY_STREAM_CONSUMERS``; docs/layer.md "What needs a stream consumer")."""
+
+    code = "stream_consumer_missing"
+    default_message = "this operation needs a consumer of the table's stream; run it and set TALLY_STREAM_CONSUMERS=true"
+    final = False  # a setup to fix: a replay waits for it (redelivered, then the DLQ)

@@ -35,6 +35,21 @@ class SettingsError(ValueError):
     """The environment does not configure the function correctly."""
 
 
+STREAM_CONSUMERS_ENV = "TALLY_STREAM_CONSUMERS"
+"""``true``: the table's stream consumers run (template.yaml sets it on the stack's functions)."""
+
+
+def stream_consumers(declared: bool | None = None) -> bool:
+    """Whether the stream consumers run: ``declared`` (a service's ``stream_consumers=`` argument,
+    or its settings' field) when given, else ``TALLY_STREAM_CONSUMERS`` (``true``/``1``/``yes``), else
+    ``False``: an operation only a consumer would count is then refused
+    ([`StreamConsumerMissing`][counters.core.errors.StreamConsumerMissing]), never accepted and left uncounted."""
+    if declared is not None:
+        return declared
+    raw = os.environ.get(STREAM_CONSUMERS_ENV) or ""
+    return bool(raw) and bool(_parse(STREAM_CONSUMERS_ENV, raw, bool))
+
+
 T = TypeVar("T")
 
 
@@ -68,6 +83,10 @@ class Settings:
 
     table_name: str = env("TABLE_NAME")
     inline_retry_attempts: int = env("INLINE_RETRY_ATTEMPTS", 6)
+    stream_consumers: bool | None = env(STREAM_CONSUMERS_ENV, None)
+    """Whether the table's stream consumers run beside this function (the like aggregator, the
+    order pointer, MREC escrow): template.yaml sets it on every function of the stack, which deploys
+    them. Unset (``None``): as [`stream_consumers`][counters.core.settings.stream_consumers] finds it."""
 
     @property
     def retry(self) -> RetryPolicy:

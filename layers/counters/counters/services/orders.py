@@ -57,7 +57,7 @@ from typing import Any, TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound
+from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound, StreamConsumerMissing
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.items import Record
@@ -67,6 +67,7 @@ from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE, RegionSettings, Topology
 from counters.core.settings import env
+from counters.core.settings import stream_consumers as stream_consumers_run
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence, SequenceMode
 from counters.store.expr import Transaction
@@ -151,8 +152,12 @@ class Orders:
         occ: RetryPolicy | None = None,
         key_ttl_seconds: int = KEY_TTL_SECONDS,
         policy: RegionPolicy = ONE_REGION_POLICY,
+        stream_consumers: bool | None = None,
     ) -> None:
+        """``stream_consumers``: whether the order pointer function runs on the table's stream
+        (``None``: ``TALLY_STREAM_CONSUMERS``); without it [`latest`][counters.services.orders.Orders.latest] is refused."""
         self.table_name = table_name
+        self.stream_consumers = stream_consumers_run(stream_consumers)
         self.key_ttl_seconds = key_ttl_seconds
         self.retry = retry or RetryPolicy()
         self.policy = policy
@@ -164,7 +169,13 @@ class Orders:
     def from_settings(cls, settings: OrderSettings) -> Orders:
         """The service on the settings' table with the settings' sequence mode and Regions."""
         policy = order_policy(settings.topology)
-        return cls(settings.table_name, mode=settings.sequence_mode, retry=settings.retry, policy=policy)
+        return cls(
+            settings.table_name,
+            mode=settings.sequence_mode,
+            retry=settings.retry,
+            policy=policy,
+            stream_consumers=settings.stream_consumers,
+        )
 
     @property
     def mode(self) -> SequenceMode:
@@ -289,7 +300,16 @@ class Orders:
         return public_order(item)
 
     def latest(self) -> int | None:
-        """The LAST_ORDER pointer: one strongly consistent GetItem; ``None`` before any order."""
+        """The LAST_ORDER pointer: one strongly consistent GetItem; ``None`` before any order.
+        The order pointer function moves it from the table's stream: undeclared
+        (``stream_consumers``), this raises [`StreamConsumerMissing`][counters.core.errors.StreamConsumerMissing] rather than answer a pointer nothing moves."""
+        if not self.stream_consumers:
+            raise StreamConsumerMissing(
+                "the latest order is the LAST_ORDER pointer, which only the order pointer function moves, from the "
+                "table's stream (OrderPointerFunction, functions/order_pointer: sam deploy and make dev run it), and "
+                "these Orders were not told that one runs. Run it on the table's stream, then pass "
+                "Orders(..., stream_consumers=True) or set TALLY_STREAM_CONSUMERS=true"
+            )
         value, _ = self.pointer.read()
         return value
 

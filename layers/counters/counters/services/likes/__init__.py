@@ -41,6 +41,7 @@ from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.policy import MREC, MRSC, RegionPolicy
 from counters.core.regions import ONE_REGION, RegionSettings, Topology
 from counters.core.settings import Settings
+from counters.core.settings import stream_consumers as stream_consumers_run
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import Toggle
 from counters.services.likes.cursor import CURSOR_LABEL, cursor_key, decode_cursor, encode_cursor
@@ -66,6 +67,7 @@ from counters.services.likes.model import (
     aggregated_post,
     derived_form,
     like_aggregator,
+    no_aggregator,
     post_id_for,
     public_post,
     require_mode,
@@ -189,6 +191,7 @@ class Likes:
         cursor_secret: str = "",
         topology: Topology = ONE_REGION,
         max_spread: int = SPREAD,
+        stream_consumers: bool | None = None,
     ) -> None:
         """``topology``: the global table this Region writes in ([docs/likes.md "Global tables"](../likes.md#global-tables); the
         default: one Region), resolved here, once, into the feature's
@@ -197,8 +200,15 @@ class Likes:
         ``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never.
         ``cache_size``: how many posts the mode cache and the pressure map each keep (LRU).
-        ``max_spread``: a hot post's spread doubles up to this when its lanes throttle (``SPREAD``: never)."""
+        ``max_spread``: a hot post's spread doubles up to this when its lanes throttle (``SPREAD``: never).
+        ``stream_consumers``: whether the like aggregator runs on the table's stream (``None``:
+        ``TALLY_STREAM_CONSUMERS``, [`stream_consumers`][counters.core.settings.stream_consumers]); without it a hot post's like,
+        creating a hot post, a switch to hot and ``hot_after_retries`` raise
+        [`StreamConsumerMissing`][counters.core.errors.StreamConsumerMissing] before anything is written."""
         self.table_name = table_name
+        self.stream_consumers = consumers = stream_consumers_run(stream_consumers)
+        if hot_after_retries and not consumers:
+            raise no_aggregator(f"hot_after_retries={hot_after_retries} promotes standard posts to hot")
         self.policy = policy = RegionPolicy.of(topology, per_region_in=(MREC, MRSC))
         self.retry = retry or RetryPolicy()
         store = PostStore(table_name, dynamodb=dynamodb, policy=policy)
@@ -214,6 +224,7 @@ class Likes:
             cache_size=cache_size,
             cursor_secret=cursor_secret,
             policy=policy,
+            stream_consumers=consumers,
         )
         self.toggling = Toggling(
             self.posts,
@@ -249,6 +260,7 @@ class Likes:
             cursor_secret=secret,
             topology=topology,
             max_spread=max_spread,
+            stream_consumers=settings.stream_consumers,
         )
 
     @property

@@ -46,6 +46,8 @@ def decode_cursor(key: bytes, post_id: str, cursor: str, lanes: int) -> tuple[in
         given = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4))
     except (binascii.Error, ValueError) as exc:
         raise InvalidCursor() from exc
+    if _b64(payload) != body or _b64(given) != tag:  # decoding ignores spare bits and stray characters: one spelling only
+        raise InvalidCursor()
     if not dot or not hmac.compare_digest(given, _cursor_tag(key, post_id, payload)):
         raise InvalidCursor()
     try:

@@ -9,7 +9,7 @@ from typing import NamedTuple, NotRequired, TypedDict
 
 from counters.core.client import DynamoDBClient
 from counters.core.commands import require
-from counters.core.errors import InvalidRequest
+from counters.core.errors import InvalidRequest, StreamConsumerMissing
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Result
@@ -75,6 +75,22 @@ class PublicLiker(TypedDict):
 
     userId: str
     likedAt: int | None
+
+
+def no_aggregator(what: str, *, standard: bool = True) -> StreamConsumerMissing:
+    """The refusal of a hot like (or of making a post hot) where no like aggregator was declared:
+    ``what`` is refused, and the message names what to run and how to say it runs."""
+    fix = (
+        "; or keep the post standard (mode='standard'), counted in the like's own transaction"
+        if standard
+        else " (on MRSC a post is hot: standard likes need transactions, which MRSC tables do not have)"
+    )
+    return StreamConsumerMissing(
+        f"{what}: a hot post's likes are counted only by the like aggregator, a consumer of the table's "
+        f"stream (LikeAggregatorFunction, functions/like_aggregator: sam deploy and make dev run it), and "
+        f"this Likes was not told that one runs. Run it on the table's stream, then pass "
+        f"Likes(..., stream_consumers=True) or set TALLY_STREAM_CONSUMERS=true{fix}"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +228,12 @@ def public_post(post: Post, *, regions: list[Post] | None = None) -> PublicPost:
     delivered to the aggregator yet is invisible here (a hot like writes nothing shared); the
     aggregator's iterator-age alarm watches for that.
 
+    Both are bounded by the post's own life, which holds whatever the precision of the stream's
+    creation times (DynamoDB Local rounds them down to the minute): ``asOf`` is never before
+    ``createdAt`` (no like precedes its post), and ``lagMs`` never more than the post's age now
+    (its oldest pending like was written after the post). Nothing finer is claimed: on AWS the
+    creation times have second precision, locally a minute's, within those bounds.
+
     ``regions`` (a global table): the tally items of the Regions that counted; ``likeTally`` is
     their sum, ``asOf`` the least of their watermarks and ``lagMs`` the largest lag. Each Region's
     item trails what was replicated into it by its aggregator's lag; the sum is exact once the
@@ -231,6 +253,11 @@ def public_post(post: Post, *, regions: list[Post] | None = None) -> PublicPost:
     }
     if post.mode == HOT:
         watermark = as_of(post.watermarks)
+        lag = None if watermark is None else post.lag_ms
+        if post.created_at is not None:  # bounds the post's own life gives: its likes were all written after it
+            born = post.created_at * 1000  # whole seconds, rounded down: never later than the post's creation
+            watermark = None if watermark is None else max(watermark, born)
+            lag = None if lag is None else min(lag, max(0, now_ms() - born))
         public["asOf"] = watermark
-        public["lagMs"] = None if watermark is None or post.lag_ms is None else post.lag_ms
+        public["lagMs"] = lag
     return public

@@ -36,6 +36,7 @@ from counters.services.likes.model import (
     PublicLiker,
     PublicPost,
     derived_form,
+    no_aggregator,
     post_id_for,
     public_post,
     require_mode,
@@ -72,9 +73,12 @@ class Posts:
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
         policy: RegionPolicy = ONE_REGION_POLICY,
+        stream_consumers: bool = True,
     ) -> None:
-        """``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
+        """``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it).
+        ``stream_consumers``: whether the like aggregator runs; ``False``: making a post hot is refused."""
         self.table_name = table_name
+        self.stream_consumers = stream_consumers
         self.policy = policy
         self.store, self.likes, self.retry = store, likes, retry
         self.mode_ttl_ms = mode_ttl_ms
@@ -107,6 +111,8 @@ class Posts:
         wanted = require_mode(mode)
         if wanted is not Mode.HOT:
             self.policy.require("standard-post")
+        elif not self.stream_consumers:
+            raise no_aggregator("a hot post was asked for", standard=self.policy.writes.choose(together=True, in_order=False))
         if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
             raise InvalidRequest("postId may not be a version-5 UUID in hex: that form is kept for ids derived from an Idempotency-Key")
         if post_id is None:
@@ -242,6 +248,8 @@ class Posts:
         ``spread`` cannot switch ([`NotSwitchable`][counters.core.errors.NotSwitchable]).
         """
         self.policy.require("switch-mode")
+        if mode == HOT and not self.stream_consumers:
+            raise no_aggregator(f"post {post_id!r} may not switch to hot")
         written = self.store.switch_mode(post_id, require_mode(mode), now_ms(), self.retry)
         if written.outcome is Outcome.APPLIED and written.post is not None:
             post, switched = written.post, True

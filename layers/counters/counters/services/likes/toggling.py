@@ -10,7 +10,7 @@ from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
-from counters.services.likes.model import GROW_LANES, HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo
+from counters.services.likes.model import GROW_LANES, HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo, no_aggregator
 from counters.services.likes.posts import Posts
 from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post
 from counters.store.posts import standard_tally
@@ -112,6 +112,8 @@ class Toggling:
         attributes[POST_ID] = post_id
         if info.mode != HOT:
             policy.require("standard-like")
+        elif not self.posts.stream_consumers:
+            raise no_aggregator(f"post {post_id!r} is hot and a like of it would never be counted")
         tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)
         result = self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
         for _ in range(POINTER_HOPS):  # a pointer in the user's lane (a grown post): where their item lives

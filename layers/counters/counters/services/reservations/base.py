@@ -48,6 +48,8 @@ class ReservationsBase:
     options: dict[str, dict[str, Any]]
     """Each approach's constructor options, by name."""
     released_ttl_seconds: int
+    stream_consumers: bool
+    """Whether this Region's escrow stream consumer runs (it credits arriving transfers)."""
     rng: random.Random
     _dynamodb: DynamoDBClient | None
     _approaches: dict[str, Approach]

@@ -9,7 +9,14 @@ import time
 import uuid
 
 from counters.core.commands import new_request_id
-from counters.core.errors import ContentionError, IdempotencyKeyMissing, IdempotencyKeyReused, InsufficientCapacity, InvalidRequest
+from counters.core.errors import (
+    ContentionError,
+    IdempotencyKeyMissing,
+    IdempotencyKeyReused,
+    InsufficientCapacity,
+    InvalidRequest,
+    StreamConsumerMissing,
+)
 from counters.core.outcome import Capacity, Outcome
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.primitives import sharding
@@ -127,6 +134,13 @@ class Escrow(Releases):
         answers the same transfer (200), another quantity or target 422; the same key sent in
         another Region is that Region's own transfer. Capacity is conserved at every instant: shares + in flight."""
         self.policy.require("transfers")
+        if not self.stream_consumers:
+            raise StreamConsumerMissing(
+                f"a transfer to {target} is credited only there, by the escrow function on that Region's stream "
+                "(EscrowFunction, functions/escrow: sam deploy runs it in every Region), and these Reservations "
+                "were not told that one runs. Run it, then pass Reservations(..., stream_consumers=True) or set "
+                f"TALLY_STREAM_CONSUMERS=true (or call receive_transfers in {target} yourself and declare that)"
+            )
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
         if target not in self.policy.regions or target == self.policy.region:

@@ -30,6 +30,7 @@ from counters.core.json import JSONObject
 from counters.core.outcome import Capacity, Outcome
 from counters.core.policy import RegionPolicy
 from counters.core.regions import ONE_REGION, Topology
+from counters.core.settings import stream_consumers as stream_consumers_run
 from counters.primitives import sharding
 from counters.primitives.approaches import NAMES, REGISTRY, Approach, Reason, TakeResult
 from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, reserve_command
@@ -68,8 +69,13 @@ class Reservations(Escrow):
         released_ttl_seconds: int = RELEASED_TTL_SECONDS,
         rng: random.Random | None = None,
         topology: Topology | None = None,
+        stream_consumers: bool | None = None,
     ) -> None:
+        """``stream_consumers``: whether each Region's escrow function (MREC) runs on its stream
+        (``None``: ``TALLY_STREAM_CONSUMERS``); without it a transfer, which only the target Region's
+        consumer (or a call to ``receive_transfers`` there) credits, is refused."""
         self.table_name = table_name
+        self.stream_consumers = stream_consumers_run(stream_consumers)
         self.policy = RegionPolicy.of(topology or ONE_REGION)  # resolved once: the parts read its capabilities
         self._dynamodb = dynamodb
         self.retry = retry or RetryPolicy()
@@ -88,7 +94,13 @@ class Reservations(Escrow):
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> Self:
         """The service on the settings' table with the settings' atomic policy and Regions."""
-        return cls(settings.table_name, retry=settings.retry, atomic_policy=settings.atomic_policy, topology=settings.topology)
+        return cls(
+            settings.table_name,
+            retry=settings.retry,
+            atomic_policy=settings.atomic_policy,
+            topology=settings.topology,
+            stream_consumers=settings.stream_consumers,
+        )
 
     def create_resource(
         self, resource_id: str, *, capacity: int, strategy: str, shards: int = 1, shares: dict[str, int] | None = None
