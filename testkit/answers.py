@@ -24,9 +24,9 @@ from jsonschema import Draft202012Validator
 
 from testkit.openapi import OUTPUT
 
-GATEWAY_ANSWERS = {403, 405, 413, 502, 504}
+GATEWAY_ANSWERS = {403, 405, 413, 429, 502, 504}
 """What API Gateway (or the local API standing in for it) answers before or instead of the function:
-unknown resource 403, another method 405, a body over its limit 413, a failed or timed-out function
+unknown resource 403, another method 405, a body over its limit 413, throttled 429, a failed or timed-out function
 502/504. Not the function's answers, so not checked against the operations' schemas."""
 
 
