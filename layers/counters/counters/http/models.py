@@ -2,10 +2,11 @@
 ``contract.py``, which the OpenAPI generator and the tests read, never by a function at run time.
 
 A request is a pydantic model written in its contract (its limits are the API's, not the
-service's). An answer is the service's own result type: [`answer`][counters.http.models.answer]
-derives its response model from the service's `TypedDict` (its keys, which are required, its
-types, its attribute docstrings), so the service's result, docs/openapi.json and the run-time check
-are one shape; no contract writes an answer's fields a second time (a unit test refuses it).
+service's). An answer is the service's own result type, which the contract only names
+(``Resource = PublicResource``): [`answer`][counters.http.models.answer] derives its response model
+from that `TypedDict` (its keys, which are required, its types, its key docstrings) when the OpenAPI
+generator reads the routes, so the service's result, docs/openapi.json and the run-time check are
+one shape; no contract writes an answer's fields a second time (a unit test refuses it).
 
 ``python -m testkit.openapi`` turns the contracts into docs/openapi.json and into
 [`counters.http.schemas`][counters.http.schemas], which [`counters.http.validation`][counters.http.validation]
