@@ -54,6 +54,7 @@ from devstack.dynamodb_local import dynamodb_client
 from devstack.sqs import DeliveryFaults
 from devstack.stack import LocalStack
 from proof.hot import LIKE_PREFIX, is_liked, like_owner, likes_by_post
+from testkit.answers import body_of, drifts
 
 DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
 INLINE_RETRY_ATTEMPTS = "2"  # a small in-line budget: contention (202, deferred through SQS) is common
@@ -138,6 +139,8 @@ class HttpReport:
     duplicates: int = 0
     lost: int = 0
     bad_reads: int = 0
+    off_contract: list[str] = field(default_factory=list)
+    """Answers docs/openapi.json does not describe, its objects closed (testkit.answers)."""
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -155,6 +158,7 @@ class HttpReport:
             or self.duplicates
             or self.lost
             or self.bad_reads
+            or self.off_contract
             or (self.documented == "exact" and self.stranded)
         )
         return "VIOLATED" if broken else "holds"
@@ -186,6 +190,7 @@ def details(reports: list[HttpReport], limit: int = 8) -> str:
     out = []
     for r in reports:
         items = [f"undocumented {k}: {v}" for k, v in r.undocumented.items()] + r.wrong[:limit] + r.notes
+        items += [f"answer off docs/openapi.json: {d}" for d in dict.fromkeys(r.off_contract)][:limit]
         if len(r.wrong) > limit:
             items.append(f"... {len(r.wrong) - limit} more wrong 202s")
         if items:
@@ -238,6 +243,7 @@ class Client:
                 time.sleep(min(1.0, 0.05 * 2**attempt))
                 continue
             report.requests += 1
+            report.off_contract += drifts(method, path, response.status_code, body_of(response.content))
             if response.status_code == 429:
                 time.sleep(min(1.0, 0.05 * 2**attempt))
                 continue

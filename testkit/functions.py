@@ -18,6 +18,7 @@ import contextlib
 import importlib.util
 import os
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -84,10 +85,15 @@ def contract_module(fn: Function) -> ModuleType | None:
 def bound_handler_module(fn: Function) -> ModuleType:
     """``fn``'s handler module with its contract's names in its namespace: what the OpenAPI
     generator and the tests need to read the routes' types (the handler names them for the type
-    checker only; at run time its resolver validates from counters.http.schemas)."""
+    checker only; at run time its resolver validates from counters.http.schemas). A name for a
+    service's result type (a `TypedDict`) reads as its response model
+    ([`answer`][counters.http.models.answer])."""
     module = handler_module(fn)
     contract = contract_module(fn)
     if contract is not None:
+        from counters.http.models import answer
+
         for name in contract.__all__:
-            module.__dict__.setdefault(name, getattr(contract, name))
+            value = getattr(contract, name)  # an answer is a service's result type: its response model is derived
+            module.__dict__.setdefault(name, answer(value) if typing.is_typeddict(value) else value)
     return module

@@ -12,9 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
+import requests
 
 # Tests never need real AWS credentials or a configured region.
 os.environ.update(
@@ -40,6 +42,7 @@ from devstack.api import LocalApi, match, proxy_event  # noqa: E402
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client  # noqa: E402
 from devstack.runtime import LambdaContext  # noqa: E402
 from devstack.template import ROOT, read_stack  # noqa: E402
+from testkit.answers import body_of, drifts  # noqa: E402
 from testkit.faults import FaultInjector  # noqa: E402
 from testkit.functions import handler_module, template_function  # noqa: E402
 
@@ -166,10 +169,42 @@ def load_event(name: str) -> dict[str, Any]:
 
 
 def invoke(module: Any, event: dict[str, Any], context: LambdaContext | None = None) -> tuple[int, Any]:
-    """Call a handler; returns (status, parsed JSON body)."""
+    """Call a handler; returns (status, parsed JSON body), the answer checked against docs/openapi.json."""
     response = module.lambda_handler(event, context or LambdaContext.for_function("test", 512, 10))
     body = response.get("body")
-    return response["statusCode"], json.loads(body) if body else None
+    parsed = json.loads(body) if body else None
+    if isinstance(response, dict) and "httpMethod" in event:
+        OFF_CONTRACT.extend(drifts(event["httpMethod"], event["path"], response["statusCode"], parsed))
+    return response["statusCode"], parsed
+
+
+# --------------------------------------------------------------------------- every answer against the document
+OFF_CONTRACT: list[str] = []
+"""The answers a test received that docs/openapi.json does not describe (testkit.answers): a test
+that met one fails (``pytest_runtest_call`` below), naming the route, the status and the field."""
+_send = requests.Session.send
+
+
+def _checked_send(self: requests.Session, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+    """Every HTTP answer a test receives from a local API (requests, schemathesis, the HTTP proof)."""
+    response = _send(self, request, **kwargs)
+    host = urlsplit(request.url or "").hostname
+    if host in ("127.0.0.1", "localhost") and not kwargs.get("stream"):
+        OFF_CONTRACT.extend(drifts(request.method or "", request.url or "", response.status_code, body_of(response.content)))
+    return response
+
+
+requests.Session.send = _checked_send  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    OFF_CONTRACT.clear()
+    result = yield
+    found, OFF_CONTRACT[:] = list(dict.fromkeys(OFF_CONTRACT)), []
+    if found:
+        raise AssertionError("answers off docs/openapi.json (objects closed):\n" + "\n".join(found[:20]))
+    return result
 
 
 # --------------------------------------------------------------------------- local HTTP API

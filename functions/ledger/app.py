@@ -26,7 +26,7 @@ function = ApiFunction(Settings, Ledgers.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
 
 if TYPE_CHECKING:
-    from .contract import Appended, IdempotencyKey, IdPath, LedgerBalance, NewEntry, Verify
+    from .contract import Appended, Balance, IdempotencyKey, IdPath, NewEntry, Verify
 
 
 @app.post("/ledgers/<ledgerId>/entries")
@@ -34,14 +34,15 @@ def append(ledgerId: IdPath, entry: NewEntry, key: IdempotencyKey) -> Response[A
     app.caller.require_own_ledger(ledgerId, "append to this ledger")
     entry_id, created, result = function.service.post_entry(ledgerId, entry.amount, key)
     record(metrics, "LedgerAppend", result)
-    return json_response(201 if created else 200, {"ledgerId": ledgerId, "entryId": entry_id})
+    appended: Appended = {"ledgerId": ledgerId, "entryId": entry_id}
+    return json_response(201 if created else 200, appended)
 
 
 @app.get("/ledgers/<ledgerId>")
-def balance(ledgerId: IdPath, verify: Verify = False) -> Response[LedgerBalance]:
+def balance(ledgerId: IdPath, verify: Verify = False) -> Response[Balance]:
     app.caller.require_ledger(ledgerId, "read this ledger")
     read = function.service.balance(ledgerId, verify=verify)  # verify: +1 RCU, no reliance on in-page read order
-    return json_response(200, {"ledgerId": ledgerId, **read.as_dict()})
+    return json_response(200, read.public(ledgerId))
 
 
 lambda_handler = function.lambda_handler

@@ -1,35 +1,17 @@
 """The ledger API's contract (pydantic): the source of docs/openapi.json and of
-counters.http.schemas, read by the OpenAPI generator and the tests, never by the function."""
+counters.http.schemas, read by the OpenAPI generator and the tests, never by the function.
+Its requests are written here; its answers are the service's result types."""
 
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from counters.http.models import Body, Header, IdPath, Query
+from counters.http.models import Header, IdPath, Query, Read
 from counters.primitives.ledger import AMOUNT_LIMIT
+from counters.primitives.ledger.balance import PublicBalance
+from counters.services import ledgers
 
-__all__ = ["Appended", "Checkpoint", "IdPath", "IdempotencyKey", "LedgerBalance", "NewEntry", "Verify"]
-
-
-class Appended(Body):
-    ledgerId: str
-    entryId: str
-
-
-class Checkpoint(Body):
-    balance: int
-    version: int
-    mergedThrough: str | None
-    mergedEntries: int
-
-
-class LedgerBalance(Body):
-    ledgerId: str
-    balance: int
-    pendingEntries: int
-    checkpoint: Checkpoint | None
-    # On an MREC global table the answer also carries "checkpoints" (each Region's, by Region) and
-    # "duplicateKeys" (entry ids pending in two Regions: a failover re-send during a partition).
+__all__ = ["Appended", "Balance", "IdPath", "IdempotencyKey", "NewEntry", "Verify"]
 
 
 class NewEntry(BaseModel):
@@ -55,3 +37,16 @@ IdempotencyKey = Annotated[
 
 
 Verify = Annotated[bool, Query()]
+
+# The answers: the services' own result types, named (their response models are derived: counters.http.models.answer)
+Appended = ledgers.Appended
+Balance = PublicBalance
+
+READS = {
+    "GET /ledgers/{ledgerId}": Read(
+        strong="one strongly consistent Query of the checkpoint and every entry after it (verify: and a consistent re-read "
+        "of the checkpoint's version)",
+        as_of="on an MREC global table, the other Regions' entries and checkpoints as replicated to this Region "
+        "(typically within a second)",
+    ),
+}

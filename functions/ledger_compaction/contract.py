@@ -1,15 +1,10 @@
-"""The ledger compaction route's contract (pydantic): the source of docs/openapi.json and of
-counters.http.schemas, read by the OpenAPI generator and the tests, never by the function."""
+"""The ledger compaction route's contract: the source of docs/openapi.json and of
+counters.http.schemas, read by the OpenAPI generator and the tests, never by the function.
+Its answer is the service's result type."""
 
-from counters.http.models import Body, IdPath
+from counters.http.models import IdPath
+from counters.primitives.ledger.compaction import PublicCompaction
 
 __all__ = ["Compaction", "IdPath"]
 
-
-class Compaction(Body):
-    ledgerId: str
-    outcome: str
-    merged: int
-    chunks: int
-    lostRaces: int
-    complete: bool
+Compaction = PublicCompaction

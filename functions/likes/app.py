@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from counters.core.json import JSONObject
 from counters.core.records import dataclass
 from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
@@ -37,12 +36,12 @@ if TYPE_CHECKING:
         Cursor,
         IdempotencyKey,
         IdPath,
+        LikeChanged,
         Likers,
         LikeState,
         Limit,
-        OwnLike,
         Post,
-        Switched,
+        SwitchedPost,
         SwitchMode,
     )
 
@@ -63,19 +62,23 @@ def get_post(postId: IdPath) -> Response[Post]:
 
 
 @app.put("/posts/<postId>/likes/<userId>")
-def like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
+def like(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
     app.caller.require_self(userId, "like")
     change = function.service.like(postId, userId, at=app.request_time)
     recorded(postId, "Like", change)
-    return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
+    return json_response(200, changed(postId, userId, change))
 
 
 @app.delete("/posts/<postId>/likes/<userId>")
-def unlike(postId: IdPath, userId: IdPath) -> Response[LikeState]:
+def unlike(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
     app.caller.require_self(userId, "unlike")
     change = function.service.unlike(postId, userId, at=app.request_time)
     recorded(postId, "Unlike", change)
-    return json_response(200, {"postId": postId, "userId": userId, "liked": change.liked, "changed": change.changed})
+    return json_response(200, changed(postId, userId, change))
+
+
+def changed(post_id: str, user_id: str, change: LikeChange) -> LikeChanged:
+    return {"postId": post_id, "userId": user_id, "liked": change.liked, "changed": change.changed}
 
 
 def recorded(post_id: str, operation: str, change: LikeChange) -> None:
@@ -86,7 +89,7 @@ def recorded(post_id: str, operation: str, change: LikeChange) -> None:
 
 
 @app.get("/posts/<postId>/likes/<userId>")
-def own_like(postId: IdPath, userId: IdPath) -> Response[OwnLike]:
+def own_like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     """The caller's own like, read from its state item: exact at once, in either mode."""
     app.caller.require_self(userId, "read the like state of")
     return json_response(200, function.service.like_state(postId, userId))
@@ -99,17 +102,19 @@ def likers(
     cursor: Cursor = None,
 ) -> Response[Likers]:
     page = function.service.likers(postId, limit=limit, cursor=cursor)
-    return json_response(200, {"postId": postId, "likers": list(page.user_ids), "cursor": page.cursor})
+    answer: Likers = {"postId": postId, "likers": list(page.user_ids), "cursor": page.cursor}
+    return json_response(200, answer)
 
 
 @app.put("/posts/<postId>/mode")
-def switch_mode(postId: IdPath, body: SwitchMode) -> Response[Switched]:
+def switch_mode(postId: IdPath, body: SwitchMode) -> Response[SwitchedPost]:
     """Switch a post between modes while likes flow: no like moves, each is counted once."""
     app.caller.require_admin("switching a post's mode")
     post, switched = function.service.switch_mode(postId, body.mode)
     if switched:
         logger.info("post mode switched", extra={"postId": postId, "mode": post["mode"], "modeEpoch": post["modeEpoch"]})
-    return json_response(200, {**post, "switched": switched})
+    answer: SwitchedPost = {**post, "switched": switched}
+    return json_response(200, answer)
 
 
 @app.post("/audits")
@@ -125,7 +130,8 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
     for r in results:
         if r.drift:
             logger.warning("likeTally drift", extra={"postId": r.post_id, "drift": r.drift, "repaired": r.repaired})
-    return json_response(200, {"audits": [r.public() for r in results]})
+    answer: Audits = {"audits": [r.public() for r in results]}
+    return json_response(200, answer)
 
 
 @app.get("/posts/<postId>/audit")
@@ -136,14 +142,7 @@ def audit(postId: IdPath) -> Response[Audit]:
         metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:
         logger.warning("likeTally drift", extra={"postId": postId, "drift": result.drift})
-    body: JSONObject = {
-        "postId": postId,
-        "stored": result.stored,
-        "counted": result.counted,
-        "drift": result.drift,
-        "reason": result.reason,
-    }
-    return json_response(200, body)
+    return json_response(200, result.public())
 
 
 lambda_handler = function.lambda_handler

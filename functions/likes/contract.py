@@ -1,13 +1,14 @@
-"""The likes API's contract: its request and response models (pydantic), the source of
-docs/openapi.json and of counters.http.schemas. Read by the OpenAPI generator and the tests;
-the function itself never imports it (app.py names these types for the type checker only)."""
+"""The likes API's contract: its request models (pydantic) and its answers (the service's result
+types), the source of docs/openapi.json and of counters.http.schemas. Read by the OpenAPI generator
+and the tests; the function itself never imports it (app.py names these types for the type checker only)."""
 
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.ids import ID_PATTERN
-from counters.http.models import Body, Header, IdPath, Query
+from counters.http.models import Header, IdPath, Query, Read
+from counters.services.likes import audit, model
 
 __all__ = [
     "Audit",
@@ -17,15 +18,13 @@ __all__ = [
     "Cursor",
     "IdPath",
     "IdempotencyKey",
+    "LikeChanged",
     "LikeState",
-    "Liker",
     "Likers",
     "Limit",
-    "OwnLike",
     "Post",
-    "SettledAudit",
     "SwitchMode",
-    "Switched",
+    "SwitchedPost",
 ]
 
 
@@ -47,52 +46,6 @@ class CreatePost(BaseModel):
     )
 
 
-class Post(Body):
-    postId: str
-    authorId: str | None
-    body: str | None
-    likeTally: int
-    createdAt: int | None
-    mode: str = "standard"
-    modeEpoch: int = Field(default=0, description="how many times the post switched modes")
-    asOf: int | None = Field(
-        default=None,
-        description="hot posts: likeTally is exact as of this time (ms), null before the first aggregation; never before "
-        "createdAt (the stream's creation times are rounded down: to the second on AWS, to the minute on DynamoDB Local)",
-    )
-    lagMs: int | None = Field(
-        default=None,
-        description="hot posts: how long the oldest like of the aggregator's last write to this post had waited (ms); "
-        "it does not grow while the post is idle; null before the first aggregation; never more than the post's age "
-        "(the stream's rounded creation times make it read high by up to 1 s on AWS, 60 s on DynamoDB Local)",
-    )
-
-
-class LikeState(Body):
-    postId: str
-    userId: str
-    liked: bool
-    changed: bool
-
-
-class Liker(Body):
-    userId: str
-
-
-class Likers(Body):
-    postId: str
-    likers: list[Liker]
-    cursor: str | None
-
-
-class Audit(Body):
-    postId: str
-    stored: int
-    counted: int
-    drift: int | None = Field(description="stored - counted; null for a post that is or was hot (its tally trails its likes)")
-    reason: str | None = Field(description="aggregated: the post is or was hot, no drift is concluded (POST /audits compares it)")
-
-
 IdempotencyKey = Annotated[
     str | None,
     Header(
@@ -106,12 +59,6 @@ IdempotencyKey = Annotated[
 ]
 
 
-class OwnLike(Body):
-    postId: str
-    userId: str
-    liked: bool
-
-
 Limit = Annotated[int, Query(ge=1, le=100)]
 Cursor = Annotated[str | None, Query(max_length=1024)]
 
@@ -122,10 +69,6 @@ class SwitchMode(BaseModel):
     mode: Literal["standard", "hot"]
 
 
-class Switched(Post):
-    switched: bool = Field(description="false: the post already was in this mode (a re-send finds its own switch done)")
-
-
 class AuditPosts(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -133,18 +76,35 @@ class AuditPosts(BaseModel):
     repair: bool = Field(default=False, description="repair a drift found at a settled point (one conditional write per post)")
 
 
-class SettledAudit(Body):
-    postId: str
-    stored: int | None = Field(description="the tally at the settled point")
-    counted: int | None = Field(description="the likes at that point")
-    drift: int | None = Field(description="stored - counted; null when not settled")
-    settled: bool
-    repaired: bool
-    reason: str | None = Field(
-        description="why not settled or not repaired: moving, aggregator_behind, not_found, busy, "
-        "deadline (the audit ran out of time before it reached or finished this post: audit it again)"
-    )
+# The answers: the services' own result types, named (their response models are derived: counters.http.models.answer)
+Post = model.PublicPost
+SwitchedPost = model.SwitchedPost
+LikeState = model.LikeState
+LikeChanged = model.LikeChanged
+Likers = model.PublicLikers
+Audit = audit.PublicAudit
+Audits = audit.PublicAudits
 
-
-class Audits(Body):
-    audits: list[SettledAudit]
+READS = {
+    "GET /posts/{postId}": Read(
+        strong="a standard post: one strongly consistent read of the post, whose likeTally every like updates in its own transaction",
+        as_of="a hot post: likeTally is exact as of asOf (the aggregator's least lane watermark, ms) and trails the likes "
+        "the table's stream has not delivered yet; lagMs is how long the likes of the aggregator's last write had waited. "
+        "On a global table, each Region's tally as replicated to this Region",
+    ),
+    "GET /posts/{postId}/likes": Read(
+        as_of="eventually consistent Queries of the post's like items, in either mode: a like or an unlike acknowledged "
+        "within about the last second may not show yet (DynamoDB's eventually consistent read); right after the post's "
+        "creation, a process that has not read the post yet may answer 404 (its layout is read eventually consistent)",
+    ),
+    "GET /posts/{postId}/likes/{userId}": Read(
+        strong="the user's like state item, read strongly consistent, in either mode",
+        as_of="the post's layout (where the state item lives) is read eventually consistent once a process and kept: right "
+        "after the post's creation, a process that has not read the post yet may answer 404",
+    ),
+    "GET /posts/{postId}/audit": Read(
+        strong="the stored tally and a strongly consistent count of the likes, not at a settled point (a like counted during "
+        "the count shows as drift: POST /audits settles first)",
+        as_of="a post that is or was hot: its stored tally is as of asOf (reason aggregated, no drift concluded)",
+    ),
+}

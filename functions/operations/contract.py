@@ -1,13 +1,16 @@
-"""The operations API's contract (pydantic): the source of docs/openapi.json and of
-counters.http.schemas, read by the OpenAPI generator and the tests, never by the function."""
+"""The operations API's contract: the source of docs/openapi.json and of
+counters.http.schemas, read by the OpenAPI generator and the tests, never by the function.
+Its answer is the store's result type."""
 
-from counters.http.models import Body, OperationIdPath
+from counters.http.models import OperationIdPath, Read
+from counters.store.operations import PublicOperation
 
 __all__ = ["Operation", "OperationIdPath"]
 
+Operation = PublicOperation
 
-class Operation(Body):
-    operationId: str
-    op: str
-    status: str
-    createdAt: int
+READS = {
+    "GET /operations/{operationId}": Read(
+        strong="one strongly consistent read of the operation record (PENDING until the retry worker has finished it)"
+    ),
+}

@@ -32,7 +32,7 @@ app, logger, metrics = function.app, function.logger, function.metrics
 if TYPE_CHECKING:
     from counters.core.json import JSONValue
 
-    from .contract import CreateOrder, IdempotencyKey, Latest, Order, OrderIdPath
+    from .contract import CreateOrder, IdempotencyKey, LatestOrder, Order, OrderIdPath
 
 
 @app.post("/orders")
@@ -46,8 +46,9 @@ def create_order(order: CreateOrder, idempotency_key: IdempotencyKey) -> Respons
 
 
 @app.get("/orders/latest")
-def latest_order() -> Response[Latest]:
-    return json_response(200, {"orderId": function.service.latest()})
+def latest_order() -> Response[LatestOrder]:
+    latest: LatestOrder = {"orderId": function.service.latest()}
+    return json_response(200, latest)
 
 
 @app.get("/orders/<orderId>")

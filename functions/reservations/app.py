@@ -33,10 +33,11 @@ if TYPE_CHECKING:
         IdempotencyKey,
         IdPath,
         Received,
-        Released,
-        ReservationState,
+        ReleasedReservation,
+        Reservation,
+        ReservationDetails,
         Reserve,
-        ResourceState,
+        Resource,
         Transfer,
         TransferKey,
         Transferred,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 
 @app.post("/resources")
-def create_resource(body: CreateResource) -> Response[ResourceState]:
+def create_resource(body: CreateResource) -> Response[Resource]:
     app.caller.require_admin("creating a resource")
     created = function.service.create_resource(
         body.resourceId, capacity=body.capacity, strategy=body.strategy, shards=body.shards, shares=body.shares
@@ -54,12 +55,12 @@ def create_resource(body: CreateResource) -> Response[ResourceState]:
 
 
 @app.get("/resources/<resourceId>")
-def get_resource(resourceId: IdPath) -> Response[ResourceState]:
+def get_resource(resourceId: IdPath) -> Response[Resource]:
     return json_response(200, function.service.get_resource(resourceId))
 
 
 @app.post("/resources/<resourceId>/reservations")
-def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey = None) -> Response[ReservationState]:
+def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey = None) -> Response[Reservation]:
     answer = function.service.reserve(resourceId, body.quantity, idempotency_key, owner=app.caller.owner)
     if answer.result is not None:
         record(metrics, "Reserve", answer.result)
@@ -80,20 +81,22 @@ def receive(resourceId: IdPath) -> Response[Received]:
     """MREC escrow: credit this Region's share with every transfer to it that has replicated here (step 2).
     Not MREC: 409 unsupported_in_region_mode, as a transfer; a missing resource: 404."""
     app.caller.require_admin("receiving transfers")
-    return json_response(200, {"resourceId": resourceId, "credited": function.service.receive(resourceId)})
+    received: Received = {"resourceId": resourceId, "credited": function.service.receive(resourceId)}
+    return json_response(200, received)
 
 
 @app.get("/resources/<resourceId>/reservations/<reservationId>")
-def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[ReservationState]:
+def get_reservation(resourceId: IdPath, reservationId: IdPath) -> Response[ReservationDetails]:
     return json_response(200, function.service.get_reservation(resourceId, reservationId, caller=app.caller))
 
 
 @app.delete("/resources/<resourceId>/reservations/<reservationId>")
-def release(resourceId: IdPath, reservationId: IdPath) -> Response[Released]:
+def release(resourceId: IdPath, reservationId: IdPath) -> Response[ReleasedReservation]:
     answer = function.service.release(resourceId, reservationId, caller=app.caller)
     if answer.result is not None:
         record(metrics, "Release", answer.result)
-    return json_response(200, {**answer.body, "changed": answer.created})
+    released: ReleasedReservation = {**answer.body, "changed": answer.created}
+    return json_response(200, released)
 
 
 lambda_handler = function.lambda_handler

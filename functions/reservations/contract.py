@@ -1,23 +1,26 @@
 """The reservations API's contract (pydantic): the source of docs/openapi.json and of
-counters.http.schemas, read by the OpenAPI generator and the tests, never by the function."""
+counters.http.schemas, read by the OpenAPI generator and the tests, never by the function.
+Its requests are written here; its answers are the service's result types."""
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.ids import ID_PATTERN
-from counters.http.models import Body, Header, IdPath
+from counters.http.models import Header, IdPath, Read
 from counters.primitives.approaches import NAMES
+from counters.services.reservations import PublicReservation, PublicResource, model
 
 __all__ = [
     "CreateResource",
     "IdPath",
     "IdempotencyKey",
     "Received",
-    "Released",
-    "ReservationState",
+    "ReleasedReservation",
+    "Reservation",
+    "ReservationDetails",
     "Reserve",
-    "ResourceState",
+    "Resource",
     "Transfer",
     "TransferKey",
     "Transferred",
@@ -49,43 +52,19 @@ class Transfer(BaseModel):
     quantity: int = Field(ge=1, le=1_000_000_000)
 
 
-class Transferred(Body):
-    transferId: str
-    resourceId: str
-    from_: str = Field(alias="from", description="the Region that sent the units (this one)")
-    to: str = Field(description="the Region receiving them")
-    quantity: int
-    status: Literal["SENT"]
-
-
-class Received(Body):
-    resourceId: str
-    credited: int
-
-
 class Reserve(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     quantity: int = Field(ge=1, le=1_000_000_000)
 
 
-class ResourceState(Body):
-    resourceId: str
-    capacity: int
-    reserved: int
-    available: int
-    strategy: str
-    shards: int
-
-
-class ReservationState(Body):
-    reservationId: str
-    quantity: int
-    status: Literal["CONFIRMED", "RELEASED"]
-
-
-class Released(ReservationState):
-    changed: bool
+# The answers: the services' own result types, named (their response models are derived: counters.http.models.answer)
+Resource = PublicResource
+Reservation = PublicReservation
+ReservationDetails = model.ReservationDetails
+ReleasedReservation = model.ReleasedReservation
+Received = model.Received
+Transferred = model.Transferred
 
 
 IdempotencyKey = Annotated[
@@ -112,3 +91,16 @@ TransferKey = Annotated[
         "(docs/retries.md#idempotency-keys)",
     ),
 ]
+
+READS = {
+    "GET /resources/{resourceId}": Read(
+        strong="unsharded: one strongly consistent read of the resource; sharded: one TransactGetItems snapshot of every "
+        "shard (serializable)",
+        as_of="escrowed (an MREC global table): every Region's share as replicated to this Region (this Region's own, "
+        "strong; the others trail by the replication lag, typically a second); inFlight: units sent and not received here",
+    ),
+    "GET /resources/{resourceId}/reservations/{reservationId}": Read(
+        strong="one strongly consistent read of the reservation record (MREC: one consistent Query of every Region's "
+        "record of it that this replica holds)",
+    ),
+}

@@ -259,7 +259,7 @@ def test_a_failover_resend_during_a_partition_counts_once_per_region_and_every_r
     for region in regions.regions:
         read = regions.ledger(region).balance("l1")
         assert read.balance == 10 and read.duplicate_keys == [parse_key(key).entry_id]
-        assert read.as_dict()["duplicateKeys"] == read.duplicate_keys
+        assert read.public("l")["duplicateKeys"] == read.duplicate_keys
 
 
 # ---------------------------------------------------------------------------- one writing Region per item

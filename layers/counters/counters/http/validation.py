@@ -24,8 +24,9 @@ requests through both and compares status, error code and field paths):
   only (the Rust regex pydantic uses; Python's ``$`` would also match before a final newline).
 
 Responses are checked against the route's response model as Powertools' serializer did: its
-fields first, in order, a missing optional one filled with its default, then the fields the model
-does not declare; a response that does not match is a bug, answered 500 (logged).
+fields first, in order, then the fields the model does not declare; a key the service's result
+type may leave out stays out (an answer's model is that type: its optional keys have no default).
+A response that does not match is a bug, answered 500 (logged).
 """
 
 from __future__ import annotations
@@ -62,14 +63,15 @@ def _error(errors: Errors, kind: str, loc: Loc, msg: str, value: object) -> None
     errors.append({"type": kind, "loc": loc, "msg": msg, "input": value})
 
 
-def check(schema: Schema, value: Any, loc: Loc, errors: Errors, *, lax: bool = False) -> Any:
+def check(schema: Schema, value: Any, loc: Loc, errors: Errors, *, lax: bool = False, fill: bool = True) -> Any:
     """``value`` checked against ``schema`` (the JSON Schema subset of docs/openapi.json), errors
-    appended to ``errors``; the value returned with defaults filled (and parsed, ``lax``)."""
+    appended to ``errors``; the value returned with defaults filled (``fill``: a request's missing
+    optional field reads as its default) and parsed (``lax``)."""
     if "anyOf" in schema:  # X | None: pydantic's nullable, errors at X's location
         if value is None:
             return None
         branches = [s for s in schema["anyOf"] if s.get("type") != "null"]
-        return check(branches[0], value, loc, errors, lax=lax)
+        return check(branches[0], value, loc, errors, lax=lax, fill=fill)
     kind = schema.get("type")
     if isinstance(value, str) and not _utf8(value):
         _error(errors, "string_unicode", loc, "Input should be a valid string, unable to parse raw data as a unicode string", value)
@@ -90,9 +92,9 @@ def check(schema: Schema, value: Any, loc: Loc, errors: Errors, *, lax: bool = F
             _error(errors, "bool_parsing" if lax and isinstance(value, str) else "bool_type", loc, "Input should be a valid boolean", value)
         return value
     if kind == "array":
-        return _array(schema, value, loc, errors, lax)
+        return _array(schema, value, loc, errors, lax, fill)
     if kind == "object":
-        return _object(schema, value, loc, errors, lax)
+        return _object(schema, value, loc, errors, lax, fill)
     return value  # no type: anything
 
 
@@ -131,7 +133,7 @@ def _integer(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool) ->
     return value
 
 
-def _array(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool) -> Any:
+def _array(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool, fill: bool) -> Any:
     if not isinstance(value, list):
         _error(errors, "list_type", loc, "Input should be a valid list", value)
         return value
@@ -139,13 +141,13 @@ def _array(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool) -> A
         _error(errors, "too_long", loc, f"List should have at most {schema['maxItems']} items after validation, not {len(value)}", value)
         return value
     items = schema.get("items", {})
-    out = [check(items, item, (*loc, i), errors, lax=lax) for i, item in enumerate(value)]
+    out = [check(items, item, (*loc, i), errors, lax=lax, fill=fill) for i, item in enumerate(value)]
     if "minItems" in schema and len(value) < schema["minItems"]:
         _error(errors, "too_short", loc, f"List should have at least {schema['minItems']} items after validation, not {len(value)}", value)
     return out
 
 
-def _object(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool) -> Any:
+def _object(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool, fill: bool) -> Any:
     if not isinstance(value, dict):
         kind = "model_type" if "properties" in schema else "dict_type"
         _error(errors, kind, loc, "Input should be a valid dictionary or instance of the model", value)
@@ -155,10 +157,10 @@ def _object(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool) -> 
     out: dict[str, Any] = {}
     for name, sub in properties.items():
         if name in value:
-            out[name] = check(sub, value[name], (*loc, name), errors, lax=lax)
+            out[name] = check(sub, value[name], (*loc, name), errors, lax=lax, fill=fill)
         elif name in required:
             _error(errors, "missing", (*loc, name), "Field required", value)
-        else:
+        elif fill:
             out[name] = sub.get("default")
     extra = schema.get("additionalProperties", True)
     for name, item in value.items():
@@ -167,7 +169,7 @@ def _object(schema: Schema, value: Any, loc: Loc, errors: Errors, lax: bool) -> 
         if extra is False:
             _error(errors, "extra_forbidden", (*loc, name), "Extra inputs are not permitted", item)
         else:
-            out[name] = check(extra, item, (*loc, name), errors, lax=lax) if isinstance(extra, dict) else item
+            out[name] = check(extra, item, (*loc, name), errors, lax=lax, fill=fill) if isinstance(extra, dict) else item
     return out
 
 
@@ -276,7 +278,7 @@ def response_body(route: Mapping[str, Any], body: Any) -> Any:
     if schema is None:
         return body
     errors: Errors = []
-    out = check(schema, body, ("response",), errors)
+    out = check(schema, body, ("response",), errors, fill=False)
     if errors:
         from aws_lambda_powertools.event_handler.openapi.exceptions import ResponseValidationError
 

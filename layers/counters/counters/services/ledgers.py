@@ -9,7 +9,7 @@ the same request id. Both ledger functions (the API and compaction) go through i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Unpack
+from typing import TypedDict, Unpack
 
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
 from counters.core.errors import ContentionError, IdempotencyKeyExpired, IdempotencyKeyReused
@@ -20,6 +20,13 @@ from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.core.settings import env
 from counters.primitives.ledger import Balance, CompactionReport, Ledger, LedgerOptions, Reason, ScheduledReport
+
+
+class Appended(TypedDict):
+    """An append's answer: the ledger and the entry's id (the same id for every re-send of its key)."""
+
+    ledgerId: str
+    entryId: str
 
 
 @dataclass(frozen=True, kw_only=True)

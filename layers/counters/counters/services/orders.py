@@ -115,6 +115,12 @@ class PublicOrder(TypedDict):
     createdAt: int | None
 
 
+class LatestOrder(TypedDict):
+    """`GET /orders/latest`: the LAST_ORDER pointer's order id (`None` before the first order)."""
+
+    orderId: int | None
+
+
 @dataclass
 class Placed:
     """The answer to [`Orders.place`][counters.services.orders.Orders.place]: the order, and whether this request created it."""

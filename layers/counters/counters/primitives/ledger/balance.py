@@ -9,10 +9,9 @@ while a compaction commits: [docs/ledgers.md, "Guarantees and how they are kept"
 
 from __future__ import annotations
 
-from typing import TypedDict, overload
+from typing import NotRequired, TypedDict, overload
 
 from counters.core.errors import ContentionError
-from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity
 from counters.core.records import dataclass
 from counters.primitives.ledger.base import LedgerBase
@@ -29,6 +28,20 @@ class PublicCheckpoint(TypedDict):
     mergedThrough: str | None
     mergedEntries: int
     updatedAt: int | None
+
+
+class PublicBalance(TypedDict):
+    """A ledger's balance as `GET /ledgers/{id}` answers it ([`Balance.public`][counters.primitives.ledger.balance.Balance.public])."""
+
+    ledgerId: str
+    balance: int
+    pendingEntries: int
+    """Entries after the checkpoint, counted in `balance`."""
+    checkpoint: PublicCheckpoint | None
+    checkpoints: NotRequired[dict[str, PublicCheckpoint]]
+    """On an MREC global table: each Region's checkpoint, by Region (`checkpoint` is this Region's)."""
+    duplicateKeys: NotRequired[list[str]]
+    """On an MREC global table: entry ids pending in two Regions (a failover re-send during a partition)."""
 
 
 @overload
@@ -69,13 +82,16 @@ class Balance:
     versions: int = 0
     """The sum of the checkpoints' versions read (``verify`` compares it)."""
 
-    def as_dict(self) -> JSONObject:
-        """The balance as the HTTP answer's JSON object."""
-        checkpoint = None if self.checkpoint is None else json_object(self.checkpoint)
-        out: JSONObject = {"balance": self.balance, "pendingEntries": self.pending_entries, "checkpoint": checkpoint}
+    def public(self, ledger_id: str) -> PublicBalance:
+        """The balance of ``ledger_id`` as the API shows it."""
+        out: PublicBalance = {
+            "ledgerId": ledger_id,
+            "balance": self.balance,
+            "pendingEntries": self.pending_entries,
+            "checkpoint": self.checkpoint,
+        }
         if self.checkpoints is not None:
-            checkpoints: JSONObject = {region: json_object(cp) for region, cp in self.checkpoints.items()}
-            out["checkpoints"] = checkpoints
+            out["checkpoints"] = dict(self.checkpoints)
             out["duplicateKeys"] = list(self.duplicate_keys or [])
         return out
 

@@ -14,12 +14,26 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import TypedDict
 
-from counters.core.json import JSONObject, json_object
 from counters.core.outcome import Capacity, Outcome
 from counters.core.records import dataclass
 from counters.primitives.ledger.balance import PublicCheckpoint, public_checkpoint
 from counters.primitives.ledger.base import LedgerBase
 from counters.store.ledger_items import MAX_CHUNK
+
+
+class PublicCompaction(TypedDict):
+    """`POST /ledgers/{id}/compact`: what one ledger's compaction did ([`CompactionReport`][counters.primitives.ledger.compaction.CompactionReport])."""
+
+    ledgerId: str
+    outcome: str
+    """APPLIED (merged what was due; possibly nothing) or CONTENTION (stopped; safe to re-run)."""
+    merged: int
+    chunks: int
+    lostRaces: int
+    """Chunks cancelled because another compactor (or a removal) changed the ledger first."""
+    complete: bool
+    """False when the chunk budget ran out before every due entry was merged: call again."""
+    checkpoint: PublicCheckpoint | None
 
 
 @dataclass
@@ -39,7 +53,7 @@ class CompactionReport:
     """The checkpoint as the API shows it ([`public_checkpoint`][counters.primitives.ledger.balance.public_checkpoint])."""
     capacity: Capacity = field(default_factory=Capacity)
 
-    def as_dict(self) -> JSONObject:
+    def as_dict(self) -> PublicCompaction:
         """The JSON form."""
         return {
             "ledgerId": self.ledger_id,
@@ -48,7 +62,7 @@ class CompactionReport:
             "chunks": self.chunks,
             "lostRaces": self.lost_races,
             "complete": self.complete,
-            "checkpoint": None if self.checkpoint is None else json_object(self.checkpoint),
+            "checkpoint": self.checkpoint,
         }
 
 

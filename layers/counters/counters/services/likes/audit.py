@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import field
 from enum import StrEnum
+from typing import TypedDict
 
 from counters.core.engine import deadline as call_deadline
 from counters.core.errors import ContentionError, DeadlineReached, NotFound
 from counters.core.failures import RetryPolicy
-from counters.core.json import JSONObject
 from counters.core.outcome import Capacity
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.records import dataclass
@@ -36,6 +36,41 @@ class AuditReason(StrEnum):
 
 
 DEADLINE = AuditReason.DEADLINE
+
+
+class SettledAudit(TypedDict):
+    """One post's audit at a settled point, as `POST /audits` answers it."""
+
+    postId: str
+    stored: int | None
+    """The tally at the settled point."""
+    counted: int | None
+    """The likes at that point."""
+    drift: int | None
+    """stored - counted; null when not settled."""
+    settled: bool
+    repaired: bool
+    reason: str | None
+    """Why not settled or not repaired: moving, aggregator_behind, not_found, busy, deadline (the audit
+    ran out of time before it reached or finished this post: audit it again)."""
+
+
+class PublicAudits(TypedDict):
+    """`POST /audits`: each post's audit at a settled point, in the order asked."""
+
+    audits: list[SettledAudit]
+
+
+class PublicAudit(TypedDict):
+    """`GET /posts/{id}/audit`: the tally against a count now."""
+
+    postId: str
+    stored: int
+    counted: int
+    drift: int | None
+    """stored - counted; null for a post that is or was hot (its tally trails its likes)."""
+    reason: str | None
+    """aggregated: the post is or was hot, no drift is concluded (POST /audits compares it)."""
 
 
 @dataclass
@@ -62,7 +97,7 @@ class Settled:
         """Stored minus counted at the settled point; None unless settled."""
         return None if self.stored is None or self.counted is None or not self.settled else self.stored - self.counted
 
-    def public(self) -> JSONObject:
+    def public(self) -> SettledAudit:
         """The JSON form."""
         return {
             "postId": self.post_id,
@@ -94,6 +129,17 @@ class QuickAudit:
     def reason(self) -> AuditReason | None:
         """Why there is no drift to report ([`AuditReason.AGGREGATED`][counters.services.likes.audit.AuditReason]), or None."""
         return AuditReason.AGGREGATED if self.aggregated else None
+
+    def public(self) -> PublicAudit:
+        """The JSON form."""
+        reason = self.reason
+        return {
+            "postId": self.post_id,
+            "stored": self.stored,
+            "counted": self.counted,
+            "drift": self.drift,
+            "reason": reason and reason.value,
+        }
 
 
 AUDIT_ATTEMPTS = 12

@@ -55,10 +55,21 @@ class PublicPost(TypedDict):
     createdAt: int | None
     mode: str
     modeEpoch: int
+    """How many times the post switched modes."""
     asOf: NotRequired[int | None]
-    """A hot post's tally is exact as of this time (ms); `None` before the aggregator's first batch."""
+    """Hot posts: `likeTally` is exact as of this time (ms), null before the first aggregation; never before
+    `createdAt` (the stream's creation times are rounded down: to the second on AWS, to the minute on DynamoDB Local)."""
     lagMs: NotRequired[int | None]
-    """How long the oldest like of the aggregator's last write to this post had waited (ms)."""
+    """Hot posts: how long the oldest like of the aggregator's last write to this post had waited (ms);
+    it does not grow while the post is idle; null before the first aggregation; never more than the post's age
+    (the stream's rounded creation times make it read high by up to 1 s on AWS, 60 s on DynamoDB Local)."""
+
+
+class SwitchedPost(PublicPost):
+    """A mode switch's answer: the post, and whether this request switched it."""
+
+    switched: bool
+    """False: the post already was in this mode (a re-send finds its own switch done)."""
 
 
 class LikeState(TypedDict):
@@ -69,12 +80,26 @@ class LikeState(TypedDict):
     liked: bool
 
 
+class LikeChanged(LikeState):
+    """A like's or an unlike's answer: the user's like now, and whether this request changed it."""
+
+    changed: bool
+
+
 class PublicLiker(TypedDict):
     """One liker of a post ([LikersPage][counters.services.likes.posts.LikersPage]): who, and when
     (epoch s; `None` for a like stored without its time)."""
 
     userId: str
     likedAt: int | None
+
+
+class PublicLikers(TypedDict):
+    """A page of a post's likers, and the cursor of the next page (`None`: the last page)."""
+
+    postId: str
+    likers: list[PublicLiker]
+    cursor: str | None
 
 
 def no_aggregator(what: str, *, standard: bool = True) -> StreamConsumerMissing:

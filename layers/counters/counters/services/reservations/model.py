@@ -4,7 +4,7 @@ the ids and the constants ([`Reservations`][counters.services.reservations.servi
 from __future__ import annotations
 
 import uuid
-from typing import Generic, NotRequired, TypedDict, TypeVar
+from typing import Generic, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from counters.core.outcome import Result
 from counters.core.records import dataclass
@@ -50,11 +50,18 @@ class PublicResource(TypedDict):
 
 
 class PublicReservation(TypedDict):
-    """A reservation as a take or a release answers it: `status` is `CONFIRMED` or `RELEASED`."""
+    """A reservation as a take or a release answers it."""
 
     reservationId: str
     quantity: int
-    status: str
+    status: Literal["CONFIRMED", "RELEASED"]
+
+
+class ReleasedReservation(PublicReservation):
+    """A release's answer: the reservation, and whether this request released it."""
+
+    changed: bool
+    """False: it was released already (a re-send finds its own release done)."""
 
 
 class ReservationDetails(PublicReservation):
@@ -68,11 +75,20 @@ class ReservationDetails(PublicReservation):
 
 Transferred = TypedDict(
     "Transferred",
-    {"transferId": str, "resourceId": str, "from": str, "to": str, "quantity": int, "status": str},
+    {"transferId": str, "resourceId": str, "from": str, "to": str, "quantity": int, "status": Literal["SENT"]},
 )
 """Units sent to another Region ([Reservations.transfer][counters.services.reservations.escrow.Escrow.transfer]):
 `from` is this Region, `to` the receiving one, `status` `SENT` (`from` is a keyword: the functional
 form of `TypedDict`)."""
+
+
+class Received(TypedDict):
+    """What receiving transfers credited ([Reservations.receive][counters.services.reservations.escrow.Escrow.receive]):
+    the units of every transfer to this Region that had replicated here, 0 when none had."""
+
+    resourceId: str
+    credited: int
+
 
 _B = TypeVar("_B", PublicReservation, Transferred)
 
@@ -125,7 +141,9 @@ def first(records: list[Record]) -> Record | None:
 
 def public_reservation(rid: str, quantity: int, status: Status) -> PublicReservation:
     """``RELEASED_PENDING`` (an MRSC release between its steps) reads as ``RELEASED``: it only ever completes."""
-    return {"reservationId": rid, "quantity": quantity, "status": str(RELEASED if status is RELEASING else status)}
+    shown = str(RELEASED if status is RELEASING else status)
+    # a take or a release answers CONFIRMED or RELEASED only (PENDING, UNKNOWN are refused before)
+    return {"reservationId": rid, "quantity": quantity, "status": cast(Literal["CONFIRMED", "RELEASED"], shown)}
 
 
 def transfer_body(resource_id: str, tid: str, source: str, target: str, quantity: int) -> Transferred:
