@@ -321,7 +321,7 @@ class StreamConsumerMissing(ConfigurationError):
     """The operation is counted (or its effect applied) only by a consumer of the table's stream,
     and this process was not told one runs: refused before anything is written, rather than
     accepted and never counted. The message names what to run and the setting that says it runs
-    (``stream_consumers=True``, ``TALLY_STREAM_CONSUMERS``; docs/layer.md "What needs a stream consumer")."""
+    (``stream_consumers=True``, ``TALLY_STREAM_CONSUMERS``; [docs/layer.md, "What needs a stream consumer"](../layer.md#what-needs-a-stream-consumer))."""
 
     code = "stream_consumer_missing"
     default_message = "this operation needs a consumer of the table's stream; run it and set TALLY_STREAM_CONSUMERS=true"

@@ -97,7 +97,12 @@ REFUSALS: Mapping[str, Refusal] = {
         {MRSC: "a sharded take splits over shards in one TransactWriteItems and reads them with TransactGetItems"},
     ),
     "gapless": Refusal("a gapless sequence", {MRSC: "its value and its items commit in one TransactWriteItems, which MRSC does not offer"}),
-    "standard-post": Refusal("a standard post", {MRSC: "standard mode counts in a transaction and MRSC has none: create it hot"}),
+    "standard-post": Refusal(
+        "a standard post",
+        {
+            MRSC: "standard mode counts in a transaction and MRSC has none: create it hot (a post created without a `mode` is hot on MRSC, standard elsewhere)"
+        },
+    ),
     "standard-like": Refusal("a standard post's like", {MRSC: "standard mode counts in a transaction; MRSC has none"}),
     "switch-mode": Refusal(
         "switching a post's mode",

@@ -21,7 +21,7 @@ import re
 import textwrap
 import types
 import typing
-from dataclasses import dataclass
+from counters.core.records import dataclass
 from typing import Annotated, Any, ForwardRef, Literal, NotRequired, Union, get_args, get_origin
 
 from counters.core.extras import needs_lambda_extra
@@ -56,7 +56,7 @@ class Body(BaseModel):
 @dataclass(frozen=True)
 class Read:
     """A GET route's consistency, declared once in its contract (``READS``): docs/openapi.json's
-    operation and docs/consistency.md say it. ``strong``: when the answer reflects every write
+    operation and [docs/consistency.md](../consistency.md) say it. ``strong``: when the answer reflects every write
     acknowledged before the request, and what makes it so; ``as_of``: when it is as of a
     watermark instead, which one, and how far behind it may be."""
 
