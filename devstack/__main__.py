@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("DEVSTACK_QUIET_METRICS", "1")
 
     def interrupt(*_: object) -> None:
+        # The first signal stops the stack; a second one while it stops (Ctrl-C twice, or SIGTERM
+        # after Ctrl-C) is ignored, so stopping is never cut short by a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)  # SIGTERM stops it like Ctrl-C: everything is cleaned up
