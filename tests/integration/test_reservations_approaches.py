@@ -180,6 +180,41 @@ def test_occ_a_late_landing_send_then_another_writer_is_ambiguous_not_a_second_r
     assert (result.outcome, result.reason) == (Outcome.AMBIGUOUS, "third_tag")
 
 
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_occ_history_of_the_late_landing_interleaving_is_linearizable_only_with_the_guard(
+    guard: str, layer_client: Any, faults: Any, ddb: Any, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving above, recorded as a history (our take, the other writer's, reads) and checked
+    against occ's model (a bounded counter, each call applied at most once): with the ambiguity
+    rule off, the call applies twice and the history is NOT LINEARIZABLE."""
+    from counters.primitives.approaches import occ as occ_module
+    from proof.linearizability import OK, BoundedCounter, Recorder, check
+
+    if guard == "off":
+        monkeypatch.setattr(occ_module, "may_have_landed", lambda _report: False)
+    occ = make("occ", table)
+    other = create("occ", table, dynamodb=ddb, retry=FAST)
+    calls = Recorder()
+
+    def read() -> None:
+        handle = calls.invoke("r", "read")
+        calls.complete(handle, state(ddb, table)["reserved"])
+
+    def other_take() -> None:
+        handle = calls.invoke("r", "reserve", 1)
+        calls.complete(handle, OK if other.apply(KEY, 1).succeeded else None)
+        read()
+
+    faults.add("unavailable", operations={"UpdateItem"}, limit=1)
+    late_landing(layer_client, ddb, "UpdateItem", other_take)
+    ours = calls.invoke("r", "reserve", 2)
+    result = occ.apply(KEY, 2)
+    calls.complete(ours, OK if result.succeeded else None)
+    read()
+    verdict = check(BoundedCounter(10, side="under"), calls.history())
+    assert verdict.result == ("linearizable" if guard == "on" else "NOT LINEARIZABLE"), (result, calls.history())
+
+
 def test_occ_a_late_landing_send_alone_is_recognised(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
     occ = make("occ", table)
     faults.add("unavailable", operations={"UpdateItem"}, limit=1)

@@ -54,6 +54,12 @@ def breaches(counter: Counter, delta: int) -> bool:
     return counter.available < delta if delta > 0 else counter.reserved < -delta
 
 
+def may_have_landed(report: Report) -> bool:
+    """Whether a send of this call may have committed unseen: one of its attempts had an unknown
+    outcome (a timed-out send may land after the re-read that found the tag unchanged)."""
+    return report.unknown_seen
+
+
 class Occ(Approach):
     """Approach 2: optimistic concurrency on an entity tag; see the module."""
 
@@ -71,6 +77,7 @@ class Occ(Approach):
         capacity = Capacity()
         mine = ""  # the tag our pending write sets
         old = ""  # the tag it is conditioned on
+        pending = False  # a send's outcome was unknown: it may still commit
 
         def plan(counter: Counter | None, attempts: int) -> Resend | Stop:
             """The next write from the item as last seen, or the verdict it already gives."""
@@ -86,7 +93,7 @@ class Occ(Approach):
             counter = found(failure)
             if counter is not None and counter.tag == mine:  # a re-send of a write that had committed: ours
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_RESEND))
-            if report.unknown_seen:  # a send of ours may have committed before this tag's writer: no next round
+            if may_have_landed(report):  # a send of ours may have committed before this tag's writer: no next round
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
             return plan(counter, report.attempts)  # another writer won: next round from what it wrote
 
@@ -100,7 +107,6 @@ class Occ(Approach):
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
             return None  # tag unchanged: definitely not applied, re-send the same write
 
-        pending = False  # a send's outcome was unknown: it may still commit
         taken = self.optimistic(key, capacity, plan, lost, unknown)
         if pending and taken.outcome is Outcome.CONTENTION:  # the budget ran out after a send that may have landed
             return result(Outcome.AMBIGUOUS, capacity, taken.attempts, Reason.BUDGET_EXHAUSTED)
