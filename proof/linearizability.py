@@ -23,7 +23,8 @@ written here from those descriptions. Two of Porcupine's choices are kept: histo
 partitioned by key (P-compositionality: a history is linearizable iff each key's sub-history is),
 and a nondeterministic model is checked as its powerset (a state is the set of states the object
 may be in; a step maps each and keeps the union, illegal when empty). Entries are ordered by time,
-a call before a return at the same instant (the two overlap).
+a call before a return at the same instant (the two overlap). One change of order, not of
+outcome: of identical calls (an unknown call's re-sends) only the first not yet linearized is tried.
 
 Models ([`BoundedCounter`][proof.linearizability.BoundedCounter], [`SumRegister`][proof.linearizability.SumRegister],
 [`LikeSet`][proof.linearizability.LikeSet], [`GrowOnlySet`][proof.linearizability.GrowOnlySet],
@@ -70,16 +71,13 @@ class Model(Protocol):
 class BoundedCounter:
     """Reservations: ``("reserve", n)`` / ``("release", n)`` answered ``ok`` or ``fail``, ``("read",)``
     answered the count. The count stays in [0, ``capacity``]; a ``fail`` is a refusal by the
-    threshold (``n`` did not fit then). ``side`` is what an approach may err on: ``exact`` and
-    ``under`` apply a call at most once (an acknowledged one once, an unknown one once or never:
-    never above what was acknowledged plus what was ambiguous); ``over`` may apply an acknowledged
-    call 1 to ``sends`` times and an unknown one 0 to ``sends`` times (never below what was
-    acknowledged). ``strict_fail=False``: a ``fail`` only says "not applied" (a sharded take may
-    refuse on the shards it saw)."""
+    threshold (``n`` did not fit then). Each call applies at most once (an acknowledged one once,
+    an unknown one once or never): exact approaches, and the one-sided ``under`` ones (atomic
+    ``under``, occ: never above what was acknowledged plus what was ambiguous). For ``over``, check
+    [`resent`][proof.linearizability.resent]'s history. ``strict_fail=False``: a ``fail`` only says
+    "not applied" (a sharded take may refuse on the shards it saw)."""
 
     capacity: int
-    side: str = "exact"
-    sends: int = 4
     strict_fail: bool = True
 
     def init(self) -> int:
@@ -89,23 +87,39 @@ class BoundedCounter:
         kind = input[0]
         if kind == "read":
             return (state,) if output == state else ()
-        n = input[1] if kind == "reserve" else -input[1]
-        fits = 0 <= state + n <= self.capacity
+        after = state + (input[1] if kind == "reserve" else -input[1])
+        fits = 0 <= after <= self.capacity
         if output == FAIL:
             return (state,) if not (self.strict_fail and fits) else ()
-        times = range(1, self.sends + 1) if self.side == "over" else range(1, 2)
-        applied = [state + k * n for k in times if 0 <= state + k * n <= self.capacity]
-        if output == OK:
-            return applied
-        return [state, *applied]  # unknown: never, or as it would have applied
+        applied = (after,) if fits else ()
+        return applied if output == OK else (state, *applied)  # unknown: never, or as it would have applied
+
+
+def resent(calls: Iterable[Call], sends: int) -> list[Call]:
+    """The history of an ``over`` approach (atomic ``over``: an unknown outcome re-sent until a
+    definite answer, each send applied or not): every call that was not refused becomes its
+    answered send plus ``sends - 1`` unknown ones invoked with it, each of which may apply once at
+    any point after (a send that timed out may land even after the call returned). Checked with
+    the at-most-once model this is "never below what was acknowledged", above it by at most
+    ``sends`` applications a call, each at its own point."""
+    out: list[Call] = []
+    for call in calls:
+        out.append(call)
+        if call.input[0] != "read" and call.output != FAIL:
+            out += [Call(call.key, call.input, None, call.invoked)] * (sends - 1)
+    return out
 
 
 @dataclass(frozen=True)
 class SumRegister:
-    """A ledger: ``("append", amount)`` answered ``ok``/``fail``, ``("read",)`` answered the balance."""
+    """A ledger: ``("append", amount)`` answered ``ok``/``fail``, ``("read",)`` answered the balance
+    (``initial`` before any). Also a set's size when every call adds or removes a distinct member
+    once (a like of a user not liked: +1; an unlike of one liked: -1)."""
+
+    initial: int = 0
 
     def init(self) -> int:
-        return 0
+        return self.initial
 
     def step(self, state: int, input: tuple[Any, ...], output: Any) -> Iterable[int]:
         if input[0] == "read":
@@ -192,6 +206,8 @@ class Verdict:
 
     def cell(self) -> str:
         """The proof table's cell: the verdict, and its cost."""
+        if self.undecided and not self.bad:
+            return f"unknown ({self.calls} calls: the search outlasted its budget, {self.seconds:.0f} s)"
         return f"{self.result} ({self.calls} calls, {self.seconds:.2f} s)"
 
 
@@ -220,6 +236,14 @@ def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -
             where[ident[pos]] = pos
         else:
             match[where[ident[pos]]] = pos
+    # identical calls (same input, output and times: a call's unknown re-sends) are interchangeable:
+    # only the first of them not yet linearized is tried, so the cache never holds their permutations
+    twin = [-1] * n
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, call in enumerate(calls):
+        sig = (call.input, call.output, call.invoked, call.returned)
+        twin[i] = seen.get(sig, -1)
+        seen[sig] = i
     # a doubly linked list over the entries, with a head sentinel at index ``size``
     head = size
     nxt = [*range(1, size), -1, 0]  # the last entry ends the list (-1); the head points at entry 0
@@ -239,37 +263,49 @@ def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -
             if b != -1:
                 prv[b] = p
 
+    def candidates() -> list[int]:
+        """The call entries that may be linearized next (those before the first return entry), in
+        invocation order, as Porcupine tries them (earliest response first was tried: it left occ's
+        small histories, whose unknown calls it tries last, undecided)."""
+        found, pos = [], nxt[head]
+        while pos != -1 and kind[pos] == 0:
+            found.append(pos)
+            pos = nxt[pos]
+        return found
+
     state: frozenset[Hashable] = frozenset([model.init()])
     linearized = 0
     cache: set[tuple[int, frozenset[Hashable]]] = set()
-    stack: list[tuple[int, frozenset[Hashable]]] = []
-    entry = nxt[head]
+    frames: list[tuple[list[int], int, frozenset[Hashable], int]] = []  # (candidates, next to try, state, entry lifted)
+    options, tried = candidates(), 0
     deadline = time.monotonic() + budget
     steps = 0
     while nxt[head] != -1:
         steps += 1
         if steps & 0xFFF == 0 and time.monotonic() > deadline:
             raise Undecided
-        if kind[entry] == 0:
-            call = calls[ident[entry]]
-            after = _powerset_step(model, state, call)
-            if after:
-                bits = linearized | (1 << ident[entry])
-                if (bits, after) not in cache:
-                    cache.add((bits, after))
-                    stack.append((entry, state))
-                    state, linearized = after, bits
-                    lift(entry)
-                    entry = nxt[head]
-                    continue
-            entry = nxt[entry]
-        else:  # a return entry whose call is not linearized: undo the last choice
-            if not stack:
+        chosen = False
+        while tried < len(options):
+            entry = options[tried]
+            tried += 1
+            me = ident[entry]
+            if twin[me] >= 0 and not linearized >> twin[me] & 1:
+                continue  # its identical predecessor comes first
+            after = _powerset_step(model, state, calls[me])
+            bits = linearized | (1 << me)
+            if after and (bits, after) not in cache:
+                cache.add((bits, after))
+                frames.append((options, tried, state, entry))
+                state, linearized = after, bits
+                lift(entry)
+                options, tried, chosen = candidates(), 0, True
+                break
+        if not chosen:  # no candidate leads on: undo the last choice
+            if not frames:
                 return False
-            entry, state = stack.pop()
+            options, tried, state, entry = frames.pop()
             linearized &= ~(1 << ident[entry])
             unlift(entry)
-            entry = nxt[entry]
     return True
 
 

@@ -211,7 +211,7 @@ def test_occ_history_of_the_late_landing_interleaving_is_linearizable_only_with_
     result = occ.apply(KEY, 2)
     calls.complete(ours, OK if result.succeeded else None)
     read()
-    verdict = check(BoundedCounter(10, side="under"), calls.history())
+    verdict = check(BoundedCounter(10), calls.history())
     assert verdict.result == ("linearizable" if guard == "on" else "NOT LINEARIZABLE"), (result, calls.history())
 
 

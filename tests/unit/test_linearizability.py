@@ -21,6 +21,7 @@ from proof.linearizability import (
     Recorder,
     SumRegister,
     check,
+    resent,
 )
 
 
@@ -82,10 +83,17 @@ def test_legal_counter_histories_are_accepted(calls: list[Call]) -> None:
 
 def test_one_sided_models() -> None:
     twice = [c(("reserve", 2), OK, 0, 1), c(("read",), 4, 2, 3)]
-    assert verdict(BoundedCounter(5, side="under"), *twice) == "NOT LINEARIZABLE"
-    assert verdict(BoundedCounter(5, side="over"), *twice) == "linearizable"
+    assert verdict(BoundedCounter(5), *twice) == "NOT LINEARIZABLE"  # under: at most once
+    assert verdict(BoundedCounter(5), *resent(twice, 2)) == "linearizable"  # over: a re-send may apply too
+    assert verdict(BoundedCounter(9), *resent(twice, 2), c(("read",), 6, 4, 5)) == "NOT LINEARIZABLE"  # at most `sends`
+    spread = [c(("reserve", 2), OK, 0, 10), c(("read",), 2, 1, 2), c(("read",), 4, 3, 4), c(("read",), 4, 11, 12)]
+    assert verdict(BoundedCounter(9), *resent(spread, 2)) == "linearizable"  # each send at its own point
+    late = [c(("reserve", 2), OK, 0, 1), c(("read",), 2, 2, 3), c(("read",), 4, 4, 5)]
+    assert verdict(BoundedCounter(9), *resent(late, 2)) == "linearizable"  # a timed-out send landing after the answer
     missed = [c(("reserve", 2), OK, 0, 1), c(("read",), 0, 2, 3)]
-    assert verdict(BoundedCounter(5, side="over"), *missed) == "NOT LINEARIZABLE"  # never below what was acknowledged
+    assert verdict(BoundedCounter(5), *resent(missed, 4)) == "NOT LINEARIZABLE"  # never below what was acknowledged
+    refused = [c(("reserve", 2), FAIL, 0, 1), c(("read",), 2, 2, 3)]
+    assert verdict(BoundedCounter(1, strict_fail=False), *resent(refused, 4)) == "NOT LINEARIZABLE"  # a refusal applied nothing
     loose = BoundedCounter(5, strict_fail=False)
     assert verdict(loose, c(("reserve", 1), FAIL, 0, 1), c(("read",), 0, 2, 3)) == "linearizable"
     assert verdict(loose, c(("reserve", 1), FAIL, 0, 1), c(("read",), 1, 2, 3)) == "NOT LINEARIZABLE"
