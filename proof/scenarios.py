@@ -26,7 +26,7 @@ from testkit.faults import FaultInjector
 FAULT_RATES = {"after_commit": 0.04, "resend": 0.03, "conflict": 0.04, "throttle": 0.03, "unavailable": 0.02}
 CONFLICTING = {"TransactWriteItems", "TransactGetItems", "UpdateItem", "PutItem", "DeleteItem"}
 WRITES = {"TransactWriteItems", "UpdateItem", "PutItem", "DeleteItem"}
-SEARCH_BUDGET = 20.0
+SEARCH_BUDGET = 5.0
 """Seconds the linearizability search may spend on one row's history before it says ``unknown``."""
 LATE_RATE = 0.02
 """The reservations rows' share of writes that land late (after the caller's next call)."""
