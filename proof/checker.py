@@ -28,6 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from proof.linearizability import Verdict
+
 
 @dataclass
 class Op:
@@ -65,6 +67,9 @@ class Report:
     unexercised: list[str] = field(default_factory=list)
     """Faults or perturbations the scenario was meant to inject that did not happen often enough:
     the run proved less than it claims (verdict ``UNDERPOWERED`` unless something broke)."""
+    linearizable: Verdict | None = None
+    """The recorded history checked against the approach's model ([`proof.linearizability`][proof.linearizability]);
+    ``None``: the row records no history. ``NOT LINEARIZABLE`` makes the row ``VIOLATED``."""
 
     @property
     def verdict(self) -> str:
@@ -74,6 +79,8 @@ class Report:
             ok = not (self.under or self.breaches)
         else:  # under: may under-count, never over-count or breach
             ok = not (self.over or self.duplicates or self.breaches)
+        if self.linearizable is not None and self.linearizable.result == "NOT LINEARIZABLE":
+            ok = False
         if ok and self.unexercised:
             return "UNDERPOWERED"
         return "holds" if ok else "VIOLATED"
@@ -157,12 +164,12 @@ class History:
 
 def table(reports: list[Report]) -> str:
     lines = [
-        "| scenario | documented | intents | faults injected | unknown outcomes | final | acknowledged | possible | over-count | under-count | duplicates | breaches | bad reads | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| scenario | documented | intents | faults injected | unknown outcomes | final | acknowledged | possible | over-count | under-count | duplicates | breaches | bad reads | linearizability | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in reports:
         lines.append(
-            f"| {r.name} | {r.documented} | {r.operations} | {r.faults} | {r.unknown} | {r.final} | {r.acknowledged} | {r.possible} | {r.over} | {r.under} | {r.duplicates} | {r.breaches} | {r.bad_reads} | {r.verdict} |"
+            f"| {r.name} | {r.documented} | {r.operations} | {r.faults} | {r.unknown} | {r.final} | {r.acknowledged} | {r.possible} | {r.over} | {r.under} | {r.duplicates} | {r.breaches} | {r.bad_reads} | {r.linearizable.cell() if r.linearizable else '–'} | {r.verdict} |"
         )
     return "\n".join(lines)
 

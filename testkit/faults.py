@@ -25,6 +25,11 @@ service), at a seeded rate, and counts what it injected:
                   processes and cannot see each other's in-flight writes as testkit.regions does
 ``mrsc_unsupported``  DynamoDB only: a ValidationException for the APIs an MRSC table refuses
                   (TransactWriteItems, TransactGetItems, UpdateTimeToLive); give it rate 1
+``late``          the request is held and the caller receives a 500 at once (its outcome is
+                  unknown); the identical request lands later: right after the same thread's next
+                  call on this client (for an optimistic write: after its re-read), or at
+                  ``detach``. A timed-out request still in flight, which SDK retries being off does
+                  not rule out; unlike ``resend`` the caller sees the unknown outcome
 
 Reads are faulted like writes when a rule has no ``operations`` (GetItem, Query, Scan,
 TransactGetItems, ReceiveMessage...). Queue *delivery* faults (a message delivered twice, or
@@ -40,7 +45,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable", "replicated_conflict", "mrsc_unsupported")
+KINDS = ("after_commit", "resend", "conflict", "throttle", "unavailable", "replicated_conflict", "mrsc_unsupported", "late")
 TRANSACTIONS = frozenset({"TransactWriteItems", "TransactGetItems"})
 SINGLE_ITEM_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
 MRSC_UNSUPPORTED = frozenset({*TRANSACTIONS, "UpdateTimeToLive"})
@@ -89,6 +94,9 @@ class FaultInjector:
         self._lock = threading.Lock()
         self.by_operation: Counter[tuple[str, str]] = Counter()
         """(operation, kind) -> how many times it was injected."""
+        self._held: dict[int, list[Any]] = {}
+        """thread id -> [operation model, request dict, request context, armed] of a ``late`` request."""
+        self._delivering = threading.local()
         self.service = client.meta.service_model.service_id.hyphenize()  # "dynamodb", "sqs": the event names' service part
         events = client.meta.events
         events.register_first(f"before-call.{self.service}", self._before_call, unique_id=f"faults-before-{id(self)}")
@@ -110,6 +118,8 @@ class FaultInjector:
             self.rules.clear()
 
     def detach(self) -> None:
+        for thread in list(self._held):
+            self._land(thread)
         events = self.client.meta.events
         events.unregister(f"before-call.{self.service}", unique_id=f"faults-before-{id(self)}")
         events.unregister(f"after-call.{self.service}", unique_id=f"faults-after-{id(self)}")
@@ -158,10 +168,30 @@ class FaultInjector:
         return "InternalServerError" if self.dynamodb else "InternalFailure"
 
     # -- before sending: failures that leave the table untouched --------------------------
-    def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+    def _land(self, thread: int) -> None:
+        """Send the request ``late`` held for ``thread`` (its answer goes nowhere)."""
+        with self._lock:
+            held = self._held.pop(thread, None)
+        if held is None:
+            return
+        self._delivering.on = True
+        try:
+            self.client._make_request(held[0], held[1], held[2])
+        except Exception:  # noqa: BLE001, S110 - it landed or it did not; nobody hears its answer
+            pass
+        finally:
+            self._delivering.on = False
+
+    def _before_call(self, model: Any, params: dict[str, Any], context: Any = None, **_: Any) -> Any:
         operation = model.name
+        if getattr(self._delivering, "on", False):
+            return None
         with self._lock:
             self.calls[operation] += 1
+        if threading.get_ident() not in self._held and self._draw(operation, ("late",)) is not None:
+            with self._lock:
+                self._held[threading.get_ident()] = [model, params, context, False]
+            return _error(500, self._internal_code, "injected: no answer (the request lands later)")
         kind = self._draw(operation, ("mrsc_unsupported", "replicated_conflict", "conflict", "throttle", "unavailable"))
         if kind is None:
             return None
@@ -188,6 +218,15 @@ class FaultInjector:
 
     # -- after a successful call: the ambiguous failures -----------------------------------
     def _after_call(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if getattr(self._delivering, "on", False):
+            return
+        held = self._held.get(threading.get_ident())
+        if held is not None:
+            if held[3]:
+                self._land(threading.get_ident())  # after the thread's next call: the held request lands now
+            else:
+                held[3] = True  # the held call's own answer (the 500)
+                return
         if http_response is None or getattr(http_response, "status_code", 500) >= 300:
             return
         if self._draw(model.name, ("after_commit",)) is None:
@@ -205,7 +244,7 @@ class FaultInjector:
         if caught_exception is not None or response is None:
             return None
         http = response[0]
-        if http.status_code >= 300 or attempts > 1:
+        if http.status_code >= 300 or attempts > 1 or getattr(self._delivering, "on", False):
             return None
         if self._draw(operation.name, ("resend",)) is None:
             return None

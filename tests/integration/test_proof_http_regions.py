@@ -11,7 +11,9 @@ import pytest
 from proof import http_regions
 from proof.http import details
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+# No whole-test time limit: every wait has its own hang guard (a request's answer, each settle's
+# SETTLE_SECONDS, reported as a finding), so a loaded machine makes the rows slower, never red.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(0)]
 
 
 def test_every_http_multi_region_row_holds(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore import xform_name
 from botocore.config import Config
 
 from counters.core.failures import RetryPolicy
@@ -142,6 +143,113 @@ def test_occ_sdk_resend_is_recognised_but_redelivery_is_not(layer_client: Any, f
     assert occ.apply(KEY, 7).reason == "threshold" and state(ddb, table)["reserved"] == 4
 
 
+def late_landing(client: Any, ddb: Any, operation: str, other: Callable[[], Any]) -> None:
+    """A send of ``operation`` whose outcome is unknown and which lands late, as a timed-out request
+    still in flight does: the first send is answered with a 500 and not applied (``unavailable``,
+    added by the caller); right after the caller's re-read of the item (its second GetItem), that
+    identical request lands (sent with the plain client ``ddb``), then ``other`` writes."""
+    sent: list[dict[str, Any]] = []
+    reads = [0]
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        if not sent:
+            sent.append(dict(params))
+
+    def land(**_: Any) -> None:
+        reads[0] += 1
+        if reads[0] == 2:  # the re-read after the unknown outcome saw the old tag
+            getattr(ddb, xform_name(operation))(**sent[0])  # the first send commits now
+            other()  # and another writer commits after it
+
+    client.meta.events.register(f"provide-client-params.dynamodb.{operation}", capture, unique_id=f"late-{uuid.uuid4()}")
+    client.meta.events.register("after-call.dynamodb.GetItem", land, unique_id=f"late-read-{uuid.uuid4()}")
+
+
+def test_occ_a_late_landing_send_then_another_writer_is_ambiguous_not_a_second_round(
+    layer_client: Any, faults: Any, ddb: Any, table: str
+) -> None:
+    """Our write's outcome is unknown; the re-read sees the old tag, so the same write is re-sent;
+    meanwhile the first send commits and another writer commits after it; the re-send fails its
+    condition and ALL_OLD shows the other writer's tag. A next round would apply the call twice."""
+    occ = make("occ", table)
+    other = create("occ", table, dynamodb=ddb, retry=FAST)
+    faults.add("unavailable", operations={"UpdateItem"}, limit=1)
+    late_landing(layer_client, ddb, "UpdateItem", lambda: other.apply(KEY, 1))
+    result = occ.apply(KEY, 2)
+    assert state(ddb, table)["reserved"] == 3, "the call applied twice (a next round after a send that landed late)"
+    assert (result.outcome, result.reason) == (Outcome.AMBIGUOUS, "third_tag")
+
+
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_occ_history_of_the_late_landing_interleaving_is_linearizable_only_with_the_guard(
+    guard: str, layer_client: Any, faults: Any, ddb: Any, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving above, recorded as a history (our take, the other writer's, reads) and checked
+    against occ's model (a bounded counter, each call applied at most once): with the ambiguity
+    rule off, the call applies twice and the history is NOT LINEARIZABLE."""
+    from counters.primitives.approaches import occ as occ_module
+    from proof.linearizability import OK, BoundedCounter, Recorder, check
+
+    if guard == "off":
+        monkeypatch.setattr(occ_module, "may_have_landed", lambda _report: False)
+    occ = make("occ", table)
+    other = create("occ", table, dynamodb=ddb, retry=FAST)
+    calls = Recorder()
+
+    def read() -> None:
+        handle = calls.invoke("r", "read")
+        calls.complete(handle, state(ddb, table)["reserved"])
+
+    def other_take() -> None:
+        handle = calls.invoke("r", "reserve", 1)
+        calls.complete(handle, OK if other.apply(KEY, 1).succeeded else None)
+        read()
+
+    faults.add("unavailable", operations={"UpdateItem"}, limit=1)
+    late_landing(layer_client, ddb, "UpdateItem", other_take)
+    ours = calls.invoke("r", "reserve", 2)
+    result = occ.apply(KEY, 2)
+    calls.complete(ours, OK if result.succeeded else None)
+    read()
+    verdict = check(BoundedCounter(10), calls.history())
+    assert verdict.result == ("linearizable" if guard == "on" else "NOT LINEARIZABLE"), (result, calls.history())
+
+
+def test_occ_a_late_landing_send_alone_is_recognised(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    occ = make("occ", table)
+    faults.add("unavailable", operations={"UpdateItem"}, limit=1)
+    late_landing(layer_client, ddb, "UpdateItem", lambda: None)
+    result = occ.apply(KEY, 2)
+    assert (result.outcome, result.reason) == (Outcome.APPLIED, "confirmed_after_resend")
+    assert state(ddb, table)["reserved"] == 2
+
+
+def test_occ_budget_out_after_an_unknown_outcome_is_ambiguous(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
+    occ = make("occ", table)
+    faults.add("unavailable", operations={"UpdateItem"}, limit=1)
+    faults.add("throttle", operations={"UpdateItem"})
+    assert occ.apply(KEY, 2).outcome is Outcome.AMBIGUOUS  # the first send may still land: not "nothing applied"
+
+
+def test_occ_sdk_resend_past_another_writer_applies_twice_which_is_why_retries_are_off(
+    layer_client: Any, faults: Any, ddb: Any, table: str
+) -> None:
+    """An SDK re-send is invisible to occ: with another writer between the two sends it is a lost race."""
+    occ = make("occ", table)
+    other = create("occ", table, dynamodb=ddb, retry=FAST)
+    faults.add("resend", operations={"UpdateItem"}, limit=1)
+    between = [True]
+
+    def interleave(**_: Any) -> None:
+        if between and faults.injected["resend"]:
+            between.clear()
+            other.apply(KEY, 1)
+
+    layer_client.meta.events.register("before-send.dynamodb.UpdateItem", interleave, unique_id=f"between-{uuid.uuid4()}")
+    assert occ.apply(KEY, 2).outcome is Outcome.APPLIED
+    assert state(ddb, table)["reserved"] == 5  # one call, applied twice, and nobody knows
+
+
 # ------------------------------------------------------------------------------------ occ_history
 def test_occ_history_resolves_unknown_outcomes_and_duplicates(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:
     occ = make("occ_history", table)
@@ -181,6 +289,18 @@ def test_occ_history_is_ambiguous_only_when_its_slot_fell_off_the_chain(layer_cl
     result = occ.apply(KEY, 2, token="mine")
     assert (result.outcome, result.reason) == (Outcome.AMBIGUOUS, "fell_off_chain")
     assert state(ddb, table)["reserved"] == 5
+
+
+def test_occ_history_a_late_landing_send_whose_slot_left_the_chain_is_ambiguous(
+    layer_client: Any, faults: Any, ddb: Any, table: str
+) -> None:
+    occ = make("occ_history", table, history=3)
+    other = create("occ_history", table, dynamodb=ddb, retry=FAST, history=3)
+    faults.add("unavailable", operations={"UpdateItem"}, limit=1)
+    late_landing(layer_client, ddb, "UpdateItem", lambda: [other.apply(KEY, 1, token=f"o{i}") for i in range(3)])
+    result = occ.apply(KEY, 2, token="mine")
+    assert state(ddb, table)["reserved"] == 5, "the call applied twice (a next round after a send that landed late)"
+    assert (result.outcome, result.reason) == (Outcome.AMBIGUOUS, "fell_off_chain")
 
 
 def test_occ_history_bound_a_duplicate_older_than_the_chain_applies_again(layer_client: Any, ddb: Any, table: str) -> None:

@@ -214,3 +214,26 @@ def test_replicated_conflict_fails_single_item_writes_only_and_is_retryable(ddb:
     assert failure.kind is Failure.CONFLICT
     assert ddb.get_item(TableName="t", Key={"PK": {"S": "a"}})["Item"]["n"] == {"N": "1"}  # not applied
     assert injector.injected["replicated_conflict"] == 1
+
+
+def test_late_answers_500_and_lands_after_the_threads_next_call(ddb: Any) -> None:
+    faults = FaultInjector(ddb).add("late", operations={"UpdateItem"}, limit=1)
+    update = {
+        "TableName": "t",
+        "Key": {"PK": {"S": "a"}},
+        "UpdateExpression": "ADD n :one",
+        "ExpressionAttributeValues": {":one": {"N": "1"}},
+    }
+    failure, _ = _failure(lambda: ddb.update_item(**update))
+    assert failure.kind is Failure.UNKNOWN  # the caller cannot know
+    read = {"TableName": "t", "Key": {"PK": {"S": "a"}}, "ConsistentRead": True}
+    assert ddb.get_item(**read)["Item"]["n"] == {"N": "1"}  # not landed when this read ran...
+    assert ddb.get_item(**read)["Item"]["n"] == {"N": "2"}  # ...but right after it, once
+    assert ddb.get_item(**read)["Item"]["n"] == {"N": "2"} and faults.injected["late"] == 1
+
+
+def test_late_lands_at_detach_when_the_thread_calls_no_more(ddb: Any) -> None:
+    faults = FaultInjector(ddb).add("late", operations={"PutItem"}, limit=1)
+    _failure(lambda: ddb.put_item(TableName="t", Item={"PK": {"S": "b"}}))
+    faults.detach()
+    assert "Item" in ddb.get_item(TableName="t", Key={"PK": {"S": "b"}}, ConsistentRead=True)

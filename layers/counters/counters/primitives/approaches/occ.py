@@ -10,13 +10,22 @@ means applied), and the next round is planned from a read made after the backoff
 Guarantees:
     * Thresholds: always held (the write is conditioned on the state the check saw).
     * Ambiguous failure (5xx/timeout after sending): re-read the item.
-      tag unchanged -> definitely not applied: retry safely;
       tag == the tag this call wrote -> ``applied`` (reason ``confirmed_after_unknown``);
-      a third tag -> another writer came in between: ``ambiguous`` (reason ``third_tag``).
-      A call never applies twice (each send is conditioned on a tag only one write can
-      replace), so the counter never over-counts a call; an ``ambiguous`` call may be lost.
-    * SDK retries (a re-sent write after a lost reply): the re-send fails its condition and
-      ``ALL_OLD`` shows our own new tag, so it is recognised as ``applied``.
+      a third tag -> another writer came in between: ``ambiguous`` (reason ``third_tag``);
+      tag unchanged -> not applied *yet*: the same write is re-sent (a timed-out send may still
+      land later, but every send of it is conditioned on the same tag, so at most one commits).
+    * A condition failure after a send whose outcome was unknown: our own tag in ``ALL_OLD``
+      -> ``applied`` (reason ``confirmed_after_resend``); any other tag -> ``ambiguous``
+      (reason ``third_tag``), never a next round: the unknown send may have committed before the
+      writer whose tag is there, and a next round would apply the call a second time. Likewise a
+      budget that runs out after an unknown outcome is ``ambiguous``, not ``contention``.
+      So a call never applies twice, the counter never over-counts a call, and an ``ambiguous``
+      call may be lost (docs/reservations.md: occ errs ``under``).
+    * SDK retries must be off (the layer's client has them off): an SDK re-send after a lost reply
+      is invisible to this code, and when another writer commits between the two sends ``ALL_OLD``
+      shows that writer's tag, which looks exactly like a lost race
+      ([`counters.core.client.CLIENT_CONFIG`][counters.core.client.CLIENT_CONFIG] has ``total_max_attempts=1``).
+      A re-send that finds our own tag is recognised as ``applied``.
     * Client retries / redelivered requests: **not recognised** (tags are random, the token
       is ignored); a redelivery applies again (``exact = False``).
     * Contention: every concurrent writer but one loses each round; past the budget the call
@@ -45,6 +54,12 @@ def breaches(counter: Counter, delta: int) -> bool:
     return counter.available < delta if delta > 0 else counter.reserved < -delta
 
 
+def may_have_landed(report: Report) -> bool:
+    """Whether a send of this call may have committed unseen: one of its attempts had an unknown
+    outcome (a timed-out send may land after the re-read that found the tag unchanged)."""
+    return report.unknown_seen
+
+
 class Occ(Approach):
     """Approach 2: optimistic concurrency on an entity tag; see the module."""
 
@@ -62,6 +77,7 @@ class Occ(Approach):
         capacity = Capacity()
         mine = ""  # the tag our pending write sets
         old = ""  # the tag it is conditioned on
+        pending = False  # a send's outcome was unknown: it may still commit
 
         def plan(counter: Counter | None, attempts: int) -> Resend | Stop:
             """The next write from the item as last seen, or the verdict it already gives."""
@@ -75,11 +91,15 @@ class Occ(Approach):
 
         def lost(report: Report, failure: Classified) -> Resend | Stop:
             counter = found(failure)
-            if counter is not None and counter.tag == mine:  # a re-send (SDK retry) of a write that had committed: ours
+            if counter is not None and counter.tag == mine:  # a re-send of a write that had committed: ours
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_RESEND))
+            if may_have_landed(report):  # a send of ours may have committed before this tag's writer: no next round
+                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
             return plan(counter, report.attempts)  # another writer won: next round from what it wrote
 
         def unknown(report: Report, _failure: Classified) -> Stop | None:
+            nonlocal pending
+            pending = True
             counter = self.read(key, capacity)
             if counter is not None and counter.tag == mine:
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))
@@ -87,7 +107,10 @@ class Occ(Approach):
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
             return None  # tag unchanged: definitely not applied, re-send the same write
 
-        return self.optimistic(key, capacity, plan, lost, unknown)
+        taken = self.optimistic(key, capacity, plan, lost, unknown)
+        if pending and taken.outcome is Outcome.CONTENTION:  # the budget ran out after a send that may have landed
+            return result(Outcome.AMBIGUOUS, capacity, taken.attempts, Reason.BUDGET_EXHAUSTED)
+        return taken
 
     def release_update(self, key: Key, quantity: int, token: str) -> Update:
         """The base give-back, moving the tag."""

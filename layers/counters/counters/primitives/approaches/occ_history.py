@@ -13,7 +13,9 @@ Guarantees:
       ``applied``. Otherwise, if the chain still reaches back to version ``v + 1`` (the slot
       our write would have taken), another writer took it -> definitely not applied: retry.
       Only when more than N writes happened in between (the slot fell off the chain) is the
-      call ``ambiguous`` (reason ``fell_off_chain``).
+      call ``ambiguous`` (reason ``fell_off_chain``). The same holds when a re-send after an
+      unknown outcome fails its condition: a timed-out send may land late, so with its slot off
+      the chain the call is ``ambiguous``, never a next round (which would apply it twice).
     * SDK retries: the re-send fails its condition and ``ALL_OLD`` shows our tag: success,
       counted once. It is reported ``duplicate``: the layer cannot tell its own invisible
       first send from a concurrent twin with the same token (both are the same request).
@@ -110,7 +112,11 @@ class OccHistory(Approach):
             return Resend(chain_write(self.table_name, key, counter, delta, chain).params())
 
         def lost(report: Report, failure: Classified) -> Resend | Stop:
-            return plan(found(failure), report.attempts)  # plan checks our tag first
+            counter = found(failure)
+            if sent and counter is not None and resolve(counter, version, mine) is Verdict.UNKNOWN:
+                # a send of ours at this version may have landed, and its slot has left the chain since
+                return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.FELL_OFF_CHAIN))
+            return plan(counter, report.attempts)  # plan checks our tag first
 
         def unknown(report: Report, _failure: Classified) -> Resend | Stop:
             nonlocal sent

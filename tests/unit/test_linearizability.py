@@ -1,0 +1,195 @@
+"""The linearizability checker checks itself: violating histories are refused, legal ones (with
+concurrency and unknown outcomes) accepted, and a client that records a timed-out call as failed
+is caught."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from proof.linearizability import (
+    FAIL,
+    INFINITY,
+    OK,
+    BoundedCounter,
+    Call,
+    GrowOnlySet,
+    LikeSet,
+    MonotonicRegister,
+    Recorder,
+    SumRegister,
+    check,
+    resent,
+)
+
+
+def c(input: tuple[Any, ...], output: Any, invoked: float, returned: float = INFINITY, key: str = "r") -> Call:
+    return Call(key, input, output, invoked, returned)
+
+
+def verdict(model: Any, *calls: Call) -> str:
+    return check(model, calls).result
+
+
+COUNTER = BoundedCounter(capacity=5)
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        pytest.param([c(("reserve", 2), OK, 0, 1), c(("read",), 0, 2, 3)], id="an acknowledged take missed by a later read"),
+        pytest.param([c(("reserve", 1), OK, 0, 1), c(("read",), 1, 2, 3), c(("read",), 0, 4, 5)], id="a read going back"),
+        pytest.param([c(("reserve", 3), OK, 0, 1), c(("reserve", 3), OK, 2, 3)], id="above capacity"),
+        pytest.param([c(("reserve", 1), FAIL, 0, 1)], id="refused though it fitted"),
+        pytest.param([c(("reserve", 2), OK, 0, 1), c(("read",), 4, 2, 3)], id="applied twice"),
+        pytest.param([c(("read",), 2, 0, 1), c(("reserve", 2), None, 5)], id="an unknown call seen before it was invoked"),
+        pytest.param([c(("reserve", 2), None, 0), c(("read",), 2, 1, 2), c(("read",), 0, 3, 4)], id="an unknown call undone"),
+        pytest.param(
+            [c(("reserve", 1), OK, 0, 10), c(("read",), 1, 1, 2), c(("read",), 0, 3, 4)],
+            id="concurrent take seen, then unseen",
+        ),
+        pytest.param([c(("release", 1), OK, 0, 1)], id="a release below 0"),
+    ],
+)
+def test_violating_counter_histories_are_refused(calls: list[Call]) -> None:
+    assert verdict(COUNTER, *calls) == "NOT LINEARIZABLE"
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        pytest.param(
+            [c(("reserve", 1), OK, 0, 10), c(("read",), 0, 1, 2), c(("read",), 1, 3, 4), c(("read",), 1, 11, 12)],
+            id="a concurrent take seen from some point on",
+        ),
+        pytest.param(
+            [c(("reserve", 1), OK, 0, 10), c(("reserve", 2), OK, 0, 10), c(("read",), 2, 1, 2), c(("read",), 3, 3, 4)],
+            id="two concurrent takes in the order the reads saw",
+        ),
+        pytest.param([c(("reserve", 2), None, 0), c(("read",), 0, 5, 6), c(("read",), 2, 7, 8)], id="an unknown call applied late"),
+        pytest.param([c(("reserve", 2), None, 0), c(("read",), 0, 100, 101)], id="an unknown call that never applied"),
+        pytest.param(
+            [c(("reserve", 4), OK, 0, 1), c(("reserve", 2), FAIL, 2, 3), c(("release", 4), OK, 4, 5), c(("read",), 0, 6, 7)],
+            id="refused when it did not fit, then released",
+        ),
+        pytest.param([c(("reserve", 3), OK, 0, 1), c(("read",), 3, 1, 2)], id="a call and a read at the same instant overlap"),
+    ],
+)
+def test_legal_counter_histories_are_accepted(calls: list[Call]) -> None:
+    assert verdict(COUNTER, *calls) == "linearizable"
+
+
+def test_one_sided_models() -> None:
+    twice = [c(("reserve", 2), OK, 0, 1), c(("read",), 4, 2, 3)]
+    assert verdict(BoundedCounter(5), *twice) == "NOT LINEARIZABLE"  # under: at most once
+    assert verdict(BoundedCounter(5), *resent(twice, 2)) == "linearizable"  # over: a re-send may apply too
+    assert verdict(BoundedCounter(9), *resent(twice, 2), c(("read",), 6, 4, 5)) == "NOT LINEARIZABLE"  # at most `sends`
+    spread = [c(("reserve", 2), OK, 0, 10), c(("read",), 2, 1, 2), c(("read",), 4, 3, 4), c(("read",), 4, 11, 12)]
+    assert verdict(BoundedCounter(9), *resent(spread, 2)) == "linearizable"  # each send at its own point
+    late = [c(("reserve", 2), OK, 0, 1), c(("read",), 2, 2, 3), c(("read",), 4, 4, 5)]
+    assert verdict(BoundedCounter(9), *resent(late, 2)) == "linearizable"  # a timed-out send landing after the answer
+    missed = [c(("reserve", 2), OK, 0, 1), c(("read",), 0, 2, 3)]
+    assert verdict(BoundedCounter(5), *resent(missed, 4)) == "NOT LINEARIZABLE"  # never below what was acknowledged
+    refused = [c(("reserve", 2), FAIL, 0, 1), c(("read",), 2, 2, 3)]
+    assert verdict(BoundedCounter(1, strict_fail=False), *resent(refused, 4)) == "NOT LINEARIZABLE"  # a refusal applied nothing
+    loose = BoundedCounter(5, strict_fail=False)
+    assert verdict(loose, c(("reserve", 1), FAIL, 0, 1), c(("read",), 0, 2, 3)) == "linearizable"
+    assert verdict(loose, c(("reserve", 1), FAIL, 0, 1), c(("read",), 1, 2, 3)) == "NOT LINEARIZABLE"
+
+
+def test_other_models() -> None:
+    assert verdict(SumRegister(), c(("append", 3), OK, 0, 1), c(("append", -1), None, 0), c(("read",), 2, 5, 6)) == "linearizable"
+    assert verdict(SumRegister(), c(("append", 3), OK, 0, 1), c(("read",), 0, 5, 6)) == "NOT LINEARIZABLE"
+    likes = [c(("like", "a"), OK, 0, 1), c(("like", "a"), OK, 2, 3), c(("like", "b"), None, 2)]
+    assert verdict(LikeSet(), *likes, c(("tally",), 1, 4, 5), c(("member", "a"), True, 4, 5)) == "linearizable"
+    assert verdict(LikeSet(), *likes, c(("tally",), 3, 4, 5)) == "NOT LINEARIZABLE"  # a like counted twice
+    assert verdict(LikeSet(), *likes, c(("unlike", "a"), OK, 6, 7), c(("member", "a"), True, 8, 9)) == "NOT LINEARIZABLE"
+    ids = [c(("add", "k1"), 1, 0, 1), c(("add", "k2"), 2, 0, 1), c(("add", "k1"), 1, 2, 3)]
+    assert verdict(GrowOnlySet(), *ids, c(("members",), frozenset({1, 2}), 4, 5)) == "linearizable"
+    assert verdict(GrowOnlySet(), *ids, c(("add", "k3"), 2, 4, 5)) == "NOT LINEARIZABLE"  # one id, two keys
+    assert verdict(GrowOnlySet(), *ids, c(("add", "k1"), 3, 4, 5)) == "NOT LINEARIZABLE"  # one key, two ids
+    pointer = [c(("advance", 3), OK, 0, 1), c(("advance", 1), OK, 2, 3), c(("advance", 7), None, 2)]
+    assert verdict(MonotonicRegister(), *pointer, c(("read",), 3, 4, 5), c(("read",), 7, 6, 7)) == "linearizable"
+    assert verdict(MonotonicRegister(), *pointer, c(("read",), 1, 4, 5)) == "NOT LINEARIZABLE"  # it went back
+
+
+def test_partitions_are_checked_apart_and_named() -> None:
+    calls = [c(("reserve", 1), OK, 0, 1, key="a"), c(("read",), 1, 2, 3, key="a"), c(("reserve", 1), OK, 0, 1, key="b")]
+    calls.append(c(("read",), 0, 2, 3, key="b"))
+    found = check(COUNTER, calls)
+    assert (found.result, found.bad, found.partitions, found.calls) == ("NOT LINEARIZABLE", ["b"], 2, 4)
+
+
+def sequential_history(rng: random.Random, n: int, capacity: int) -> list[Call]:
+    """A legal history: a sequential execution, each call's window stretched around its point."""
+    state, calls = 0, []
+    for t in range(n):
+        point = 10.0 * t
+        invoked, returned = point - rng.uniform(0, 40), point + rng.uniform(0, 40)
+        if rng.random() < 0.4:
+            calls.append(c(("read",), state, invoked, returned))
+            continue
+        q = rng.randint(1, 3)
+        kind = "reserve" if rng.random() < 0.7 else "release"
+        after = state + q if kind == "reserve" else state - q
+        fits = 0 <= after <= capacity
+        state = after if fits else state
+        output = OK if fits else FAIL
+        if fits and rng.random() < 0.1:
+            calls.append(c((kind, q), None, invoked))  # applied, the caller never learned it
+        elif not fits and rng.random() < 0.1:
+            calls.append(c((kind, q), None, invoked))  # not applied, never learned either
+        else:
+            calls.append(c((kind, q), output, invoked, returned))
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_legal_histories_are_accepted_and_a_corrupted_read_refused(seed: int) -> None:
+    rng = random.Random(seed)
+    calls = sequential_history(rng, 120, capacity=12)
+    assert check(BoundedCounter(12), calls).result == "linearizable"
+    reads = [i for i, call in enumerate(calls) if call.input == ("read",)]
+    i = rng.choice(reads)
+    bad = calls[i]
+    calls[i] = Call(bad.key, bad.input, 13, bad.invoked, bad.returned)  # above capacity: no order explains it
+    assert check(BoundedCounter(12), calls).result == "NOT LINEARIZABLE"
+
+
+def test_a_search_past_its_budget_is_unknown_never_linearizable() -> None:
+    calls = sequential_history(random.Random(1), 3000, capacity=12)
+    assert check(BoundedCounter(12), calls, budget=-1).result == "unknown"
+
+
+class Store:
+    """An in-memory ledger whose write times out after it applied, as a lost reply does."""
+
+    def __init__(self) -> None:
+        self.balance = 0
+
+    def append(self, amount: int, *, lose_reply: bool) -> None:
+        self.balance += amount
+        if lose_reply:
+            raise TimeoutError("read timeout")
+
+
+def record(timed_out_as: str | None) -> list[Call]:
+    store, history = Store(), Recorder()
+    for amount, lose in ((2, False), (5, True), (1, False)):
+        handle = history.invoke("l", "append", amount)
+        try:
+            store.append(amount, lose_reply=lose)
+        except TimeoutError:
+            history.complete(handle, timed_out_as)  # the client under test decides what a timeout was
+            continue
+        history.complete(handle, OK)
+    handle = history.invoke("l", "read")
+    history.complete(handle, store.balance)
+    return history.history()
+
+
+def test_a_client_that_records_a_timed_out_call_as_failed_is_caught() -> None:
+    assert check(SumRegister(), record(timed_out_as=FAIL)).result == "NOT LINEARIZABLE"
+    assert check(SumRegister(), record(timed_out_as=None)).result == "linearizable"  # unknown: it may have applied
