@@ -129,7 +129,7 @@ def missing_table(operation: Callable[..., Any], exc: ClientError | BotoCoreErro
     region = getattr(_meta(operation), "region_name", None)
     message = (
         f"DynamoDB table {named} does not exist at {_endpoint(operation) or 'its endpoint'} in region {region}: "
-        f"create it from template.yaml (sam deploy; locally, docs/layer.md's create-table), "
+        f"create it from template.yaml (sam deploy; locally, the quickstart's create_table.py), "
         f"or check TABLE_NAME and the region (AWS_REGION / AWS_DEFAULT_REGION)"
     )
     return TableNotFound(message, cause_code="ResourceNotFoundException", table=tables[0] if len(tables) == 1 else None)
@@ -216,7 +216,7 @@ def mistake(operation: Callable[..., Any], exc: ClientError | BotoCoreError, par
             return TableLayoutMismatch(
                 f"table {named} does not have the key the layer writes (ValidationException: {message}): the layer's "
                 f"items are keyed PK (string, HASH) and SK (string, RANGE), as template.yaml's CountersTable: create "
-                f"a table with that key schema (AttributeType S for both; docs/layer.md's create-table), or set "
+                f"a table with that key schema (AttributeType S for both; the quickstart's create_table.py), or set "
                 f"TABLE_NAME to one that has it",
                 cause_code="ValidationException",
             )
