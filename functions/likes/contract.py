@@ -94,13 +94,12 @@ READS = {
     ),
     "GET /posts/{postId}/likes": Read(
         as_of="eventually consistent Queries of the post's like items, in either mode: a like or an unlike acknowledged "
-        "within about the last second may not show yet (DynamoDB's eventually consistent read); right after the post's "
-        "creation, a process that has not read the post yet may answer 404 (its layout is read eventually consistent)",
+        "within about the last second may not show yet (DynamoDB's eventually consistent read)",
     ),
     "GET /posts/{postId}/likes/{userId}": Read(
-        strong="the user's like state item, read strongly consistent, in either mode",
-        as_of="the post's layout (where the state item lives) is read eventually consistent once a process and kept: right "
-        "after the post's creation, a process that has not read the post yet may answer 404",
+        strong="the user's like state item, read strongly consistent, in either mode (the post's layout, where that item "
+        "lives, is read once a process: a post not found by an eventually consistent read is read again strongly, so a "
+        "post created a moment ago is found)",
     ),
     "GET /posts/{postId}/audit": Read(
         strong="the stored tally and a strongly consistent count of the likes, not at a settled point (a like counted during "

@@ -161,3 +161,17 @@ def test_each_strong_read_sees_the_write_it_follows_over_http(local_api: Running
     for _ in range(ROUNDS):
         seen |= set(scenarios(call(writer), call(reader)))
     assert seen == STRONG - {"GET /operations/{operationId}"}  # a 202's record: read in process above
+
+
+def test_a_post_created_a_moment_ago_is_found_by_a_process_that_never_read_it(table: str, stale: StaleReads) -> None:
+    """Right after a post's creation an eventually consistent read may not see it (the injector answers
+    so): a like, a like state and the likers list from another process find it all the same, because a
+    layout not found is read again strongly before the answer is 404."""
+    from counters import Likes
+    creator, other = Likes(table), Likes(table)  # two processes: the other has never read the post
+    post, _ = creator.create_post(author_id="alice", body="hi")
+    stale.on = True
+    change = other.like(post["postId"], "u1")
+    assert (change.liked, change.changed) == (True, True)
+    assert stale.answered > 0  # the layout's eventually consistent read did miss it
+    assert Likes(table).like_state(post["postId"], "u1")["liked"] is True

@@ -244,10 +244,12 @@ class PostStore:
             found[int(str(item[PK]).rpartition("#G")[2])] = item
         return with_groups(post, found)
 
-    def layout(self, post_id: str, retry: RetryPolicy) -> Post | None:
+    def layout(self, post_id: str, retry: RetryPolicy, *, strong: bool = False) -> Post | None:
         """Where the post's likes live and how they are counted (``mode``, ``spread``, ``settled``,
-        ``swept``, ``modeEpoch``; eventually consistent, 0.5 RCU), or ``None``."""
+        ``swept``, ``modeEpoch``; eventually consistent, 0.5 RCU, or strongly, 1 RCU), or ``None``."""
         get = Get(self.table_name, post_key(post_id)).project(MODE, SPREAD_ATTRIBUTE, SETTLED, SWEPT, MODE_EPOCH)
+        if strong:
+            get = get.strongly()
         item = from_item(read(self.dynamodb.get_item, retry, None, **get.params()).get("Item"))
         return None if item is None else post_of({**item, POST_ID: post_id})
 

@@ -143,7 +143,8 @@ class Posts:
     def info(self, post_id: str) -> PostInfo:
         """The post's layout and mode; [`NotFound`][counters.core.errors.NotFound] if it is missing.
 
-        Read (0.5 RCU) once per process and post (while it is among the ``cache_size`` posts
+        Read (0.5 RCU; a miss is read again strongly, 1 RCU, so a post created a moment ago by
+        another process is found) once per process and post (while it is among the ``cache_size`` posts
         used last: an LRU), trusted for ``mode_ttl_ms``: the standard
         transaction's fence refuses a stale ``standard`` at once, and a stale ``hot`` is still
         counted once (see the package doc). A post is never deleted, so a remembered post exists:
@@ -155,6 +156,8 @@ class Posts:
         if info is not None and now_ms() - info.read_at < trusted:
             return info
         post = self.store.layout(post_id, self.retry)
+        if post is None:  # not seen yet by an eventually consistent read, right after its creation? Ask strongly.
+            post = self.store.layout(post_id, self.retry, strong=True)
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
         info = self.known[post_id] = PostInfo.of(post)
@@ -207,6 +210,8 @@ class Posts:
     def fresh(self, post_id: str) -> PostInfo:
         """The post's layout read now (0.5 RCU), not the cached one, and remembered."""
         post = self.store.layout(post_id, self.retry)
+        if post is None:  # not seen yet by an eventually consistent read, right after its creation? Ask strongly.
+            post = self.store.layout(post_id, self.retry, strong=True)
         if post is None:
             raise NotFound(f"post {post_id!r} not found")
         return self.remember(post_id, post)
