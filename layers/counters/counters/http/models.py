@@ -21,11 +21,11 @@ import re
 import textwrap
 import types
 import typing
-from counters.core.records import dataclass
 from typing import Annotated, Any, ForwardRef, Literal, NotRequired, Union, get_args, get_origin
 
 from counters.core.extras import needs_lambda_extra
 from counters.core.ids import ID_PATTERN
+from counters.core.records import dataclass
 
 try:  # first: it registers Powertools' event_handler without its __init__ (counters.http.powertools)
     from counters.http.powertools import EVENT_HANDLER  # noqa: F401
