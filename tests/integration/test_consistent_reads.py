@@ -168,6 +168,7 @@ def test_a_post_created_a_moment_ago_is_found_by_a_process_that_never_read_it(ta
     so): a like, a like state and the likers list from another process find it all the same, because a
     layout not found is read again strongly before the answer is 404."""
     from counters import Likes
+
     creator, other = Likes(table), Likes(table)  # two processes: the other has never read the post
     post, _ = creator.create_post(author_id="alice", body="hi")
     stale.on = True
