@@ -20,7 +20,7 @@ Guarantees:
       writer whose tag is there, and a next round would apply the call a second time. Likewise a
       budget that runs out after an unknown outcome is ``ambiguous``, not ``contention``.
       So a call never applies twice, the counter never over-counts a call, and an ``ambiguous``
-      call may be lost (docs/reservations.md: occ errs ``under``).
+      call may be lost ([docs/reservations.md](../reservations.md#what-each-approach-guarantees): occ errs ``under``).
     * SDK retries must be off (the layer's client has them off): an SDK re-send after a lost reply
       is invisible to this code, and when another writer commits between the two sends ``ALL_OLD``
       shows that writer's tag, which looks exactly like a lost race
