@@ -25,8 +25,9 @@ PARENT = {PK: "WS#proof", SK: "META"}
 PREFIX = "MEMBER#"
 
 
-def _table(ddb: Any) -> str:
-    name = f"proof-adopt-{uuid.uuid4().hex[:8]}"
+def own_keys_table(ddb: Any, prefix: str = "proof-adopt") -> str:
+    """A new table whose key attributes are the user's own names (``ownerId``/``itemKey``, not ``PK``/``SK``)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     ddb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
@@ -37,13 +38,13 @@ def _table(ddb: Any) -> str:
     return name
 
 
-def _children(ddb: Any, table: str) -> tuple[int, int, int]:
-    """(the parent's tally, the children stored, those without the mark), from the table."""
+def partition(ddb: Any, table: str, parent_pk: str) -> list[dict[str, Any]]:
+    """Every item under ``parent_pk`` as stored (strongly consistent Query, every page)."""
     kwargs: dict[str, Any] = {
         "TableName": table,
         "KeyConditionExpression": "#pk = :pk",
         "ExpressionAttributeNames": {"#pk": PK},
-        "ExpressionAttributeValues": {":pk": {"S": PARENT[PK]}},
+        "ExpressionAttributeValues": {":pk": {"S": parent_pk}},
         "ConsistentRead": True,
     }
     items: list[dict[str, Any]] = []
@@ -51,8 +52,13 @@ def _children(ddb: Any, table: str) -> tuple[int, int, int]:
         page = ddb.query(**kwargs)
         items += page["Items"]
         if "LastEvaluatedKey" not in page:
-            break
+            return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _children(ddb: Any, table: str) -> tuple[int, int, int]:
+    """(the parent's tally, the children stored, those without the mark), from the table."""
+    items = partition(ddb, table, PARENT[PK])
     tally = next(int(i.get(TALLY, {"N": "0"})["N"]) for i in items if i[SK]["S"] == "META")
     children = [i for i in items if i[SK]["S"].startswith(PREFIX)]
     return tally, len(children), sum(1 for c in children if c.get(MARK) != {"BOOL": True})
@@ -72,7 +78,7 @@ def refcount_adopt_scenario(
     from counters.core.outcome import Outcome
     from counters.primitives.refcount import RefCount
 
-    name = _table(ddb)
+    name = own_keys_table(ddb)
     ddb.put_item(TableName=name, Item={PK: {"S": PARENT[PK]}, SK: {"S": "META"}, TALLY: {"N": "3"}})  # drifted
     existing = [f"{PREFIX}e{i:04d}" for i in range(size)]
     for key in existing:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity, Outcome
 from counters.primitives.refcount import Reason, RefCount
 from counters.store.refcounts import Round
+from proof.adopt import own_keys_table, partition
 from testkit.faults import FaultInjector
 
 PK, SK, TALLY, MARK = "ownerId", "itemKey", "memberCount", "counted"
@@ -34,14 +34,7 @@ JOIN_S = 600.0
 @pytest.fixture
 def own_table(ddb: Any) -> Iterator[str]:
     """A table whose key attributes are the user's own names (not ``PK``/``SK``)."""
-    name = f"tally-adopt-{uuid.uuid4().hex[:10]}"
-    ddb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    name = own_keys_table(ddb, "tally-adopt")
     yield name
     ddb.delete_table(TableName=name)
 
@@ -58,20 +51,7 @@ def existing(ddb: Any, table: str, n: int, tally: int | None = 7) -> None:
 
 def stored(ddb: Any, table: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
     """(the parent's tally, the children as stored, the parent), read from the table."""
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "#pk = :pk",
-        "ExpressionAttributeNames": {"#pk": PK},
-        "ExpressionAttributeValues": {":pk": {"S": PARENT[PK]}},
-        "ConsistentRead": True,
-    }
-    while True:
-        page = ddb.query(**kwargs)
-        items += page["Items"]
-        if "LastEvaluatedKey" not in page:
-            break
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    items = partition(ddb, table, PARENT[PK])
     parent = next(i for i in items if i[SK]["S"] == "META")
     children = [i for i in items if i[SK]["S"].startswith(PREFIX)]
     return int(parent.get(TALLY, {"N": "0"})["N"]), children, parent
