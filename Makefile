@@ -13,7 +13,7 @@ DOCS_VENV := .venv-docs
 # once with the fix in one line.
 WITH_LAMBDA_PY = lambda_py=$$(scripts/lambda-python-dir.sh) && PATH="$$lambda_py:$$PATH"
 
-.PHONY: help java setup dev dev-regions test test-unit test-integration lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
+.PHONY: help java setup dev dev-regions test test-unit test-integration test-e2e test-tooling lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -45,14 +45,20 @@ dev-regions: setup ## the local stack as 2 Regions of a global table (eu-west-1 
 PYTEST_WORKERS ?= 2
 PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup
 
-test: setup ## unit + integration tests (each worker starts its own DynamoDB Local)
+test: setup ## every tier: unit, integration, e2e, tooling (each worker starts its own DynamoDB Local)
 	$(PY) -m pytest $(PARALLEL)
 
-test-unit: setup ## unit tests only (no Java, no network)
-	$(PY) -m pytest tests/unit
+test-unit: setup ## tests/unit: in process (moto, fakes), no Java, no network
+	$(PY) -m pytest $(PARALLEL) tests/unit
 
-test-integration: setup ## integration tests only
+test-integration: setup ## tests/integration: against DynamoDB Local, in process (the layer, the handlers, the emulator, the proofs' scenarios)
 	$(PY) -m pytest $(PARALLEL) tests/integration
+
+test-e2e: setup ## tests/e2e: over HTTP and as processes (the local stack, the HTTP proofs, schemathesis, the wheel's venv, the docs' blocks on :3000)
+	$(PY) -m pytest $(PARALLEL) tests/e2e
+
+test-tooling: setup ## tests/tooling: checks of the docs, the template, the repository and the scripts
+	$(PY) -m pytest $(PARALLEL) tests/tooling
 
 lint: setup $(IAC_VENV)/.installed ## ruff (check and format --check); mypy --strict (pyproject.toml); the layer's import rule (import-linter); the derived IAM (make iam); cfn-lint and checkov; actionlint (with shellcheck) over .github/workflows
 	$(VENV)/bin/ruff check .

@@ -10,7 +10,7 @@ prices below.
 
 ``python scripts/choosing_table.py`` rewrites the table between the ``choosing`` markers;
 ``--check`` exits 1 when the doc differs or a source no longer says its figure
-(tests/unit/test_choosing_table.py runs the same check).
+(tests/tooling/test_choosing_table.py runs the same check).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """docs/DESIGN.md's item table, rendered from the store modules' shapes (counters.store.layout).
 
 ``python scripts/design_table.py`` rewrites the table between the ``store-layout`` markers;
-``--check`` exits 1 when the doc differs (tests/unit/test_store_layout.py runs the same check).
+``--check`` exits 1 when the doc differs (tests/tooling/test_store_layout.py runs the same check).
 """
 
 from __future__ import annotations

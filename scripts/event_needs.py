@@ -10,7 +10,7 @@ written through the layer), and the probe must then answer 200, or :class:`SeedE
 event answered what. What exists already is left as it is.
 
 tests/integration/test_event_needs.py runs every event this way, in shuffled orders, on fresh
-tables; tests/unit/test_sam_local.py holds events/needs.toml to the events and to
+tables; tests/tooling/test_sam_local.py holds events/needs.toml to the events and to
 scripts/invoke_events.py's functions.
 """
 

@@ -4,7 +4,7 @@ Usage: make events                 (every event; needs the sam venv, which `make
        make ledger-key             (only a fresh Idempotency-Key in events/ledger/append.json)
 
 Each entry of EVENTS names a file and the request; the base shape comes from SAM itself so
-the events stay what `sam local invoke -e` expects. tests/unit/test_events.py checks that the
+the events stay what `sam local invoke -e` expects. tests/tooling/test_events.py checks that the
 committed events carry exactly these requests.
 
 The ledger append's Idempotency-Key is a ULID minted when the event is generated: the ledger

@@ -320,10 +320,18 @@ def settled(read: Callable[[], dict[str, Any]], queue_depth: Callable[[], int], 
         time.sleep(poll)
 
 
+TIERS = ("unit", "integration", "e2e", "tooling")
+"""The suite's tiers, one folder each (tests/<tier>/): each test is marked with its folder's tier
+(``-m e2e``), and ``make test-<tier>`` runs one."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
     for item in items:
-        if "tests/integration" in str(Path(item.fspath)):
-            item.add_marker(pytest.mark.integration)
+        parts = Path(item.fspath).relative_to(tests).parts
+        if len(parts) < 2 or parts[0] not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: a test lives in one tier's folder, tests/{{{','.join(TIERS)}}}/")
+        item.add_marker(getattr(pytest.mark, parts[0]))
 
 
 # --------------------------------------------------------------------------- SQS
@@ -369,7 +377,7 @@ def queues(sqs_endpoint: str, table: str) -> Iterator[Queues]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """tests/docs/: how many blocks of README.md and docs/*.md ran, were skipped (per reason) or are
+    """tests/e2e/docs/: how many blocks of README.md and docs/*.md ran, were skipped (per reason) or are
     run by another test (a user property, so it reaches the summary from an xdist worker too)."""
     for reports in terminalreporter.stats.values():
         for report in reports:

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from counters.core.regions import home_of
-from tests.integration.test_devstack_regions import Regions, start, stop
+from tests.e2e.test_devstack_regions import Regions, start, stop
 
 EU, US = "eu-west-1", "us-east-1"
 pytestmark = pytest.mark.xdist_group("devstack-creations")  # one two-Region stack for the four scenarios

@@ -7,7 +7,7 @@ them against the docker-free local API. No 5xx, and every answer conforms to the
 The document describes the deployed API (AuthMode=COGNITO: a token on every operation); the local
 stack runs AuthMode=NONE, where no operation needs one (the document's ``info`` says so). So the
 document is checked here as that mode reads it: without its security requirements.
-tests/integration/test_auth.py holds the COGNITO side (every operation 401 without a token)."""
+tests/e2e/test_auth.py holds the COGNITO side (every operation 401 without a token)."""
 
 from __future__ import annotations
 

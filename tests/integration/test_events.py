@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from tests.conftest import invoke, load_event
-from tests.unit.test_events import gen_events
+from tests.tooling.test_events import gen_events
 
 LIKES_SEQUENCE = [
     ("likes/create_post.json", 201),

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.docs import runner
-from tests.docs.runner import DocError
+from tests.e2e.docs import runner
+from tests.e2e.docs.runner import DocError
 
 
 def page(text: str) -> list[runner.Block]:
@@ -87,7 +87,7 @@ def test_markers() -> None:
         ("<!-- docs: skip -->\n```bash\nx\n```\n", "needs a reason"),
         ("<!-- docs: skip later -->\n```bash\nx\n```\n", "needs a reason"),
         ("<!-- docs: run-by tests/nothing.py -->\n```bash\nx\n```\n", "no such file"),
-        ("<!-- docs: run-by tests/docs/runner.py -->\n```bash\nx\n```\n", "never names docs/x.md"),
+        ("<!-- docs: run-by tests/e2e/docs/runner.py -->\n```bash\nx\n```\n", "never names docs/x.md"),
         ("<!-- docs: stack prod -->\n```bash\nx\n```\n", "takes NAME"),
         ("<!-- docs: maybe -->\n```bash\nx\n```\n", "unknown marker"),
         ("```bash\nx\n", "never closed"),

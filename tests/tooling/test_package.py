@@ -1,5 +1,5 @@
 """layers/counters as a package: its version, its public names, a cheap `import counters`, and the
-layer's pins inside the [lambda] extra's ranges (tests/integration/test_wheel.py installs it)."""
+layer's pins inside the [lambda] extra's ranges (tests/e2e/test_wheel.py installs it)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import yaml
 import counters
 from devstack.template import ROOT
 from scripts import release_check
-from tests.unit.test_pipeline import FIRST_NODE24_MAJOR
+from tests.tooling.test_pipeline import FIRST_NODE24_MAJOR
 
 WORKFLOW: dict[str, Any] = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yaml").read_text())
 JOBS: dict[str, Any] = WORKFLOW["jobs"]

@@ -28,7 +28,7 @@ def test_table_is_on_demand_with_ttl_pitr_and_string_keys() -> None:
 
 def test_layer_is_built_by_sam_from_the_package() -> None:
     """`sam build` runs the package's Makefile (layers/counters/pyproject.toml is what it installs;
-    tests/integration/test_wheel.py runs that target)."""
+    tests/e2e/test_wheel.py runs that target)."""
     layers = {k: r for k, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::LayerVersion"}
     assert layers
     for logical_id, layer in layers.items():

@@ -1,8 +1,8 @@
 """Each function's DynamoDB/SQS actions, derived from its code, against what template.yaml grants.
 
 ``python -m tools.iam`` (``make iam``) prints a table per function and exits non-zero on a
-mismatch; tests/unit/test_iam_derived.py asserts the same on the real template, and
-tests/unit/test_iam_tool.py tests the analysis on small programs.
+mismatch; tests/tooling/test_iam_derived.py asserts the same on the real template, and
+tests/tooling/test_iam_tool.py tests the analysis on small programs.
 
 What is derived
     For every ``AWS::Serverless::Function``: the boto3 operations its code can reach, from its

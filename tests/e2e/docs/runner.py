@@ -1,7 +1,7 @@
 """Docs that run: the fenced blocks of README.md and docs/*.md, parsed, executed as written and
-compared with the answers the pages show. The rules are in tests/docs/README.md; this module is
+compared with the answers the pages show. The rules are in tests/e2e/docs/README.md; this module is
 the parser (``blocks``, ``commands``), the matcher (``matches``) and the executor (``run_shell``,
-``run_python``). The stacks the blocks run against are tests/docs/stacks.py's."""
+``run_python``). The stacks the blocks run against are tests/e2e/docs/stacks.py's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GENERATED = {"docs/proof-results.md", "docs/bench-results.md"}
 """Pages a tool writes (their blocks are the tool's output, not commands)."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack.dynamodb_local import port_open
-from tests.docs.runner import ROOT
+from tests.e2e.docs.runner import ROOT
 
 READY = "Ctrl-C to stop."
 API_PORT, DYNAMODB_PORT, SQS_PORT = 3000, 8000, 9324

@@ -1,6 +1,6 @@
 """Every fenced shell and Python block of README.md and docs/*.md, run exactly as written against the
 stacks `make dev` and `make dev-regions` start, each answer compared with the one the page shows
-(tests/docs/README.md has the rules). The pages run once per module, in document order per page;
+(tests/e2e/docs/README.md has the rules). The pages run once per module, in document order per page;
 the tests below read that one run's results: a page that fails, the counts, and that altering any
 answer README.md shows makes its comparison fail."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs import runner
-from tests.docs.runner import ROOT, Block, DocError, Ran
-from tests.docs.stacks import CREDENTIALS, DYNAMODB_PORT, Stacks
+from tests.e2e.docs import runner
+from tests.e2e.docs.runner import ROOT, Block, DocError, Ran
+from tests.e2e.docs.stacks import CREDENTIALS, DYNAMODB_PORT, Stacks
 
 pytestmark = [pytest.mark.xdist_group("docs-run"), pytest.mark.timeout(1200)]
 """One worker: the stacks take the docs' fixed ports. The timeout is a hang guard for the whole run

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "quickstart.md"
-MARKER = "<!-- docs: run-by tests/docs/test_quickstart.py -->"
+MARKER = "<!-- docs: run-by tests/e2e/docs/test_quickstart.py -->"
 DONE = "@@quickstart-block-done@@"
 
 pytestmark = pytest.mark.integration

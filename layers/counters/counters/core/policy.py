@@ -7,7 +7,7 @@ layout (``writer``, ``readers``, ``others``, ``stride``...), takes its behaviour
 items is written: [`Writes`][counters.core.policy.Writes]; whether capacity is escrowed per Region:
 ``escrowed``) and asks it for a refusal by name
 ([`RegionPolicy.require`][counters.core.policy.RegionPolicy.require]). No code outside this module
-reads a mode or a mode's flag: tests/unit/test_layer_shape.py holds that.
+reads a mode or a mode's flag: tests/tooling/test_layer_shape.py holds that.
 
 Every refusal of the layer is a row of one table, [`REFUSALS`][counters.core.policy.REFUSALS]: what is
 refused, in which modes, and why, rendered with one wording

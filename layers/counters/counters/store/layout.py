@@ -3,7 +3,7 @@
 Each family module ([`counters.store.post_items`][counters.store.post_items], ``resources_counters``, ``resources_transfers``,
 ``resources_records``, ``ledger_items``, ``sequences``, ``operations``, ``expiry``) declares its item shapes as [`Shape`][counters.store.layout.Shape] s in a module-level ``SHAPES`` tuple, next
 to the key functions and attribute names it uses. [`table`][counters.store.layout.table] renders every family's shapes as the
-Markdown item table of [docs/DESIGN.md](../DESIGN.md), and a unit test (tests/unit/test_store_layout.py) keeps that
+Markdown item table of [docs/DESIGN.md](../DESIGN.md), and a unit test (tests/tooling/test_store_layout.py) keeps that
 table equal to it: the layout lives in code, the doc is its image.
 """
 
