@@ -1,7 +1,8 @@
 // DynamoDB Local bound to one address. Its command line has no bind option (it listens on every
 // interface), so this launcher builds the server the way `java -jar DynamoDBLocal.jar` does,
-// sets the host on its Jetty connector, then starts it. Run from source (java 11+ single-file
-// mode, nothing to compile or commit) by devstack/dynamodb_local.py:
+// sets the host on its Jetty connector, then starts it. devstack/dynamodb_local.py compiles it once
+// per source, jar and JDK into ~/.cache/tally (nothing to commit) and runs the class; without javac
+// it runs from source (java 11+ single-file mode, compiled again in each JVM):
 //   java -cp DynamoDBLocal.jar:DynamoDBLocal_lib/* LoopbackDynamoDBLocal.java 127.0.0.1 -inMemory -port 8000
 import java.lang.reflect.Field;
 import java.util.Arrays;

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -57,6 +59,40 @@ def _die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return arm
+
+
+def launcher_cache() -> Path:
+    """Where the compiled launcher is kept: the user's cache (``$XDG_CACHE_HOME``, else ~/.cache)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tally"
+
+
+def compiled_launcher(java: str, classpath: str) -> Path | None:
+    """The directory holding LoopbackDynamoDBLocal.class, compiled once per source, jar and JDK
+    (its name is their hash), or ``None`` if this java has no javac beside it. Single-file source
+    mode compiles the launcher in every JVM it starts (about half a start's CPU); a compiled class
+    starts the same program without that. A concurrent first start compiles into a directory of its
+    own and renames it into place: the loser's copy is dropped, both run the same class."""
+    javac = Path(os.path.realpath(java)).with_name("javac")
+    if not javac.exists():
+        return None
+    key = hashlib.sha256(b"\0".join([LAUNCHER.read_bytes(), classpath.encode(), os.path.realpath(java).encode()])).hexdigest()[:16]
+    final = launcher_cache() / f"dynamodb-launcher-{key}"
+    if (final / f"{LAUNCHER.stem}.class").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".launcher-", dir=final.parent))
+    try:
+        done = subprocess.run([str(javac), "-nowarn", "-cp", classpath, "-d", str(work), str(LAUNCHER)], capture_output=True, text=True)  # noqa: S603
+        if done.returncode != 0:
+            raise RuntimeError(f"javac {LAUNCHER.name} failed:\n{done.stderr}")
+        try:
+            work.rename(final)
+        except OSError:  # another process put its copy there first
+            if not (final / f"{LAUNCHER.stem}.class").exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return final
 
 
 def find_jar() -> Path:
@@ -129,7 +165,10 @@ class DynamoDBLocal:
         if self.host == "0.0.0.0":  # noqa: S104 - an explicit opt-in to every interface
             return [*base, "-jar", str(jar), *options]
         classpath = os.pathsep.join([str(jar), str(jar.parent / "DynamoDBLocal_lib" / "*")])
-        return [*base, "-cp", classpath, str(LAUNCHER), self.host, *options]
+        compiled = compiled_launcher(java, classpath)
+        if compiled is None:  # no javac beside this java: single-file source mode compiles it on each start
+            return [*base, "-cp", classpath, str(LAUNCHER), self.host, *options]
+        return [*base, "-cp", os.pathsep.join([classpath, str(compiled)]), LAUNCHER.stem, self.host, *options]
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
