@@ -27,7 +27,12 @@ from typing import Any
 
 from devstack.template import Function
 
-_ctx = mp.get_context("spawn")
+_ctx = mp.get_context("forkserver")
+PRELOAD = ["boto3", "botocore.session", "botocore.client", "aws_lambda_powertools"]
+"""The libraries every function imports, imported once by the fork server its workers are forked
+from (``spawn`` imported them again in every worker: about 0.4 s of a worker's 0.55 s start). Only
+libraries: each worker still imports its own handler, and so the layer, as a cold start does."""
+_ctx.set_forkserver_preload(PRELOAD)
 
 
 @dataclass
@@ -84,7 +89,11 @@ class _WithoutEmf:
         return getattr(self.out, name)
 
 
-def _worker_main(fn: Function, conn: Any) -> None:
+def _worker_main(fn: Function, conn: Any, environ: dict[str, str]) -> None:
+    # The parent's environment when it started this worker (the fork server's is the one it had
+    # when the server started): what a spawned worker inherited.
+    os.environ.clear()
+    os.environ.update(environ)
     if os.environ.get("DEVSTACK_QUIET_METRICS") == "1":  # set by `python -m devstack` without --metrics
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         sys.stdout = _WithoutEmf(sys.stdout)
@@ -200,7 +209,7 @@ class Worker:
     def __init__(self, fn: Function) -> None:
         self.fn = fn
         self.conn, child = _ctx.Pipe()
-        self.process = _ctx.Process(target=_worker_main, args=(fn, child), daemon=True, name=f"lambda-{fn.name}")
+        self.process = _ctx.Process(target=_worker_main, args=(fn, child, dict(os.environ)), daemon=True, name=f"lambda-{fn.name}")
         self.process.start()
         child.close()
         if not self.conn.poll(60):
