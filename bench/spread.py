@@ -160,7 +160,7 @@ def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
             break
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     stored = PostStore(table, dynamodb=ddb).read(POST, RetryPolicy())  # META and, past 64 lanes, its groups' items
-    a = likes.audit(POST)
+    a = likes.audits.audit(POST)
     audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
     holders = {sk.removeprefix("LIKE#USER#") for sk in per_user}
     return Counted(stored.tally if stored else 0, items, liked, len(per_user), audit), holders
@@ -320,7 +320,7 @@ def hot_post(
     dynamo.reset_client()
     layer = dynamo.client()
     likes = Likes(table, max_spread=max_spread)
-    likes.create_post(author_id="bench", body="one post, many likers", post_id=POST, mode="hot")
+    likes.posts.create_post(author_id="bench", body="one post, many likers", post_id=POST, mode="hot")
     info = likes.posts.info(POST)
     while info.spread is not None and info.spread < spread:
         info = likes.posts.grow(POST, info, 2 * info.spread)
@@ -394,7 +394,7 @@ def hot_post(
 # ----------------------------------------------------------------------------- the spread table
 def _like(likes: Any, user: str) -> str:
     """One like (a ``ContentionError`` passes through: the API's 503/202); the user who liked."""
-    likes.like(POST, user)
+    likes.toggling.like(POST, user)
     return user
 
 
@@ -431,7 +431,7 @@ def measure_spread(spread: int, limits: dict[str, Any] | None, label: str, clien
     with fresh_local() as (ddb, endpoint):
         if hot.JVM_WARM:
             with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=None, retry=False) as run:
-                hot._drive(lambda i: run["likes"].like(POST, f"w{i}").result, clients, hot.JVM_WARM, 0.0)
+                hot._drive(lambda i: run["likes"].toggling.like(POST, f"w{i}").result, clients, hot.JVM_WARM, 0.0)
                 run["expect"] = 0
         load = os.getloadavg()[0]
         with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=limits) as run:
@@ -665,7 +665,7 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
             def one(user: str) -> None:
                 before = model.thread_throttles()
                 try:
-                    likes.like(POST, user)
+                    likes.toggling.like(POST, user)
                     outcome = "liked"
                 except ContentionError:
                     outcome = "ContentionError (503/202, documented)"

@@ -16,7 +16,8 @@ from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
 from counters.http.resolver import json_response
 from counters.runtime.metrics import record
-from counters.services.likes import AUDIT_MARGIN_S, LikeChange, Likes, LikeSettings
+from counters.services.likes import Likes
+from counters.services.likes.model import AUDIT_MARGIN_S, LikeChange, LikeSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 @app.post("/posts")
 def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
-    created, new = function.service.create_post(
+    created, new = function.service.posts.create_post(
         author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key, mode=post.mode
     )
     metrics.add_metric(name="CreatePost.applied" if new else "CreatePost.duplicate", unit=MetricUnit.Count, value=1)
@@ -58,13 +59,13 @@ def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Res
 
 @app.get("/posts/<postId>")
 def get_post(postId: IdPath) -> Response[Post]:
-    return json_response(200, function.service.get_post(postId))
+    return json_response(200, function.service.posts.get_post(postId))
 
 
 @app.put("/posts/<postId>/likes/<userId>")
 def like(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
     app.caller.require_self(userId, "like")
-    change = function.service.like(postId, userId, at=app.request_time)
+    change = function.service.toggling.like(postId, userId, at=app.request_time)
     recorded(postId, "Like", change)
     return json_response(200, changed(postId, userId, change))
 
@@ -72,7 +73,7 @@ def like(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
 @app.delete("/posts/<postId>/likes/<userId>")
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
     app.caller.require_self(userId, "unlike")
-    change = function.service.unlike(postId, userId, at=app.request_time)
+    change = function.service.toggling.unlike(postId, userId, at=app.request_time)
     recorded(postId, "Unlike", change)
     return json_response(200, changed(postId, userId, change))
 
@@ -92,7 +93,7 @@ def recorded(post_id: str, operation: str, change: LikeChange) -> None:
 def own_like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     """The caller's own like, read from its state item: exact at once, in either mode."""
     app.caller.require_self(userId, "read the like state of")
-    return json_response(200, function.service.like_state(postId, userId))
+    return json_response(200, function.service.posts.like_state(postId, userId))
 
 
 @app.get("/posts/<postId>/likes")
@@ -101,7 +102,7 @@ def likers(
     limit: Limit = 25,
     cursor: Cursor = None,
 ) -> Response[Likers]:
-    page = function.service.likers(postId, limit=limit, cursor=cursor)
+    page = function.service.posts.likers(postId, limit=limit, cursor=cursor)
     answer: Likers = {"postId": postId, "likers": list(page.user_ids), "cursor": page.cursor}
     return json_response(200, answer)
 
@@ -110,7 +111,7 @@ def likers(
 def switch_mode(postId: IdPath, body: SwitchMode) -> Response[SwitchedPost]:
     """Switch a post between modes while likes flow: no like moves, each is counted once."""
     app.caller.require_admin("switching a post's mode")
-    post, switched = function.service.switch_mode(postId, body.mode)
+    post, switched = function.service.posts.switch_mode(postId, body.mode)
     if switched:
         logger.info("post mode switched", extra={"postId": postId, "mode": post["mode"], "modeEpoch": post["modeEpoch"]})
     answer: SwitchedPost = {**post, "switched": switched}
@@ -123,7 +124,7 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
     surgically: a conditional write that a like counted since the count refuses."""
     app.caller.require_admin("auditing tallies")  # it reads every like of every post
     budget_s = app.lambda_context.get_remaining_time_in_millis() / 1000 - AUDIT_MARGIN_S  # answer before the timeout
-    results = function.service.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair, budget_s=budget_s)
+    results = function.service.audits.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair, budget_s=budget_s)
     drift = sum(abs(r.drift or 0) for r in results)
     metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=drift)
     metrics.add_metric(name="AuditRepaired", unit=MetricUnit.Count, value=sum(r.repaired for r in results))
@@ -137,7 +138,7 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
 @app.get("/posts/<postId>/audit")
 def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
-    result = function.service.audit(postId)
+    result = function.service.audits.audit(postId)
     if result.drift is not None:  # a hot post's lag is not drift: no false alarm on the dashboard
         metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:
