@@ -17,16 +17,7 @@ from counters.http.powertools import Response
 from counters.http.resolver import json_response
 from counters.runtime.metrics import record
 from counters.services.likes import Likes
-from counters.services.likes.model import AUDIT_MARGIN_S, LikeChange, LikeSettings
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings(ApiSettings, LikeSettings):
-    """This function's environment."""
-
-
-function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
-app, logger, metrics = function.app, function.logger, function.metrics
+from counters.services.likes.model import AUDIT_MARGIN_S, LikeSettings
 
 if TYPE_CHECKING:
     from .contract import (
@@ -47,6 +38,15 @@ if TYPE_CHECKING:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Settings(ApiSettings, LikeSettings):
+    """This function's environment."""
+
+
+function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
+app, logger, metrics = function.app, function.logger, function.metrics
+
+
 @app.post("/posts")
 def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
@@ -64,29 +64,25 @@ def get_post(postId: IdPath) -> Response[Post]:
 
 @app.put("/posts/<postId>/likes/<userId>")
 def like(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
-    app.caller.require_self(userId, "like")
-    change = function.service.toggling.like(postId, userId, at=app.request_time)
-    recorded(postId, "Like", change)
-    return json_response(200, changed(postId, userId, change))
+    return toggled(postId, userId, liked=True)
 
 
 @app.delete("/posts/<postId>/likes/<userId>")
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
-    app.caller.require_self(userId, "unlike")
-    change = function.service.toggling.unlike(postId, userId, at=app.request_time)
-    recorded(postId, "Unlike", change)
-    return json_response(200, changed(postId, userId, change))
+    return toggled(postId, userId, liked=False)
 
 
-def changed(post_id: str, user_id: str, change: LikeChange) -> LikeChanged:
-    return {"postId": post_id, "userId": user_id, "liked": change.liked, "changed": change.changed}
-
-
-def recorded(post_id: str, operation: str, change: LikeChange) -> None:
-    record(metrics, operation, change.result)
+def toggled(post_id: str, user_id: str, *, liked: bool) -> Response[LikeChanged]:
+    """A like or an unlike by the caller, its metric and, when its retries made the post hot, that too."""
+    app.caller.require_self(user_id, "like" if liked else "unlike")
+    toggling = function.service.toggling
+    change = (toggling.like if liked else toggling.unlike)(post_id, user_id, at=app.request_time)
+    record(metrics, "Like" if liked else "Unlike", change.result)
     if change.promoted:
         metrics.add_metric(name="PostPromoted", unit=MetricUnit.Count, value=1)
         logger.info("post promoted to hot: its likes kept retrying", extra={"postId": post_id})
+    answer: LikeChanged = {"postId": post_id, "userId": user_id, "liked": change.liked, "changed": change.changed}
+    return json_response(200, answer)
 
 
 @app.get("/posts/<postId>/likes/<userId>")

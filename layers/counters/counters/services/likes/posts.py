@@ -155,13 +155,7 @@ class Posts:
         trusted = self.mode_ttl_ms if info is None or info.settled else min(self.mode_ttl_ms, UNSETTLED_TTL_MS)
         if info is not None and now_ms() - info.read_at < trusted:
             return info
-        post = self.store.layout(post_id, self.retry)
-        if post is None:  # not seen yet by an eventually consistent read, right after its creation? Ask strongly.
-            post = self.store.layout(post_id, self.retry, strong=True)
-        if post is None:
-            raise NotFound(f"post {post_id!r} not found")
-        info = self.known[post_id] = PostInfo.of(post)
-        return info
+        return self.fresh(post_id)
 
     def remember(self, post_id: str, post: Post) -> PostInfo:
         """Remember the layout of a post just read."""
@@ -182,7 +176,7 @@ class Posts:
         else where a new one is created (the lane of the post's spread now). On a post that never
         grew the chain is one key and nothing is read; on a **settled** post nothing is read either:
         the user's lane of the spread holds their item or a pointer to it, which the write follows
-        ([`pointed`][counters.services.likes.posts.Posts.pointed]). While the sweep settles it, the
+        (its ``livesIn``: [`lane_like_key`][counters.store.post_items.lane_like_key]). While the sweep settles it, the
         lanes it has done (``swept``, from ``S0``: the first 8, in every user's chain, come first)
         are not read either, for the same reason."""
         if info.spread is None:
@@ -194,17 +188,12 @@ class Posts:
             return newest
         return self.store.first_existing(older, self.retry) or newest
 
-    @staticmethod
-    def pointed(post_id: str, user_id: str, lane: int) -> dict[str, str]:
-        """The key a pointer of the user's names (its ``livesIn``)."""
-        return lane_like_key(post_id, user_id, lane)
-
     def like_state(self, post_id: str, user_id: str) -> LikeState:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
         once in either mode, whatever the aggregator's lag; a pointer is followed)."""
         state = self.likes.read_state(self.locate(post_id, user_id, self.info(post_id)), self.retry)
         if state is not None and state.points_to is not None:
-            state = self.likes.read_state(self.pointed(post_id, user_id, state.points_to), self.retry)
+            state = self.likes.read_state(lane_like_key(post_id, user_id, state.points_to), self.retry)
         return {"postId": post_id, "userId": user_id, "liked": state is not None and state.on}
 
     def fresh(self, post_id: str) -> PostInfo:

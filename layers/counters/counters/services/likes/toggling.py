@@ -12,7 +12,7 @@ from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
 from counters.services.likes.model import GROW_LANES, HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo, no_aggregator
 from counters.services.likes.posts import Posts
-from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post
+from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post, lane_like_key
 from counters.store.posts import standard_tally
 
 POINTER_HOPS = 2
@@ -119,7 +119,7 @@ class Toggling:
         for _ in range(POINTER_HOPS):  # a pointer in the user's lane (a grown post): where their item lives
             if result.reason != Reason.MOVED or result.value is None or result.value.points_to is None:
                 break
-            key = self.posts.pointed(post_id, user_id, result.value.points_to)
+            key = lane_like_key(post_id, user_id, result.value.points_to)
             result = self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
         if tally is None and result.contended_retries and self._lanes_hot(post_id, info, key["PK"]):
             self.posts.grow(post_id, info, 2 * info.spread)
