@@ -99,25 +99,15 @@ class Likes:
         self.refcount = RefCount(table_name, tally_attribute=TALLY, dynamodb=dynamodb, retry=retry)
         store = PostStore(table_name, dynamodb=dynamodb, policy=policy)
         self.posts = Posts(
-            table_name,
-            store=store,
-            likes=likes,
+            store,
+            likes,
             retry=retry,
             mode_ttl_ms=mode_ttl_ms,
             cache_size=cache_size,
             cursor_secret=cursor_secret,
-            policy=policy,
             stream_consumers=consumers,
         )
-        self.toggling = Toggling(
-            self.posts,
-            self.toggle,
-            retry=retry,
-            hot_after_retries=hot_after_retries,
-            cache_size=cache_size,
-            policy=policy,
-            max_spread=max_spread,
-        )
+        self.toggling = Toggling(self.posts, self.toggle, hot_after_retries=hot_after_retries, cache_size=cache_size, max_spread=max_spread)
         self.merges = None if policy.refused("grow-spread") else Merges(table_name, dynamodb=dynamodb, retry=retry)
 
     @cached_property
@@ -125,7 +115,7 @@ class Likes:
         """The audit part ([`Audits`][counters.services.likes.audit.Audits]), built on first use with its module."""
         from counters.services.likes.audit import Audits
 
-        return Audits(self.posts.store, self.refcount, self.toggle.counted(), retry=self.retry, policy=self.policy)
+        return Audits(self.posts.store, self.refcount, self.toggle.counted(), retry=self.retry)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Likes:

@@ -16,7 +16,7 @@ from counters.core.regions import RegionSettings, Topology
 from counters.core.settings import env
 from counters.primitives.aggregator import as_of
 from counters.primitives.toggle import now_ms
-from counters.store.post_items import FIRST_SPREAD, Mode, Post, chain_keys, hot_pk, like_key, post_key
+from counters.store.post_items import FIRST_SPREAD, Mode, Post, hot_pk, post_key
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 STANDARD, HOT = Mode.STANDARD.value, Mode.HOT.value
@@ -68,7 +68,7 @@ class SwitchedPost(PublicPost):
 
 
 class LikeState(TypedDict):
-    """A user's own like of a post ([Likes.like_state][counters.services.likes.Likes.like_state])."""
+    """A user's own like of a post ([Posts.like_state][counters.services.likes.posts.Posts.like_state])."""
 
     postId: str
     userId: str
@@ -148,12 +148,6 @@ class PostInfo(NamedTuple):
     def lanes(self, post_id: str) -> list[str]:
         """The partition keys the post's like items live under."""
         return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
-
-    def like_keys(self, post_id: str, user_id: str) -> list[dict[str, str]]:
-        """Where a user's like of the post may be, oldest lane first: the one key of its layout, or
-        the user's chain over the spreads the post has had ([`chain_keys`][counters.store.post_items.chain_keys]);
-        a new like is created under the last."""
-        return [like_key(post_id, user_id)] if self.spread is None else chain_keys(post_id, user_id, self.spread)
 
 
 @dataclass

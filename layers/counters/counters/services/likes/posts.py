@@ -21,7 +21,6 @@ from counters.core.errors import (
 from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.records import dataclass
 from counters.primitives.toggle import now_ms
 from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
@@ -42,7 +41,7 @@ from counters.services.likes.model import (
     require_mode,
 )
 from counters.store.expr import Cond
-from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, lane_like_key
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, lane_like_key, like_key
 from counters.store.posts import Liker, PostStore
 from counters.store.toggles import ToggleStore
 
@@ -64,25 +63,21 @@ class Posts:
 
     def __init__(
         self,
-        table_name: str,
-        *,
         store: PostStore,
         likes: ToggleStore[Post],
+        *,
         retry: RetryPolicy,
         mode_ttl_ms: int = MODE_TTL_MS,
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
-        policy: RegionPolicy = ONE_REGION_POLICY,
         stream_consumers: bool = True,
     ) -> None:
-        """``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it).
+        """``store``'s policy is what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it).
         ``stream_consumers``: whether the like aggregator runs; ``False``: making a post hot is refused."""
-        self.table_name = table_name
+        self.store, self.likes, self.retry, self.policy = store, likes, retry, store.policy
         self.stream_consumers = stream_consumers
-        self.policy = policy
-        self.store, self.likes, self.retry = store, likes, retry
         self.mode_ttl_ms = mode_ttl_ms
-        self.cursor_key = cursor_key(cursor_secret, table_name)
+        self.cursor_key = cursor_key(cursor_secret, store.table_name)
         self.known: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
 
     def create_post(
@@ -180,7 +175,7 @@ class Posts:
         lanes it has done (``swept``, from ``S0``: the first 8, in every user's chain, come first)
         are not read either, for the same reason."""
         if info.spread is None:
-            return info.like_keys(post_id, user_id)[0]  # stored before spread: one key
+            return like_key(post_id, user_id)  # stored before spread: one key
         *older_lanes, lane = chain_lanes(user_id, info.spread)  # hashed once per like (the hot path)
         newest = lane_like_key(post_id, user_id, lane)
         older = [lane_like_key(post_id, user_id, n) for n in older_lanes if n >= info.swept]

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from counters.core.commands import Command, Replayable, Verdict, new_request_id
 from counters.core.errors import ContentionError, IntegrityError, NotFound
-from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
 from counters.services.likes.model import GROW_LANES, HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo, no_aggregator
 from counters.services.likes.posts import Posts
@@ -27,18 +25,16 @@ class Toggling:
         posts: Posts,
         toggle: Toggle[Post],
         *,
-        retry: RetryPolicy,
         hot_after_retries: int = 0,
         cache_size: int = CACHE_SIZE,
-        policy: RegionPolicy = ONE_REGION_POLICY,
         max_spread: int = FIRST_SPREAD,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never
         (and never on a global table: a post's mode is fixed there, [docs/likes.md "Global tables"](../likes.md#global-tables)).
-        ``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
-        self.posts, self.toggle, self.retry = posts, toggle, retry
-        self.policy = policy
+        What likes may do on this table is ``posts``' policy ([`Likes`][counters.services.likes.Likes] resolves it)."""
+        self.posts, self.toggle, self.retry = posts, toggle, posts.retry
+        self.policy = policy = posts.policy
         self.hot_after_retries = 0 if policy.refused("switch-mode") else hot_after_retries  # promotion switches the mode
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
         self.max_spread = FIRST_SPREAD if policy.refused("grow-spread") else min(max_spread, MAX_SPREAD)
