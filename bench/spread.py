@@ -523,7 +523,7 @@ def spread_verdict(rows: list[SpreadRow], scale: float) -> list[str]:
     cost = max(r.cost for r in modelled.values())
     counted = max(r.wcu or 0.0 for r in modelled.values())
     out.append(
-        f"- WCU per like with the 1 s batching window, by the cost model (the like + the aggregator's applied META writes x "
+        f"- WCU per like with the {hot.LAMBDA_WINDOW:g} s batching window, by the cost model (the like + the aggregator's applied META writes x "
         f"WCU(META as stored)): at most {cost:.3f} over the spreads (target <= 1.05: {'met' if cost <= 1.05 else 'missed'}); "
         f"model-counted at most {counted:.3f} (the model charges an UpdateItem by its expression values when it is larger than "
         f"the item it last saw Put, and the aggregator's values at 64 lanes, checkpoints and their conditions, exceed META)."
@@ -818,7 +818,7 @@ def section(
             "",
             f"Distinct users like one post created `hot` and grown to the row's spread before the run; the model at scale {scale:g}: "
             f"{wcu:g} WCU/s and {3 * wcu:g} RCU/s per key, 1 s of burst, META's key at the service's own rates (its writes counted). "
-            f"The LikeAggregatorFunction's handler runs from DynamoDB Local's stream with the template's 1 s batching window emulated. "
+            f"The LikeAggregatorFunction's handler runs from DynamoDB Local's stream with the template's {hot.LAMBDA_WINDOW:g} s batching window emulated. "
             f"First {warm:g} s left out; each row on a DynamoDB Local of its own. docs/bench.md explains the columns and the scale.",
             "",
             spread_table(rows, scale),
