@@ -19,12 +19,11 @@ import pytest
 from counters.core.errors import UnsupportedInMode
 from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
-from counters.primitives.aggregator import Aggregator
 from counters.primitives.toggle import now_ms
 from counters.services.likes import Likes
 from counters.store import aggregates, post_items
 from counters.store.expr import Cond, Path
-from counters.streams import like_aggregator, regional_change
+from counters.streams import LikeAggregator, aggregate, like_aggregator
 from proof.regions import likes as proof_likes
 from testkit.faults import FaultInjector
 from testkit.regions import Delays, GlobalTable, Mode
@@ -41,7 +40,7 @@ class Region:
         self.region = region
         ddb = gt.client(region)
         self.likes = Likes(gt.table_name, dynamodb=ddb, retry=FAST, topology=Topology(mode, region, gt.regions))
-        self.aggregator: Aggregator = like_aggregator(gt.table_name, dynamodb=ddb, retry=FAST, region=region)
+        self.aggregator: LikeAggregator = like_aggregator(gt.table_name, dynamodb=ddb, retry=FAST, region=region)
         self.reader = StreamReader(gt.streams_client(region), gt.table_name)
         self.log: list[dict[str, Any]] = []
 
@@ -49,9 +48,8 @@ class Region:
         """This Region's new stream records through its aggregator (``redeliver``: every batch twice)."""
         self.log.extend(self.reader.read())
         for start in range(0, len(self.log), 7):  # batches of 7, from the start: everything is redelivered
-            changes = [c for c in (regional_change(r, self.region) for r in self.log[start : start + 7]) if c is not None]
-            for _ in range(2 if redeliver else 1):
-                for applied in self.aggregator.apply(changes):
+            for _ in range(2 if redeliver else 1):  # the handler's own loop
+                for applied in aggregate(self.aggregator, self.log[start : start + 7]).applied:
                     assert applied.result.outcome.value in ("applied", "duplicate"), applied.result
 
 

@@ -18,7 +18,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.toggle import now_ms
 from counters.services.likes import Likes
-from counters.streams import like_aggregator, regional_change
+from counters.streams import aggregate, like_aggregator
 from proof.http_regions import Counted
 from proof.regions import global_table
 from testkit.stream_reader import StreamReader
@@ -57,8 +57,7 @@ def test_a_region_is_checked_once_its_aggregator_took_back_a_failover_double_not
 
     readers = {r: StreamReader(gt.streams_client(r), gt.table_name) for r in gt.regions}
     for region in gt.regions:
-        changes = [c for c in (regional_change(r, region) for r in readers[region].read()) if c is not None]
-        like_aggregator(gt.table_name, dynamodb=gt.client(region), retry=RETRY, region=region).apply(changes)
+        aggregate(like_aggregator(gt.table_name, dynamodb=gt.client(region), retry=RETRY, region=region), readers[region].read())
     gt.settle()
     assert counted()
     assert {int(str(likes[r].posts.get_post(post)["likeTally"])) for r in gt.regions} == {1}
