@@ -27,12 +27,12 @@ def _likes_setup(ddb: Any, table: str) -> Any:
 
     likes = Likes(table)
     for post in ("layer", "base"):
-        likes.create_post(author_id="bench", body="bench", post_id=post)
+        likes.posts.create_post(author_id="bench", body="bench", post_id=post)
     return likes
 
 
 def _likes_layer(likes: Any, table: str, i: int) -> Any:
-    return likes.like("layer", f"u{i}").result
+    return likes.toggling.like("layer", f"u{i}").result
 
 
 def _likes_baseline(ddb: Any, table: str, i: int) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.dynamodb_local import DynamoDBLocal, create_table, dynamodb_client
+from devstack.streams import subscription
 from devstack.template import read_stack
 from testkit.limits import WCU_PER_PARTITION, LimitModel, item_size, write_units
 
@@ -62,7 +63,7 @@ hot ceiling (400/s) is above it. Standard stays model-bound at any of these scal
 
 
 def describe(scale: float, transaction_ms: float) -> str:
-    from counters.services.likes import SPREAD
+    from counters.services.likes.model import SPREAD
 
     w, r = WCU_PER_PARTITION / scale, 3000 / scale
     return (
@@ -153,12 +154,12 @@ def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | Non
     audit = ""
     try:
         if case == "like":
-            likes.create_post(author_id="bench", body="hot", post_id="hot")
+            likes.posts.create_post(author_id="bench", body="hot", post_id="hot")
         model = LimitModel(layer, **limits_kwargs) if limits_kwargs is not None else None
         if case == "like":
 
             def op(i: int) -> Any:
-                return likes.like("hot", f"u{i}").result
+                return likes.toggling.like("hot", f"u{i}").result
 
             cost = 4.0
         else:
@@ -179,7 +180,7 @@ def measure(ddb: Any, case: str, label: str, limits_kwargs: dict[str, Any] | Non
         done = len(results)
         reported = sum(r.capacity.write_units for r in results) / max(1, done)
         if case == "like":
-            a = likes.audit("hot")
+            a = likes.audits.audit("hot")
             audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
         return Row(
             case="like (refcount link, 1 post)" if case == "like" else "PutItem on 1 partition key",
@@ -223,7 +224,7 @@ JVM_WARM = 3.0
 """Seconds of unmeasured likes on a fresh DynamoDB Local before a standard-vs-hot row."""
 LOCAL_POLL = 0.2
 """How often the local stack's stream poller reads the stream (``StreamPoller.start``'s default)."""
-LAMBDA_WINDOW = 1.0
+LAMBDA_WINDOW = subscription(AGGREGATOR).batching_window
 """The template's ``MaximumBatchingWindowInSeconds``. The local poller reads the stream again as soon as
 a batch is handled (it drains until a read comes back empty), so its batches are what arrived while
 the last one ran. The hot row is also run with Lambda's window emulated: after a batch shorter than
@@ -366,7 +367,7 @@ def stream_aggregator(
     that runs out of attempts is described on LikeAggregatorDLQ (the mapping's OnFailure); without
     them the handler has no queue and fails a batch it cannot finish.
     Returns (poller, the environment to leave with ``_restore``)."""
-    from counters.services.likes import like_aggregator
+    from counters.streams import like_aggregator
     from devstack.runtime import LambdaContext
     from devstack.streams import StreamPoller, subscriptions
 
@@ -436,8 +437,9 @@ def measure_post(
     from counters.core.errors import ContentionError
     from counters.core.failures import RetryPolicy
     from counters.core.outcome import Capacity, Outcome
-    from counters.services.likes import Likes, post_key
+    from counters.services.likes import Likes
     from counters.store.items import to_item
+    from counters.store.post_items import post_key
 
     load = os.getloadavg()[0]
     table = f"post-{uuid.uuid4().hex[:8]}"
@@ -446,8 +448,8 @@ def measure_post(
     layer = dynamo.client()
     likes = Likes(table)
     post = "p"
-    likes.create_post(author_id="bench", body="one post, many likers", post_id=post, mode=mode)
-    likes.like_state(post, "nobody")  # the post's mode, read and cached before the model: its reads are the reader's
+    likes.posts.create_post(author_id="bench", body="one post, many likers", post_id=post, mode=mode)
+    likes.posts.like_state(post, "nobody")  # the post's mode, read and cached before the model: its reads are the reader's
     applied: list[Any] = []
     poller: Any = None
     saved: Any = None  # the aggregator's environment (hot mode only), left by _restore
@@ -476,7 +478,7 @@ def measure_post(
         reading.start()
         if poller is not None:
             poller.start(interval=LOCAL_POLL)
-        drive = _drive(lambda i: likes.like(post, f"u{i}").result, clients, seconds, warm)
+        drive = _drive(lambda i: likes.toggling.like(post, f"u{i}").result, clients, seconds, warm)
         stopped = time.perf_counter()
         done = len(drive.results)
         while time.perf_counter() < stopped + DRAIN_TIMEOUT and not (reads and reads[-1][1] >= done):
@@ -494,7 +496,7 @@ def measure_post(
         lags, missing = lag_samples(drive.stamps, reads, drive.start + warm)
         caught = [t for t, tally in reads if tally >= done]
         drained = caught[0] - max(drive.stamps) if caught and drive.stamps else None
-        a = likes.audit(post)
+        a = likes.audits.audit(post)
         audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
         if a.counted != done:
             audit += f" ({done} acknowledged)"

@@ -371,13 +371,13 @@ def _likes(ddb: Any, table: str, topology: Topology) -> Any:
 
 
 def _post(mode: str) -> Callable[[Any, str, str, Topology], Any]:
-    return lambda ddb, table, key, topology: _likes(ddb, table, topology).create_post(
+    return lambda ddb, table, key, topology: _likes(ddb, table, topology).posts.create_post(
         author_id="bench", body="bench", post_id=key, mode=mode
     )
 
 
 def _like_run(likes: Any, key: str, i: int) -> Any:
-    return likes.like(key, f"u{i}")
+    return likes.toggling.like(key, f"u{i}")
 
 
 def _resource(strategy: str) -> Callable[[Any, str, str, Topology], Any]:

@@ -108,7 +108,7 @@ def hot_posts(*, quick: bool) -> list[str]:
         "",
         f"Distinct users like one post; {hot.describe(scale, transaction_ms)} The hot row's tally is kept by the "
         "LikeAggregatorFunction's handler run from DynamoDB Local's stream by the local stack's poller (the last row: "
-        "with Lambda's 1 s batching window emulated), its META writes on the same limited client. A reader reads META "
+        f"with Lambda's {hot.LAMBDA_WINDOW:g} s batching window emulated), its META writes on the same limited client. A reader reads META "
         "(consistent GetItem) every 50 ms; lag(n) = the first read showing tally >= n minus the n-th acknowledgement, "
         f"after the first {warm:g} s. Each row on a DynamoDB Local of its own, warmed {hot.JVM_WARM:g} s first. Load average {before:.1f} before the rows, "
         f"{load():.1f} after; docs/bench.md explains the columns and what binds.",

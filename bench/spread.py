@@ -160,7 +160,7 @@ def count(ddb: Any, table: str, likes: Any) -> tuple[Counted, set[str]]:
             break
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     stored = PostStore(table, dynamodb=ddb).read(POST, RetryPolicy())  # META and, past 64 lanes, its groups' items
-    a = likes.audit(POST)
+    a = likes.audits.audit(POST)
     audit = f"{a.stored} = {a.counted}" if a.stored == a.counted else f"DRIFT {a.stored} vs {a.counted}"
     holders = {sk.removeprefix("LIKE#USER#") for sk in per_user}
     return Counted(stored.tally if stored else 0, items, liked, len(per_user), audit), holders
@@ -320,7 +320,7 @@ def hot_post(
     dynamo.reset_client()
     layer = dynamo.client()
     likes = Likes(table, max_spread=max_spread)
-    likes.create_post(author_id="bench", body="one post, many likers", post_id=POST, mode="hot")
+    likes.posts.create_post(author_id="bench", body="one post, many likers", post_id=POST, mode="hot")
     info = likes.posts.info(POST)
     while info.spread is not None and info.spread < spread:
         info = likes.posts.grow(POST, info, 2 * info.spread)
@@ -394,7 +394,7 @@ def hot_post(
 # ----------------------------------------------------------------------------- the spread table
 def _like(likes: Any, user: str) -> str:
     """One like (a ``ContentionError`` passes through: the API's 503/202); the user who liked."""
-    likes.like(POST, user)
+    likes.toggling.like(POST, user)
     return user
 
 
@@ -431,7 +431,7 @@ def measure_spread(spread: int, limits: dict[str, Any] | None, label: str, clien
     with fresh_local() as (ddb, endpoint):
         if hot.JVM_WARM:
             with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=None, retry=False) as run:
-                hot._drive(lambda i: run["likes"].like(POST, f"w{i}").result, clients, hot.JVM_WARM, 0.0)
+                hot._drive(lambda i: run["likes"].toggling.like(POST, f"w{i}").result, clients, hot.JVM_WARM, 0.0)
                 run["expect"] = 0
         load = os.getloadavg()[0]
         with hot_post(ddb, endpoint, spread=spread, max_spread=8, limits=limits) as run:
@@ -523,7 +523,7 @@ def spread_verdict(rows: list[SpreadRow], scale: float) -> list[str]:
     cost = max(r.cost for r in modelled.values())
     counted = max(r.wcu or 0.0 for r in modelled.values())
     out.append(
-        f"- WCU per like with the 1 s batching window, by the cost model (the like + the aggregator's applied META writes x "
+        f"- WCU per like with the {hot.LAMBDA_WINDOW:g} s batching window, by the cost model (the like + the aggregator's applied META writes x "
         f"WCU(META as stored)): at most {cost:.3f} over the spreads (target <= 1.05: {'met' if cost <= 1.05 else 'missed'}); "
         f"model-counted at most {counted:.3f} (the model charges an UpdateItem by its expression values when it is larger than "
         f"the item it last saw Put, and the aggregator's values at 64 lanes, checkpoints and their conditions, exceed META)."
@@ -665,7 +665,7 @@ def run_step(*, scale: float, low: float, high: float, before: float, after: flo
             def one(user: str) -> None:
                 before = model.thread_throttles()
                 try:
-                    likes.like(POST, user)
+                    likes.toggling.like(POST, user)
                     outcome = "liked"
                 except ContentionError:
                     outcome = "ContentionError (503/202, documented)"
@@ -818,7 +818,7 @@ def section(
             "",
             f"Distinct users like one post created `hot` and grown to the row's spread before the run; the model at scale {scale:g}: "
             f"{wcu:g} WCU/s and {3 * wcu:g} RCU/s per key, 1 s of burst, META's key at the service's own rates (its writes counted). "
-            f"The LikeAggregatorFunction's handler runs from DynamoDB Local's stream with the template's 1 s batching window emulated. "
+            f"The LikeAggregatorFunction's handler runs from DynamoDB Local's stream with the template's {hot.LAMBDA_WINDOW:g} s batching window emulated. "
             f"First {warm:g} s left out; each row on a DynamoDB Local of its own. docs/bench.md explains the columns and the scale.",
             "",
             spread_table(rows, scale),

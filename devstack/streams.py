@@ -117,6 +117,13 @@ def subscriptions(template: dict[str, Any] | None = None) -> list[Subscription]:
     return found
 
 
+def subscription(function: str, template: dict[str, Any] | None = None) -> Subscription:
+    """``function``'s one DynamoDB stream event, read from template.yaml: what a bench, a proof or a
+    test takes of the mapping (``BatchSize``, ``MaximumBatchingWindowInSeconds``, retries) instead of a copy."""
+    (found,) = [s for s in subscriptions(template) if s.function == function]
+    return found
+
+
 def matches(pattern: Any, value: Any) -> bool:
     """Lambda/EventBridge pattern matching, for the shapes used in filter criteria."""
     if isinstance(pattern, dict):

@@ -71,7 +71,7 @@ def like_owner(item: dict[str, Any]) -> tuple[str, str] | None:
     """(post id, user id) of a like item, in either layout: ``POST#<id>`` (standard posts, older
     layout) or ``POST#<id>#S<n>`` (hot posts, and new posts in both modes); ``None`` for anything
     else. Hot and new like items carry ``postId``; older ones are parsed from the key."""
-    from counters.services.likes import parse_hot_pk
+    from counters.store.post_items import parse_hot_pk
 
     sk = str(item.get("SK", ""))
     pk = str(item.get("PK", ""))
@@ -180,7 +180,7 @@ class StreamHarness:
     def __post_init__(self) -> None:
         global _MODULE
         from counters.core.failures import RetryPolicy
-        from counters.services.likes import like_aggregator
+        from counters.streams import like_aggregator
         from devstack.streams import StreamPoller, subscriptions
         from testkit.faults import FaultInjector
 
@@ -414,7 +414,7 @@ class Intents:
             with self._lock:
                 likes = via if via is not None else self._rng.choice(self.processes)
             try:
-                change = (likes.like if intent.liked else likes.unlike)(
+                change = (likes.toggling.like if intent.liked else likes.toggling.unlike)(
                     intent.post, intent.user, request_id=intent.request_id, at=intent.at
                 )
             except Exception:  # noqa: BLE001 - contention, a lost answer, a 500: unknown to the caller; re-sent
@@ -645,7 +645,7 @@ def likes_hot_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit
     posts = ["h1", "h2"]
     setup = _writer(name)
     for post in posts:
-        setup.create_post(author_id="proof", body="hot", post_id=post, mode="hot")
+        setup.posts.create_post(author_id="proof", body="hot", post_id=post, mode="hot")
     rng = random.Random(seed)
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 1), posts, kit.plain_client())
     injector = floored(kit.with_faults(seed))
@@ -711,7 +711,7 @@ def likes_order_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: K
         posts = ["o1", "o2"]
         setup = _writer(name)
         for post in posts:
-            setup.create_post(author_id="proof", body="order", post_id=post, mode=mode)
+            setup.posts.create_post(author_id="proof", body="order", post_id=post, mode=mode)
         rng = random.Random(seed + (7 if mode == "hot" else 0))
         harness = None
         if mode == "hot":
@@ -800,8 +800,8 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
     name = kit.new_table(ddb)
     posts = ["m1", "m2"]
     setup = _writer(name)
-    setup.create_post(author_id="proof", body="switch", post_id="m1", mode="standard")
-    setup.create_post(author_id="proof", body="hot", post_id="m2", mode="hot")
+    setup.posts.create_post(author_id="proof", body="switch", post_id="m1", mode="standard")
+    setup.posts.create_post(author_id="proof", body="hot", post_id="m2", mode="hot")
     rng = random.Random(seed)
     # after every delivery only m2's tally is held to the log: m1 also counts in its standard phases
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 3), ["m2"], kit.plain_client())
@@ -814,9 +814,9 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
 
     def switch(n: int) -> None:
         mode = "hot" if n == 0 else "standard"
-        _answered(lambda: switcher.switch_mode("m1", mode), f"to {mode}", switches)
+        _answered(lambda: switcher.posts.switch_mode("m1", mode), f"to {mode}", switches)
         with contextlib.suppress(Exception):
-            switcher.switch_mode("m1", mode)  # once more: a re-sent switch changes nothing
+            switcher.posts.switch_mode("m1", mode)  # once more: a re-sent switch changes nothing
 
     feeding = _Feeding(harness)
     try:
@@ -840,7 +840,7 @@ def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: 
         minimum={"switches": 2},
     )
     report.notes.append("switches: " + ", ".join(f"{k} {v}" for k, v in sorted(switches.items())))
-    report.notes.append(f"m1 ends {Likes(name).get_post('m1').get('mode')}")
+    report.notes.append(f"m1 ends {Likes(name).posts.get_post('m1').get('mode')}")
     harness.close()
     ddb.delete_table(TableName=name)
     return [report]
@@ -857,7 +857,7 @@ def _movers(post_spread: int, count: int, prefix: str) -> list[str]:
 def _unpointed(ddb: Any, name: str, posts: list[str]) -> list[str]:
     """On each settled post, the users whose item is not in their lane of the spread and whose lane
     holds no pointer to it: a settled like would create a second item there, unexamined."""
-    from counters.services.likes import lane_of, parse_hot_pk
+    from counters.store.post_items import lane_of, parse_hot_pk
 
     items = scan(ddb, name)
     meta = {str(item["PK"])[len("POST#") :]: item for item in items if item.get("SK") == "META"}
@@ -893,8 +893,8 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     name = kit.new_table(ddb)
     posts = ["g1", "g2"]
     setup = _writer(name)
-    setup.create_post(author_id="proof", body="grows", post_id="g1", mode="hot")
-    setup.create_post(author_id="proof", body="switches and grows", post_id="g2", mode="standard")
+    setup.posts.create_post(author_id="proof", body="grows", post_id="g1", mode="hot")
+    setup.posts.create_post(author_id="proof", body="switches and grows", post_id="g2", mode="standard")
     rng = random.Random(seed)
     harness = StreamHarness(name, os.environ["AWS_ENDPOINT_URL_DYNAMODB"], ddb, random.Random(seed + 5), ["g1"], kit.plain_client())
     for kind, rate in AGGREGATOR_FAULTS.items():  # the merge's calls too: its transaction, and its reads (busy or down)
@@ -937,7 +937,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
     def between(n: int) -> None:
         if n == 0:
             grow("g1", 16)
-            _answered(lambda: grower.switch_mode("g2", "hot"), "switches", events)
+            _answered(lambda: grower.posts.switch_mode("g2", "hot"), "switches", events)
             stale_duplicates("g1", 16, n)
         else:
             grow("g1", 32)
@@ -951,7 +951,7 @@ def likes_grow_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Ki
             stale_duplicates("g1", 128, n)  # the new items in lanes 64..127: counted on the group's item
             stale_duplicates("g2", 128, n)
             # then standard: its unlikes of likes the group counted take META's part below 0
-            _answered(lambda: grower.switch_mode("g2", "standard"), "switches", events)
+            _answered(lambda: grower.posts.switch_mode("g2", "standard"), "switches", events)
 
     feeding = _Feeding(harness)
     try:

@@ -76,10 +76,10 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool
 
     name = new_table(ddb)
     setup = Likes(name)
-    setup.create_post(author_id="proof", body="hot", post_id="p")
+    setup.posts.create_post(author_id="proof", body="hot", post_id="p")
     unlikers = [f"x{i}" for i in range(size // 4)]
     for user in unlikers:
-        setup.like("p", user)
+        setup.toggling.like("p", user)
     injector = with_faults(seed)
     model = LimitModel(layer_client.client(), scale=20.0) if limits else None
     likes = Likes(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01))
@@ -97,7 +97,7 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool
             status = "unknown"
             for _ in range(2):  # every request is sent twice (a client retry / redelivery)
                 try:
-                    (likes.like if kind == "like" else likes.unlike)("p", user)
+                    (likes.toggling.like if kind == "like" else likes.toggling.unlike)("p", user)
                     status = "ok"
                 except ContentionError:
                     pass
@@ -128,7 +128,7 @@ def likes_scenario(ddb: Any, seed: int, clients: int, size: int, *, limits: bool
     limited = sum(model.throttles.values()) + sum(model.conflicts.values()) if model else 0
     if model:
         model.detach()
-    audit = Likes(name).audit("p")
+    audit = Likes(name).audits.audit("p")
     label = "likes (refcount, transaction + key guard)" + (", one post under the partition limit model" if limits else "")
     report = history.check(label, audit.stored, documented="exact", faults=sum(injector.injected.values()) + limited)
     report.duplicates = max(0, audit.drift)  # a tally above its likes (LIKE# items, tombstones aside) counted something twice

@@ -27,7 +27,8 @@ SAM = ROOT / ".venv-sam" / "bin" / "sam"
 sys.path.insert(0, str(ROOT / "layers" / "counters"))
 
 from counters.primitives.ledger import new_key  # noqa: E402
-from counters.services.likes import SPREAD, hot_pk, lane_of  # noqa: E402
+from counters.services.likes.model import SPREAD  # noqa: E402
+from counters.store.post_items import hot_pk, lane_of  # noqa: E402
 
 LEDGER_APPEND = "ledger/append.json"
 LEDGER_KEY = "<minted when generated>"  # replaced by a ULID for now (see the module docstring)

@@ -267,7 +267,7 @@ def item_count(ddb: Any, table: str, pk: str | None = None, prefix: str | None =
 def like_partitions(post_id: str) -> list[str]:
     """Every partition key a post's like items can live under: its spread keys, and the post's own
     (seed 01's item collection, for posts stored before ``spread``)."""
-    from counters.services.likes import SPREAD
+    from counters.services.likes.model import SPREAD
 
     return [f"POST#{post_id}"] + [f"POST#{post_id}#S{n}" for n in range(SPREAD)]
 
@@ -296,7 +296,8 @@ def likes_count(ddb: Any, table: str, post_id: str) -> int:
 
 def like_item(ddb: Any, table: str, post_id: str, user_id: str) -> dict[str, Any] | None:
     """A user's like state item of a post, wherever the post's layout keeps it (raw, or ``None``)."""
-    from counters.services.likes import SPREAD, hot_like_key
+    from counters.services.likes.model import SPREAD
+    from counters.store.post_items import hot_like_key
 
     for key in (hot_like_key(post_id, user_id, SPREAD), {"PK": f"POST#{post_id}", "SK": f"LIKE#USER#{user_id}"}):
         item = ddb.get_item(TableName=table, Key={k: {"S": v} for k, v in key.items()}, ConsistentRead=True).get("Item")

@@ -16,6 +16,9 @@ from counters.http.resolver import json_response
 from counters.runtime.metrics import record
 from counters.services.ledgers import Ledgers, LedgerSettings
 
+if TYPE_CHECKING:
+    from .contract import Appended, Balance, IdempotencyKey, IdPath, NewEntry, Verify
+
 
 @dataclass(frozen=True, kw_only=True)
 class Settings(ApiSettings, LedgerSettings):
@@ -24,9 +27,6 @@ class Settings(ApiSettings, LedgerSettings):
 
 function = ApiFunction(Settings, Ledgers.from_settings, deferrer=retry_queue)
 app, logger, metrics = function.app, function.logger, function.metrics
-
-if TYPE_CHECKING:
-    from .contract import Appended, Balance, IdempotencyKey, IdPath, NewEntry, Verify
 
 
 @app.post("/ledgers/<ledgerId>/entries")

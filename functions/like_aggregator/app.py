@@ -37,12 +37,9 @@ from counters.core.outcome import Outcome
 from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
 from counters.deferral.settings import DeferralSettings
-from counters.primitives.aggregator import Change, padded
 from counters.runtime.function import Function
 from counters.runtime.metrics import record as record_metrics
-from counters.services.likes import LikeAggregator, like_aggregator
-from counters.store.post_items import Created
-from counters.streams import hot_change, like_created, regional_change
+from counters.streams import LikeAggregator, aggregate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,44 +48,20 @@ class Settings(RegionSettings, DeferralSettings):
     retry queue an unfinished examination is deferred to."""
 
 
-def aggregator(settings: Settings) -> LikeAggregator:
-    topology = settings.topology
-    return like_aggregator(settings.table_name, retry=settings.retry, region=topology.writer)
-
-
-function = Function(Settings, aggregator)
+function = Function(Settings, LikeAggregator.from_settings)
 metrics, logger = function.metrics, function.logger
 
 
 @function.handler()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    region = function.settings.topology.writer
-    records = event.get("Records", [])
-    found = (regional_change(r, region) for r in records) if region else (hot_change(r) for r in records)
-    changes: list[Change] = [c for c in found if c is not None]
-    failed: list[str] = []
-    for applied in function.service.apply(changes):
+    done = aggregate(function.service, event.get("Records", []), defer)
+    for applied in done.applied:
         record_metrics(metrics, "AggregateLikes", applied.result)
-        if applied.result.outcome is Outcome.CONTENTION:
-            failed.append(min((c.seq for c in applied.changes), key=padded))
-        elif applied.result.outcome is Outcome.REJECTED:
+        if applied.result.outcome is Outcome.REJECTED:
             logger.warning("hot likes of a post without its META", extra={"postId": applied.parent, "reason": applied.result.reason})
-    merges = function.service.merges  # after the tally write: a user's second item on a grown post (one Region)
-    contended: dict[str, list[Created]] = {}
-    for examined in merges.examine(c for c in map(like_created, records) if c is not None) if merges else ():
-        if examined.outcome is Outcome.CONTENTION:
-            contended.setdefault(examined.created.post_id, []).append(examined.created)
-        elif examined.outcome is Outcome.APPLIED:
-            logger.info("merged a user's like items", extra={"postId": examined.created.post_id, "userId": examined.created.user_id})
-    for post_id, created in contended.items():  # deferred to the retry queue, or else the batch is redelivered
-        if not (merges and defer(merges.deferred(post_id, (c.user_id for c in created)))):
-            failed.append(min((c.seq for c in created), key=padded))
-    for sweep in merges.sweeps() if merges else ():  # a grown post not settled: the retry worker sweeps it
-        if merges and defer(sweep):  # else the next batch of the post asks again
-            merges.sent(sweep)
-    if failed:  # the shard restarts from the lowest; what was applied after it is checkpointed
-        return {"batchItemFailures": [{"itemIdentifier": min(failed, key=padded)}]}
-    return {"batchItemFailures": []}
+    for merged in done.merged:
+        logger.info("merged a user's like items", extra={"postId": merged.post_id, "userId": merged.user_id})
+    return {"batchItemFailures": [] if done.failure is None else [{"itemIdentifier": done.failure}]}
 
 
 def defer(command: Command) -> bool:

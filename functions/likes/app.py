@@ -16,16 +16,8 @@ from counters.http.function import ApiFunction, ApiSettings, retry_queue
 from counters.http.powertools import Response
 from counters.http.resolver import json_response
 from counters.runtime.metrics import record
-from counters.services.likes import AUDIT_MARGIN_S, LikeChange, Likes, LikeSettings
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings(ApiSettings, LikeSettings):
-    """This function's environment."""
-
-
-function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
-app, logger, metrics = function.app, function.logger, function.metrics
+from counters.services.likes import Likes
+from counters.services.likes.model import AUDIT_MARGIN_S, LikeSettings
 
 if TYPE_CHECKING:
     from .contract import (
@@ -46,10 +38,19 @@ if TYPE_CHECKING:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Settings(ApiSettings, LikeSettings):
+    """This function's environment."""
+
+
+function = ApiFunction(Settings, Likes.from_settings, deferrer=retry_queue)
+app, logger, metrics = function.app, function.logger, function.metrics
+
+
 @app.post("/posts")
 def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Response[Post]:
     app.caller.require_self(post.authorId, "create a post")
-    created, new = function.service.create_post(
+    created, new = function.service.posts.create_post(
         author_id=post.authorId, body=post.body, post_id=post.postId, idempotency_key=idempotency_key, mode=post.mode
     )
     metrics.add_metric(name="CreatePost.applied" if new else "CreatePost.duplicate", unit=MetricUnit.Count, value=1)
@@ -58,41 +59,37 @@ def create_post(post: CreatePost, idempotency_key: IdempotencyKey = None) -> Res
 
 @app.get("/posts/<postId>")
 def get_post(postId: IdPath) -> Response[Post]:
-    return json_response(200, function.service.get_post(postId))
+    return json_response(200, function.service.posts.get_post(postId))
 
 
 @app.put("/posts/<postId>/likes/<userId>")
 def like(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
-    app.caller.require_self(userId, "like")
-    change = function.service.like(postId, userId, at=app.request_time)
-    recorded(postId, "Like", change)
-    return json_response(200, changed(postId, userId, change))
+    return toggled(postId, userId, liked=True)
 
 
 @app.delete("/posts/<postId>/likes/<userId>")
 def unlike(postId: IdPath, userId: IdPath) -> Response[LikeChanged]:
-    app.caller.require_self(userId, "unlike")
-    change = function.service.unlike(postId, userId, at=app.request_time)
-    recorded(postId, "Unlike", change)
-    return json_response(200, changed(postId, userId, change))
+    return toggled(postId, userId, liked=False)
 
 
-def changed(post_id: str, user_id: str, change: LikeChange) -> LikeChanged:
-    return {"postId": post_id, "userId": user_id, "liked": change.liked, "changed": change.changed}
-
-
-def recorded(post_id: str, operation: str, change: LikeChange) -> None:
-    record(metrics, operation, change.result)
+def toggled(post_id: str, user_id: str, *, liked: bool) -> Response[LikeChanged]:
+    """A like or an unlike by the caller, its metric and, when its retries made the post hot, that too."""
+    app.caller.require_self(user_id, "like" if liked else "unlike")
+    toggling = function.service.toggling
+    change = (toggling.like if liked else toggling.unlike)(post_id, user_id, at=app.request_time)
+    record(metrics, "Like" if liked else "Unlike", change.result)
     if change.promoted:
         metrics.add_metric(name="PostPromoted", unit=MetricUnit.Count, value=1)
         logger.info("post promoted to hot: its likes kept retrying", extra={"postId": post_id})
+    answer: LikeChanged = {"postId": post_id, "userId": user_id, "liked": change.liked, "changed": change.changed}
+    return json_response(200, answer)
 
 
 @app.get("/posts/<postId>/likes/<userId>")
 def own_like(postId: IdPath, userId: IdPath) -> Response[LikeState]:
     """The caller's own like, read from its state item: exact at once, in either mode."""
     app.caller.require_self(userId, "read the like state of")
-    return json_response(200, function.service.like_state(postId, userId))
+    return json_response(200, function.service.posts.like_state(postId, userId))
 
 
 @app.get("/posts/<postId>/likes")
@@ -101,7 +98,7 @@ def likers(
     limit: Limit = 25,
     cursor: Cursor = None,
 ) -> Response[Likers]:
-    page = function.service.likers(postId, limit=limit, cursor=cursor)
+    page = function.service.posts.likers(postId, limit=limit, cursor=cursor)
     answer: Likers = {"postId": postId, "likers": list(page.user_ids), "cursor": page.cursor}
     return json_response(200, answer)
 
@@ -110,7 +107,7 @@ def likers(
 def switch_mode(postId: IdPath, body: SwitchMode) -> Response[SwitchedPost]:
     """Switch a post between modes while likes flow: no like moves, each is counted once."""
     app.caller.require_admin("switching a post's mode")
-    post, switched = function.service.switch_mode(postId, body.mode)
+    post, switched = function.service.posts.switch_mode(postId, body.mode)
     if switched:
         logger.info("post mode switched", extra={"postId": postId, "mode": post["mode"], "modeEpoch": post["modeEpoch"]})
     answer: SwitchedPost = {**post, "switched": switched}
@@ -123,7 +120,7 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
     surgically: a conditional write that a like counted since the count refuses."""
     app.caller.require_admin("auditing tallies")  # it reads every like of every post
     budget_s = app.lambda_context.get_remaining_time_in_millis() / 1000 - AUDIT_MARGIN_S  # answer before the timeout
-    results = function.service.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair, budget_s=budget_s)
+    results = function.service.audits.audit_posts(list(dict.fromkeys(body.postIds)), repair=body.repair, budget_s=budget_s)
     drift = sum(abs(r.drift or 0) for r in results)
     metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=drift)
     metrics.add_metric(name="AuditRepaired", unit=MetricUnit.Count, value=sum(r.repaired for r in results))
@@ -137,7 +134,7 @@ def audit_posts(body: AuditPosts) -> Response[Audits]:
 @app.get("/posts/<postId>/audit")
 def audit(postId: IdPath) -> Response[Audit]:
     app.caller.require_admin("auditing a tally")  # it reads every like of the post
-    result = function.service.audit(postId)
+    result = function.service.audits.audit(postId)
     if result.drift is not None:  # a hot post's lag is not drift: no false alarm on the dashboard
         metrics.add_metric(name="AuditDrift", unit=MetricUnit.Count, value=abs(result.drift))  # the dashboard's drift widget
     if result.drift:

@@ -18,7 +18,8 @@ from counters.deferral.settings import DeferralSettings
 from counters.runtime.batch import BatchProcessor, EventType, PartialItemFailureResponse, SQSRecord, process_partial_response
 from counters.runtime.function import Function
 from counters.services.ledgers import Ledgers, LedgerSettings
-from counters.services.likes import Likes, LikeSettings
+from counters.services.likes import Likes
+from counters.services.likes.model import LikeSettings
 from counters.services.orders import Orders, OrderSettings
 from counters.services.reservations import Reservations, ReservationSettings
 

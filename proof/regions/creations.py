@@ -104,7 +104,7 @@ def _posts(gt: GlobalTable, likes: dict[str, Likes], schedule: Schedule, report:
 
     def create(author: str, region: str) -> Callable[[], None]:
         def step() -> None:
-            outcome, _ = _send(region, lambda r: likes[r].create_post(author_id=author, body=author, post_id=post_id), report)
+            outcome, _ = _send(region, lambda r: likes[r].posts.create_post(author_id=author, body=author, post_id=post_id), report)
             if outcome == "ack":
                 acked[author] = author
             elif outcome == "gave up":
@@ -119,7 +119,7 @@ def _posts(gt: GlobalTable, likes: dict[str, Likes], schedule: Schedule, report:
         report.breaches += 1
         report.notes.append(f"post {post_id}: both creations acknowledged")
     for region in gt.regions:
-        stored = _read(lambda r=region: likes[r].get_post(post_id))
+        stored = _read(lambda r=region: likes[r].posts.get_post(post_id))
         if acked and stored["authorId"] not in acked:
             report.breaches += 1
             report.notes.append(f"post {post_id} in {region}: {stored['authorId']}, acknowledged {sorted(acked)}")

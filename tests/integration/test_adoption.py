@@ -284,7 +284,7 @@ def test_a_seed01_post_is_adopted_by_a_settled_repair_with_likes_flowing_and_fau
             for _ in range(requests):
                 user = f"u{rng.randrange(120):03d}"
                 try:
-                    (likes.like if rng.random() < 0.5 else likes.unlike)("p1", user)
+                    (likes.toggling.like if rng.random() < 0.5 else likes.toggling.unlike)("p1", user)
                 except IntegrityError:
                     refused.append(f"{phase}:{user}")  # an unlike below a tally that trails the likes: refused, nothing written
                 except ContentionError:
@@ -297,7 +297,7 @@ def test_a_seed01_post_is_adopted_by_a_settled_repair_with_likes_flowing_and_fau
         lands on a count nothing moved during), then until one settles after they stopped."""
         while True:
             try:
-                [result] = likes.audit_posts(["p1"], repair=True)
+                [result] = likes.audits.audit_posts(["p1"], repair=True)
             except ContentionError:
                 continue
             if result.settled and (result.repaired or result.drift == 0) and not writing.is_set():
@@ -323,7 +323,7 @@ def test_a_seed01_post_is_adopted_by_a_settled_repair_with_likes_flowing_and_fau
     assert not [r for r in refused if r.startswith("2:")]  # an exact tally refuses no unlike
     tally, liked = post_stored(ddb, table, "p1")
     assert tally == liked
-    [again] = Likes(table).audit_posts(["p1"])
+    [again] = Likes(table).audits.audit_posts(["p1"])
     assert again.settled and again.drift == 0
 
 

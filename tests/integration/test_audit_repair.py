@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from counters.core.failures import RetryPolicy
-from counters.services.likes import SPREAD, Likes
+from counters.services.likes import Likes
+from counters.services.likes.model import SPREAD
 from devstack.streams import StreamPoller
 from tests.conftest import api_event, invoke, likes_count
 from tests.integration.test_hot_likes import FN, deliver, tally
@@ -37,7 +38,7 @@ def unhurried() -> Any:
 
 @pytest.fixture
 def agg_fn(load_function: Any, table: str, layer_client: Any) -> Any:
-    from counters.services.likes import like_aggregator
+    from counters.streams import like_aggregator
 
     return load_function(FN, table, build=lambda s: like_aggregator(table, retry=FAST))
 
@@ -79,10 +80,10 @@ def wait_for_tally(ddb: Any, table: str, post: str, value: int) -> None:
 def posts(likes: Likes, n_standard: int = 2, n_hot: int = 2, users: int = 6) -> list[str]:
     ids = [f"s{i}" for i in range(n_standard)] + [f"h{i}" for i in range(n_hot)]
     for post in ids:
-        likes.create_post(author_id="a", body="b", post_id=post, mode="hot" if post.startswith("h") else "standard")
+        likes.posts.create_post(author_id="a", body="b", post_id=post, mode="hot" if post.startswith("h") else "standard")
         for u in range(users):
-            likes.like(post, f"u{u}")
-        likes.unlike(post, "u0")
+            likes.toggling.like(post, f"u{u}")
+        likes.toggling.unlike(post, "u0")
     return ids
 
 
@@ -91,28 +92,28 @@ def test_many_posts_are_audited_at_settled_points_and_drift_is_repaired(table: s
     ids = posts(likes)
     for post in ids:
         wait_for_tally(ddb, table, post, 5)
-    likes.switch_mode("s1", "hot")
-    likes.switch_mode("s1", "standard")  # was hot: audited through probes too
-    clean = likes.audit_posts(ids + ["missing"], wait_s=WAIT_S)
+    likes.posts.switch_mode("s1", "hot")
+    likes.posts.switch_mode("s1", "standard")  # was hot: audited through probes too
+    clean = likes.audits.audit_posts(ids + ["missing"], wait_s=WAIT_S)
     assert [(r.post_id, r.settled, r.drift) for r in clean] == [(p, True, 0) for p in ids] + [("missing", False, None)]
     assert clean[-1].reason == "not_found"
     for post in ids:
         corrupt(ddb, table, post, 42)
-    found = likes.audit_posts(ids, wait_s=WAIT_S)
+    found = likes.audits.audit_posts(ids, wait_s=WAIT_S)
     assert all(r.settled and r.drift == 42 - 5 and not r.repaired for r in found)  # reported, not touched
     assert all(tally(ddb, table, p) == 42 for p in ids)
-    repaired = likes.audit_posts(ids, repair=True, wait_s=WAIT_S)
+    repaired = likes.audits.audit_posts(ids, repair=True, wait_s=WAIT_S)
     assert all(r.repaired for r in repaired), [r.public() for r in repaired]
     assert all(tally(ddb, table, p) == likes_count(ddb, table, p) == 5 for p in ids)
-    likes.like("h0", "late")  # the hot tally keeps counting from the repaired value
-    assert [r.drift for r in likes.audit_posts(["h0"], wait_s=WAIT_S)] == [0] and likes_count(ddb, table, "h0") == 6
+    likes.toggling.like("h0", "late")  # the hot tally keeps counting from the repaired value
+    assert [r.drift for r in likes.audits.audit_posts(["h0"], wait_s=WAIT_S)] == [0] and likes_count(ddb, table, "h0") == 6
 
 
 def test_a_hot_post_whose_aggregator_is_behind_is_not_settled(table: str, layer_client: Any) -> None:
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="h0", mode="hot")
-    likes.like("h0", "u1")  # no aggregator runs: the tally is 0, the likes 1 -- lag, not drift
-    [result] = likes.audit_posts(["h0"], repair=True, wait_s=0.3)
+    likes.posts.create_post(author_id="a", body="b", post_id="h0", mode="hot")
+    likes.toggling.like("h0", "u1")  # no aggregator runs: the tally is 0, the likes 1 -- lag, not drift
+    [result] = likes.audits.audit_posts(["h0"], repair=True, wait_s=0.3)
     assert (result.settled, result.reason, result.drift, result.repaired) == (False, "aggregator_behind", None, False)
 
 
@@ -148,21 +149,21 @@ def test_a_like_and_an_unlike_during_the_count_leave_the_tally_as_it_was_but_set
 ) -> None:
     """The tally comes back to its value (ABA); tallyRev does not: the count is not trusted."""
     other = Likes(table, retry=FAST)
-    other.create_post(author_id="a", body="b", post_id="p1", mode=mode)
+    other.posts.create_post(author_id="a", body="b", post_id="p1", mode=mode)
     for u in ("u1", "u2", "u3"):
-        other.like("p1", u)
+        other.toggling.like("p1", u)
     wait_for_tally(ddb, table, "p1", 3)
     corrupt(ddb, table, "p1", 9)  # a real drift, to be repaired only on a trusted count
 
     def like_and_unlike() -> None:
-        other.like("p1", "zz-new")  # sorts last in its spread key: the count may or may not see it
-        other.unlike("p1", "u1")
+        other.toggling.like("p1", "zz-new")  # sorts last in its spread key: the count may or may not see it
+        other.toggling.unlike("p1", "u1")
 
     likes = LikesDuring(table, retry=FAST, moment="count", during=like_and_unlike)
-    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [result] = likes.audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (result.settled, result.reason, result.repaired) == (False, "moving", False)
     assert tally(ddb, table, "p1") == 9 if mode == "standard" else True  # untouched (hot: the aggregator adds its net 0)
-    [again] = Likes(table, retry=FAST).audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [again] = Likes(table, retry=FAST).audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert again.repaired and tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 3
 
 
@@ -170,20 +171,20 @@ def test_a_like_and_an_unlike_during_the_count_leave_the_tally_as_it_was_but_set
 def test_a_like_counted_after_the_count_refuses_the_repair(mode: str, table: str, layer_client: Any, ddb: Any, aggregator: Any) -> None:
     """Never overwrite concurrent likes: the repair's condition sees the like that came in."""
     other = Likes(table, retry=FAST)
-    other.create_post(author_id="a", body="b", post_id="p1", mode=mode)
-    other.like("p1", "u1")
+    other.posts.create_post(author_id="a", body="b", post_id="p1", mode=mode)
+    other.toggling.like("p1", "u1")
     wait_for_tally(ddb, table, "p1", 1)
     corrupt(ddb, table, "p1", 7)
 
     def like_counted() -> None:
-        other.like("p1", "u2")
+        other.toggling.like("p1", "u2")
         wait_for_tally(ddb, table, "p1", 8)  # hot: counted once the aggregator applies it
 
     likes = LikesDuring(table, retry=FAST, moment="repair", during=like_counted)
-    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [result] = likes.audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (result.settled, result.drift, result.repaired, result.reason) == (True, 6, False, "moving")
     assert tally(ddb, table, "p1") == 8  # 7 + the new like: nothing overwritten
-    [again] = Likes(table, retry=FAST).audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [again] = Likes(table, retry=FAST).audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert again.repaired and tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 2
 
 
@@ -208,11 +209,11 @@ def test_a_repair_whose_answer_was_lost_is_reported_repaired(table: str, layer_c
     """The repair commits, its answer is lost, the re-send's condition fails on the tallyRev the
     first attempt bumped: the refusal's ALL_OLD carries this repair's token, so it was us."""
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
-    likes.like("p1", "u1")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
+    likes.toggling.like("p1", "u1")
     corrupt(ddb, table, "p1", 8)  # +7
     faults.add("after_commit", operations={"UpdateItem"}, limit=1)  # the repair is the audit's only UpdateItem
-    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [result] = likes.audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert faults.injected["after_commit"] == 1
     assert (result.settled, result.drift, result.repaired, result.reason) == (True, 7, True, None)
     assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
@@ -224,11 +225,11 @@ def test_a_repair_the_sdk_sent_twice_is_reported_repaired(table: str, layer_clie
     first bumped, with no unknown outcome seen. Its ALL_OLD still carries this repair's fresh token:
     only this repair can have written it (make proof's hot likes row caught this answered ``moving``)."""
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
-    likes.like("p1", "u1")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
+    likes.toggling.like("p1", "u1")
     corrupt(ddb, table, "p1", 8)  # +7
     faults.add("resend", operations={"UpdateItem"}, limit=1)  # the repair is the audit's only UpdateItem
-    [result] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [result] = likes.audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert faults.injected["resend"] == 1
     assert (result.settled, result.drift, result.repaired, result.reason) == (True, 7, True, None)
     assert tally(ddb, table, "p1") == likes_count(ddb, table, "p1") == 1
@@ -238,8 +239,8 @@ def test_a_repair_refused_after_a_lost_answer_of_another_repair_is_not_ours(tabl
     """The token tells our write from another's: a concurrent repair (or like) that moved tallyRev
     after our lost attempt is not ours, and the refusal stays ``moving``."""
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
-    likes.like("p1", "u1")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
+    likes.toggling.like("p1", "u1")
     corrupt(ddb, table, "p1", 8)
 
     overtaken = Likes(table, retry=FAST)
@@ -247,11 +248,11 @@ def test_a_repair_refused_after_a_lost_answer_of_another_repair_is_not_ours(tabl
 
     def lost_and_overtaken(*a: Any, **k: Any) -> bool:
         faults.add("unavailable", operations={"UpdateItem"}, limit=1)  # lost before it was applied
-        Likes(table, retry=FAST).like("p1", "u2")  # then a like moves tallyRev
+        Likes(table, retry=FAST).toggling.like("p1", "u2")  # then a like moves tallyRev
         return repair(*a, **k)
 
     overtaken.audits._repair = lost_and_overtaken  # type: ignore[method-assign]
-    [result] = overtaken.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [result] = overtaken.audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (result.settled, result.repaired, result.reason) == (True, False, "moving")
     assert tally(ddb, table, "p1") == 9  # 8 + the like: nothing overwritten
 
@@ -288,20 +289,20 @@ def test_the_audit_answers_before_its_deadline_with_partial_answers(table: str, 
     On a clock of the test's own, advanced by each call: a count of calls, not a stopwatch."""
     likes = Likes(table, retry=FAST)
     ids = posts(likes, n_standard=5, n_hot=0, users=3)
-    likes.create_post(author_id="a", body="b", post_id="h0", mode="hot")
-    likes.like("h0", "u1")
+    likes.posts.create_post(author_id="a", body="b", post_id="h0", mode="hot")
+    likes.toggling.like("h0", "u1")
     clock = CallClock(layer_client)
     likes.audits.clock, likes.audits.sleep = clock, clock.sleep
     try:
-        assert all(r.settled and r.drift == 0 for r in likes.audit_posts(ids))  # with time, every post settles
+        assert all(r.settled and r.drift == 0 for r in likes.audits.audit_posts(ids))  # with time, every post settles
         needed = len(clock.started)  # first point, counts, second point: the last five are each post's second read
         clock.restart()
         budget = (needed - 2.5) * clock.cost  # two calls short of the whole audit
-        results = likes.audit_posts(ids, budget_s=budget)
+        results = likes.audits.audit_posts(ids, budget_s=budget)
         starts, took = list(clock.started), clock.now
         # the deadline cut inside a hot post's probes (one per spread key): no probe after it either
         clock.restart()
-        [hot] = likes.audit_posts(["h0"], budget_s=3.5 * clock.cost)
+        [hot] = likes.audits.audit_posts(["h0"], budget_s=3.5 * clock.cost)
         hot_calls = list(clock.started)
     finally:
         clock.detach()
@@ -354,9 +355,9 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
     """Both audits write their probes before either waits: each lane's applied probe is then the
     later one, which also shows the earlier was applied (probes are numbered per lane)."""
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="h0", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h0", mode="hot")
     for u in range(4):
-        likes.like("h0", f"u{u}")
+        likes.toggling.like("h0", f"u{u}")
     wait_for_tally(ddb, table, "h0", 4)
     both_probed = threading.Barrier(2)  # no timeout: a hang is pytest-timeout's to report
     results: dict[int, Any] = {}
@@ -372,7 +373,7 @@ def test_two_concurrent_audits_of_one_hot_post_both_settle(table: str, layer_cli
             return read(*a, **k)
 
         auditor.audits.store.read = reading  # type: ignore[method-assign]
-        results[n] = auditor.audit_posts(["h0"], wait_s=WAIT_S)[0]
+        results[n] = auditor.audits.audit_posts(["h0"], wait_s=WAIT_S)[0]
 
     threads = [threading.Thread(target=audit, args=(n,)) for n in range(2)]
     for t in threads:

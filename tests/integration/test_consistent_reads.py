@@ -170,9 +170,9 @@ def test_a_post_created_a_moment_ago_is_found_by_a_process_that_never_read_it(ta
     from counters import Likes
 
     creator, other = Likes(table), Likes(table)  # two processes: the other has never read the post
-    post, _ = creator.create_post(author_id="alice", body="hi")
+    post, _ = creator.posts.create_post(author_id="alice", body="hi")
     stale.on = True
-    change = other.like(post["postId"], "u1")
+    change = other.toggling.like(post["postId"], "u1")
     assert (change.liked, change.changed) == (True, True)
     assert stale.answered > 0  # the layout's eventually consistent read did miss it
-    assert Likes(table).like_state(post["postId"], "u1")["liked"] is True
+    assert Likes(table).posts.like_state(post["postId"], "u1")["liked"] is True

@@ -78,7 +78,7 @@ def test_a_post_created_with_one_id_in_two_regions_at_once_is_created_once(mrec:
     answers: dict[str, object] = {}
     for region in (first, B if first == A else A):  # no replication in between: "at once"
         try:
-            answers[region] = services[region].create_post(author_id=users[region], body=users[region], post_id=post_id)[1]
+            answers[region] = services[region].posts.create_post(author_id=users[region], body=users[region], post_id=post_id)[1]
         except WrongRegion as refused:
             answers[region] = refused
         mrec.pump()
@@ -90,7 +90,7 @@ def test_a_post_created_with_one_id_in_two_regions_at_once_is_created_once(mrec:
     mrec.settle()
     assert mrec.converged()
     for region in (A, B):
-        assert services[region].get_post(post_id)["authorId"] == "alice"
+        assert services[region].posts.get_post(post_id)["authorId"] == "alice"
 
 
 def test_a_post_id_derived_from_a_key_is_created_in_its_home_only(mrec: GlobalTable) -> None:
@@ -100,7 +100,7 @@ def test_a_post_id_derived_from_a_key_is_created_in_its_home_only(mrec: GlobalTa
     answers = {}
     for region in (A, B):
         try:
-            answers[region] = services[region].create_post(author_id="carol", body=region, idempotency_key="k-1")
+            answers[region] = services[region].posts.create_post(author_id="carol", body=region, idempotency_key="k-1")
         except WrongRegion as refused:
             answers[region] = refused
     created = [r for r, a in answers.items() if not isinstance(a, WrongRegion)]
@@ -109,7 +109,7 @@ def test_a_post_id_derived_from_a_key_is_created_in_its_home_only(mrec: GlobalTa
     post = answers[created[0]]
     assert not isinstance(post, WrongRegion)
     for region in (A, B):
-        assert services[region].get_post(str(post[0]["postId"]))["body"] == created[0]
+        assert services[region].posts.get_post(str(post[0]["postId"]))["body"] == created[0]
 
 
 def test_a_post_without_an_id_is_created_in_any_region(mrec: GlobalTable) -> None:
@@ -117,16 +117,16 @@ def test_a_post_without_an_id_is_created_in_any_region(mrec: GlobalTable) -> Non
     services = likes(mrec)
     for region in (A, B):
         for _ in range(6):
-            post, created = services[region].create_post(author_id="dan", body="b")
+            post, created = services[region].posts.create_post(author_id="dan", body="b")
             assert created and home_of(str(post["postId"]), (A, B)) == region
 
 
 def test_mrsc_conditional_creates_see_every_region(mrsc: GlobalTable) -> None:
     """MRSC: no home Region is needed, the second creation of one id (any Region) is 409 already_exists."""
     services = likes(mrsc)
-    assert services[A].create_post(author_id="alice", body="a", post_id="sq1", mode="hot")[1]
+    assert services[A].posts.create_post(author_id="alice", body="a", post_id="sq1", mode="hot")[1]
     with pytest.raises(AlreadyExists):
-        services[B].create_post(author_id="bob", body="b", post_id="sq1", mode="hot")
+        services[B].posts.create_post(author_id="bob", body="b", post_id="sq1", mode="hot")
     res = reservations(mrsc)
     res[B].create_resource("r1", capacity=10, strategy="set")
     with pytest.raises(AlreadyExists):

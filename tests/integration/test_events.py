@@ -71,7 +71,7 @@ def test_like_aggregator_event_counts_a_hot_post_once(load_function: Any, table:
     """events/like_aggregator/hot_likes.json: h1's likes as the stream delivers them (u1, u2 like,
     u1 unlikes); the tally nets +1, a redelivery changes nothing, the watermark is the records' time."""
     from counters.core.failures import RetryPolicy
-    from counters.services.likes import like_aggregator
+    from counters.streams import like_aggregator
 
     likes = load_function("LikesFunction", table)
     aggregator = load_function(

@@ -23,10 +23,12 @@ from counters.core.outcome import Outcome
 from counters.primitives import aggregator as aggregator_module
 from counters.primitives.aggregator import Aggregator, Change, padded
 from counters.primitives.toggle import now_ms
-from counters.services.likes import SPREAD, Likes, hot_like_key, lane_of, like_aggregator, post_key
+from counters.services.likes import Likes
+from counters.services.likes.model import SPREAD
 from counters.store import aggregates
 from counters.store.expr import Cond, Path
-from counters.streams import hot_change
+from counters.store.post_items import hot_like_key, lane_of, post_key
+from counters.streams import hot_change, like_aggregator
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller, subscriptions
 
@@ -96,67 +98,67 @@ def traffic(likes: Likes, posts: list[str], users: int, seed: int) -> None:
     rng = random.Random(seed)
     for post in posts:
         for u in range(users):
-            likes.like(post, f"u{u}")
+            likes.toggling.like(post, f"u{u}")
         for u in rng.sample(range(users), users // 3):
-            likes.unlike(post, f"u{u}")
+            likes.toggling.unlike(post, f"u{u}")
         for u in rng.sample(range(users), users // 4):
-            (likes.like if rng.random() < 0.5 else likes.unlike)(post, f"u{u}")
+            (likes.toggling.like if rng.random() < 0.5 else likes.toggling.unlike)(post, f"u{u}")
         for u in rng.sample(range(users), 5):
-            likes.unlike(post, f"never{u}")  # a tombstone: counts nothing
+            likes.toggling.unlike(post, f"never{u}")  # a tombstone: counts nothing
 
 
 # ---------------------------------------------------------------------------- the write path
 def test_hot_like_is_one_write_under_a_spread_key_and_the_own_state_is_exact_at_once(likes: Likes, ddb: Any, table: str) -> None:
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
-    assert likes.like("h1", "u1").changed is True
-    change = likes.like("h1", "u1")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    assert likes.toggling.like("h1", "u1").changed is True
+    change = likes.toggling.like("h1", "u1")
     assert (change.changed, change.liked) == (False, True)
-    assert likes.like("h1", "u2").result.capacity.write_units <= 1  # one item, no transaction
+    assert likes.toggling.like("h1", "u2").result.capacity.write_units <= 1  # one item, no transaction
     key = hot_like_key("h1", "u1", SPREAD)
     item = ddb.get_item(TableName=table, Key={k: {"S": v} for k, v in key.items()})["Item"]
     assert key["PK"].startswith("POST#h1#S") and item["delta"] == {"N": "0"}  # the second like only restamped
-    assert likes.like_state("h1", "u1")["liked"] is True  # before any aggregation
-    assert likes.get_post("h1")["likeTally"] == 0 and likes.get_post("h1")["asOf"] is None
-    likes.unlike("h1", "u1")
-    assert likes.like_state("h1", "u1")["liked"] is False and likes.like_state("h1", "nobody")["liked"] is False
-    assert likes.get_post("h1")["mode"] == "hot"
+    assert likes.posts.like_state("h1", "u1")["liked"] is True  # before any aggregation
+    assert likes.posts.get_post("h1")["likeTally"] == 0 and likes.posts.get_post("h1")["asOf"] is None
+    likes.toggling.unlike("h1", "u1")
+    assert likes.posts.like_state("h1", "u1")["liked"] is False and likes.posts.like_state("h1", "nobody")["liked"] is False
+    assert likes.posts.get_post("h1")["mode"] == "hot"
 
 
 def test_hot_latest_request_wins(likes: Likes) -> None:
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     t = now_ms()
-    assert likes.unlike("h1", "u1", request_id="r2", at=t).liked is False  # a tombstone (never liked: nothing changed)
-    stale = likes.like("h1", "u1", request_id="r1", at=t - 1000)  # older: replayed after the unlike
+    assert likes.toggling.unlike("h1", "u1", request_id="r2", at=t).liked is False  # a tombstone (never liked: nothing changed)
+    stale = likes.toggling.like("h1", "u1", request_id="r1", at=t - 1000)  # older: replayed after the unlike
     assert stale.result.reason == "stale" and stale.liked is False
-    assert likes.like_state("h1", "u1")["liked"] is False
+    assert likes.posts.like_state("h1", "u1")["liked"] is False
 
 
 def test_hot_like_of_a_missing_post_is_404(likes: Likes) -> None:
     from counters.core.errors import NotFound
 
     with pytest.raises(NotFound):
-        likes.like("nope", "u1")
+        likes.toggling.like("nope", "u1")
 
 
 # ---------------------------------------------------------------------------- the aggregator
 def test_stream_tally_equals_liked_items(likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str) -> None:
     """Many users on two hot posts; the local stack's poller runs the aggregator from the stream."""
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
-    likes.create_post(author_id="a", body="b", post_id="h2", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h2", mode="hot")
     traffic(likes, ["h1", "h2"], users=60, seed=1)
     poller = StreamPoller(table, dynamodb_endpoint, {FN: lambda event: ("ok", deliver(agg_fn, event["Records"]))})
     assert poller.poll_once() > 0
     for post in ("h1", "h2"):
         assert tally(ddb, table, post) == len(liked_items(ddb, table, post)) > 0
-        audit = likes.audit(post)  # hot: no drift concluded from a quick look, the numbers agree once drained
+        audit = likes.audits.audit(post)  # hot: no drift concluded from a quick look, the numbers agree once drained
         assert (audit.stored, audit.drift, audit.reason) == (audit.counted, None, "aggregated")
-        shown = likes.get_post(post)
+        shown = likes.posts.get_post(post)
         assert shown["asOf"] is not None and shown["lagMs"] >= 0
 
 
 def test_the_same_batches_delivered_twice_count_once(likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str) -> None:
     """The guard of the checkpoint: without its condition this test fails (see the mutant below)."""
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     traffic(likes, ["h1"], users=40, seed=2)
     batches = captured_batches(table, dynamodb_endpoint, batch_size=25)
     assert len(batches) > 1
@@ -183,7 +185,7 @@ def test_without_the_checkpoint_condition_a_redelivery_counts_twice(
     """The mutant: the same delivery as above with the checkpoint's condition removed over-counts,
     so the test above is what guards it."""
     without_the_checkpoint_condition(monkeypatch)
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     traffic(likes, ["h1"], users=40, seed=2)
     for batch in captured_batches(table, dynamodb_endpoint, batch_size=25):
         deliver(agg_fn, batch)
@@ -195,7 +197,7 @@ def test_a_batch_that_crashed_after_the_first_posts_write_is_exact_when_redelive
     likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for post in ("h1", "h2", "h3"):
-        likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+        likes.posts.create_post(author_id="a", body="b", post_id=post, mode="hot")
     traffic(likes, ["h1", "h2", "h3"], users=20, seed=3)
     batches = captured_batches(table, dynamodb_endpoint)
     assert len(batches) == 1
@@ -225,7 +227,7 @@ def test_restarts_from_any_record_and_duplicate_windows_stay_exact(
     redelivers them: seen as windows of the record sequence that start at or before the first
     record not yet delivered, in any mix, with late copies of earlier windows in between."""
     for post in ("h1", "h2"):
-        likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+        likes.posts.create_post(author_id="a", body="b", post_id=post, mode="hot")
     traffic(likes, ["h1", "h2"], users=50, seed=4)
     records = [r for batch in captured_batches(table, dynamodb_endpoint) for r in batch]
     assert len(records) > 50
@@ -250,7 +252,7 @@ def test_a_contended_post_is_reported_by_its_first_record_and_the_restart_is_exa
     likes: Likes, agg_fn: Any, ddb: Any, table: str, dynamodb_endpoint: str, faults: Any
 ) -> None:
     for post in ("h1", "h2"):
-        likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+        likes.posts.create_post(author_id="a", body="b", post_id=post, mode="hot")
     traffic(likes, ["h1", "h2"], users=20, seed=5)
     records = captured_batches(table, dynamodb_endpoint)[0]
     faults.add("throttle", operations={"UpdateItem"}, limit=FAST.max_attempts)  # the first post's write gives up, the second applies
@@ -266,7 +268,7 @@ def test_a_contended_post_is_reported_by_its_first_record_and_the_restart_is_exa
 
 def test_sequence_numbers_beyond_38_digits(likes: Likes, table: str, ddb: Any) -> None:
     """Stored as 40-wide strings: a 40-digit number orders after a 21-digit one, and is never a Number."""
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     agg = like_aggregator(table, retry=FAST)
     short, long_ = "1" * 21, "9" * 40
     assert padded(short) < padded(long_)
@@ -280,38 +282,38 @@ def test_sequence_numbers_beyond_38_digits(likes: Likes, table: str, ddb: Any) -
 
 
 def test_changes_for_a_post_stored_before_spread_or_missing_are_not_counted(likes: Likes, ddb: Any, table: str) -> None:
-    likes.create_post(author_id="a", body="b", post_id="p1")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
     ddb.update_item(TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "META"}}, UpdateExpression="REMOVE spread, aggSeq, aggAt")
     agg = like_aggregator(table, retry=FAST)
     for post in ("p1", "missing"):  # no checkpoint map: no hot like can exist for it
         assert agg.apply([Change(post, "S0", "100000000000000000001", 1)])[0].result.reason == "parent_missing"
-    assert likes.get_post("p1")["likeTally"] == 0 and "asOf" not in likes.get_post("p1")
+    assert likes.posts.get_post("p1")["likeTally"] == 0 and "asOf" not in likes.posts.get_post("p1")
 
 
 def test_a_hot_write_on_a_post_now_standard_is_still_counted_once(likes: Likes, table: str) -> None:
     """Every flip is counted by the write that made it: a hot one by the aggregator, whatever the
     post's mode when its record arrives (a hot write in flight at a switch back to standard)."""
-    likes.create_post(author_id="a", body="b", post_id="p1")  # standard, with spread and checkpoints
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")  # standard, with spread and checkpoints
     agg = like_aggregator(table, retry=FAST)
     change = Change("p1", "S0", "100000000000000000001", 1)
     assert agg.apply([change])[0].result.outcome is Outcome.APPLIED
     assert agg.apply([change])[0].result.outcome is Outcome.DUPLICATE
-    assert likes.get_post("p1")["likeTally"] == 1
+    assert likes.posts.get_post("p1")["likeTally"] == 1
 
 
 # ---------------------------------------------------------------------------- listing likers
 @pytest.mark.parametrize("mode", ["hot", "standard"])
 def test_likers_paginate_across_spread_keys(likes: Likes, mode: str) -> None:
-    likes.create_post(author_id="a", body="b", post_id="h1", mode=mode)
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode=mode)
     for u in range(30):
-        likes.like("h1", f"u{u}")
+        likes.toggling.like("h1", f"u{u}")
     for u in range(0, 30, 4):
-        likes.unlike("h1", f"u{u}")
+        likes.toggling.unlike("h1", f"u{u}")
     expected = {f"u{u}" for u in range(30) if u % 4}
     seen: list[str] = []
     cursor, pages = None, 0
     while True:
-        page = likes.likers("h1", limit=4, cursor=cursor)
+        page = likes.posts.likers("h1", limit=4, cursor=cursor)
         assert len(page.user_ids) <= 4
         seen += [liker["userId"] for liker in page.user_ids]
         pages += 1
@@ -322,7 +324,7 @@ def test_likers_paginate_across_spread_keys(likes: Likes, mode: str) -> None:
     assert sorted(seen) == sorted(expected) and len(seen) == len(set(seen))
     if mode == "hot":
         with pytest.raises(InvalidRequest):  # InvalidCursor is a 400 InvalidRequest
-            likes.likers("h1", limit=4, cursor=likes.likers("h1", limit=1).cursor[:-2] + "xx")
+            likes.posts.likers("h1", limit=4, cursor=likes.posts.likers("h1", limit=1).cursor[:-2] + "xx")
 
 
 def cursor_text(cursor: str) -> str:
@@ -344,18 +346,18 @@ def users_in_lane(lane: int, n: int, prefix: str) -> list[str]:
 def test_a_cursor_never_names_a_user_who_unliked(likes: Likes) -> None:
     """The first spread key holds only tombstones: a page must not hand out DynamoDB's last
     evaluated key (an unliked user); every cursor names only likers the listing showed."""
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     gone = users_in_lane(0, 30, "gone")  # S0: likes, then unlikes -> tombstones only
     for user in gone:
-        likes.like("h1", user)
-        likes.unlike("h1", user)
+        likes.toggling.like("h1", user)
+        likes.toggling.unlike("h1", user)
     likers = users_in_lane(0, 2, "in0") + users_in_lane(1, 3, "in1") + users_in_lane(5, 3, "in5")  # "in0" sorts after "gone"
     for user in likers:
-        likes.like("h1", user)
+        likes.toggling.like("h1", user)
     seen: list[str] = []
     cursor, pages = None, 0
     while True:
-        page = likes.likers("h1", limit=1, cursor=cursor)
+        page = likes.posts.likers("h1", limit=1, cursor=cursor)
         seen += [liker["userId"] for liker in page.user_ids]
         pages += 1
         cursor = page.cursor
@@ -371,12 +373,12 @@ def test_a_cursor_never_names_a_user_who_unliked(likes: Likes) -> None:
 
 @pytest.mark.parametrize("mode", ["hot", "standard"])
 def test_a_forged_or_tampered_cursor_is_refused_and_reveals_nothing(likes: Likes, table: str, mode: str) -> None:
-    likes.create_post(author_id="a", body="b", post_id="p1", mode=mode)
-    likes.create_post(author_id="a", body="b", post_id="p2", mode=mode)
+    likes.posts.create_post(author_id="a", body="b", post_id="p1", mode=mode)
+    likes.posts.create_post(author_id="a", body="b", post_id="p2", mode=mode)
     for u in range(12):
-        likes.like("p1", f"u{u:02d}")
-        likes.like("p2", f"u{u:02d}")
-    genuine = likes.likers("p1", limit=2).cursor
+        likes.toggling.like("p1", f"u{u:02d}")
+        likes.toggling.like("p2", f"u{u:02d}")
+    genuine = likes.posts.likers("p1", limit=2).cursor
     assert genuine is not None
     body, tag = genuine.split(".")
     lane, after = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
@@ -394,34 +396,34 @@ def test_a_forged_or_tampered_cursor_is_refused_and_reveals_nothing(likes: Likes
         body,
         "%%%." + tag,
     ]
-    forged += [likes.likers("p2", limit=2).cursor]  # another post's genuine cursor
-    forged += [Likes(table, retry=FAST, cursor_secret="another-deployment").likers("p1", limit=2).cursor]
+    forged += [likes.posts.likers("p2", limit=2).cursor]  # another post's genuine cursor
+    forged += [Likes(table, retry=FAST, cursor_secret="another-deployment").posts.likers("p1", limit=2).cursor]
     messages = set()
     for cursor in forged:
         if cursor == genuine:
             continue
         with pytest.raises(InvalidCursor) as refused:
-            likes.likers("p1", limit=2, cursor=cursor)
+            likes.posts.likers("p1", limit=2, cursor=cursor)
         assert refused.value.code == "invalid_cursor" and refused.value.status == 400
         messages.add(refused.value.message)
     assert messages == {"cursor is not valid"}  # the same answer whatever was wrong: nothing to learn from it
-    assert likes.likers("p1", limit=2, cursor=genuine).user_ids  # the genuine one still works
+    assert likes.posts.likers("p1", limit=2, cursor=genuine).user_ids  # the genuine one still works
 
 
 def test_lag_of_an_idle_hot_post_is_zero_and_does_not_grow(likes: Likes, table: str) -> None:
     """lagMs is the lag of what was pending when the aggregator last counted: an idle post whose
     likes are all aggregated shows 0, however long it stays idle."""
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     created = now_ms()
     agg = like_aggregator(table, retry=FAST, clock=lambda: created)  # applied as soon as written
     assert agg.apply([Change("h1", "S0", "100000000000000000001", 1, created)])[0].result.outcome is Outcome.APPLIED
     time.sleep(1.1)  # idle
-    shown = likes.get_post("h1")
+    shown = likes.posts.get_post("h1")
     assert (shown["likeTally"], shown["asOf"], shown["lagMs"]) == (1, created, 0)
 
 
 def test_lag_of_a_hot_post_is_how_long_its_pending_likes_waited(likes: Likes, table: str, ddb: Any) -> None:
-    likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     key = {"PK": {"S": "POST#h1"}, "SK": {"S": "META"}}  # 60 s old: lagMs is bounded by the post's age (test below)
     ddb.update_item(
         TableName=table, Key=key, UpdateExpression="SET createdAt = createdAt - :m", ExpressionAttributeValues={":m": {"N": "60"}}
@@ -431,23 +433,23 @@ def test_lag_of_a_hot_post_is_how_long_its_pending_likes_waited(likes: Likes, ta
     agg = like_aggregator(table, retry=FAST, clock=lambda: clock[0])
     changes = [Change("h1", "S0", "100000000000000000001", 1, written), Change("h1", "S1", "100000000000000000002", 1, written + 2_000)]
     agg.apply(changes)
-    assert likes.get_post("h1")["lagMs"] == 5_000  # the oldest pending like waited 5 s
+    assert likes.posts.get_post("h1")["lagMs"] == 5_000  # the oldest pending like waited 5 s
     clock[0] = written + 6_000
     agg.apply([Change("h1", "S2", "100000000000000000003", 1, written + 5_900)])
-    assert likes.get_post("h1")["lagMs"] == 100  # caught up: only what was pending at the last write counts
+    assert likes.posts.get_post("h1")["lagMs"] == 100  # caught up: only what was pending at the last write counts
 
 
 def test_as_of_and_lag_are_bounded_by_the_post_s_life_whatever_the_stream_s_rounding(likes: Likes, table: str) -> None:
     """DynamoDB Local rounds the stream's creation times down to the minute: a like written now may
     carry a time up to 60 s ago, so a fresh post showed an asOf before its own creation and lagMs
     near a minute. The answer keeps to what the post's life proves: asOf >= createdAt, lagMs <= its age."""
-    post, _ = likes.create_post(author_id="a", body="b", post_id="h1", mode="hot")
+    post, _ = likes.posts.create_post(author_id="a", body="b", post_id="h1", mode="hot")
     born = post["createdAt"] * 1000
     written = now_ms()
     rounded = written - written % 60_000 - 60_000  # as DynamoDB Local would report it, and a minute more
     agg = like_aggregator(table, retry=FAST, clock=lambda: written + 100)
     agg.apply([Change("h1", "S0", "100000000000000000001", 1, rounded)])
-    shown = likes.get_post("h1")
+    shown = likes.posts.get_post("h1")
     assert shown["likeTally"] == 1 and shown["asOf"] == born  # not `rounded`, a time before the post existed
     assert shown["lagMs"] is not None and 0 <= shown["lagMs"] <= now_ms() - born  # not the 60 s+ the rounding made
 

@@ -122,18 +122,18 @@ def test_a_deferred_unlike_replayed_with_no_later_request_applies(
 # ---------------------------------------------------------------------- (c) the same millisecond
 def test_requests_in_the_same_millisecond_are_ordered_by_request_id(ddb: Any, table: str, layer_client: Any) -> None:
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
     t = now_ms()
-    assert likes.like("p1", "u1", request_id="b" * 32, at=t).changed is True
-    older = likes.unlike("p1", "u1", request_id="a" * 32, at=t)  # same ms, smaller id: it came "first"
+    assert likes.toggling.like("p1", "u1", request_id="b" * 32, at=t).changed is True
+    older = likes.toggling.unlike("p1", "u1", request_id="a" * 32, at=t)  # same ms, smaller id: it came "first"
     assert (older.liked, older.changed, older.result.outcome, older.result.reason) == (True, False, Outcome.REJECTED, "stale")
     assert tally(ddb, table) == 1
-    newer = likes.unlike("p1", "u1", request_id="c" * 32, at=t)  # same ms, larger id: it came after
+    newer = likes.toggling.unlike("p1", "u1", request_id="c" * 32, at=t)  # same ms, larger id: it came after
     assert (newer.liked, newer.changed) == (False, True)
-    assert likes.like("p1", "u1", request_id="b" * 32, at=t).result.reason == "stale"  # the first like, re-sent
+    assert likes.toggling.like("p1", "u1", request_id="b" * 32, at=t).result.reason == "stale"  # the first like, re-sent
     assert tally(ddb, table) == 0 and likes_count(ddb, table, "p1") == 0
     # the same request again is its own: a re-sent unlike "c" finds its own flip
-    again = likes.unlike("p1", "u1", request_id="c" * 32, at=t)
+    again = likes.toggling.unlike("p1", "u1", request_id="c" * 32, at=t)
     assert (again.changed, again.result.outcome, again.result.reason) == (True, Outcome.DUPLICATE, "own_request")
 
 
@@ -198,8 +198,8 @@ def likes_app(load_function: Any, table: str, layer_client: Any) -> Any:
 # ---------------------------------------------------------------------- the horizon, old items
 def test_a_request_older_than_the_horizon_is_stale_and_writes_nothing(ddb: Any, table: str, layer_client: Any) -> None:
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
-    change = likes.like("p1", "u1", at=now_ms() - HORIZON_MS - 1000)  # tombstones that could order it may be gone
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
+    change = likes.toggling.like("p1", "u1", at=now_ms() - HORIZON_MS - 1000)  # tombstones that could order it may be gone
     assert (change.changed, change.result.reason) == (False, "stale")
     assert tally(ddb, table) == 0 and like_item(ddb, table, "p1", "u1") is None
 
@@ -208,7 +208,7 @@ def test_a_like_stored_before_tombstones_is_a_like(ddb: Any, table: str, layer_c
     """Items written before this change have no ``liked`` and no stamp: they count, and unlike them.
     Their post was stored before ``spread`` too: its likes live in seed 01's item collection."""
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
     ddb.update_item(
         TableName=table,
         Key={"PK": {"S": "POST#p1"}, "SK": {"S": "META"}},
@@ -223,14 +223,14 @@ def test_a_like_stored_before_tombstones_is_a_like(ddb: Any, table: str, layer_c
         UpdateExpression="SET likeTally = :one",
         ExpressionAttributeValues={":one": {"N": "1"}},
     )
-    assert likes.audit("p1").counted == 1
-    assert likes.likers("p1", limit=10).user_ids == [{"userId": "old", "likedAt": 1}]
-    assert likes.like("p1", "old").changed is False  # already liked
-    assert likes.unlike("p1", "old").changed is True
-    assert tally(ddb, table) == 0 and likes.audit("p1").drift == 0
+    assert likes.audits.audit("p1").counted == 1
+    assert likes.posts.likers("p1", limit=10).user_ids == [{"userId": "old", "likedAt": 1}]
+    assert likes.toggling.like("p1", "old").changed is False  # already liked
+    assert likes.toggling.unlike("p1", "old").changed is True
+    assert tally(ddb, table) == 0 and likes.audits.audit("p1").drift == 0
     assert "Item" in ddb.get_item(TableName=table, Key={"PK": {"S": "POST#p1"}, "SK": {"S": "LIKE#USER#old"}}, ConsistentRead=True)
     with pytest.raises(NotSwitchable):  # its likes are where only the standard mode counts them
-        likes.switch_mode("p1", "hot")
+        likes.posts.switch_mode("p1", "hot")
 
 
 def test_the_toggle_writes_no_tombstone_or_like_under_a_missing_parent(ddb: Any, table: str, layer_client: Any) -> None:

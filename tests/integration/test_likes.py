@@ -12,7 +12,8 @@ import pytest
 
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
-from counters.services.likes import Likes, post_id_for
+from counters.services.likes import Likes
+from counters.services.likes.model import post_id_for
 from tests.conftest import api_event, invoke, item_count, likes_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
@@ -173,15 +174,15 @@ def test_the_mode_cache_and_the_pressure_map_keep_only_the_posts_used_last(load_
         create(app, post)
         assert invoke(app, api_event("GET", f"/posts/{post}"))[0] == 200
     likes = app.function.service
-    assert len(likes._posts) == 3 and [p in likes._posts for p in posts] == [False, False, True, True, True]
+    assert len(likes.posts.known) == 3 and [p in likes.posts.known for p in posts] == [False, False, True, True, True]
     for post in posts:
         faults.add("conflict", operations={"TransactWriteItems"}, limit=1)  # one retried attempt: pressure on this post
         assert invoke(app, api_event("PUT", f"/posts/{post}/likes/u1"))[1]["changed"] is True
     assert faults.injected["conflict"] == 5
-    assert len(likes._pressure) == 3 and [p in likes._pressure for p in posts] == [False, False, True, True, True]
-    assert len(likes._posts) == 3
+    assert len(likes.toggling.pressure) == 3 and [p in likes.toggling.pressure for p in posts] == [False, False, True, True, True]
+    assert len(likes.posts.known) == 3
     assert invoke(app, api_event("GET", "/posts/p0"))[0] == 200  # evicted: read again, and used last now
-    assert "p0" in likes._posts and "p2" not in likes._posts
+    assert "p0" in likes.posts.known and "p2" not in likes.posts.known
 
 
 # ---------------------------------------------------------------------------- concurrency
@@ -190,7 +191,7 @@ def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table
     requests, was 600: 40 users on one post still collide constantly; the refusals that prove
     it, a like of a liked user and an unlike of a user not liked, are counted below.)"""
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="alice", body="viral", post_id="p1")
+    likes.posts.create_post(author_id="alice", body="viral", post_id="p1")
     rng = random.Random(11)
     ops = [(rng.choice(["like", "like", "unlike"]), f"u{rng.randrange(40)}") for _ in range(300)]
     ops = [op for op in ops for _ in range(2)]  # duplicate every request
@@ -204,7 +205,7 @@ def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table
         kind, user = op
         for _ in range(20):  # a 503 (timeouts on a loaded machine outlasting the budget) is re-sent, as a client would
             try:
-                change = likes.like("p1", user) if kind == "like" else likes.unlike("p1", user)
+                change = likes.toggling.like("p1", user) if kind == "like" else likes.toggling.unlike("p1", user)
                 break
             except ContentionError:
                 with lock:
@@ -221,7 +222,7 @@ def test_concurrent_likes_and_unlikes_with_duplicates_stay_exact(ddb: Any, table
     assert tally(ddb, table) == stored  # exact: the tally is its LIKE# items, whatever was re-sent
     if not resent[0]:
         assert stored == changed["like"] - changed["unlike"]
-    assert likes.audit("p1").drift == 0
+    assert likes.audits.audit("p1").drift == 0
 
 
 # ---------------------------------------------------------------------------- faults
@@ -288,7 +289,7 @@ def test_contention_past_the_budget_is_a_503_and_writes_nothing(kind: str, likes
 def test_concurrent_likes_under_random_faults_stay_exact(ddb: Any, table: str, faults: Any) -> None:
     """32 threads, duplicates, 20% of transactions hit by a fault of every kind."""
     likes = Likes(table, retry=RetryPolicy(max_attempts=8, base_delay=0.001, max_delay=0.01))
-    likes.create_post(author_id="alice", body="hot", post_id="p1")
+    likes.posts.create_post(author_id="alice", body="hot", post_id="p1")
     for kind in ("after_commit", "resend", "conflict", "throttle", "unavailable"):
         faults.add(kind, operations={"TransactWriteItems"}, rate=0.04)
     rng = random.Random(5)
@@ -299,7 +300,7 @@ def test_concurrent_likes_under_random_faults_stay_exact(ddb: Any, table: str, f
     def run(op: tuple[str, str]) -> str:
         kind, user = op
         try:
-            likes.like("p1", user) if kind == "like" else likes.unlike("p1", user)
+            likes.toggling.like("p1", user) if kind == "like" else likes.toggling.unlike("p1", user)
             return "ok"
         except Exception as exc:  # contention is an allowed answer; the counts must still be exact
             return type(exc).__name__
@@ -309,4 +310,4 @@ def test_concurrent_likes_under_random_faults_stay_exact(ddb: Any, table: str, f
     assert set(answers) <= {"ok", "ContentionError"}
     assert sum(faults.injected.values()) > 20
     assert tally(ddb, table) == likes_stored(ddb, table)
-    assert likes.audit("p1").drift == 0
+    assert likes.audits.audit("p1").drift == 0

@@ -19,12 +19,11 @@ import pytest
 from counters.core.errors import UnsupportedInMode
 from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
-from counters.primitives.aggregator import Aggregator
 from counters.primitives.toggle import now_ms
-from counters.services.likes import Likes, like_aggregator
+from counters.services.likes import Likes
 from counters.store import aggregates, post_items
 from counters.store.expr import Cond, Path
-from counters.streams import regional_change
+from counters.streams import LikeAggregator, aggregate, like_aggregator
 from proof.regions import likes as proof_likes
 from testkit.faults import FaultInjector
 from testkit.regions import Delays, GlobalTable, Mode
@@ -41,7 +40,7 @@ class Region:
         self.region = region
         ddb = gt.client(region)
         self.likes = Likes(gt.table_name, dynamodb=ddb, retry=FAST, topology=Topology(mode, region, gt.regions))
-        self.aggregator: Aggregator = like_aggregator(gt.table_name, dynamodb=ddb, retry=FAST, region=region)
+        self.aggregator: LikeAggregator = like_aggregator(gt.table_name, dynamodb=ddb, retry=FAST, region=region)
         self.reader = StreamReader(gt.streams_client(region), gt.table_name)
         self.log: list[dict[str, Any]] = []
 
@@ -49,9 +48,8 @@ class Region:
         """This Region's new stream records through its aggregator (``redeliver``: every batch twice)."""
         self.log.extend(self.reader.read())
         for start in range(0, len(self.log), 7):  # batches of 7, from the start: everything is redelivered
-            changes = [c for c in (regional_change(r, self.region) for r in self.log[start : start + 7]) if c is not None]
-            for _ in range(2 if redeliver else 1):
-                for applied in self.aggregator.apply(changes):
+            for _ in range(2 if redeliver else 1):  # the handler's own loop
+                for applied in aggregate(self.aggregator, self.log[start : start + 7]).applied:
                     assert applied.result.outcome.value in ("applied", "duplicate"), applied.result
 
 
@@ -77,7 +75,7 @@ def regions(gt: GlobalTable) -> dict[str, Region]:
 def create_post(rs: dict[str, Region], **options: Any) -> None:
     """Create a post in its id's home Region (MREC creates an id there only; MRSC: any Region,
     here the first); the tests settle before they like it anywhere."""
-    rs[rs[A].likes.policy.home_of(options["post_id"])].likes.create_post(**options)
+    rs[rs[A].likes.policy.home_of(options["post_id"])].likes.posts.create_post(**options)
 
 
 def settle(gt: GlobalTable, rs: dict[str, Region], redeliver: bool = False) -> None:
@@ -98,7 +96,7 @@ def liked(gt: GlobalTable, region: str, post: str) -> int:
 
 
 def tally(rs: dict[str, Region], region: str, post: str) -> int:
-    return int(rs[region].likes.get_post(post)["likeTally"])
+    return int(rs[region].likes.posts.get_post(post)["likeTally"])
 
 
 @pytest.mark.parametrize("mode", ["standard", "hot"])
@@ -110,7 +108,7 @@ def test_40_concurrent_likes_20_through_each_region_count_40(mrec: GlobalTable, 
     mrec.settle()
 
     def like(n: int) -> bool:
-        return rs[A if n % 2 else B].likes.like("p", f"u{n}").changed
+        return rs[A if n % 2 else B].likes.toggling.like("p", f"u{n}").changed
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(like, range(40)))
@@ -136,12 +134,12 @@ def test_a_like_in_one_region_and_a_later_unlike_in_the_other_count_zero(
     mrec.settle()
     if partitioned:
         mrec.partition(A, B)
-    assert rs[first].likes.like("p", "u1").changed
-    rs[first].likes.like("q", "u2")  # another like that stays: the sum is exact, not just zero
+    assert rs[first].likes.toggling.like("p", "u1").changed
+    rs[first].likes.toggling.like("q", "u2")  # another like that stays: the sum is exact, not just zero
     mrec.advance(1)
     if not partitioned:
         mrec.settle()
-    rs[second].likes.unlike("p", "u1")
+    rs[second].likes.toggling.unlike("p", "u1")
     mrec.advance(1)
     for r in rs.values():
         r.aggregate()
@@ -161,11 +159,11 @@ def test_a_like_re_sent_in_the_other_region_after_a_failover_counts_once(mrec: G
     mrec.settle()
     mrec.partition(A, B)
     at = now_ms()
-    assert rs[A].likes.like("p", "u1", request_id="r1", at=at).changed
-    assert rs[B].likes.like("p", "u1", request_id="r1", at=at).changed  # B has not seen it
+    assert rs[A].likes.toggling.like("p", "u1", request_id="r1", at=at).changed
+    assert rs[B].likes.toggling.like("p", "u1", request_id="r1", at=at).changed  # B has not seen it
     mrec.heal()
     settle(mrec, rs)
-    assert rs[B].likes.like("p", "u1", request_id="r1", at=at).changed  # its own request: a duplicate
+    assert rs[B].likes.toggling.like("p", "u1", request_id="r1", at=at).changed  # its own request: a duplicate
     settle(mrec, rs)
     for region in (A, B):
         assert liked(mrec, region, "p") == 1 and tally(rs, region, "p") == 1
@@ -178,9 +176,9 @@ def test_a_like_sent_again_in_the_other_region_makes_the_version_its_own_and_cou
     rs = regions(mrec)
     create_post(rs, author_id="a", body="b", post_id="p", mode=mode)
     mrec.settle()
-    rs[A].likes.like("p", "u1")
+    rs[A].likes.toggling.like("p", "u1")
     mrec.settle()
-    assert not rs[B].likes.like("p", "u1").changed  # already liked: a newer stamp, written by B
+    assert not rs[B].likes.toggling.like("p", "u1").changed  # already liked: a newer stamp, written by B
     settle(mrec, rs)
     for region in (A, B):
         assert liked(mrec, region, "p") == 1 and tally(rs, region, "p") == 1
@@ -210,7 +208,7 @@ def test_an_aggregator_never_counts_a_replicated_record(mrec: GlobalTable, monke
     rs = regions(mrec)
     create_post(rs, author_id="a", body="b", post_id="p", mode="hot")
     mrec.settle()
-    rs[A].likes.like("p", "u1")
+    rs[A].likes.toggling.like("p", "u1")
     if broken:
         counting_replicated_deltas(monkeypatch)
     settle(mrec, rs)
@@ -236,11 +234,11 @@ def test_the_standard_mode_correction_counts_once_under_redelivery(
     create_post(rs, author_id="a", body="b", post_id="p", mode="standard")
     create_post(rs, author_id="a", body="b", post_id="keep", mode="standard")
     mrec.settle()
-    rs[A].likes.like("p", "u1")
-    rs[A].likes.like("keep", "u1")
-    rs[A].likes.like("keep", "u2")
+    rs[A].likes.toggling.like("p", "u1")
+    rs[A].likes.toggling.like("keep", "u1")
+    rs[A].likes.toggling.like("keep", "u2")
     mrec.settle()
-    rs[B].likes.unlike("p", "u1")
+    rs[B].likes.toggling.unlike("p", "u1")
     if broken:
         without_the_checkpoint_condition(monkeypatch)
     settle(mrec, rs, redeliver=True)
@@ -258,9 +256,9 @@ def test_mrsc_posts_are_hot_and_exact_through_three_regions(mrsc: GlobalTable) -
     create_post(rs, author_id="a", body="b", post_id="p", mode="hot")
     names = [A, B, C]
     for n in range(30):
-        rs[names[n % 3]].likes.like("p", f"u{n % 12}")
+        rs[names[n % 3]].likes.toggling.like("p", f"u{n % 12}")
         if n % 4 == 0:
-            rs[names[(n + 1) % 3]].likes.unlike("p", f"u{(n + 5) % 12}")
+            rs[names[(n + 1) % 3]].likes.toggling.unlike("p", f"u{(n + 5) % 12}")
     settle(mrsc, rs, redeliver=True)
     for region in names:
         assert tally(rs, region, "p") == liked(mrsc, region, "p") > 0
@@ -270,11 +268,11 @@ def test_mode_switch_and_audit_are_refused_on_a_global_table(mrec: GlobalTable) 
     rs = regions(mrec)
     create_post(rs, author_id="a", body="b", post_id="p", mode="standard")
     with pytest.raises(UnsupportedInMode):
-        rs[A].likes.switch_mode("p", "hot")
+        rs[A].likes.posts.switch_mode("p", "hot")
     with pytest.raises(UnsupportedInMode):
-        rs[A].likes.audit("p")
+        rs[A].likes.audits.audit("p")
     with pytest.raises(UnsupportedInMode):
-        rs[A].likes.audit_posts(["p"])
+        rs[A].likes.audits.audit_posts(["p"])
 
 
 def test_a_post_stored_before_spread_takes_no_like_on_a_global_table(mrec: GlobalTable) -> None:
@@ -289,7 +287,7 @@ def test_a_post_stored_before_spread_takes_no_like_on_a_global_table(mrec: Globa
     mrec.settle()
     for region in (A, B):
         with pytest.raises(UnsupportedInMode, match="stored before spread"):
-            rs[region].likes.like("p", "u1")
+            rs[region].likes.toggling.like("p", "u1")
     mrec.settle()
     for region in (A, B):
         assert not [i for i in mrec.items(region) if i["SK"].startswith("LIKE#")]
@@ -327,8 +325,8 @@ def test_the_proofs_last_aggregator_run_redelivers_a_batch_that_met_contention(m
     aggregator's first delivery runs out of attempts (every UpdateItem 500 before sending):
     the end of a schedule delivers the batch again until it is applied, and the like is counted."""
     rs = {r: proof_likes._Region(mrsc, r, GlobalTableMode.MRSC) for r in mrsc.regions}
-    rs[A].likes.create_post(author_id="a", body="b", post_id="p")  # MRSC: hot
-    assert rs[C].likes.like("p", "u1").changed
+    rs[A].likes.posts.create_post(author_id="a", body="b", post_id="p")  # MRSC: hot
+    assert rs[C].likes.toggling.like("p", "u1").changed
     injector = FaultInjector(mrsc.client(C)).add("unavailable", operations={"UpdateItem"}, limit=proof_likes.RETRY.max_attempts)
     try:
         drained = rs[C].drain(_NoSecondDelivery())

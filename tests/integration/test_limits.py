@@ -16,7 +16,7 @@ def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint
     from counters.services.likes import Likes
 
     likes = Likes(table, retry=RetryPolicy(max_attempts=1))
-    likes.create_post(author_id="a", body="b", post_id="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="hot")
     limits = LimitModel(layer_client, scale=1, transaction_ms=300)  # a 300 ms transaction: the two overlap
     barrier = threading.Barrier(2)
     results: dict[str, Any] = {}
@@ -24,7 +24,7 @@ def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint
     def one(user: str) -> None:
         barrier.wait()
         try:
-            results[user] = likes.like("hot", user).result.outcome
+            results[user] = likes.toggling.like("hot", user).result.outcome
         except Exception as exc:  # ContentionError: the budget (1 attempt) ran out
             results[user] = type(exc).__name__
 
@@ -42,7 +42,7 @@ def test_two_concurrent_transactions_on_one_item_one_conflicts(dynamodb_endpoint
     consumed = limits.consumed()
     assert consumed[limits.partition(table, {"S": "POST#hot"})]["wcu"] == 4
     assert sum(c["wcu"] for c in consumed.values()) == 8
-    assert likes.audit("hot").stored == 1
+    assert likes.audits.audit("hot").stored == 1
 
 
 def test_a_batch_get_reads_what_has_capacity_and_returns_the_rest_unprocessed(table: str, ddb: Any) -> None:

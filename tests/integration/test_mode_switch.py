@@ -29,7 +29,7 @@ FOREVER = 10**12  # a process that never re-reads the mode on its own
 
 @pytest.fixture
 def agg_fn(load_function: Any, table: str, layer_client: Any) -> Any:
-    from counters.services.likes import like_aggregator
+    from counters.streams import like_aggregator
 
     return load_function(FN, table, build=lambda s: like_aggregator(table, retry=FAST))
 
@@ -45,12 +45,12 @@ def meta(ddb: Any, table: str, post: str = "p1") -> dict[str, Any]:
 
 def test_switch_is_one_conditional_write_and_a_resend_is_a_no_op(table: str, layer_client: Any, ddb: Any) -> None:
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1")
-    post, switched = likes.switch_mode("p1", "hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1")
+    post, switched = likes.posts.switch_mode("p1", "hot")
     assert (post["mode"], switched, meta(ddb, table)["modeEpoch"]["N"]) == ("hot", True, "1")
-    post, switched = likes.switch_mode("p1", "hot")  # a re-send: nothing moves
+    post, switched = likes.posts.switch_mode("p1", "hot")  # a re-send: nothing moves
     assert (post["mode"], switched, meta(ddb, table)["modeEpoch"]["N"]) == ("hot", False, "1")
-    assert likes.switch_mode("p1", "standard")[1] is True and meta(ddb, table)["modeEpoch"]["N"] == "2"
+    assert likes.posts.switch_mode("p1", "standard")[1] is True and meta(ddb, table)["modeEpoch"]["N"] == "2"
 
 
 def test_a_process_with_a_stale_standard_mode_is_fenced_and_likes_hot(
@@ -59,11 +59,11 @@ def test_a_process_with_a_stale_standard_mode_is_fenced_and_likes_hot(
     """Process B read ``standard``; A switches the post to hot; B's like must not transact on META
     (the hot post's hot spot): the fence refuses it, B re-reads the mode and writes the like alone."""
     a, b = Likes(table, retry=FAST), Likes(table, retry=FAST, mode_ttl_ms=FOREVER)
-    a.create_post(author_id="a", body="b", post_id="p1")
-    assert b.like("p1", "u0").result.outcome is Outcome.APPLIED  # B now remembers "standard"
-    a.switch_mode("p1", "hot")
+    a.posts.create_post(author_id="a", body="b", post_id="p1")
+    assert b.toggling.like("p1", "u0").result.outcome is Outcome.APPLIED  # B now remembers "standard"
+    a.posts.switch_mode("p1", "hot")
     revision = meta(ddb, table)["tallyRev"]["N"]
-    change = b.like("p1", "u1")
+    change = b.toggling.like("p1", "u1")
     assert change.changed and change.result.outcome is Outcome.APPLIED
     assert like_item(ddb, table, "p1", "u1")["delta"]["N"] == "1"  # written hot: the aggregator counts it
     assert meta(ddb, table)["tallyRev"]["N"] == revision and tally(ddb, table, "p1") == 1  # META untouched by the like
@@ -75,15 +75,15 @@ def test_an_unlike_in_standard_of_a_hot_like_not_yet_counted_waits_for_the_aggre
     table: str, layer_client: Any, ddb: Any, poller: StreamPoller
 ) -> None:
     likes = Likes(table, retry=FAST)
-    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
-    likes.like("p1", "u1")  # counted from the stream: not yet
-    likes.switch_mode("p1", "standard")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    likes.toggling.like("p1", "u1")  # counted from the stream: not yet
+    likes.posts.switch_mode("p1", "standard")
     with pytest.raises(ContentionError) as raised:  # tally 0, but the post was hot: the API's 202
-        likes.unlike("p1", "u1")
+        likes.toggling.unlike("p1", "u1")
     assert raised.value.command is not None and tally(ddb, table, "p1") == 0
     poller.poll_once()
     assert tally(ddb, table, "p1") == 1
-    assert likes.unlike("p1", "u1").changed is True
+    assert likes.toggling.unlike("p1", "u1").changed is True
     assert tally(ddb, table, "p1") == 0 == len(liked_items(ddb, table, "p1"))
     assert like_item(ddb, table, "p1", "u1")["delta"]["N"] == "0"  # counted in the transaction, not again from the stream
     poller.poll_once()
@@ -94,7 +94,7 @@ def test_switching_back_and_forth_mid_storm_counts_every_like_once(table: str, l
     """Six processes (mode caches from 0 to 'forever') like, unlike and re-like while a seventh
     switches the post five times and the aggregator drains the stream throughout; a 503 is re-sent
     as a client would. Afterwards the tally is the liked items, and every flip was counted once."""
-    Likes(table, retry=FAST).create_post(author_id="a", body="b", post_id="p1")
+    Likes(table, retry=FAST).posts.create_post(author_id="a", body="b", post_id="p1")
     counts = {"resent": 0, "switches": 0, "hot": 0, "standard": 0, "fenced": 0}
     lock = threading.Lock()
 
@@ -127,7 +127,7 @@ def test_switching_back_and_forth_mid_storm_counts_every_like_once(table: str, l
                 user = f"u{rng.randrange(25)}"
                 for _ in range(200):
                     try:
-                        (likes.like if rng.random() < 0.6 else likes.unlike)("p1", user)
+                        (likes.toggling.like if rng.random() < 0.6 else likes.toggling.unlike)("p1", user)
                         break
                     except ContentionError:
                         with lock:
@@ -143,7 +143,7 @@ def test_switching_back_and_forth_mid_storm_counts_every_like_once(table: str, l
         for k, mode in enumerate(("hot", "standard", "hot", "standard", "hot"), start=1):
             while counts["hot"] + counts["standard"] < 55 * k and not errors:  # mid-storm by progress, not by a clock
                 stop.wait(0.005)
-            if admin.switch_mode("p1", mode)[1]:
+            if admin.posts.switch_mode("p1", mode)[1]:
                 counts["switches"] += 1
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(len(processes))] + [threading.Thread(target=switcher)]
@@ -162,7 +162,7 @@ def test_switching_back_and_forth_mid_storm_counts_every_like_once(table: str, l
     assert counts["switches"] == 5 and stored["mode"]["S"] == "hot" and stored["modeEpoch"]["N"] == "5"
     assert counts["hot"] >= 30 and counts["standard"] >= 30 and counts["fenced"] >= 1, counts  # both paths, and the fence, ran
     assert tally(ddb, table, "p1") == len(liked_items(ddb, table, "p1"))
-    audit = Likes(table).audit("p1")  # was hot: the quick look concludes no drift, the numbers still agree once drained
+    audit = Likes(table).audits.audit("p1")  # was hot: the quick look concludes no drift, the numbers still agree once drained
     assert (audit.stored, audit.drift, audit.reason) == (audit.counted, None, "aggregated")
     print(f"\n{counts}")
 
@@ -186,7 +186,7 @@ def test_a_standard_post_under_pressure_promotes_itself_and_stays_exact(
     mid-storm; every like is counted once (a 503 is re-sent, as a client would)."""
     from testkit.limits import LimitModel
 
-    Likes(table, retry=FAST).create_post(author_id="a", body="b", post_id="p1")
+    Likes(table, retry=FAST).posts.create_post(author_id="a", body="b", post_id="p1")
     processes = [Likes(table, retry=RetryPolicy(max_attempts=4, base_delay=0.005, max_delay=0.05), hot_after_retries=8) for _ in range(8)]
     limits = LimitModel(layer_client, scale=20, transaction_ms=5)
     promoted, errors = [], []
@@ -196,7 +196,7 @@ def test_a_standard_post_under_pressure_promotes_itself_and_stays_exact(
             for i in range(25):
                 for _ in range(100):
                     try:
-                        change = processes[n].like("p1", f"c{n}-u{i}")
+                        change = processes[n].toggling.like("p1", f"c{n}-u{i}")
                         promoted.append(change.promoted)
                         break
                     except ContentionError:

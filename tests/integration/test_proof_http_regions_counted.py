@@ -17,8 +17,8 @@ from counters.core.errors import WrongRegion
 from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.toggle import now_ms
-from counters.services.likes import Likes, like_aggregator
-from counters.streams import regional_change
+from counters.services.likes import Likes
+from counters.streams import aggregate, like_aggregator
 from proof.http_regions import Counted
 from proof.regions import global_table
 from testkit.stream_reader import StreamReader
@@ -36,10 +36,10 @@ def test_a_region_is_checked_once_its_aggregator_took_back_a_failover_double_not
     }
     post, creator = "counted-1", gt.regions[0]
     try:
-        likes[creator].create_post(author_id="a", body="b", post_id=post, mode="standard")
+        likes[creator].posts.create_post(author_id="a", body="b", post_id=post, mode="standard")
     except WrongRegion as refused:  # a post is created in its id's home Region
         creator = refused.region
-        likes[creator].create_post(author_id="a", body="b", post_id=post, mode="standard")
+        likes[creator].posts.create_post(author_id="a", body="b", post_id=post, mode="standard")
     gt.settle()
     counted = Counted(gt, [post])
     assert counted()  # nothing to take back yet
@@ -48,17 +48,16 @@ def test_a_region_is_checked_once_its_aggregator_took_back_a_failover_double_not
     # before the version replicated: both Regions count it, last writer wins keeps one version
     at = now_ms()
     for region in gt.regions:
-        assert likes[region].like(post, "u1", request_id="r1", at=at).changed
+        assert likes[region].toggling.like(post, "u1", request_id="r1", at=at).changed
     gt.settle()
 
-    tallies = {r: int(str(likes[r].get_post(post)["likeTally"])) for r in gt.regions}
+    tallies = {r: int(str(likes[r].posts.get_post(post)["likeTally"])) for r in gt.regions}
     assert set(tallies.values()) == {2}  # converged, and every Region reads the same tally...
     assert not counted()  # ...yet the losing Region has a take-back to apply: no verdict yet
 
     readers = {r: StreamReader(gt.streams_client(r), gt.table_name) for r in gt.regions}
     for region in gt.regions:
-        changes = [c for c in (regional_change(r, region) for r in readers[region].read()) if c is not None]
-        like_aggregator(gt.table_name, dynamodb=gt.client(region), retry=RETRY, region=region).apply(changes)
+        aggregate(like_aggregator(gt.table_name, dynamodb=gt.client(region), retry=RETRY, region=region), readers[region].read())
     gt.settle()
     assert counted()
-    assert {int(str(likes[r].get_post(post)["likeTally"])) for r in gt.regions} == {1}
+    assert {int(str(likes[r].posts.get_post(post)["likeTally"])) for r in gt.regions} == {1}

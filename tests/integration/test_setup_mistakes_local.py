@@ -51,8 +51,8 @@ def test_a_table_with_another_key_names_the_key_the_layer_writes(make_table: Any
     table = make_table(keys)
     likes = Likes(table, retry=FAST)
     with pytest.raises(TableLayoutMismatch) as raised:
-        post, _ = likes.create_post(author_id="alice", body="hello", idempotency_key="k1")
-        likes.get_post(post["postId"])
+        post, _ = likes.posts.create_post(author_id="alice", body="hello", idempotency_key="k1")
+        likes.posts.get_post(post["postId"])
     assert f"'{table}'" in raised.value.message
     assert "PK (string, HASH) and SK (string, RANGE)" in raised.value.message and "TABLE_NAME" in raised.value.message
 
@@ -60,7 +60,7 @@ def test_a_table_with_another_key_names_the_key_the_layer_writes(make_table: Any
 def test_a_counter_stored_as_a_string_names_the_item(make_table: Any, ddb: Any) -> None:
     table = make_table([("PK", "S", "HASH"), ("SK", "S", "RANGE")])
     likes = Likes(table, retry=FAST)
-    post, _ = likes.create_post(author_id="alice", body="hello", post_id="s1")
+    post, _ = likes.posts.create_post(author_id="alice", body="hello", post_id="s1")
     ddb.update_item(
         TableName=table,
         Key={"PK": {"S": "POST#s1"}, "SK": {"S": "META"}},
@@ -68,5 +68,5 @@ def test_a_counter_stored_as_a_string_names_the_item(make_table: Any, ddb: Any) 
         ExpressionAttributeValues={":s": {"S": "0"}},
     )
     with pytest.raises(TableLayoutMismatch) as raised:
-        likes.like(post["postId"], "bob")
+        likes.toggling.like(post["postId"], "bob")
     assert "is not a number" in raised.value.message and "PK='POST#s1' SK='META'" in raised.value.message

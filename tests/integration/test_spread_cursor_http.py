@@ -78,13 +78,13 @@ def list_all(app: Any, post: str, limit: int, cursor: str | None = None) -> list
 
 def hot_post(likes: Likes, post: str, spread: int, users: list[str]) -> None:
     """A hot post grown 8 -> ... -> ``spread`` (one step at a time, as the writes grow it), ``users`` liking."""
-    likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id=post, mode="hot")
     size = FIRST_SPREAD
     while size < spread:
         size *= 2
         assert likes.posts.grow(post, likes.posts.info(post), size).spread == size
     for user in users:
-        assert likes.like(post, user).changed
+        assert likes.toggling.like(post, user).changed
 
 
 def assert_refused(app: Any, ddb: Any, table: str, post: str, cursors: list[str]) -> None:
@@ -181,7 +181,7 @@ def test_a_genuine_cursor_into_a_lane_past_8_still_works_after_the_post_grows_ag
     assert likes.posts.grow("p1", likes.posts.info("p1"), 32).spread == 32
     new = users_in(range(16, 32), 32, 6, "n")
     for user in new:
-        assert likes.like("p1", user).changed
+        assert likes.toggling.like("p1", user).changed
     rest = list_all(app, "p1", 2, cursor)
     assert sorted(first + rest) == sorted(mid + new) and len(first + rest) == len(mid) + len(new)
     assert likes.posts.grow("p1", likes.posts.info("p1"), 64).spread == 64  # and once more, listed by a fresh process

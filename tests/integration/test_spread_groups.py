@@ -16,9 +16,10 @@ import pytest
 
 from counters.core.failures import RetryPolicy
 from counters.primitives.aggregator import Change
-from counters.services.likes import Likes, lane_of, like_aggregator
-from counters.store.post_items import LANE_GROUP, MAX_SPREAD, group_key
+from counters.services.likes import Likes
+from counters.store.post_items import LANE_GROUP, MAX_SPREAD, group_key, lane_of
 from counters.store.posts import PostStore, Repair
+from counters.streams import like_aggregator
 from devstack.streams import StreamPoller
 from tests.integration.test_audit_repair import WAIT_S, aggregator  # noqa: F401 (the fixture)
 from tests.integration.test_hot_likes import FN, deliver
@@ -29,7 +30,7 @@ FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
 def grown(likes: Likes, post: str, spread: int) -> None:
     """A hot post grown to ``spread`` (one conditional write on META per doubling)."""
-    likes.create_post(author_id="a", body="b", post_id=post, mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id=post, mode="hot")
     info = likes.posts.info(post)
     while (info.spread or 0) < spread:
         info = likes.posts.grow(post, info, 2 * (info.spread or 0))
@@ -80,8 +81,8 @@ def test_lanes_past_64_are_counted_on_their_groups_items_once_even_delivered_aga
     users = users_per_group(MAX_SPREAD, 3)
     for group in users.values():
         for user in group:
-            assert likes.like("p1", user).changed
-    likes.unlike("p1", users[3][0])
+            assert likes.toggling.like("p1", user).changed
+    likes.toggling.unlike("p1", users[3][0])
     poller.poll_once()
     deliver(agg_fn, records)  # every batch again: each item's checkpoints refuse what it applied
     deliver(agg_fn, records[len(records) // 2 :])  # and a half, as a bisected batch redelivered
@@ -94,8 +95,8 @@ def test_lanes_past_64_are_counted_on_their_groups_items_once_even_delivered_aga
         assert stored is not None and stored["postId"]["S"] == "p1"
         assert {lane // LANE_GROUP for lane in lanes_of(stored)} == {g}
         assert int(stored["likeTally"]["N"]) == (2 if g == 3 else 3), g
-    assert likes.get_post("p1")["likeTally"] == 11  # the sum a reader is shown
-    audit = likes.audit("p1")
+    assert likes.posts.get_post("p1")["likeTally"] == 11  # the sum a reader is shown
+    audit = likes.audits.audit("p1")
     assert (audit.stored, audit.counted) == (11, 11)
 
 
@@ -116,8 +117,8 @@ def test_an_audit_of_a_post_of_128_lanes_settles_on_every_group_and_repairs_meta
     users = users_per_group(2 * LANE_GROUP, 4)
     for group in users.values():
         for user in group:
-            likes.like("p1", user)
-    [clean] = likes.audit_posts(["p1"], wait_s=WAIT_S)
+            likes.toggling.like("p1", user)
+    [clean] = likes.audits.audit_posts(["p1"], wait_s=WAIT_S)
     assert (clean.settled, clean.stored, clean.counted) == (True, 8, 8)
     ddb.update_item(  # a drift behind the layer's back, on the group's item (tallyRev untouched)
         TableName=table,
@@ -125,11 +126,11 @@ def test_an_audit_of_a_post_of_128_lanes_settles_on_every_group_and_repairs_meta
         UpdateExpression="SET likeTally = :n",
         ExpressionAttributeValues={":n": {"N": "40"}},
     )
-    [found] = likes.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
+    [found] = likes.audits.audit_posts(["p1"], repair=True, wait_s=WAIT_S)
     assert (found.settled, found.drift, found.repaired) == (True, 36, True)
     assert int(meta(ddb, table)["likeTally"]["N"]) == 4 - 36  # META's part makes the sum right
-    assert likes.get_post("p1")["likeTally"] == 8
-    [again] = likes.audit_posts(["p1"], wait_s=WAIT_S)
+    assert likes.posts.get_post("p1")["likeTally"] == 8
+    [again] = likes.audits.audit_posts(["p1"], wait_s=WAIT_S)
     assert (again.settled, again.drift) == (True, 0)
 
 
@@ -140,12 +141,12 @@ def test_a_repair_is_refused_when_a_groups_count_moved_since_the_read(
     likes = Likes(table, retry=FAST)
     grown(likes, "p1", 2 * LANE_GROUP)
     users = users_per_group(2 * LANE_GROUP, 2)
-    likes.like("p1", users[0][0])
+    likes.toggling.like("p1", users[0][0])
     poller.poll_once()
     store = PostStore(table)
     seen = store.read("p1", FAST)
     assert seen is not None and [p.group for p in seen.parts] == [0, 1] and seen.tally == 1
-    likes.like("p1", users[1][0])  # counted on the group's item after the read
+    likes.toggling.like("p1", users[1][0])  # counted on the group's item after the read
     poller.poll_once()
     assert store.repair(seen, 1, "token-1", FAST, seen_capacity()) is Repair.MOVING
     assert int(meta(ddb, table)["likeTally"]["N"]) == 1 and "repairToken" not in meta(ddb, table)
@@ -171,12 +172,12 @@ def test_a_standard_unlike_of_a_like_counted_on_a_group_takes_metas_part_below_z
     likes = Likes(table, retry=FAST)
     grown(likes, "p1", 2 * LANE_GROUP)
     user = users_per_group(2 * LANE_GROUP, 1)[1][0]
-    likes.like("p1", user)
+    likes.toggling.like("p1", user)
     poller.poll_once()
-    likes.switch_mode("p1", "standard")
-    assert likes.get_post("p1")["likeTally"] == 1
-    assert likes.unlike("p1", user).changed
+    likes.posts.switch_mode("p1", "standard")
+    assert likes.posts.get_post("p1")["likeTally"] == 1
+    assert likes.toggling.unlike("p1", user).changed
     poller.poll_once()
     assert int(meta(ddb, table)["likeTally"]["N"]) == -1
-    assert likes.get_post("p1")["likeTally"] == 0
-    assert likes.like_state("p1", user)["liked"] is False
+    assert likes.posts.get_post("p1")["likeTally"] == 0
+    assert likes.posts.like_state("p1", user)["liked"] is False

@@ -20,8 +20,8 @@ import pytest
 from counters.core.errors import ContentionError
 from counters.core.failures import RetryPolicy
 from counters.primitives.toggle import now_ms
-from counters.services.likes import Likes, lane_of
-from counters.store.post_items import FIRST_SPREAD, chain_lanes
+from counters.services.likes import Likes
+from counters.store.post_items import FIRST_SPREAD, chain_lanes, lane_of
 from devstack.streams import StreamPoller
 from tests.integration.test_hot_likes import tally
 from tests.integration.test_mode_switch import agg_fn, meta, poller  # noqa: F401 (the fixtures)
@@ -72,21 +72,21 @@ def test_a_later_request_finds_the_users_like_under_the_old_spread(
     poller: StreamPoller,  # noqa: F811
 ) -> None:
     old, new = Likes(table, retry=FAST), Likes(table, retry=FAST)
-    old.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    old.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     movers = users_that_move(3)
     for user in movers:
-        assert old.like("p1", user).changed
+        assert old.toggling.like("p1", user).changed
     grown = new.posts.grow("p1", new.posts.info("p1"), 2 * FIRST_SPREAD)
     assert grown.spread == 16 and int(meta(ddb, table)["spread"]["N"]) == 16
     for user in movers:  # the process that knows the grown spread: the like is where it was created
-        assert new.like_state("p1", user)["liked"] is True
-        assert new.unlike("p1", user).changed
+        assert new.posts.like_state("p1", user)["liked"] is True
+        assert new.toggling.unlike("p1", user).changed
         assert list(items_of(ddb, table, "p1", user, 16)) == [lane_of(user, FIRST_SPREAD)]  # one item, not moved
-    assert new.like("p1", "fresh").changed  # a new user goes where the spread now puts it
+    assert new.toggling.like("p1", "fresh").changed  # a new user goes where the spread now puts it
     assert list(items_of(ddb, table, "p1", "fresh", 16)) == [lane_of("fresh", 16)]
     poller.poll_once()
     assert tally(ddb, table, "p1") == 1
-    listed = [liker["userId"] for liker in new.likers("p1", limit=50).user_ids]
+    listed = [liker["userId"] for liker in new.posts.likers("p1", limit=50).user_ids]
     assert listed == ["fresh"]
 
 
@@ -108,13 +108,13 @@ def test_throttles_in_half_the_lanes_grow_the_post_and_one_users_throttles_never
     from testkit.faults import FaultInjector
 
     likes = Likes(table, retry=FAST, max_spread=64)
-    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     faults = FaultInjector(layer_client, seed=1)
     try:
         faults.add("throttle", operations={"UpdateItem"}, rate=0.5)
         for n in range(40):  # one user, liking and unliking over and over under throttles: one lane
             with contextlib.suppress(ContentionError):
-                (likes.like if n % 2 == 0 else likes.unlike)("p1", "solo")
+                (likes.toggling.like if n % 2 == 0 else likes.toggling.unlike)("p1", "solo")
     finally:
         faults.detach()
     assert faults.injected["throttle"] >= 10
@@ -123,18 +123,18 @@ def test_throttles_in_half_the_lanes_grow_the_post_and_one_users_throttles_never
         like_throttled_once(likes, layer_client, user)
     assert int(meta(ddb, table)["spread"]["N"]) == 2 * FIRST_SPREAD
     poller.poll_once()
-    assert tally(ddb, table, "p1") == FIRST_SPREAD // 2 + (1 if likes.like_state("p1", "solo")["liked"] else 0)
+    assert tally(ddb, table, "p1") == FIRST_SPREAD // 2 + (1 if likes.posts.like_state("p1", "solo")["liked"] else 0)
 
 
 def test_a_post_of_64_lanes_grows_when_16_of_them_throttle_not_32(table: str, layer_client: Any, ddb: Any, steady_clock: None) -> None:
     """Half of 64 lanes is more than one process's retried writes meet at 100% of their capacity
     (the bench's step under 4 s of burst: 20-26 lanes in 10 s): from 32 lanes on, ``GROW_LANES``
     lanes met are enough. Each user here has one throttled write in a lane of their own."""
-    from counters.services.likes import GROW_LANES
+    from counters.services.likes.model import GROW_LANES
     from counters.store.post_items import MAX_SPREAD
 
     likes = Likes(table, retry=FAST, max_spread=MAX_SPREAD)
-    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     info = likes.posts.info("p1")
     while (info.spread or 0) < 64:
         info = likes.posts.grow("p1", info, 2 * (info.spread or 0))
@@ -160,7 +160,7 @@ def like_throttled_once(likes: Likes, layer_client: Any, user: str) -> None:
     faults = FaultInjector(layer_client, seed=2)
     try:
         faults.add("throttle", operations={"UpdateItem"}, limit=1)
-        assert likes.like("p1", user).changed
+        assert likes.toggling.like("p1", user).changed
     finally:
         faults.detach()
     assert faults.injected["throttle"] == 1

@@ -18,8 +18,8 @@ import pytest
 
 from counters.core.outcome import Outcome
 from counters.primitives.toggle import Reason, Stamp, now_ms
-from counters.services.likes import Likes, lane_of
-from counters.store.post_items import DELTA, FIRST_SPREAD, MAX_SPREAD, USER_ID
+from counters.services.likes import Likes
+from counters.store.post_items import DELTA, FIRST_SPREAD, MAX_SPREAD, USER_ID, lane_of
 from devstack.streams import StreamPoller
 from tests.integration.test_hot_likes import FN, deliver, tally
 from tests.integration.test_mode_switch import FAST, FOREVER, agg_fn, meta  # noqa: F401 (the fixture)
@@ -67,7 +67,7 @@ def mover(spread: int) -> str:
 def grown(ddb: Any, table: str, spread: int) -> tuple[Likes, Likes]:
     """(a stale process that read the post at spread 8 and keeps it, a current one after growth to ``spread``)."""
     stale, current = Likes(table, retry=FAST, mode_ttl_ms=FOREVER), Likes(table, retry=FAST, max_spread=MAX_SPREAD)
-    current.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    current.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     assert stale.posts.info("p1").spread == FIRST_SPREAD  # cached for good
     size = FIRST_SPREAD
     while size < spread:
@@ -78,7 +78,7 @@ def grown(ddb: Any, table: str, spread: int) -> tuple[Likes, Likes]:
 
 
 def act(likes: Likes, op: Op, user: str, request_id: str, at: int) -> None:
-    change = (likes.like if op == "like" else likes.unlike)("p1", user, request_id=request_id, at=at)
+    change = (likes.toggling.like if op == "like" else likes.toggling.unlike)("p1", user, request_id=request_id, at=at)
     # each writer creates its own item: a like, or an unlike's tombstone (nothing to switch off: already_set)
     assert change.result.outcome is Outcome.APPLIED or change.result.reason is Reason.ALREADY_SET, change
 
@@ -138,8 +138,8 @@ def assert_merged(
     # a replay of the latest request finds its own id (an unlike that made a tombstone records none)
     assert item.get("requestId") == ({"S": rid} if flip else None)
     assert tally(ddb, table, "p1") == (1 if op == "like" else 0) + others
-    assert likes.like_state("p1", user)["liked"] is (op == "like")
-    replay = (likes.like if op == "like" else likes.unlike)("p1", user, request_id=rid, at=at)
+    assert likes.posts.like_state("p1", user)["liked"] is (op == "like")
+    replay = (likes.toggling.like if op == "like" else likes.toggling.unlike)("p1", user, request_id=rid, at=at)
     expected = (Outcome.DUPLICATE, Reason.OWN_REQUEST) if flip else (Outcome.REJECTED, Reason.ALREADY_SET)
     assert (replay.result.outcome, replay.result.reason) == expected and not replay.result.capacity.write_units  # nothing written
 
@@ -188,7 +188,7 @@ def test_a_redelivered_batch_merges_once(
     batches: list[dict[str, Any]],
 ) -> None:
     _, current, user, latest = duplicate(ddb, table, 16, False, ("like", "like"), False)
-    assert current.like("p1", "other").changed
+    assert current.toggling.like("p1", "other").changed
     drain(poller)
     assert tally(ddb, table, "p1") == 2
     for event in list(batches):  # every batch again, whole, as after a lost checkpoint
@@ -290,7 +290,7 @@ def test_a_merge_still_contended_is_deferred_to_the_retry_queue_and_the_worker_m
     contended; the aggregator then queues it (merge-likes) and acknowledges the batch, instead of
     failing it until the event source drops it with likes in it uncounted. The retry worker merges."""
     from counters.core.commands import Command
-    from counters.services.likes import like_aggregator
+    from counters.streams import like_aggregator
 
     agg = load_function(FN, table, queues.urls, build=lambda s: like_aggregator(table, retry=FAST))
     _, current, user, latest = duplicate(ddb, table, 16, False, ("like", "like"), False)

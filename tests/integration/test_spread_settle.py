@@ -22,9 +22,9 @@ import pytest
 from counters.core.errors import ContentionError
 from counters.core.outcome import Outcome
 from counters.primitives.toggle import Reason, Stamp, now_ms
-from counters.services.likes import Likes, lane_of
+from counters.services.likes import Likes
 from counters.services.likes.merging import Merges
-from counters.store.post_items import FIRST_SPREAD, MAX_SPREAD
+from counters.store.post_items import FIRST_SPREAD, MAX_SPREAD, lane_of
 from devstack.streams import StreamPoller
 from tests.integration import test_spread_merge as merges
 from tests.integration.test_hot_likes import tally
@@ -43,9 +43,9 @@ def staying(count: int, spread: int) -> list[str]:
 def liked_then_grown(table: str, users: list[str], spread: int) -> Likes:
     """A hot post ``p1`` liked by ``users`` at spread 8, then grown to ``spread`` (not settled)."""
     likes = Likes(table, retry=FAST, max_spread=MAX_SPREAD)
-    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    likes.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     for user in users:
-        assert likes.like("p1", user).changed
+        assert likes.toggling.like("p1", user).changed
     size = FIRST_SPREAD
     while size < spread:
         likes.posts.grow("p1", likes.posts.info("p1"), 2 * size)
@@ -64,7 +64,7 @@ def test_the_sweep_puts_a_pointer_in_each_moving_users_lane_then_settles_the_pos
 ) -> None:
     movers, stay = users_that_move(5), staying(3, 16)
     likes = liked_then_grown(table, movers + stay, 16)
-    assert likes.unlike("p1", movers[0]).changed  # a tombstone is pointed to as well: it orders later replays
+    assert likes.toggling.unlike("p1", movers[0]).changed  # a tombstone is pointed to as well: it orders later replays
     assert not likes.posts.fresh("p1").settled and "settled" not in meta(ddb, table)
     assert settle(table, 16) == ("APPLIED", 5)
     for user in movers:
@@ -89,15 +89,15 @@ def test_on_a_settled_post_a_like_reads_no_older_lane_and_follows_the_pointer_to
     store = fresh.posts.store
     original = store.first_existing
     store.first_existing = lambda keys, retry: asked.append(keys) or original(keys, retry)  # type: ignore[method-assign]
-    unlike = fresh.unlike("p1", movers[1])
+    unlike = fresh.toggling.unlike("p1", movers[1])
     assert unlike.changed and not asked  # no older lane read: the pointer in the user's lane led to the item
     (item,) = items_of(ddb, table, "p1", movers[1], 16).values()
     assert item["liked"] == {"BOOL": False} and pointers_of(ddb, table, "p1", movers[1], 16)  # the old item, the pointer kept
     newcomer = next(f"n{n}" for n in range(1000) if lane_of(f"n{n}", 16) != lane_of(f"n{n}", FIRST_SPREAD))
-    assert fresh.like("p1", newcomer).changed and not asked
+    assert fresh.toggling.like("p1", newcomer).changed and not asked
     assert list(items_of(ddb, table, "p1", newcomer, 16)) == [lane_of(newcomer, 16)]
-    assert fresh.like_state("p1", movers[1])["liked"] is False and fresh.like_state("p1", movers[2])["liked"] is True
-    replay = fresh.like("p1", movers[2])  # already liked, through the pointer
+    assert fresh.posts.like_state("p1", movers[1])["liked"] is False and fresh.posts.like_state("p1", movers[2])["liked"] is True
+    replay = fresh.toggling.like("p1", movers[2])  # already liked, through the pointer
     assert (replay.changed, replay.result.reason) == (False, Reason.ALREADY_SET)
     drain(poller)
     assert tally(ddb, table, "p1") == 3
@@ -108,7 +108,7 @@ def test_a_stale_writers_creation_on_a_settled_post_is_merged_and_the_pointer_pu
     table: str, layer_client: Any, ddb: Any, poller: StreamPoller, stale_first: bool
 ) -> None:
     stale = Likes(table, retry=FAST, mode_ttl_ms=FOREVER)
-    stale.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    stale.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     assert stale.posts.info("p1").spread == FIRST_SPREAD  # cached for good
     liked_then_grown_post = Likes(table, retry=FAST)
     liked_then_grown_post.posts.grow("p1", liked_then_grown_post.posts.info("p1"), 16)
@@ -125,7 +125,7 @@ def test_a_stale_writers_creation_on_a_settled_post_is_merged_and_the_pointer_pu
     assert item["changedBy"] == {"S": "req-1"}  # the latest request's state
     assert pointers_of(ddb, table, "p1", user, 16) == {lane_of(user, 16): lane_of(user, FIRST_SPREAD)}
     assert tally(ddb, table, "p1") == 1
-    again = current.unlike("p1", user, request_id="req-2", at=base + 3000)  # a settled like follows the new pointer
+    again = current.toggling.unlike("p1", user, request_id="req-2", at=base + 3000)  # a settled like follows the new pointer
     assert again.changed
     drain(poller)
     assert tally(ddb, table, "p1") == 0
@@ -143,7 +143,7 @@ def test_a_creation_in_the_users_own_lane_of_a_settled_post_is_not_examined(
     store.read = lambda keys, retry: read.append(keys) or original(keys, retry)
     newcomers = users_that_move(4)
     for user in newcomers:
-        assert current.like("p1", user).changed
+        assert current.toggling.like("p1", user).changed
     drain(poller)
     assert read == [] or all(not keys for keys in read)  # no chain read for a creation in its own lane
     assert tally(ddb, table, "p1") == 4
@@ -164,7 +164,7 @@ def test_a_growth_after_settling_is_settled_again_by_its_own_sweep(table: str, l
             assert pointers_of(ddb, table, "p1", user, 32)[lane_of(user, 32)] == item_lane
     fresh = Likes(table, retry=FAST)
     for user in users[:10]:
-        assert fresh.unlike("p1", user).changed
+        assert fresh.toggling.unlike("p1", user).changed
     assert all(len(items_of(ddb, table, "p1", user, 32)) == 1 for user in users)
     drain(poller)
     assert tally(ddb, table, "p1") == 30
@@ -204,7 +204,7 @@ def test_a_pointer_that_moves_under_a_like_twice_is_contention_never_a_write_els
         ddb.put_item(TableName=table, Item=item)
     fresh = Likes(table, retry=FAST)
     with pytest.raises(ContentionError):
-        fresh.like("p1", user)
+        fresh.toggling.like("p1", user)
     assert items_of(ddb, table, "p1", user, 16) == {}
 
 
@@ -215,17 +215,17 @@ def test_a_stale_writers_lone_creation_after_the_sweep_gets_its_pointer_from_the
     partner to merge, yet the user's lane must point to it, or a settled like would create a second
     item in the user's lane that nothing examines."""
     stale = Likes(table, retry=FAST, mode_ttl_ms=FOREVER)
-    stale.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    stale.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     assert stale.posts.info("p1").spread == FIRST_SPREAD
     Likes(table, retry=FAST).posts.grow("p1", Likes(table, retry=FAST).posts.info("p1"), 16)
     assert settle(table, 16) == ("APPLIED", 0)
     user = mover(16)
-    assert stale.like("p1", user).changed  # created in H mod 8, after the sweep
+    assert stale.toggling.like("p1", user).changed  # created in H mod 8, after the sweep
     drain(poller)
     assert pointers_of(ddb, table, "p1", user, 16) == {lane_of(user, 16): lane_of(user, FIRST_SPREAD)}
     current = Likes(table, retry=FAST)
     assert current.posts.info("p1").settled
-    assert current.unlike("p1", user).changed  # through the pointer, to the stale writer's item
+    assert current.toggling.unlike("p1", user).changed  # through the pointer, to the stale writer's item
     assert list(items_of(ddb, table, "p1", user, 16)) == [lane_of(user, FIRST_SPREAD)]
     drain(poller)
     assert tally(ddb, table, "p1") == 0
@@ -245,7 +245,7 @@ def test_a_deferred_examination_reads_its_users_chains_together_and_merges_only_
     stale = Likes(table, retry=FAST)
     stale.posts.known["p1"] = stale.posts.info("p1")._replace(spread=FIRST_SPREAD, settled=True)  # a view from before the growth
     late = next(u for u in (f"late{n}" for n in range(1000)) if lane_of(u, 16) != lane_of(u, FIRST_SPREAD))
-    assert stale.like("p1", late).changed  # in H mod 8, after the sweep: needs its pointer
+    assert stale.toggling.like("p1", late).changed  # in H mod 8, after the sweep: needs its pointer
     merges = Merges(table, retry=FAST)
     reads: list[int] = []
     original = merges.store.read

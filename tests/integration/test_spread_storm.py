@@ -55,8 +55,8 @@ def test_likes_from_threads_under_throttling_grow_the_post_and_each_is_counted_o
     frozen = toggling.now_ms()
     monkeypatch.setattr(toggling, "now_ms", lambda: frozen)  # the trigger's window: one instant, whatever the machine's speed
     likes = Likes(table, retry=FAST, max_spread=64)
-    likes.create_post(author_id="a", body="b", post_id="p1", mode="hot")
-    likes.like_state("p1", "nobody")  # the post's spread read and cached before the model
+    likes.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    likes.posts.like_state("p1", "nobody")  # the post's spread read and cached before the model
     model = LimitModel(layer_client, scale=1000, clock=lambda: 0.0)  # 1 WCU, 3 RCU per key, never refilled
     lock = threading.Lock()
     next_user = iter(range(MOST))
@@ -71,7 +71,7 @@ def test_likes_from_threads_under_throttling_grow_the_post_and_each_is_counted_o
             if n is None:
                 return
             try:
-                likes.like("p1", f"u{n}")
+                likes.toggling.like("p1", f"u{n}")
                 outcome = liked
             except ContentionError:
                 outcome = refused
@@ -102,7 +102,7 @@ def test_likes_from_threads_under_throttling_grow_the_post_and_each_is_counted_o
     assert set(items) == set(liked), "an acknowledged like is missing, or a refused one was written"
     assert max(items.values()) == 1, [u for u, n in items.items() if n > 1]
     assert tally(ddb, table, "p1") == len(liked)
-    a = likes.audit("p1")
+    a = likes.audits.audit("p1")
     assert (a.stored, a.counted) == (len(liked), len(liked))
-    listed = [liker["userId"] for liker in likes.likers("p1", limit=50).user_ids]
+    listed = [liker["userId"] for liker in likes.posts.likers("p1", limit=50).user_ids]
     assert sorted(listed) == sorted(liked)

@@ -27,10 +27,10 @@ import pytest
 from counters.core.errors import ContentionError
 from counters.core.outcome import Outcome
 from counters.primitives.toggle import now_ms
-from counters.services.likes import Likes, lane_of
+from counters.services.likes import Likes
 from counters.services.likes.merging import LANE_ROUNDS, Merges
 from counters.services.likes.model import UNSETTLED_TTL_MS
-from counters.store.post_items import FIRST_SPREAD
+from counters.store.post_items import FIRST_SPREAD, lane_of
 from devstack.streams import StreamPoller
 from tests.integration import test_spread_merge as merges
 from tests.integration.test_hot_likes import tally
@@ -124,9 +124,9 @@ def test_a_like_reads_none_of_the_lanes_swept_and_finds_the_users_item_through_t
     assert (info.settled, info.swept) == (False, 4)
     asked = counting_reads(fresh)
     for lane in (1, 3):  # swept: nothing read, the pointer in the user's lane leads to the item
-        assert fresh.unlike("p1", users[lane]).changed
+        assert fresh.toggling.unlike("p1", users[lane]).changed
     assert asked == []
-    assert fresh.unlike("p1", users[6]).changed  # not swept yet: its older lane is read
+    assert fresh.toggling.unlike("p1", users[6]).changed  # not swept yet: its older lane is read
     assert asked == [[{"PK": "POST#p1#S6", "SK": f"LIKE#USER#{users[6]}"}]]
     for lane in (1, 3, 6):
         assert list(items_of(ddb, table, "p1", users[lane], 16)) == [lane]  # the old item, unliked in place
@@ -142,7 +142,7 @@ def test_a_stale_creation_in_a_swept_lane_is_merged_and_a_later_like_finds_it(
     user's lane, so the aggregator merges it and puts the pointer; the own-lane creation's
     examination reads no swept lane."""
     stale = Likes(table, retry=FAST, mode_ttl_ms=FOREVER)
-    stale.create_post(author_id="a", body="b", post_id="p1", mode="hot")
+    stale.posts.create_post(author_id="a", body="b", post_id="p1", mode="hot")
     assert stale.posts.info("p1").spread == FIRST_SPREAD  # cached for good
     grower = Likes(table, retry=FAST)
     grower.posts.grow("p1", grower.posts.info("p1"), 16)
@@ -151,7 +151,7 @@ def test_a_stale_creation_in_a_swept_lane_is_merged_and_a_later_like_finds_it(
     with pytest.raises(ContentionError):
         sweep.settle("p1", 16)
     user = movers_by_lane()[2]
-    assert stale.like("p1", user).changed  # in lane 2, after the sweep read it
+    assert stale.toggling.like("p1", user).changed  # in lane 2, after the sweep read it
     read: list[Any] = []
     store = agg_fn.function.service.merges.store
     original = store.read
@@ -160,11 +160,11 @@ def test_a_stale_creation_in_a_swept_lane_is_merged_and_a_later_like_finds_it(
     assert pointers_of(ddb, table, "p1", user, 16) == {lane_of(user, 16): 2}
     fresh = Likes(table, retry=FAST)
     assert fresh.posts.info("p1").swept == 4
-    again = fresh.like("p1", user)
+    again = fresh.toggling.like("p1", user)
     assert not again.changed  # found through the pointer: already liked
     newcomer = next(f"n{n}" for n in range(5000) if lane_of(f"n{n}", FIRST_SPREAD) == 1 and lane_of(f"n{n}", 16) == 9)
     read.clear()
-    assert fresh.like("p1", newcomer).changed  # created in its own lane 9; its older lane 1 is swept
+    assert fresh.toggling.like("p1", newcomer).changed  # created in its own lane 9; its older lane 1 is swept
     drain(poller)
     assert all(not any(key["PK"] == "POST#p1#S1" for key in keys) for keys in read)  # lane 1 not read by the examination
     assert list(items_of(ddb, table, "p1", user, 16)) == [2] and list(items_of(ddb, table, "p1", newcomer, 16)) == [9]
@@ -220,7 +220,7 @@ def test_a_pair_made_by_a_creation_in_the_users_own_lane_is_merged_by_the_sweep(
     drain(poller)  # the first item's creation is examined at spread 8: in its user's lane then
     likes.posts.grow("p1", likes.posts.info("p1"), 16)
     likes.posts.store.first_existing = lambda keys, retry: None  # type: ignore[method-assign]
-    assert likes.like("p1", user, request_id="req-late").changed  # a second item, in lane 11
+    assert likes.toggling.like("p1", user, request_id="req-late").changed  # a second item, in lane 11
     assert sorted(items_of(ddb, table, "p1", user, 16)) == [3, lane_of(user, 16)]
     drain(poller)
     assert tally(ddb, table, "p1") == 2  # not examined: counted twice until the sweep
@@ -241,7 +241,7 @@ def test_the_sweep_reads_no_chain_of_a_user_whose_lane_holds_nothing(table: str,
     likes = liked_then_grown(table, list(users.values()), 16)
     paired = users[2]
     likes.posts.store.first_existing = lambda keys, retry: None  # type: ignore[method-assign]
-    assert likes.like("p1", paired).changed  # a second item, in the user's lane at 16
+    assert likes.toggling.like("p1", paired).changed  # a second item, in the user's lane at 16
     merges_ = Merges(table, retry=FAST)
     read: list[list[dict[str, str]]] = []
     original = merges_.store.read

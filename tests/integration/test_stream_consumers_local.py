@@ -33,10 +33,10 @@ def quickstart_table(ddb: Any, layer_client: Any, monkeypatch: pytest.MonkeyPatc
 def test_a_library_hot_post_is_refused_with_the_fix_and_a_standard_one_counts(ddb: Any, quickstart_table: str) -> None:
     likes = Likes(quickstart_table)
     with pytest.raises(StreamConsumerMissing) as raised:
-        likes.create_post(author_id="alice", body="hello", mode="hot", idempotency_key="hot-1")
+        likes.posts.create_post(author_id="alice", body="hello", mode="hot", idempotency_key="hot-1")
     assert "LikeAggregatorFunction" in raised.value.message and "stream_consumers=True" in raised.value.message
     assert item_count(ddb, quickstart_table) == 0  # refused before anything was written
-    post, _ = likes.create_post(author_id="alice", body="hello", idempotency_key="standard-1")
+    post, _ = likes.posts.create_post(author_id="alice", body="hello", idempotency_key="standard-1")
     for user in ("bob", "carol"):
-        likes.like(post["postId"], user)
-    assert likes.get_post(post["postId"])["likeTally"] == 2  # standard: counted in the like's own transaction
+        likes.toggling.like(post["postId"], user)
+    assert likes.posts.get_post(post["postId"])["likeTally"] == 2  # standard: counted in the like's own transaction

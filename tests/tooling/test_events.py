@@ -81,7 +81,8 @@ def test_ledger_key_only_mints_a_key_for_now(tmp_path: Path, monkeypatch: pytest
 def test_committed_aggregator_event_carries_the_generated_hot_likes() -> None:
     """events/like_aggregator/hot_likes.json: every record passes the template's stream filter and
     reads as the hot like change gen_events describes (post, spread key, delta), in order."""
-    from counters.services.likes import SPREAD, lane_of
+    from counters.services.likes.model import SPREAD
+    from counters.store.post_items import lane_of
     from counters.streams import hot_change
     from devstack.streams import matches, subscriptions
 

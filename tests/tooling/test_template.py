@@ -133,7 +133,7 @@ def _top_level_names(params: dict[str, Any]) -> set[str]:
 
 def test_like_aggregator_may_write_only_the_tally_and_checkpoint_attributes() -> None:
     from counters.primitives.aggregator import Change
-    from counters.services.likes import like_aggregator
+    from counters.streams import like_aggregator
 
     (statement,) = [s for s in _statements(FUNCTIONS["LikeAggregatorFunction"]) if s.get("Sid") == "AggregateIntoPostMeta"]
     assert statement["Action"] == ["dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.hot import PostRow, cost_model, lag_samples, percentile, post_table, verdict
+from bench.hot import LAMBDA_WINDOW, PostRow, cost_model, lag_samples, percentile, post_table, verdict
 
 
 def test_lag_is_the_first_read_at_or_above_n_minus_the_nth_acknowledgement() -> None:
@@ -116,11 +116,12 @@ def test_verdict_model_binds_when_hot_reaches_the_ceiling_throttled_and_the_mach
 
 
 def test_verdict_reports_the_row_with_lambdas_batching_window_apart() -> None:
-    rows = [row("standard", "m", 2.5, 30), row("hot", "m", 155.0, 1800, throttles=400), row("hot", "m", 150.0, 1700, window=1.0)]
+    window = LAMBDA_WINDOW  # the template's, read from its event source
+    rows = [row("standard", "m", 2.5, 30), row("hot", "m", 155.0, 1800, throttles=400), row("hot", "m", 150.0, 1700, window=window)]
     text = "\n".join(verdict(rows, scale=50))
     assert "**62.0x**" in text  # from the local stack's row, not the windowed one
-    assert "1 s batching window emulated" in text and "170 likes per aggregator write" in text
-    assert "| hot, 1 s batching window |" in post_table(rows)
+    assert f"{window:g} s batching window emulated" in text and "170 likes per aggregator write" in text
+    assert f"| hot, {window:g} s batching window |" in post_table(rows)
 
 
 def test_verdict_machine_binds_when_hot_stays_below_the_ceiling_unthrottled() -> None:

@@ -96,9 +96,9 @@ def test_the_quickstart_against_a_refused_endpoint_says_what_to_fix(refused_endp
     """docs/layer.md's first call, a user's view: a library error with the fix, not contention."""
     likes = Likes("counters", retry=NO_SLEEP)
     with pytest.raises(EndpointUnreachable, match="AWS_ENDPOINT_URL_DYNAMODB"):
-        likes.create_post(author_id="alice", body="hello", idempotency_key="quickstart-1")
+        likes.posts.create_post(author_id="alice", body="hello", idempotency_key="quickstart-1")
     with pytest.raises(EndpointUnreachable, match=refused_endpoint):
-        likes.get_post("p1")
+        likes.posts.get_post("p1")
 
 
 def test_the_message_says_which_variable_set_the_endpoint(monkeypatch: pytest.MonkeyPatch, outside_lambda: None) -> None:
@@ -158,7 +158,7 @@ def moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 def test_a_missing_table_names_the_table_and_the_fix(moto_dynamodb: Any) -> None:
     with pytest.raises(TableNotFound) as raised:
-        Likes("no-such-table", retry=NO_SLEEP).get_post("p1")
+        Likes("no-such-table", retry=NO_SLEEP).posts.get_post("p1")
     error = raised.value
     assert isinstance(error.__cause__, ClientError)  # chained: botocore's error is kept
     assert (error.table, error.cause_code) == ("no-such-table", "ResourceNotFoundException")

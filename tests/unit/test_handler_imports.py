@@ -151,20 +151,18 @@ def test_a_consumer_imports_after_an_api_handler_in_one_process() -> None:
     assert out.stdout.strip() == "True"
 
 
-def test_the_likes_audit_names_load_on_first_use() -> None:
-    """counters.services.likes re-exports the audit's names and builds ``Likes.audits`` without
-    importing counters.services.likes.audit until one of them is asked for."""
+def test_the_likes_audit_loads_on_first_use() -> None:
+    """counters.services.likes exports ``Likes`` alone and builds ``Likes.audits`` without
+    importing counters.services.likes.audit until it is asked for (then once)."""
     probe = """
 import json, sys
 import counters.services.likes as likes
 service = likes.Likes("T")
 loaded = "counters.services.likes.audit" in sys.modules
-from counters.services.likes import DEADLINE, Audits, QuickAudit, Settled
 import counters.services.likes.audit as audit
-same = [DEADLINE is audit.DEADLINE, Audits is audit.Audits, QuickAudit is audit.QuickAudit, Settled is audit.Settled]
-print(json.dumps({"loaded": loaded, "same": same, "audits": isinstance(service.audits, audit.Audits)}))
+print(json.dumps({"loaded": loaded, "all": likes.__all__, "audits": isinstance(service.audits, audit.Audits) and service.audits is service.audits}))
 """
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "layers" / "counters")}
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": False, "same": [True] * 4, "audits": True}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": False, "all": ["Likes"], "audits": True}

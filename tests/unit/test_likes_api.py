@@ -75,7 +75,7 @@ def test_unexpected_errors_are_500_without_internals(app: Any, monkeypatch: pyte
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr(app.function.service, "get_post", boom)
+    monkeypatch.setattr(app.function.service.posts, "get_post", boom)
     status, body = invoke(app, api_event("GET", "/posts/p1"))
     assert status == 500
     assert body == {"error": "internal_error", "message": "internal error; the request may be retried"}
@@ -119,7 +119,9 @@ def test_oversized_bodies_are_413_before_parsing(app: Any) -> None:
 
 
 def test_a_response_that_breaks_its_model_is_a_500_not_a_4xx(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app.function.service, "get_post", lambda post_id: {"postId": post_id, "likeTally": "many"})  # a bug in the layer
+    monkeypatch.setattr(
+        app.function.service.posts, "get_post", lambda post_id: {"postId": post_id, "likeTally": "many"}
+    )  # a bug in the layer
     status, body = invoke(app, api_event("GET", "/posts/p1"))
     assert (status, body) == (500, {"error": "internal_error", "message": "internal error; the request may be retried"})
 
@@ -145,7 +147,7 @@ def test_a_deferred_request_is_counted_as_the_deferred_metric(
     assert invoke(app, api_event("POST", "/posts", {"postId": "p1", "authorId": "a", "body": "x"}))[0] == 201
     monkeypatch.setattr(app.function, "_make_deferrer", lambda _settings: Queue())
     monkeypatch.setattr(app.function, "_deferrer", None)
-    monkeypatch.setattr(app.function.service, "like", contended)
+    monkeypatch.setattr(app.function.service.toggling, "like", contended)
     capsys.readouterr()
     status, body = invoke(app, api_event("PUT", "/posts/p1/likes/u1"))
     assert (status, body["operationId"]) == (202, command.operation_id)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from counters.services.likes import Likes, LikeSettings
+from counters.services.likes import Likes
+from counters.services.likes.model import LikeSettings
 from devstack.template import read_stack
 
 BASE = {"TABLE_NAME": "t", "AWS_REGION": "us-east-1"}

@@ -57,7 +57,7 @@ def test_no_credentials_names_the_variables_to_set(fresh_client: pytest.MonkeyPa
         fresh_client.delenv(name, raising=False)
     fresh_client.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(CredentialsNotFound) as raised:
-        Likes("counters", retry=NO_SLEEP).get_post("p1")
+        Likes("counters", retry=NO_SLEEP).posts.get_post("p1")
     error = raised.value
     assert isinstance(error, ConfigurationError) and isinstance(error, CounterError)
     assert isinstance(error.__cause__, NoCredentialsError)
@@ -65,14 +65,14 @@ def test_no_credentials_names_the_variables_to_set(fresh_client: pytest.MonkeyPa
     fresh_client.setenv(LAMBDA_ENV, "LikesFunction")  # inside Lambda: botocore's error, as documented
     dynamo.reset_client()
     with pytest.raises(NoCredentialsError):
-        Likes("counters", retry=NO_SLEEP).get_post("p1")
+        Likes("counters", retry=NO_SLEEP).posts.get_post("p1")
 
 
 def test_no_region_names_aws_default_region(fresh_client: pytest.MonkeyPatch) -> None:
     fresh_client.delenv("AWS_DEFAULT_REGION", raising=False)
     fresh_client.delenv("AWS_REGION", raising=False)
     with pytest.raises(RegionNotSet, match=r"set AWS_DEFAULT_REGION, e\.g\. AWS_DEFAULT_REGION=us-east-1") as raised:
-        Likes("counters", retry=NO_SLEEP).get_post("p1")
+        Likes("counters", retry=NO_SLEEP).posts.get_post("p1")
     assert isinstance(raised.value.__cause__, NoRegionError)
     fresh_client.setenv(LAMBDA_ENV, "LikesFunction")
     with pytest.raises(NoRegionError):
@@ -86,7 +86,7 @@ def test_an_endpoint_without_its_scheme_names_the_variable_and_the_url_it_should
     fresh_client.delenv("AWS_ENDPOINT_URL_DYNAMODB")
     fresh_client.setenv(variable, "127.0.0.1:8000")
     with pytest.raises(EndpointInvalid) as raised:
-        Likes("counters", retry=NO_SLEEP).get_post("p1")
+        Likes("counters", retry=NO_SLEEP).posts.get_post("p1")
     assert f"{variable}='127.0.0.1:8000'" in raised.value.message
     assert f"e.g. {variable}=http://127.0.0.1:8000" in raised.value.message
     fresh_client.setenv(LAMBDA_ENV, "LikesFunction")

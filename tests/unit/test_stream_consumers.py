@@ -18,7 +18,7 @@ from counters import Likes, Orders, Reservations
 from counters.core.errors import ConfigurationError, CounterError, StreamConsumerMissing
 from counters.core.regions import GlobalTableMode, Topology
 from counters.core.settings import STREAM_CONSUMERS_ENV, Settings, stream_consumers
-from counters.services.likes import LikeSettings
+from counters.services.likes.model import LikeSettings
 from devstack.template import read_stack
 from tests.conftest import item_count, moto_table
 
@@ -35,7 +35,7 @@ def ddb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 def test_a_hot_post_is_refused_at_once_naming_what_to_run_and_nothing_is_written(ddb: Any) -> None:
     likes = Likes(TABLE)
     with pytest.raises(StreamConsumerMissing) as raised:
-        likes.create_post(author_id="alice", body="hello", mode="hot", idempotency_key="k1")
+        likes.posts.create_post(author_id="alice", body="hello", mode="hot", idempotency_key="k1")
     error = raised.value
     assert isinstance(error, ConfigurationError) and isinstance(error, CounterError)
     assert error.code == "stream_consumer_missing"
@@ -46,36 +46,36 @@ def test_a_hot_post_is_refused_at_once_naming_what_to_run_and_nothing_is_written
 
 def test_standard_likes_are_unaffected_and_a_switch_to_hot_is_refused(ddb: Any) -> None:
     likes = Likes(TABLE)
-    post, _ = likes.create_post(author_id="alice", body="hello")
+    post, _ = likes.posts.create_post(author_id="alice", body="hello")
     assert post["mode"] == "standard"
-    likes.like(post["postId"], "bob")
-    assert likes.get_post(post["postId"])["likeTally"] == 1
+    likes.toggling.like(post["postId"], "bob")
+    assert likes.posts.get_post(post["postId"])["likeTally"] == 1
     with pytest.raises(StreamConsumerMissing, match="may not switch to hot"):
-        likes.switch_mode(post["postId"], "hot")
-    assert likes.get_post(post["postId"])["mode"] == "standard"
+        likes.posts.switch_mode(post["postId"], "hot")
+    assert likes.posts.get_post(post["postId"])["mode"] == "standard"
 
 
 def test_a_like_of_a_post_another_process_made_hot_is_refused_and_writes_nothing(ddb: Any) -> None:
     declared = Likes(TABLE, stream_consumers=True)  # e.g. the stack, which runs the aggregator
-    post, _ = declared.create_post(author_id="alice", body="hello", mode="hot")
+    post, _ = declared.posts.create_post(author_id="alice", body="hello", mode="hot")
     before = item_count(ddb, TABLE)
     with pytest.raises(StreamConsumerMissing, match="would never be counted"):
-        Likes(TABLE).like(post["postId"], "bob")
+        Likes(TABLE).toggling.like(post["postId"], "bob")
     assert item_count(ddb, TABLE) == before
-    assert declared.like(post["postId"], "bob").changed  # declared: accepted, for the aggregator to count
+    assert declared.toggling.like(post["postId"], "bob").changed  # declared: accepted, for the aggregator to count
 
 
 def test_promotion_under_pressure_needs_the_aggregator_so_it_is_refused_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STREAM_CONSUMERS_ENV, raising=False)
     with pytest.raises(StreamConsumerMissing, match="hot_after_retries=3"):
         Likes(TABLE, hot_after_retries=3)
-    assert Likes(TABLE, hot_after_retries=3, stream_consumers=True).hot_after_retries == 3
+    assert Likes(TABLE, hot_after_retries=3, stream_consumers=True).toggling.hot_after_retries == 3
 
 
 def test_on_mrsc_a_post_is_hot_so_it_is_refused_with_the_reason(ddb: Any) -> None:
     mrsc = Topology(GlobalTableMode.MRSC, "us-east-1", ("us-east-1", "us-east-2", "us-west-2"))
     with pytest.raises(StreamConsumerMissing, match="on MRSC a post is hot"):
-        Likes(TABLE, topology=mrsc).create_post(author_id="alice", body="hello")
+        Likes(TABLE, topology=mrsc).posts.create_post(author_id="alice", body="hello")
 
 
 def test_the_latest_order_is_refused_rather_than_a_pointer_nothing_moves(ddb: Any) -> None:
@@ -103,7 +103,7 @@ def test_the_stack_declares_its_consumers_on_every_function(monkeypatch: pytest.
     for function in stack.functions.values():
         assert Settings.from_env(function.environment).stream_consumers is True, function.name
     settings = LikeSettings.from_env(stack.functions["LikesFunction"].environment)
-    assert Likes.from_settings(settings).stream_consumers is True
+    assert Likes.from_settings(settings).posts.stream_consumers is True
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_on_mrsc_a_post_without_a_mode_is_hot_and_the_docs_say_so_where_users_re
     from pathlib import Path
 
     mrsc = Topology(GlobalTableMode.MRSC, "us-east-1", ("us-east-1", "us-east-2", "us-west-2"))
-    post, _ = Likes(TABLE, topology=mrsc, stream_consumers=True).create_post(author_id="alice", body="hello")
+    post, _ = Likes(TABLE, topology=mrsc, stream_consumers=True).posts.create_post(author_id="alice", body="hello")
     assert post["mode"] == "hot"
     docs = Path(__file__).resolve().parents[2] / "docs"
     route = next(line for line in (docs / "likes.md").read_text().splitlines() if line.startswith("| `POST /posts` "))

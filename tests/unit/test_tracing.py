@@ -67,10 +67,10 @@ def events(span: ReadableSpan) -> list[tuple[str, Any, Any]]:
 
 def test_a_like_is_one_span_per_logical_call_with_its_retries_as_events(aws: Any, spans: InMemorySpanExporter) -> None:
     likes = Likes(TABLE, retry=NO_SLEEP)
-    likes.create_post(author_id="alice", body="hello", post_id="p1")
+    likes.posts.create_post(author_id="alice", body="hello", post_id="p1")
     faults = FaultInjector(aws).add("throttle", operations={"TransactWriteItems"}, limit=2)
     spans.clear()
-    assert likes.like("p1", "u1").changed is True
+    assert likes.toggling.like("p1", "u1").changed is True
     (span,) = named(spans, "tally DynamoDB.TransactWriteItems")
     attributes = dict(span.attributes or {})
     assert attributes["rpc.system"] == "aws-api"
@@ -85,11 +85,11 @@ def test_a_like_is_one_span_per_logical_call_with_its_retries_as_events(aws: Any
 
 def test_an_injected_fault_shows_its_failure_kind(aws: Any, spans: InMemorySpanExporter) -> None:
     likes = Likes(TABLE, retry=NO_SLEEP)
-    likes.create_post(author_id="alice", body="hello", post_id="p1")
+    likes.posts.create_post(author_id="alice", body="hello", post_id="p1")
     FaultInjector(aws).add("conflict", operations={"TransactWriteItems"})  # every attempt: past the budget
     spans.clear()
     with pytest.raises(ContentionError):
-        likes.like("p1", "u1")
+        likes.toggling.like("p1", "u1")
     (span,) = named(spans, "tally DynamoDB.TransactWriteItems")
     attributes = dict(span.attributes or {})
     assert (attributes["tally.outcome"], attributes["tally.attempts"], attributes["tally.failure"]) == ("contention", 4, "conflict")
@@ -135,8 +135,8 @@ def test_nested_calls_of_a_hook_are_child_spans_and_a_queue_names_its_url(
 def test_off_records_nothing(aws: Any, spans: InMemorySpanExporter) -> None:
     tracing.configure(None)
     likes = Likes(TABLE, retry=NO_SLEEP)
-    likes.create_post(author_id="alice", body="hello", post_id="p1")
-    assert likes.like("p1", "u1").changed is True
+    likes.posts.create_post(author_id="alice", body="hello", post_id="p1")
+    assert likes.toggling.like("p1", "u1").changed is True
     assert spans.get_finished_spans() == ()
 
 

@@ -15,28 +15,28 @@ from counters.primitives.ledger import Ledger
 from counters.primitives.pointer import Pointer
 from counters.primitives.refcount import RefCount
 from counters.primitives.sequence import Sequence
-from counters.services.likes import LikeState, PublicLiker, PublicPost
+from counters.services.likes.model import LikeState, PublicLiker, PublicPost
 from counters.services.orders import PublicOrder
 from counters.services.reservations import PublicReservation, PublicResource, RegionShare, ReservationDetails, Transferred
 from counters.store.resources import Record
 
 
 def likes(service: Likes) -> None:
-    post, created = service.create_post(author_id="alice", body="hello", idempotency_key="k")
+    post, created = service.posts.create_post(author_id="alice", body="hello", idempotency_key="k")
     assert_type(post, PublicPost)
     assert_type(created, bool)
     assert_type(post["postId"], str)
     assert_type(post["likeTally"], int)
     assert_type(post.get("asOf"), int | None)  # a hot post's only
-    assert_type(service.get_post(post["postId"])["mode"], str)
-    switched, changed = service.switch_mode(post["postId"], "hot")
+    assert_type(service.posts.get_post(post["postId"])["mode"], str)
+    switched, changed = service.posts.switch_mode(post["postId"], "hot")
     assert_type(switched["modeEpoch"], int)
-    assert_type(service.like_state(post["postId"], "bob"), LikeState)
-    assert_type(service.like_state(post["postId"], "bob")["liked"], bool)
-    page = service.likers(post["postId"], limit=10)
+    assert_type(service.posts.like_state(post["postId"], "bob"), LikeState)
+    assert_type(service.posts.like_state(post["postId"], "bob")["liked"], bool)
+    page = service.posts.likers(post["postId"], limit=10)
     assert_type(page.user_ids, list[PublicLiker])
     assert_type(page.user_ids[0]["userId"], str)
-    assert_type(service.like(post["postId"], "bob").liked, bool)
+    assert_type(service.toggling.like(post["postId"], "bob").liked, bool)
 
 
 def reservations(service: Reservations) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, run
@@ -79,7 +79,7 @@ class CheckpointStore:
         self._dynamodb = dynamodb
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         """The client: the one given, or the process's."""
         return self._dynamodb or client()
 

@@ -116,7 +116,7 @@ class LikeMergeStore:
         self._states = like_toggles(table_name, dynamodb=dynamodb)
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         """The client: the one given, or the process's."""
         return self._dynamodb or client()
 

@@ -80,7 +80,7 @@ class RefCountStore:
         self._dynamodb = dynamodb
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         """The client: the one given, or the process's."""
         return self._dynamodb or client()
 

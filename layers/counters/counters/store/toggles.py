@@ -166,7 +166,7 @@ class ToggleStore(Generic[P]):
         self._dynamodb = dynamodb
 
     @property
-    def dynamodb(self) -> Any:
+    def dynamodb(self) -> DynamoDBClient:
         """The client: the one given, or the process's."""
         return self._dynamodb or client()
 

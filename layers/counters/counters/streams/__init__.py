@@ -1,8 +1,10 @@
-"""The table's stream as Lambda delivers it: records turned into the aggregator's changes.
+"""The table's stream as Lambda delivers it: records turned into the aggregator's changes, and the
+like aggregator's one loop over a batch ([`aggregate`][counters.streams.aggregate]).
 
 Lambda's record shape (``eventName``, ``dynamodb.Keys``/``NewImage``, ``SequenceNumber``,
-``ApproximateCreationDateTime``) is known here and nowhere below: the like aggregator
-(functions/like_aggregator/app.py) parses its batch with [`hot_change`][counters.streams.hot_change], the store
+``ApproximateCreationDateTime``) is known here and nowhere below: [`aggregate`][counters.streams.aggregate]
+(run by functions/like_aggregator/app.py and by the proof) parses a batch with [`hot_change`][counters.streams.hot_change]
+or [`regional_change`][counters.streams.regional_change], the store
 ([`counters.store.post_items.streamed`][counters.store.post_items.streamed]) reads the item's attributes, and the service and the
 primitive see [`Change`][counters.primitives.aggregator.Change] s. In the import rule this module
 sits between ``deferral`` and ``services`` (pyproject.toml, ``[tool.importlinter]``).
@@ -10,13 +12,22 @@ sits between ``deferral`` and ``services`` (pyproject.toml, ``[tool.importlinter
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import field
 from typing import Any
 
-from counters.primitives.aggregator import Change
+from counters.core.client import DynamoDBClient
+from counters.core.commands import Command
+from counters.core.failures import RetryPolicy
+from counters.core.outcome import Outcome
+from counters.core.records import dataclass
+from counters.core.regions import RegionSettings
+from counters.primitives.aggregator import Aggregator, Applied, Change, padded
+from counters.services.likes.merging import Merges
+from counters.services.likes.model import likes_policy
+from counters.store.aggregates import CheckpointStore
 from counters.store.post_items import Created, created, regional_streamed, streamed
-
-__all__ = ["hot_change", "like_created", "regional_change"]
+from counters.store.posts import like_checkpoints
 
 
 def hot_change(record: Mapping[str, Any]) -> Change | None:
@@ -67,3 +78,94 @@ def regional_change(record: Mapping[str, Any], region: str) -> Change | None:
     return Change(
         parent=found.post_id, lane=found.lane, seq=str(ddb["SequenceNumber"]), delta=found.delta, created_ms=int(float(created) * 1000)
     )
+
+
+class LikeAggregator(Aggregator):
+    """The like tally's [`Aggregator`][counters.primitives.aggregator.Aggregator]: ``region`` (a global
+    table: the Region whose own tally item it keeps, from its own stream; ``""``: one Region) and,
+    on one Region, the [`Merges`][counters.services.likes.merging.Merges] run after its tally write
+    (``None`` on a global table, where a spread never grows: REFUSALS ``grow-spread``)."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], int] | None = None,
+        merges: Merges | None = None,
+        region: str = "",
+    ) -> None:
+        super().__init__(store, retry=retry, clock=clock)
+        self.merges, self.region = merges, region
+
+    @classmethod
+    def from_settings(cls, settings: RegionSettings) -> LikeAggregator:
+        """The aggregator of the settings' table, keeping the tally the likes service counts on
+        ([`likes_policy`][counters.services.likes.model.likes_policy]'s ``writer``: this Region's own on a global table)."""
+        return like_aggregator(settings.table_name, retry=settings.retry, region=likes_policy(settings.topology).writer)
+
+    def changes(self, records: Iterable[Mapping[str, Any]]) -> list[Change]:
+        """The batch's records as changes of this aggregator's tally (its own Region's on a global table)."""
+        found = (regional_change(r, self.region) for r in records) if self.region else map(hot_change, records)
+        return [c for c in found if c is not None]
+
+
+def like_aggregator(
+    table_name: str,
+    *,
+    dynamodb: DynamoDBClient | None = None,
+    retry: RetryPolicy | None = None,
+    clock: Callable[[], int] | None = None,
+    region: str = "",
+) -> LikeAggregator:
+    """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META;
+    with ``region`` (a global table), onto that Region's own tally item ([docs/likes.md "Global tables"](../likes.md#global-tables)).
+    One Region: it also merges a user's duplicate items on a grown post (``merges``)."""
+    merges = None if region else Merges(table_name, dynamodb=dynamodb, retry=retry)
+    checkpoints = like_checkpoints(table_name, dynamodb=dynamodb, region=region)
+    return LikeAggregator(checkpoints, retry=retry, clock=clock, merges=merges, region=region)
+
+
+@dataclass
+class Aggregated:
+    """What [`aggregate`][counters.streams.aggregate] did with one batch: each post's tally write
+    (``applied``), the users whose like items were merged, and the record to report (``failure``:
+    the lowest sequence number of what did not finish; ``None``: the whole batch is done)."""
+
+    applied: list[Applied] = field(default_factory=list)
+    merged: list[Created] = field(default_factory=list)
+    failure: str | None = None
+
+
+def _nowhere(command: Command) -> bool:
+    return False
+
+
+def aggregate(aggregator: LikeAggregator, records: list[Mapping[str, Any]], defer: Callable[[Command], bool] = _nowhere) -> Aggregated:
+    """One batch of the table's stream, as the like aggregator takes it (the handler and the proof alike).
+
+    Each post's net change in one conditional write (a post whose write met contention reports its
+    first record); then, on one Region, every creation of a like item is examined for a user's
+    second item on a grown post, after the tally write. An examination that met contention is
+    deferred (``defer``: it queues the command and says whether the queue took it; else its
+    first record is reported), and a grown post not settled yet gets its sweep queued once per
+    process. Lambda restarts the shard from the lowest record reported; what was applied after it
+    is skipped by the checkpoints."""
+    done = Aggregated(aggregator.apply(aggregator.changes(records)))
+    failed = [min((c.seq for c in a.changes), key=padded) for a in done.applied if a.result.outcome is Outcome.CONTENTION]
+    merges = aggregator.merges
+    if merges is not None:
+        contended: dict[str, list[Created]] = {}
+        for examined in merges.examine(c for c in map(like_created, records) if c is not None):
+            if examined.outcome is Outcome.CONTENTION:
+                contended.setdefault(examined.created.post_id, []).append(examined.created)
+            elif examined.outcome is Outcome.APPLIED:
+                done.merged.append(examined.created)
+        for post_id, users in contended.items():  # deferred to the retry queue, or else the batch is redelivered
+            if not defer(merges.deferred(post_id, (c.user_id for c in users))):
+                failed.append(min((c.seq for c in users), key=padded))
+        for sweep in merges.sweeps():  # a grown post not settled: the retry worker sweeps it
+            if defer(sweep):  # else the next batch of the post asks again
+                merges.sent(sweep)
+    done.failure = min(failed, key=padded) if failed else None
+    return done

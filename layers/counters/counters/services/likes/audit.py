@@ -14,7 +14,6 @@ from counters.core.engine import deadline as call_deadline
 from counters.core.errors import ContentionError, DeadlineReached, NotFound
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.records import dataclass
 from counters.primitives.refcount import RefCount
 from counters.primitives.toggle import now_ms
@@ -160,17 +159,16 @@ class Audits:
         counted: Cond,
         *,
         retry: RetryPolicy,
-        policy: RegionPolicy = ONE_REGION_POLICY,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``counted``: the filter keeping the like items that count (tombstones aside). ``clock``
         and ``sleep`` measure the budget and the aggregator wait (injectable: tests run on a clock
-        of their own, not on the machine's speed). ``policy``: what likes may do on this table
-        ([`Likes`][counters.services.likes.Likes] resolves it)."""
+        of their own, not on the machine's speed). What likes may do on this table is ``store``'s
+        policy ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.store, self.refcount, self.counted, self.retry = store, refcount, counted, retry
         self.patient = retry.patient(AUDIT_ATTEMPTS)  # the settled audit's calls, bounded by its budget
-        self.policy = policy
+        self.policy = store.policy
         self.clock, self.sleep = clock, sleep
 
     def _refuse_across_regions(self) -> None:

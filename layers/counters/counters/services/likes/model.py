@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple, NotRequired, TypedDict
 
-from counters.core.client import DynamoDBClient
 from counters.core.commands import require
 from counters.core.errors import InvalidRequest, StreamConsumerMissing
-from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.outcome import Result
+from counters.core.policy import MREC, MRSC, RegionPolicy
 from counters.core.records import dataclass
-from counters.core.regions import RegionSettings
+from counters.core.regions import RegionSettings, Topology
 from counters.core.settings import env
-from counters.primitives.aggregator import Aggregator, as_of
+from counters.primitives.aggregator import as_of
 from counters.primitives.toggle import now_ms
-from counters.services.likes.merging import Merges
-from counters.store.aggregates import CheckpointStore
-from counters.store.post_items import FIRST_SPREAD, Mode, Post, chain_keys, hot_pk, like_key, post_key
-from counters.store.posts import like_checkpoints
+from counters.store.post_items import FIRST_SPREAD, Mode, Post, hot_pk, post_key
 
 NAMESPACE = uuid.UUID("4c3d0a52-88f4-4f1e-9a0e-2f5b0c7d9e61")
 STANDARD, HOT = Mode.STANDARD.value, Mode.HOT.value
@@ -73,7 +68,7 @@ class SwitchedPost(PublicPost):
 
 
 class LikeState(TypedDict):
-    """A user's own like of a post ([Likes.like_state][counters.services.likes.Likes.like_state])."""
+    """A user's own like of a post ([Posts.like_state][counters.services.likes.posts.Posts.like_state])."""
 
     postId: str
     userId: str
@@ -154,12 +149,6 @@ class PostInfo(NamedTuple):
         """The partition keys the post's like items live under."""
         return [post_key(post_id)["PK"]] if self.spread is None else [hot_pk(post_id, n) for n in range(self.spread)]
 
-    def like_keys(self, post_id: str, user_id: str) -> list[dict[str, str]]:
-        """Where a user's like of the post may be, oldest lane first: the one key of its layout, or
-        the user's chain over the spreads the post has had ([`chain_keys`][counters.store.post_items.chain_keys]);
-        a new like is created under the last."""
-        return [like_key(post_id, user_id)] if self.spread is None else chain_keys(post_id, user_id, self.spread)
-
 
 @dataclass
 class LikeChange:
@@ -199,36 +188,11 @@ def derived_form(post_id: str) -> bool:
     return uuid.UUID(hex=post_id).version == 5
 
 
-def like_aggregator(
-    table_name: str,
-    *,
-    dynamodb: DynamoDBClient | None = None,
-    retry: RetryPolicy | None = None,
-    clock: Callable[[], int] | None = None,
-    region: str = "",
-) -> LikeAggregator:
-    """The hot mode's tally keeper: hot like deltas from the stream onto ``likeTally`` on META;
-    with ``region`` (a global table), onto that Region's own tally item ([docs/likes.md "Global tables"](../likes.md#global-tables)).
-    One Region: it also merges a user's duplicate items on a grown post (``merges``)."""
-    merges = None if region else Merges(table_name, dynamodb=dynamodb, retry=retry)
-    return LikeAggregator(like_checkpoints(table_name, dynamodb=dynamodb, region=region), retry=retry, clock=clock, merges=merges)
-
-
-class LikeAggregator(Aggregator):
-    """The like tally's [`Aggregator`][counters.primitives.aggregator.Aggregator] and, on one Region,
-    the [`Merges`][counters.services.likes.merging.Merges] run after its tally write (``None`` on a
-    global table, where a spread never grows: REFUSALS ``grow-spread``)."""
-
-    def __init__(
-        self,
-        store: CheckpointStore,
-        *,
-        retry: RetryPolicy | None = None,
-        clock: Callable[[], int] | None = None,
-        merges: Merges | None = None,
-    ) -> None:
-        super().__init__(store, retry=retry, clock=clock)
-        self.merges = merges
+def likes_policy(topology: Topology) -> RegionPolicy:
+    """What likes may do on this table, resolved once from the topology for the service and the
+    aggregator alike: likes are counted per Region on MREC and on MRSC (each Region its own
+    ``TALLY#<Region>``, which its aggregator keeps: ``writer``)."""
+    return RegionPolicy.of(topology, per_region_in=(MREC, MRSC))
 
 
 def aggregated_post(info: PostInfo) -> bool:

@@ -21,7 +21,6 @@ from counters.core.errors import (
 from counters.core.failures import RetryPolicy
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Capacity, Outcome
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.records import dataclass
 from counters.primitives.toggle import now_ms
 from counters.services.likes.cursor import cursor_key, decode_cursor, encode_cursor
@@ -42,7 +41,7 @@ from counters.services.likes.model import (
     require_mode,
 )
 from counters.store.expr import Cond
-from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, lane_like_key
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, Mode, Post, chain_lanes, lane_like_key, like_key
 from counters.store.posts import Liker, PostStore
 from counters.store.toggles import ToggleStore
 
@@ -64,25 +63,21 @@ class Posts:
 
     def __init__(
         self,
-        table_name: str,
-        *,
         store: PostStore,
         likes: ToggleStore[Post],
+        *,
         retry: RetryPolicy,
         mode_ttl_ms: int = MODE_TTL_MS,
         cache_size: int = CACHE_SIZE,
         cursor_secret: str = "",
-        policy: RegionPolicy = ONE_REGION_POLICY,
         stream_consumers: bool = True,
     ) -> None:
-        """``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it).
+        """``store``'s policy is what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it).
         ``stream_consumers``: whether the like aggregator runs; ``False``: making a post hot is refused."""
-        self.table_name = table_name
+        self.store, self.likes, self.retry, self.policy = store, likes, retry, store.policy
         self.stream_consumers = stream_consumers
-        self.policy = policy
-        self.store, self.likes, self.retry = store, likes, retry
         self.mode_ttl_ms = mode_ttl_ms
-        self.cursor_key = cursor_key(cursor_secret, table_name)
+        self.cursor_key = cursor_key(cursor_secret, store.table_name)
         self.known: LRU[str, PostInfo] = LRU(cache_size)  # posts seen by this process (a post is never deleted)
 
     def create_post(
@@ -155,13 +150,7 @@ class Posts:
         trusted = self.mode_ttl_ms if info is None or info.settled else min(self.mode_ttl_ms, UNSETTLED_TTL_MS)
         if info is not None and now_ms() - info.read_at < trusted:
             return info
-        post = self.store.layout(post_id, self.retry)
-        if post is None:  # not seen yet by an eventually consistent read, right after its creation? Ask strongly.
-            post = self.store.layout(post_id, self.retry, strong=True)
-        if post is None:
-            raise NotFound(f"post {post_id!r} not found")
-        info = self.known[post_id] = PostInfo.of(post)
-        return info
+        return self.fresh(post_id)
 
     def remember(self, post_id: str, post: Post) -> PostInfo:
         """Remember the layout of a post just read."""
@@ -182,11 +171,11 @@ class Posts:
         else where a new one is created (the lane of the post's spread now). On a post that never
         grew the chain is one key and nothing is read; on a **settled** post nothing is read either:
         the user's lane of the spread holds their item or a pointer to it, which the write follows
-        ([`pointed`][counters.services.likes.posts.Posts.pointed]). While the sweep settles it, the
+        (its ``livesIn``: [`lane_like_key`][counters.store.post_items.lane_like_key]). While the sweep settles it, the
         lanes it has done (``swept``, from ``S0``: the first 8, in every user's chain, come first)
         are not read either, for the same reason."""
         if info.spread is None:
-            return info.like_keys(post_id, user_id)[0]  # stored before spread: one key
+            return like_key(post_id, user_id)  # stored before spread: one key
         *older_lanes, lane = chain_lanes(user_id, info.spread)  # hashed once per like (the hot path)
         newest = lane_like_key(post_id, user_id, lane)
         older = [lane_like_key(post_id, user_id, n) for n in older_lanes if n >= info.swept]
@@ -194,17 +183,12 @@ class Posts:
             return newest
         return self.store.first_existing(older, self.retry) or newest
 
-    @staticmethod
-    def pointed(post_id: str, user_id: str, lane: int) -> dict[str, str]:
-        """The key a pointer of the user's names (its ``livesIn``)."""
-        return lane_like_key(post_id, user_id, lane)
-
     def like_state(self, post_id: str, user_id: str) -> LikeState:
         """The caller's own like of a post, read from its state item (strongly consistent: exact at
         once in either mode, whatever the aggregator's lag; a pointer is followed)."""
         state = self.likes.read_state(self.locate(post_id, user_id, self.info(post_id)), self.retry)
         if state is not None and state.points_to is not None:
-            state = self.likes.read_state(self.pointed(post_id, user_id, state.points_to), self.retry)
+            state = self.likes.read_state(lane_like_key(post_id, user_id, state.points_to), self.retry)
         return {"postId": post_id, "userId": user_id, "liked": state is not None and state.on}
 
     def fresh(self, post_id: str) -> PostInfo:

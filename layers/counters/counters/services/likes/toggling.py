@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from counters.core.commands import Command, Replayable, Verdict, new_request_id
 from counters.core.errors import ContentionError, IntegrityError, NotFound
-from counters.core.failures import RetryPolicy
 from counters.core.json import JSONObject
 from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome, Result
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.primitives.toggle import Reason, Stamp, Toggle, Toggled, now_ms
 from counters.services.likes.model import GROW_LANES, HOT, PRESSURE_WINDOW_MS, STANDARD, LikeChange, LikePayload, PostInfo, no_aggregator
 from counters.services.likes.posts import Posts
-from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post
+from counters.store.post_items import DELTA, FIRST_SPREAD, LIKED_AT, MAX_SPREAD, POST_ID, USER_ID, Post, lane_like_key
 from counters.store.posts import standard_tally
 
 POINTER_HOPS = 2
@@ -27,18 +25,16 @@ class Toggling:
         posts: Posts,
         toggle: Toggle[Post],
         *,
-        retry: RetryPolicy,
         hot_after_retries: int = 0,
         cache_size: int = CACHE_SIZE,
-        policy: RegionPolicy = ONE_REGION_POLICY,
         max_spread: int = FIRST_SPREAD,
     ) -> None:
         """``hot_after_retries``: promote a standard post to hot once this process has retried that
         many attempts of its likes (conflicts, throttles) within ``PRESSURE_WINDOW_MS``; 0: never
         (and never on a global table: a post's mode is fixed there, [docs/likes.md "Global tables"](../likes.md#global-tables)).
-        ``policy``: what likes may do on this table ([`Likes`][counters.services.likes.Likes] resolves it)."""
-        self.posts, self.toggle, self.retry = posts, toggle, retry
-        self.policy = policy
+        What likes may do on this table is ``posts``' policy ([`Likes`][counters.services.likes.Likes] resolves it)."""
+        self.posts, self.toggle, self.retry = posts, toggle, posts.retry
+        self.policy = policy = posts.policy
         self.hot_after_retries = 0 if policy.refused("switch-mode") else hot_after_retries  # promotion switches the mode
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
         self.max_spread = FIRST_SPREAD if policy.refused("grow-spread") else min(max_spread, MAX_SPREAD)
@@ -119,7 +115,7 @@ class Toggling:
         for _ in range(POINTER_HOPS):  # a pointer in the user's lane (a grown post): where their item lives
             if result.reason != Reason.MOVED or result.value is None or result.value.points_to is None:
                 break
-            key = self.posts.pointed(post_id, user_id, result.value.points_to)
+            key = lane_like_key(post_id, user_id, result.value.points_to)
             result = self.toggle.set(key, liked, stamp, tally=tally, writer=policy.writer, attributes=attributes, delta_attribute=DELTA)
         if tally is None and result.contended_retries and self._lanes_hot(post_id, info, key["PK"]):
             self.posts.grow(post_id, info, 2 * info.spread)
