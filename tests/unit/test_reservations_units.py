@@ -48,10 +48,10 @@ def test_rejection_reason_from_all_old() -> None:
 @pytest.mark.parametrize(
     ("item", "verdict"),
     [
-        (Counter(version=5, tags=("a", "b", "mine")), "applied"),
-        (Counter(version=4, tags=("a", "b")), "not_applied"),  # nobody wrote: version unchanged
-        (Counter(version=6, tags=("a", "b", "c", "d")), "not_applied"),  # slot of version 5 is "c": someone else's
-        (Counter(version=9, tags=("x", "y", "z")), "unknown"),  # versions 7..9 only: slot 5 fell off
+        (Counter(state={"version": 5, "tags": ["a", "b", "mine"]}), "applied"),
+        (Counter(state={"version": 4, "tags": ["a", "b"]}), "not_applied"),  # nobody wrote: version unchanged
+        (Counter(state={"version": 6, "tags": ["a", "b", "c", "d"]}), "not_applied"),  # slot of version 5 is "c": someone else's
+        (Counter(state={"version": 9, "tags": ["x", "y", "z"]}), "unknown"),  # versions 7..9 only: slot 5 fell off
         (None, "unknown"),
     ],
 )
@@ -65,18 +65,54 @@ def test_tokens_are_deterministic_and_bounded() -> None:
     assert reservation_id("r1", "k") == reservation_id("r1", "k") != reservation_id("r2", "k")
 
 
-def test_registry_knows_the_six_and_not_the_ledger() -> None:
-    assert {approach_class(n).name for n in ("atomic", "occ", "occ_history", "crt", "marker", "set")} == {
-        "atomic",
-        "occ",
-        "occ_history",
-        "crt",
-        "marker",
-        "set",
-    }
-    assert [n for n in ("atomic", "crt", "marker") if approach_class(n).shardable] == ["atomic", "crt", "marker"]
+def test_registry_knows_each_approach_by_its_flags_and_not_the_ledger() -> None:
+    from counters.primitives.approaches import NAMES, Approach
+
+    for name in NAMES:  # shardable exactly when the class splits a take over shards itself
+        cls = approach_class(name)
+        assert cls.shardable == (cls.apply_split is not Approach.apply_split), name
     with pytest.raises(KeyError):
         approach_class("ledger")
+
+
+def test_the_module_table_is_the_registry() -> None:
+    """The approaches' table on the package's page is [`table`][...] of the registry, row for row."""
+    from counters.primitives import approaches
+
+    assert approaches.table() in (approaches.__doc__ or ""), approaches.table()
+
+
+def test_each_approach_reads_its_own_settings_and_names_the_variable_when_wrong() -> None:
+    from counters.core.settings import SettingsError
+    from counters.primitives.approaches import REGISTRY, settings
+    from counters.services.reservations import ReservationSettings
+
+    assert settings({}) == {"atomic": {"policy": "under"}, "occ_history": {"history": 32}, "set": {"max_tokens": 250}}
+    env = {"TABLE_NAME": "t", "ATOMIC_POLICY": "over", "SET_MAX_TOKENS": "7"}
+    assert ReservationSettings.from_env(env).approach_options == {
+        "atomic": {"policy": "over"},
+        "occ_history": {"history": 32},
+        "set": {"max_tokens": 7},
+    }
+    with pytest.raises(SettingsError, match="ATOMIC_POLICY must be under or over"):
+        ReservationSettings.from_env({"TABLE_NAME": "t", "ATOMIC_POLICY": "sideways"})
+    with pytest.raises(SettingsError, match="SET_MAX_TOKENS='many' is not a valid int"):
+        settings({"SET_MAX_TOKENS": "many"})
+    for name, entry in REGISTRY.items():  # every option is a keyword of its approach's constructor
+        for option in entry.options:
+            assert option.name in entry.cls.__init__.__code__.co_varnames, (name, option.name)
+
+
+def test_the_service_hands_its_own_store_to_every_approach() -> None:
+    """One store per service: the approaches write through it (its Region policy and Region), none builds its own."""
+    from counters.core.regions import GlobalTableMode, Topology
+    from counters.primitives.approaches import NAMES
+    from counters.services.reservations import Reservations
+
+    mrec = Reservations("t", topology=Topology(GlobalTableMode.MREC, "eu-west-1", ("eu-west-1", "us-east-1")))
+    assert mrec.store.region == "eu-west-1"
+    for name in NAMES:
+        assert mrec.shared.approach(name).store is mrec.store, name
 
 
 def test_every_approach_is_registered_once_with_the_refusal_it_names() -> None:
@@ -104,14 +140,14 @@ def test_the_service_refuses_what_the_registry_says_a_table_without_transactions
     mrsc = Reservations("t", topology=Topology(GlobalTableMode.MRSC, "eu-west-1", ("eu-west-1", "us-east-1", "us-west-2")))
     for name, entry in REGISTRY.items():
         if entry.refusal is None:
-            mrsc.refuse_in_mode(name, 1)
+            mrsc.shared.refuse_in_mode(name, 1)
         else:
             with pytest.raises(UnsupportedInMode, match=f"strategy '{name}' is not available on an MRSC global table"):
-                mrsc.refuse_in_mode(name, 1)
+                mrsc.shared.refuse_in_mode(name, 1)
     with pytest.raises(UnsupportedInMode, match="write sharding"):
-        mrsc.refuse_in_mode("atomic", 2)
+        mrsc.shared.refuse_in_mode("atomic", 2)
     for name in REGISTRY:
-        Reservations("t").refuse_in_mode(name, 2)  # one Region: every strategy, sharded or not
+        Reservations("t").shared.refuse_in_mode(name, 2)  # one Region: every strategy, sharded or not
 
 
 def test_mrsc_replicated_write_conflict_is_a_retryable_conflict() -> None:

@@ -6,7 +6,7 @@ The family's items are declared by three modules, each beside its keys, shapes a
 every Region's escrowed share, and every approach's write on them),
 [`counters.store.resources_records`][counters.store.resources_records] (reservation records) and
 [`counters.store.resources_transfers`][counters.store.resources_transfers] (MREC escrow's transfers and their
-receipts). This module re-exports their names (``__all__``): the approaches
+receipts); their names are imported from them. The approaches
 ([`counters.primitives.approaches`][counters.primitives.approaches]) decide which calls to make, the
 reservations service ([`counters.services.reservations`][counters.services.reservations]) orchestrates, and
 nothing above the store sees a raw item: reads and ``ALL_OLD`` items come back as
@@ -32,37 +32,7 @@ from counters.core.records import dataclass
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Params, Path, Put, Query, Transaction, Update, old_item
 from counters.store.items import from_item
-from counters.store.resources_counters import (
-    AVAILABLE,
-    EXISTS,
-    IS_NEW,
-    MAX_SHARDS,
-    PK,
-    QUOTA,
-    RESERVED,
-    RESOURCE,
-    SHARES,
-    TAG,
-    TAGS,
-    TOKENS,
-    VERSION,
-    Counter,
-    Fields,
-    Key,
-    Resource,
-    adjust,
-    chain_give_back,
-    chain_write,
-    fits,
-    give_back,
-    guard,
-    occ_write,
-    quota_adjust,
-    resource_key,
-    set_write,
-    shard_key,
-    share_key,
-)
+from counters.store.resources_counters import IS_NEW, PK, QUOTA, RESERVED, RESOURCE, SHARES, Counter, Fields, Key, Resource, resource_key
 from counters.store.resources_records import (
     ALLOCATION,
     EXPIRES_AT,
@@ -74,76 +44,8 @@ from counters.store.resources_records import (
     Record,
     Status,
     record_key,
-    record_put,
 )
-from counters.store.resources_transfers import (
-    RECEIPT,
-    SOURCE,
-    TARGET,
-    TRANSFERS,
-    Transfer,
-    transfer_id,
-    transfer_key,
-    transfer_put,
-    transfers_pk,
-)
-
-__all__ = [
-    "ALLOCATION",
-    "AVAILABLE",
-    "COUNTERS",
-    "EXISTS",
-    "EXPIRES_AT",
-    "IS_NEW",
-    "MAX_SHARDS",
-    "PK",
-    "QUANTITY",
-    "QUOTA",
-    "RECEIPT",
-    "RELEASED_AT",
-    "RELEASED_BY",
-    "REQUEST_ID",
-    "RESERVED",
-    "RESOURCE",
-    "SHARES",
-    "SOURCE",
-    "STATUS",
-    "TAG",
-    "TAGS",
-    "TARGET",
-    "TOKENS",
-    "TRANSFERS",
-    "VERSION",
-    "Action",
-    "Counter",
-    "Fields",
-    "Key",
-    "Record",
-    "Resource",
-    "ResourceStore",
-    "Status",
-    "Taken",
-    "Transfer",
-    "adjust",
-    "chain_give_back",
-    "chain_write",
-    "fits",
-    "found",
-    "give_back",
-    "guard",
-    "occ_write",
-    "quota_adjust",
-    "record_key",
-    "record_put",
-    "resource_key",
-    "set_write",
-    "shard_key",
-    "share_key",
-    "transfer_id",
-    "transfer_key",
-    "transfer_put",
-    "transfers_pk",
-]
+from counters.store.resources_transfers import RECEIPT, SOURCE, TARGET, Transfer, transfer_key, transfers_pk
 
 
 class Action(Enum):
@@ -182,10 +84,7 @@ class Taken:
 
 
 class ResourceStore(Store):
-    """The calls of this family, each through the retry engine. ``region``: the Region whose
-    reservation records it reads and writes (MREC; ``""``: the one record of every Region)."""
-
-    region: str = ""
+    """The calls of this family, each through the retry engine, on one table under one Region policy."""
 
     def __init__(
         self,
@@ -198,6 +97,8 @@ class ResourceStore(Store):
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.policy = policy
         """Where this store writes: a resource is created only in its home Region on MREC ([`RESOURCE`][counters.store.resources_counters.RESOURCE])."""
+        self.region = policy.writer
+        """The Region whose reservation records it reads and writes (MREC: each Region its own; ``""``: the one record of every Region)."""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
