@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from counters.primitives.approaches import Reason, TakeFacts, approach_class, rejection
@@ -243,3 +245,81 @@ def test_every_approach_answers_take_facts_never_a_dict(monkeypatch: pytest.Monk
                 assert split.outcome is Outcome.APPLIED and sum((facts(split).allocation or {}).values()) == 4
                 sold_out = take(approach, keys, 9, token=f"{name}-4")
                 assert sold_out.outcome is Outcome.REJECTED and facts(sold_out).available is not None
+
+
+# ----------------------------------------------------------------------------- the family's shape: composition
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+LAYER = ROOT / "layers" / "counters" / "counters"
+FAMILY = [
+    *sorted((LAYER / "services" / "reservations").glob("*.py")),
+    *sorted((LAYER / "primitives" / "approaches").glob("*.py")),
+    *sorted((LAYER / "store").glob("resources*.py")),
+]
+
+
+def _module(path: Any) -> str:
+    return ".".join(path.relative_to(LAYER.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_no_class_of_the_reservations_family_is_more_than_two_deep() -> None:
+    """Plain composition: a class is a base's direct subclass at most (records, enums, typed dicts and the
+    settings, which combine by inheritance, aside)."""
+    import enum
+    import importlib
+    import inspect
+
+    from counters.core.settings import Settings
+
+    for path in FAMILY:
+        module = importlib.import_module(_module(path))
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or issubclass(cls, (enum.Enum, tuple, dict, BaseException, Settings)):
+                continue
+            chain = [c for c in cls.__mro__ if c is not object and c.__module__.startswith("counters.")]
+            assert len(chain) <= 2, f"{module.__name__}.{name}: {[c.__name__ for c in chain]}"
+
+
+def test_no_method_of_the_reservations_family_only_forwards_to_another_object() -> None:
+    """No façade: a method whose body is ``return self.<part>.<method>(<its own parameters>)`` is a forward."""
+    import ast
+
+    for path in FAMILY:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.args.args or node.args.args[0].arg != "self":
+                continue
+            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+                continue
+            call, params = body[0].value, [a.arg for a in [*node.args.args[1:], *node.args.kwonlyargs]]
+            target = call.func
+            forwarded = [a.id for a in call.args if isinstance(a, ast.Name)] + [
+                k.value.id for k in call.keywords if isinstance(k.value, ast.Name)
+            ]
+            through_part = isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
+            through_part = through_part and isinstance(target.value.value, ast.Name) and target.value.value.id == "self"
+            assert not (through_part and params and forwarded == params), f"{path.name}:{node.lineno} {node.name} only forwards"
+
+
+def test_the_reservations_package_exports_at_most_fifteen_names() -> None:
+    import counters.services.reservations as package
+
+    public = [n for n in dir(package) if not n.startswith("_") and not isinstance(getattr(package, n), type(package))]
+    assert len(package.__all__) <= 15 and set(public) - {"annotations"} <= set(package.__all__), public
+
+
+def test_nothing_imports_from_store_resources_what_another_module_owns() -> None:
+    """store/resources.py re-exports nothing: every name imported from it is defined there."""
+    import ast
+
+    tree = ast.parse((LAYER / "store" / "resources.py").read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    wrong = []
+    for folder in ("layers", "functions", "proof", "bench", "tests", "devstack", "scripts", "testkit"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if ".venv" in path.parts or "node_modules" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "counters.store.resources":
+                    wrong += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in defined]
+    assert not wrong, wrong

@@ -168,22 +168,6 @@ class ResourceStore(Store):
             return None
         return Transfer(transfer_id, str(item[SOURCE]), str(item[TARGET]), int(item[QUANTITY]), str(item.get(REQUEST_ID, "")))
 
-    def move(self, updates: list[Update], put: Put) -> tuple[Outcome, bool, Counter | None]:
-        """A transfer's step in one Region: capacity moves on counter items and the transfer's (or
-        receipt's) Put, in one transaction with a fresh ClientRequestToken re-sent after an unknown
-        outcome. Returns (outcome, the Put's condition failed: it exists, the counter item that
-        failed its condition as it was)."""
-        tx: Transaction[Action] = Transaction()
-        for name, update in zip(COUNTERS, updates, strict=False):
-            tx.update(name, update)
-        tx.put(Action.RECORD, put)
-        report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
-        if report.outcome is not Outcome.REJECTED:
-            return report.outcome, False, None
-        cancelled = tx.cancellation(report.failure)
-        failed = [name for name in COUNTERS if cancelled.failed(name)]
-        return report.outcome, cancelled.failed(Action.RECORD), Counter.of(cancelled.old(failed[0])) if failed else None
-
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
         """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
         follows as its own single-item write, then [`finish_release`][counters.store.resources.ResourceStore.finish_release]. Returns the record as
@@ -223,13 +207,18 @@ class ResourceStore(Store):
             on_unknown=on_unknown,
         )
 
-    def take(self, updates: list[Update], record: Put | None = None, *, token: str | None = None) -> Taken:
-        """Counter writes (and the record's Put) in one transaction; ``token`` pins its ClientRequestToken."""
+    def take(self, updates: list[Update], record: Put | Update | None = None, *, token: str | None = None) -> Taken:
+        """Counter writes and the record's write (a take's Put, a release's Update, a transfer's or a
+        receipt's Put) in one transaction; ``token`` pins its ClientRequestToken (unset: a fresh one,
+        re-sent after an unknown outcome). ``record_failed``: the record's condition failed
+        (``record``: the reservation record as it was then)."""
         tx: Transaction[Action] = Transaction()
         for name, update in zip(COUNTERS, updates, strict=False):
             tx.update(name, update)
-        if record is not None:
+        if isinstance(record, Put):
             tx.put(Action.RECORD, record)
+        elif record is not None:
+            tx.update(Action.RECORD, record)
         try:
             report = run(
                 self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=token or True
@@ -301,13 +290,4 @@ class ResourceStore(Store):
         record = Update(self.table_name, record_key(rid, self.region)).set_all(
             {STATUS: Status.RELEASED, RELEASED_AT: now, RELEASED_BY: request_id, EXPIRES_AT: now + expires_in}
         )
-        record.when(Path(STATUS) == Status.CONFIRMED)
-        tx: Transaction[Action] = Transaction()
-        tx.update(Action.RECORD, record)
-        for name, update in zip(COUNTERS, give_backs, strict=False):
-            tx.update(name, update)
-        report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
-        cancelled = tx.cancellation(report.failure if report.outcome is Outcome.REJECTED else None)
-        taken = Taken(report.outcome, report.capacity, report.attempts, report.unknown_seen)
-        taken.record_failed, taken.record = cancelled.failed(Action.RECORD), Record.of(cancelled.old(Action.RECORD))
-        return taken
+        return self.take(give_backs, record.when(Path(STATUS) == Status.CONFIRMED))

@@ -324,16 +324,12 @@ class Approach:
         return [(start + i) % count for i in range(count)]
 
     # -- helpers -------------------------------------------------------------------------------
-    def read(self, key: Key, capacity: Capacity) -> Counter | None:
-        """The counter item at ``key`` (one strongly consistent read), or None."""
-        return self.store.counter(key, capacity)
-
     def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> TakeResult:
         """Read, then write conditioned on what was read (occ, occ_history): ``plan(counter, attempts)``
         gives the first write ([`Resend`][counters.core.engine.Resend] of an ``Update``'s params) or
         the verdict the read already gives ([`Stop`][counters.core.engine.Stop]); ``lost``/``unknown``
         are the engine's hooks for a lost race and an unknown outcome."""
-        first = plan(self.read(key, capacity), 1)
+        first = plan(self.store.counter(key, capacity), 1)
         if isinstance(first, Stop):
             return verdict(first.value)
 
@@ -344,7 +340,7 @@ class Approach:
             # wrote meanwhile (occ_history, 32 clients: 70% of calls succeeded, 93% re-reading).
             answer = lost(report, failure)
             if isinstance(answer, Resend):
-                return Resend(refresh=lambda: plan(self.read(key, capacity), report.attempts))
+                return Resend(refresh=lambda: plan(self.store.counter(key, capacity), report.attempts))
             return answer
 
         report = self.store.write_counter(first.params or {}, capacity=capacity, on_condition=lost_then_reread, on_unknown=unknown)

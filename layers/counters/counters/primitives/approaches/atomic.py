@@ -62,8 +62,6 @@ class Atomic(Approach):
     """Approach 1: one ``UpdateItem`` with ``ADD``; see the module."""
 
     name = "atomic"
-    exact = False
-    needs_token = False
     shardable = True
     traits = ("no", "no (policy ``over``/``under``)")
 

@@ -79,9 +79,6 @@ class Occ(Approach):
     """Approach 2: optimistic concurrency on an entity tag; see the module."""
 
     name = "occ"
-    exact = False
-    needs_token = False
-    shardable = False
     attributes = (TAG,)
     traits = ("no", "no (ambiguous on a third tag)")
 
@@ -117,7 +114,7 @@ class Occ(Approach):
         def unknown(report: Report, _failure: Classified) -> Stop | None:
             nonlocal pending
             pending = True
-            counter = self.read(key, capacity)
+            counter = self.store.counter(key, capacity)
             if counter is not None and tag_of(counter) == mine:
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))
             if counter is None or tag_of(counter) != old:

@@ -99,7 +99,6 @@ class OccHistory(Approach):
     name = "occ_history"
     exact = True  # within the bound: a duplicate older than N writes is not recognised
     needs_token = True
-    shardable = False
     attributes = (VERSION, TAGS)
     traits = ("last N writers", "within N writes")
 
@@ -144,7 +143,7 @@ class OccHistory(Approach):
         def unknown(report: Report, _failure: Classified) -> Resend | Stop:
             nonlocal sent
             sent = True
-            counter = self.read(key, capacity)
+            counter = self.store.counter(key, capacity)
             verdict = resolve(counter, version, mine)
             if verdict is Verdict.APPLIED:
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))

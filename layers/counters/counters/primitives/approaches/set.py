@@ -59,7 +59,6 @@ class TokenSet(Approach):
     name = "set"
     exact = True
     needs_token = True
-    shardable = False
     attributes = (TOKENS,)
     traits = ("the token set", "yes (bounded size)")
 

@@ -181,7 +181,7 @@ class Escrow:
             parts = sharding.plan(keys, counters, quantity)
             updates = [approach.quota_update(key, -part, tid) for key, part in parts]
             fields["allocation"] = {key["PK"]: part for key, part in parts}
-            outcome, exists, _ = self.store.move(updates, transfer_put(self.table_name, resource_id, tid, fields))
+            outcome = self.store.take(updates, transfer_put(self.table_name, resource_id, tid, fields)).outcome
             if outcome is Outcome.APPLIED:
                 return Reservation(True, transfer_body(resource_id, tid, self.policy.region, target, quantity))
             if outcome is not Outcome.REJECTED:
@@ -213,8 +213,7 @@ class Escrow:
             key = keys[uuid.UUID(sent.transfer_id).int % len(keys)]
             fields = {SOURCE: sent.source, TARGET: sent.target, QUANTITY: sent.quantity, REGION_ATTRIBUTE: self.policy.region}
             receipt = transfer_put(self.table_name, resource_id, sent.transfer_id, fields, receipt=True)
-            outcome, _, _ = self.store.move([approach.quota_update(key, sent.quantity, sent.transfer_id)], receipt)
-            if outcome is Outcome.APPLIED:
+            if self.store.take([approach.quota_update(key, sent.quantity, sent.transfer_id)], receipt).outcome is Outcome.APPLIED:
                 credited += sent.quantity
             # REJECTED: a concurrent receiver credited it (its receipt exists); CONTENTION: the next call does
         return credited

@@ -320,29 +320,20 @@ class Reservations:
         (or an admin) may: checked on the read that precedes every write (the owner never changes), so
         a refusal writes nothing; it answers 404 as for a missing reservation."""
         resource = self.shared.resource(resource_id)
-        record = self.shared.known(rid)
-        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
-        if record is None or record.resource_id != resource_id:
-            raise missing
-        if caller is not None:
-            caller.require_owner_or_hide(record.owner, "release this reservation", missing)
+        record = self.shared.owned(resource_id, rid, caller, "release this reservation")
         return self.releases.release_record(resource, record, request_id or new_request_id())
 
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> ReservationDetails:
         """The reservation ``reservation_id`` of ``resource_id`` (404 when missing, or another caller's)."""
-        record = self.shared.known(rid)
-        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
-        if record is None or record.resource_id != resource_id:
-            raise missing
-        if caller is not None:
-            caller.require_owner_or_hide(record.owner, "read this reservation", missing)
-        public = public_reservation(rid, record.quantity, record.status)
+        record = self.shared.owned(resource_id, rid, caller, "read this reservation")
+        status = public_reservation(rid, record.quantity, record.status)["status"]
+        created = record.created_at
         body: ReservationDetails = {
-            "reservationId": public["reservationId"],
-            "quantity": public["quantity"],
-            "status": public["status"],
+            "reservationId": rid,
+            "quantity": record.quantity,
+            "status": status,
             "resourceId": resource_id,
-            "createdAt": record.created_at,
+            "createdAt": created,
         }
         if record.released_at is not None:
             body["releasedAt"] = record.released_at

@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from counters.core.caller import Caller
 from counters.core.errors import AlreadyExists, AmbiguousOutcome, ContentionError, IdempotencyKeyInFlight, IdempotencyKeyReused, NotFound
 from counters.core.outcome import Outcome, Result
 from counters.primitives.approaches import REGISTRY, Approach
@@ -91,6 +92,17 @@ class Shared:
         if not self.store.region:
             return self.store.record(rid)
         return first(self.store.records(rid))  # MREC: the earliest, wherever it was taken (see reconcile)
+
+    def owned(self, resource_id: str, rid: str, caller: Caller | None, doing: str) -> Record:
+        """The record of ``rid`` for ``resource_id``; 404 when missing, or (with a ``caller``, checked on
+        this read, before any write: the owner never changes) another caller's than an admin's."""
+        record = self.known(rid)
+        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+        if record is None or record.resource_id != resource_id:
+            raise missing
+        if caller is not None:
+            caller.require_owner_or_hide(record.owner, doing, missing)
+        return record
 
     def replay(self, existing: Record, quantity: int, request_id: str, result: Result | None = None) -> Reservation[PublicReservation]:
         """Answer from the stored record: this request's own (``created``), or an earlier one's."""
