@@ -300,7 +300,7 @@ def finish(gt: GlobalTable, cases: list[Case], tally: Tally, consumers: EscrowCo
 def _available(svc: Reservations, rid: str) -> int:
     """What this Region's own share has left, as it reads it (0 if the read fails)."""
     try:
-        resource = svc.resource(rid)
+        resource = svc.shared.resource(rid)
         return sum(c.available for _, c in svc.store.quotas(resource.counter_keys, Capacity()))
     except (ContentionError, AmbiguousOutcome):
         return 0

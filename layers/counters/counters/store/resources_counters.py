@@ -133,6 +133,7 @@ class Counter:
     reserved: int = 0
     available: int = 0
     state: Mapping[str, Any] = field(default_factory=dict)
+    """The item as read: its approach's own attributes among the rest (each approach reads the names it declares)."""
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Counter | None:
