@@ -22,7 +22,7 @@ Region with faults and injected ``ReplicatedWriteConflictException``; the transa
 
 A failover re-send during a partition may take the key's quantity in both Regions (each from its
 own share, each with its own record): never oversold; after the heal the later Region's consumer
-gives its twin back (:meth:`~counters.services.reservations.Reservations.reconcile`, counted in the notes). ``stranded`` units are held with no record (atomic's documented double
+gives its twin back (:meth:`~counters.services.reservations.escrow.Escrow.reconcile`, counted in the notes). ``stranded`` units are held with no record (atomic's documented double
 apply under an SDK re-send, or a take whose record was never written).
 
 :func:`bench_transfer_latency` measures an escrow transfer from step 1 to units usable in the target

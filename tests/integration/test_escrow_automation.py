@@ -1,6 +1,6 @@
 """MREC escrow with no operator (issue 28, item 4): each Region's ``EscrowFunction`` reads its own
 stream and credits arriving transfers and gives back failover double takes; nobody calls
-``POST /resources/{id}/transfers/receive`` or ``Reservations.reconcile``.
+``POST /resources/{id}/transfers/receive`` or ``Reservations.escrow.reconcile``.
 
 Two Regions on one DynamoDB Local (tests/integration/regions_support.py: explicit replication, a
 stream per Region); each Region's consumer is the template's subscription over that Region's stream

@@ -80,13 +80,13 @@ Transferred = TypedDict(
     "Transferred",
     {"transferId": str, "resourceId": str, "from": str, "to": str, "quantity": int, "status": Literal["SENT"]},
 )
-"""Units sent to another Region ([Reservations.transfer][counters.services.reservations.escrow.Escrow.transfer]):
+"""Units sent to another Region ([Reservations.escrow.transfer][counters.services.reservations.escrow.Escrow.transfer]):
 `from` is this Region, `to` the receiving one, `status` `SENT` (`from` is a keyword: the functional
 form of `TypedDict`)."""
 
 
 class Received(TypedDict):
-    """What receiving transfers credited ([Reservations.receive][counters.services.reservations.escrow.Escrow.receive]):
+    """What receiving transfers credited ([Reservations.escrow.receive][counters.services.reservations.escrow.Escrow.receive]):
     the units of every transfer to this Region that had replicated here, 0 when none had."""
 
     resourceId: str
