@@ -91,7 +91,7 @@ def _resource_setup(strategy: str, shards: int = 1) -> Callable[[Any, str], Any]
         from counters.core.failures import RetryPolicy
         from counters.primitives.approaches import create
         from counters.services.reservations import Reservations
-        from counters.store.resources import resource_key
+        from counters.store.resources_counters import resource_key
 
         Reservations(table).create_resource("layer", capacity=10**9, strategy=strategy, shards=shards)
         Reservations(table).create_resource("base", capacity=10**9, strategy=strategy, shards=shards)

@@ -202,7 +202,7 @@ def contention(endpoint: str, ops: int, levels: list[int]) -> list[tuple[str, in
     from counters.core.failures import RetryPolicy
     from counters.primitives.approaches import create
     from counters.services.reservations import Reservations
-    from counters.store.resources import resource_key
+    from counters.store.resources_counters import resource_key
 
     ddb = dynamodb_client(endpoint)
     rows = []

@@ -399,7 +399,7 @@ def _approach(strategy: str) -> Callable[[Any, str, Topology], Any]:
 
 
 def _reserve_run(approach: Any, key: str, i: int) -> Any:
-    from counters.store.resources import resource_key
+    from counters.store.resources_counters import resource_key
 
     return approach.apply(resource_key(key), 1, token=f"{key}-{i}")
 

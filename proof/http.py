@@ -750,18 +750,13 @@ def _audit_and_repair(env: Env, report: HttpReport, posts: list[str], liked: dic
     report.notes.append(f"audits: every post settled, drift 0; a tally corrupted by +7 found and repaired to {stored}")
 
 
-# (label, strategy, shards, documented)
-RESERVATION_CASES = [
-    ("crt", "crt", 1, "exact"),
-    ("marker", "marker", 1, "exact"),
-    ("set", "set", 1, "exact"),
-    ("occ_history", "occ_history", 1, "exact"),
-    ("crt x4 shards", "crt", 4, "exact"),
-    ("marker x4 shards", "marker", 4, "exact"),
-    ("atomic (under)", "atomic", 1, "under"),
-    ("atomic x4 shards (under)", "atomic", 4, "under"),
-    ("occ", "occ", 1, "under"),
-]
+def reservation_cases(shards: int = 4) -> list[tuple[str, str, int, str]]:
+    """(label, strategy, shards, documented): every registered approach, then each shardable one over
+    ``shards``; as the stack runs them (its settings' defaults: atomic's policy ``under``)."""
+    from counters.primitives.approaches import NAMES, approach_class, names
+
+    cases = [(n, n, 1, approach_class(n).promise()) for n in NAMES]
+    return cases + [(f"{n} x{shards} shards", n, shards, approach_class(n).promise()) for n in names(shardable=True)]
 
 
 def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None) -> list[HttpReport]:
@@ -769,7 +764,7 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
     key; then a third of the confirmed ones released (twice) on the exact strategies."""
     from counters.services.reservations import reservation_id
 
-    cases = cases or RESERVATION_CASES
+    cases = cases or reservation_cases()
     started = time.monotonic()
     c = env.client
     reports = {label: HttpReport(f"reservations: {label}", documented=documented) for label, _, _, documented in cases}

@@ -54,6 +54,7 @@ from unittest import mock
 import requests
 
 from counters.primitives.aggregator import padded
+from counters.primitives.approaches import approach_class, names
 from counters.store.post_items import AGG_SEQ, region_tally_key
 from counters.streams import regional_change
 from devstack.dynamodb_local import DynamoDBLocal, free_port
@@ -750,11 +751,12 @@ def _latest(client: FailoverClient, report: HttpReport, region: str) -> int | No
     return None if body is None or body.get("orderId") is None else int(body["orderId"])
 
 
-RESERVATION_STRATEGIES = {
-    Mode.MREC: [("atomic", "under"), ("occ", "under"), ("occ_history", "exact"), ("crt", "exact"), ("marker", "exact"), ("set", "exact")],
-    Mode.MRSC: [("atomic", "under"), ("occ", "under"), ("occ_history", "exact"), ("set", "exact")],
-}
-REFUSED_ON_MRSC = ("crt", "marker")
+def reservation_strategies(mode: Mode) -> list[tuple[str, str]]:
+    """(strategy, documented) of every registered approach the mode runs (MRSC: none whose take is a transaction)."""
+    return [(n, approach_class(n).promise()) for n in names(transactional=None if mode is Mode.MREC else False)]
+
+
+REFUSED_ON_MRSC = names(transactional=True)
 
 
 def reservations(stack: GlobalStack, size: int) -> list[HttpReport]:
@@ -772,7 +774,7 @@ def reservations(stack: GlobalStack, size: int) -> list[HttpReport]:
     tag = uuid.uuid4().hex[:6]
     rows = {
         s: HttpReport(f"reservations {s} over HTTP ({mode.value.upper()}, {len(stack.names)} Regions)", documented=d)
-        for s, d in RESERVATION_STRATEGIES[mode]
+        for s, d in reservation_strategies(mode)
     }
     rng = random.Random(f"{stack.seed}:reservations")
     demand = {s: [(f"k{i}", rng.randint(1, 3), rng.choice(stack.names)) for i in range(size)] for s in rows}

@@ -166,19 +166,19 @@ def _poll(stop: threading.Event, history: History, read: Callable[[], int], call
     return thread
 
 
-# (label, strategy, shards, atomic policy, documented guarantee)
-RESERVATION_CASES = [
-    ("atomic, policy under", "atomic", 1, "under", "under"),
-    ("atomic, policy over", "atomic", 1, "over", "over"),
-    ("occ", "occ", 1, "under", "under"),
-    ("occ_history (N=32)", "occ_history", 1, "under", "exact"),
-    ("crt", "crt", 1, "under", "exact"),
-    ("marker", "marker", 1, "under", "exact"),
-    ("set", "set", 1, "under", "exact"),
-    ("atomic x4 shards, under", "atomic", 4, "under", "under"),
-    ("crt x4 shards", "crt", 4, "under", "exact"),
-    ("marker x4 shards", "marker", 4, "under", "exact"),
-]
+def reservation_cases(shards: int = 4) -> list[tuple[str, str, int, dict[str, int | str], str]]:
+    """(label, strategy, shards, its options, documented guarantee): every registered approach once per
+    variant of its settings (atomic: under, over), then each shardable one over ``shards`` (its first variant)."""
+    from counters.primitives.approaches import NAMES, approach_class, names, variants
+
+    def label(name: str, options: dict[str, int | str], spread: str) -> str:
+        return ", ".join([name + spread, *(f"{key} {value}" for key, value in options.items())])
+
+    cases = [(label(n, o, ""), n, 1, o, approach_class(n).promise(**o)) for n in NAMES for o in variants(n)]
+    for n in names(shardable=True):
+        o = variants(n)[0]
+        cases.append((label(n, o, f" x{shards} shards"), n, shards, o, approach_class(n).promise(**o)))
+    return cases
 
 
 def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Report]:
@@ -193,7 +193,9 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
     from counters.services.reservations import Reservations
 
     reports = []
-    for label, strategy, shards, policy, documented in RESERVATION_CASES:
+    from counters.primitives.approaches import approach_class
+
+    for label, strategy, shards, options, documented in reservation_cases():
         name = new_table(ddb)
         rng = random.Random(seed)
         intents = [(f"k{i}", rng.randint(1, 3)) for i in range(size)]
@@ -204,11 +206,10 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
         # over-application under them has its own test (an SDK re-send past another writer looks
         # to occ like a lost race). What the layer can meet on AWS instead, a send whose outcome was
         # unknown landing late, after occ's re-read, is ``late`` (testkit.faults), drawn for them.
-        inexact = strategy in ("atomic", "occ")
+        inexact = not approach_class(strategy).exact
         injector = with_faults(seed, exclude=frozenset({"resend"}) if inexact else frozenset(), late=LATE_RATE)
-        service = Reservations(
-            name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), atomic_policy=policy, max_tokens=size
-        )
+        retry = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
+        service = Reservations(name, retry=retry, options={"set": {"max_tokens": size}, **({strategy: options} if options else {})})
         reader = Reservations(name)
         history = History(base=0, floor=0, ceiling=capacity)
         calls = Recorder()
@@ -250,7 +251,7 @@ def reservations_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[
         # exact, atomic under, occ: each call at most once; atomic over: each send (up to the budget) at most once
         model = BoundedCounter(capacity, strict_fail=shards == 1)
         recorded = calls.history()
-        history_ = resent(recorded, service.retry.max_attempts) if documented == "over" else recorded
+        history_ = resent(recorded, service.store.retry.max_attempts) if documented == "over" else recorded
         report.linearizable = check(model, history_, budget=SEARCH_BUDGET)
         report.notes.append(f"{injector.injected['late']} writes landed late, {injector.injected['resend']} resent")
         reports.append(report)

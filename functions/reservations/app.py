@@ -72,7 +72,7 @@ def reserve(resourceId: IdPath, body: Reserve, idempotency_key: IdempotencyKey =
 def transfer(resourceId: IdPath, body: Transfer, idempotency_key: TransferKey) -> Response[Transferred]:
     """MREC escrow: move units of this Region's share to another Region's (step 1; the target credits them)."""
     app.caller.require_admin("transferring capacity")
-    answer = function.service.transfer(resourceId, body.to, body.quantity, idempotency_key)
+    answer = function.service.escrow.transfer(resourceId, body.to, body.quantity, idempotency_key)
     return json_response(201 if answer.created else 200, answer.body)
 
 
@@ -81,7 +81,7 @@ def receive(resourceId: IdPath) -> Response[Received]:
     """MREC escrow: credit this Region's share with every transfer to it that has replicated here (step 2).
     Not MREC: 409 unsupported_in_region_mode, as a transfer; a missing resource: 404."""
     app.caller.require_admin("receiving transfers")
-    received: Received = {"resourceId": resourceId, "credited": function.service.receive(resourceId)}
+    received: Received = {"resourceId": resourceId, "credited": function.service.escrow.receive(resourceId)}
     return json_response(200, received)
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from counters.core.ids import ID_PATTERN
 from counters.http.models import Header, IdPath, Read
-from counters.primitives.approaches import NAMES
+from counters.primitives.approaches import NAMES, names
 from counters.services.reservations import PublicReservation, PublicResource, model
 
 __all__ = [
@@ -72,8 +72,8 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         pattern=KEY_PATTERN,
-        description="Required for the strategies that remember requests (occ_history, crt, marker, set: 400 "
-        "idempotency_key_missing without it); optional for atomic and occ (without it a re-send takes again). "
+        description=f"Required for the strategies that remember requests ({', '.join(names(keyed=True))}: 400 "
+        f"idempotency_key_missing without it); optional for {' and '.join(names(keyed=False))} (without it a re-send takes again). "
         "The same key and quantity answer the same reservation (200); another quantity 422; while the first "
         "request with the key is still in flight 409 idempotency_key_in_flight. Keys are per caller. "
         "Expiry: a key lives as long as its reservation record: a held reservation never expires; a released "

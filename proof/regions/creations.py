@@ -183,7 +183,7 @@ def _transfers(gt: GlobalTable, res: dict[str, Reservations], schedule: Schedule
 
     def move(source: str, target: str, quantity: int) -> Callable[[], None]:
         def step() -> None:
-            done, _ = _send(source, lambda r: res[r].transfer(rid, target, quantity, "same-key"), report)
+            done, _ = _send(source, lambda r: res[r].escrow.transfer(rid, target, quantity, "same-key"), report)
             if done == "ack":
                 sent.append(quantity)
             else:
@@ -197,7 +197,7 @@ def _transfers(gt: GlobalTable, res: dict[str, Reservations], schedule: Schedule
     for _ in range(3):  # a receive's faults leave transfers for the next one
         for region in (a, b):
             try:
-                res[region].receive_transfers(rid)
+                res[region].escrow.receive_transfers(rid)
             except CounterError:
                 pass
         gt.settle()

@@ -22,7 +22,7 @@ Region with faults and injected ``ReplicatedWriteConflictException``; the transa
 
 A failover re-send during a partition may take the key's quantity in both Regions (each from its
 own share, each with its own record): never oversold; after the heal the later Region's consumer
-gives its twin back (:meth:`~counters.services.reservations.Reservations.reconcile`, counted in the notes). ``stranded`` units are held with no record (atomic's documented double
+gives its twin back (:meth:`~counters.services.reservations.escrow.Escrow.reconcile`, counted in the notes). ``stranded`` units are held with no record (atomic's documented double
 apply under an SDK re-send, or a take whose record was never written).
 
 :func:`bench_transfer_latency` measures an escrow transfer from step 1 to units usable in the target
@@ -44,6 +44,7 @@ from counters.core.errors import AmbiguousOutcome, ContentionError, CounterError
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
 from counters.core.regions import GlobalTableMode, Topology
+from counters.primitives.approaches import NAMES, approach_class, names
 from counters.services.reservations import Reservations
 from proof.checker import Report
 from proof.scenarios import CONFLICTING, FAULT_RATES
@@ -54,10 +55,10 @@ from testkit.regions import GlobalTable, Mode
 MREC_REGIONS = ("eu-west-1", "us-east-1")
 MRSC_REGIONS = ("eu-west-1", "us-east-1", "us-west-2")
 POLICY = RetryPolicy(max_attempts=10, base_delay=0.0005, max_delay=0.002)
-MREC_ROWS = (("atomic", 1), ("occ", 1), ("occ_history", 1), ("crt", 1), ("marker", 1), ("set", 1), ("crt", 2))
-MRSC_ROWS = (("atomic", 1), ("occ", 1), ("occ_history", 1), ("set", 1))
-MRSC_REFUSED = (("crt", 1), ("marker", 1), ("atomic", 2))
-DOCUMENTED = {"atomic": "under", "occ": "under"}  # the others: exact (atomic's policy here: under)
+MREC_ROWS = (*((n, 1) for n in NAMES), ("crt", 2))  # every approach, and a sharded share
+MRSC_ROWS = tuple((n, 1) for n in names(transactional=False))
+MRSC_REFUSED = (*((n, 1) for n in names(transactional=True)), ("atomic", 2))  # and write sharding
+DOCUMENTED = {n: approach_class(n).promise() for n in NAMES}  # atomic's policy here: under
 
 
 @dataclass
@@ -247,7 +248,7 @@ def mrec_schedule(
                 if left[source] > 0:
                     sent = (source, b if source == a else a, max(1, left[source] // 2))
                     for _ in range(2):  # a re-send: the same transfer
-                        _quietly(lambda s=sent: svc[s[0]].transfer(rid, s[1], s[2], f"t-{rid}"))
+                        _quietly(lambda s=sent: svc[s[0]].escrow.transfer(rid, s[1], s[2], f"t-{rid}"))
                     tally.transfers += 1
                     case.transferred = True
             if i == failover_at and acked:  # a client fails over and re-sends an acknowledged key elsewhere
@@ -255,7 +256,7 @@ def mrec_schedule(
                 elsewhere = rng.choice([r for r in gt.regions if r != region])
                 tally.failovers += 1
                 case.failed_over.add(again)
-                tally.failover_replays += _quietly(lambda e=elsewhere, k=again: svc[e]._known(_rid(rid, k))) is not None
+                tally.failover_replays += _quietly(lambda e=elsewhere, k=again: svc[e].shared.known(_rid(rid, k))) is not None
                 if _reserve(svc[elsewhere], rid, asked[again], again) == "unknown":
                     unknown.add(again)
             partitioned = split_at[0] <= i < split_at[1]
@@ -265,7 +266,7 @@ def mrec_schedule(
             if i == split_at[1]:
                 gt.heal()
                 if sent is not None:  # a re-send after the heal: still the same transfer
-                    _quietly(lambda s=sent: svc[s[0]].transfer(rid, s[1], s[2], f"t-{rid}"))
+                    _quietly(lambda s=sent: svc[s[0]].escrow.transfer(rid, s[1], s[2], f"t-{rid}"))
     finally:
         _faults_off(faults)
     gt.heal()
@@ -299,7 +300,7 @@ def finish(gt: GlobalTable, cases: list[Case], tally: Tally, consumers: EscrowCo
 def _available(svc: Reservations, rid: str) -> int:
     """What this Region's own share has left, as it reads it (0 if the read fails)."""
     try:
-        resource = svc.resource(rid)
+        resource = svc.shared.resource(rid)
         return sum(c.available for _, c in svc.store.quotas(resource.counter_keys, Capacity()))
     except (ContentionError, AmbiguousOutcome):
         return 0
@@ -416,7 +417,7 @@ def _mrec_rows(endpoint: str, seed: int, per_row: int) -> list[Report]:
             finish(gt, cases, tally, consumers)
             tally.credited, tally.refunded = consumers.credited - before[0], consumers.reconciled - before[1]
             name = f"reservations {strategy}{f' x{shards} shards' if shards > 1 else ''} (MREC escrow, 2 Regions)"
-            reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started, gt))
+            reports.append(_report(name, DOCUMENTED[strategy], tally, faults, per_row, time.monotonic() - started, gt))
     finally:
         gt.delete()
     return reports
@@ -433,12 +434,17 @@ def _mrsc_rows(endpoint: str, seed: int, per_row: int) -> list[Report]:
                 f.detach()
             _check(gt, cases, tally)
             name = f"reservations {strategy} (MRSC, 3 Regions)"
-            reports.append(_report(name, DOCUMENTED.get(strategy, "exact"), tally, faults, per_row, time.monotonic() - started, gt))
+            reports.append(_report(name, DOCUMENTED[strategy], tally, faults, per_row, time.monotonic() - started, gt))
         svc, tally, started = _services(gt, GlobalTableMode.MRSC, seed), Tally(), time.monotonic()
         for n, (strategy, shards) in enumerate(MRSC_REFUSED * 3):
             mrsc_refusal(gt, svc, strategy, shards, n, tally)
         report = _report(
-            "reservations crt, marker, sharded (MRSC: refused)", "exact", tally, {}, len(MRSC_REFUSED) * 3, time.monotonic() - started
+            f"reservations {', '.join(names(transactional=True))}, sharded (MRSC: refused)",
+            "exact",
+            tally,
+            {},
+            len(MRSC_REFUSED) * 3,
+            time.monotonic() - started,
         )
         report.unexercised = []
         report.notes.insert(0, f"refused {tally.refused} of {tally.operations} creations with unsupported_in_region_mode (409)")
@@ -472,13 +478,13 @@ def bench_transfer_latency(endpoint: str, samples: int = 20, *, seed: int = 11, 
             create(svc, a, rid, capacity=10, strategy="crt", shares={a: 10, b: 0})
             gt.settle()
             started, t0 = time.perf_counter(), gt.clock.now()
-            svc[a].transfer(rid, b, 4, f"bench-{n}")
+            svc[a].escrow.transfer(rid, b, 4, f"bench-{n}")
             step1 = time.perf_counter() - started
             gt.pump()
             while True:
                 gt.advance(step)
                 began = time.perf_counter()
-                if svc[b].receive_transfers(rid) > 0:
+                if svc[b].escrow.receive_transfers(rid) > 0:
                     wall.append((step1 + time.perf_counter() - began) * 1000)
                     sim.append(gt.clock.now() - t0)
                     break

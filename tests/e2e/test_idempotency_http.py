@@ -24,6 +24,7 @@ import pytest
 import requests
 
 from counters.core.regions import home_of
+from counters.primitives.approaches import NAMES
 from counters.primitives.ledger import new_key
 from counters.services.reservations import CLAIM_SECONDS, reservation_id
 from counters.store.resources_records import Status, record_put
@@ -102,7 +103,7 @@ def test_a_key_is_optional_where_documented_so(local_api: RunningApi) -> None:
 
 
 # ------------------------------------------------------------------------------ 422: reused with another payload
-@pytest.mark.parametrize("strategy", ["atomic", "occ", "occ_history", "crt", "marker", "set"])
+@pytest.mark.parametrize("strategy", NAMES)
 def test_a_reservation_key_reused_with_another_quantity_is_a_422(local_api: RunningApi, strategy: str) -> None:
     url, key = local_api.url, f"k-{uuid.uuid4().hex[:8]}"
     rid = new_resource(url, strategy)

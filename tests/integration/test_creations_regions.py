@@ -195,14 +195,14 @@ def test_one_transfer_key_sent_in_two_regions_at_once_is_two_transfers(mrec: Glo
     rid = homed(A, "t-")
     services[A].create_resource(rid, capacity=10, strategy="set", shares={A: 5, B: 5})
     mrec.settle()
-    to_b = services[A].transfer(rid, B, 2, "same-key")
-    to_a = services[B].transfer(rid, A, 3, "same-key")
+    to_b = services[A].escrow.transfer(rid, B, 2, "same-key")
+    to_a = services[B].escrow.transfer(rid, A, 3, "same-key")
     assert to_b.created and to_a.created
     assert to_b.body["transferId"] != to_a.body["transferId"]
-    assert services[A].transfer(rid, B, 2, "same-key").body == to_b.body  # a re-send in its Region: the same transfer
+    assert services[A].escrow.transfer(rid, B, 2, "same-key").body == to_b.body  # a re-send in its Region: the same transfer
     mrec.settle()
-    assert services[A].receive_transfers(rid) == 3
-    assert services[B].receive_transfers(rid) == 2
+    assert services[A].escrow.receive_transfers(rid) == 3
+    assert services[B].escrow.receive_transfers(rid) == 2
     mrec.settle()
     for region in (A, B):
         view = services[region].get_resource(rid)

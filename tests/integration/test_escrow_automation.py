@@ -1,6 +1,6 @@
 """MREC escrow with no operator (issue 28, item 4): each Region's ``EscrowFunction`` reads its own
 stream and credits arriving transfers and gives back failover double takes; nobody calls
-``POST /resources/{id}/transfers/receive`` or ``Reservations.reconcile``.
+``POST /resources/{id}/transfers/receive`` or ``Reservations.escrow.reconcile``.
 
 Two Regions on one DynamoDB Local (tests/integration/regions_support.py: explicit replication, a
 stream per Region); each Region's consumer is the template's subscription over that Region's stream
@@ -17,6 +17,7 @@ import pytest
 
 from counters.core.errors import ContentionError
 from counters.core.regions import GlobalTableMode
+from counters.primitives.approaches import NAMES, approach_class, names
 from counters.services.escrow_automation import EscrowAutomation
 from devstack.runtime import LambdaContext
 from devstack.streams import StreamPoller
@@ -44,14 +45,14 @@ def share_of(regions: Regions, region: str, resource_id: str) -> dict[str, int]:
     return shares(regions, region, resource_id)[f"RES#{resource_id}@{region}"]
 
 
-@pytest.mark.parametrize("strategy", ["atomic", "occ", "occ_history", "crt", "marker", "set"])
+@pytest.mark.parametrize("strategy", NAMES)
 def test_a_transfer_is_usable_in_the_target_with_nobody_calling_receive(regions: Regions, strategy: str) -> None:
     a, b = regions.service(A), regions.service(B)
     a.create_resource("r0", capacity=10, strategy=strategy, shares={A: 10, B: 0})
     regions.replicate(A, B)
     streams = consumers(regions)
     streams.poll()
-    a.transfer("r0", B, 4, "move")
+    a.escrow.transfer("r0", B, 4, "move")
     streams.poll()  # A's stream has the transfer, but it is to B; B's replica has not got it
     assert share_of(regions, B, "r0")["capacity"] == 0
     regions.replicate(A, B)
@@ -100,7 +101,7 @@ def test_a_double_take_whose_twin_arrived_before_its_own_record_is_given_back(re
     regions.replicate(A, B, where="RSV#")
     streams.poll()
     assert streams.reconciled == 0
-    monkeypatch.setattr(b, "_known", lambda _rid: None)  # B's read ran before A's record arrived
+    monkeypatch.setattr(b.shared, "known", lambda _rid: None)  # B's read ran before A's record arrived
     b.reserve("r0", 1, "k1")
     monkeypatch.undo()
     streams.poll()  # B's own record, in B's stream
@@ -119,7 +120,7 @@ def test_a_credit_that_meets_contention_is_redelivered_not_dropped(regions: Regi
     regions.replicate(A, B)
     streams = consumers(regions)
     streams.poll()
-    a.transfer("r0", B, 4, "move")
+    a.escrow.transfer("r0", B, 4, "move")
     regions.replicate(A, B)
     faults = FaultInjector(regions.clients[B], seed=1)
     faults.add("conflict", operations={"TransactWriteItems"}, limit=10)  # more than one call's attempts: that call fails
@@ -156,7 +157,7 @@ def test_the_handler_credits_and_reconciles_from_its_regions_stream(regions: Reg
     a = regions.service(A)
     a.create_resource("r0", capacity=4, strategy="set", shares={A: 4, B: 0})
     regions.replicate(A, B)
-    a.transfer("r0", B, 2, "move")
+    a.escrow.transfer("r0", B, 2, "move")
     a.reserve("r0", 1, "k1")
     regions.replicate(A, B)
     assert poller.poll_once() >= 2  # the transfer and A's record passed the template's filter
@@ -165,7 +166,7 @@ def test_the_handler_credits_and_reconciles_from_its_regions_stream(regions: Reg
     conserved(regions, "r0", 4)
 
 
-@pytest.mark.parametrize("strategy", ["occ_history", "crt", "set"])
+@pytest.mark.parametrize("strategy", [n for n in names(keyed=True) if not approach_class(n).writes_record])
 def test_a_take_whose_record_put_fails_is_deferred_and_its_replay_writes_the_record(regions: Regions, strategy: str) -> None:
     """Guard: the units a take holds are never left without a record (what the proofs count as
     stranded: nobody could release them). The take applied, its record's Put ran out of attempts:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from counters.core.failures import RetryPolicy
+from counters.primitives.approaches import NAMES
 from counters.services.likes import Likes
 from counters.store.items import from_item
 from devstack.runtime import LambdaContext
@@ -173,7 +174,7 @@ def test_one_key_with_different_quantities_concurrently_takes_one_quantity_at_mo
 
 
 # ------------------------------------------------------------------ defect 5: stranded holds
-@pytest.mark.parametrize("strategy", ["atomic", "occ", "occ_history", "crt", "marker", "set"])
+@pytest.mark.parametrize("strategy", NAMES)
 def test_a_confirmed_hold_never_expires_and_a_release_starts_its_ttl(load_function: Any, table: str, ddb: Any, strategy: str) -> None:
     reservations = load_function("ReservationsFunction", table)
     assert invoke(reservations, api_event("POST", "/resources", {"resourceId": "r1", "capacity": 5, "strategy": strategy}))[0] == 201

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 
 from counters.core.failures import RetryPolicy
+from counters.primitives.approaches import NAMES, names
 from counters.services.reservations import Reservations
 from tests.conftest import api_event, invoke, item_count
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.005)
-STRATEGIES = ["atomic", "occ", "occ_history", "crt", "marker", "set"]
-KEYED = {"occ_history", "crt", "marker", "set"}
+STRATEGIES = list(NAMES)
+KEYED = set(names(keyed=True))
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_bad_input_is_400_and_writes_nothing(res_app: Any, ddb: Any, table: str)
     assert item_count(ddb, table) == 1
 
 
-@pytest.mark.parametrize("strategy", ["atomic", "crt", "marker"])
+@pytest.mark.parametrize("strategy", names(shardable=True))
 def test_sharded_resource_falls_back_and_splits_in_one_transaction(strategy: str, res_app: Any, ddb: Any, table: str) -> None:
     status, body = post(res_app, "/resources", {"resourceId": "r1", "capacity": 10, "strategy": strategy, "shards": 3})
     assert status == 201 and body["shards"] == 3

@@ -20,7 +20,6 @@ from botocore.config import Config
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome
 from counters.primitives.approaches import create
-from counters.primitives.approaches.atomic import Atomic
 from counters.primitives.approaches.crt import client_request_token
 from counters.store.items import from_item, to_item
 
@@ -57,8 +56,8 @@ def test_atomic_refuses_a_client_with_sdk_retries(layer_client: Any, table: str,
         "dynamodb", endpoint_url=dynamodb_endpoint, config=Config(retries={"mode": "standard", "total_max_attempts": 3})
     )
     with pytest.raises(ValueError, match="SDK retries off"):
-        Atomic(table, dynamodb=retrying)
-    Atomic(table, dynamodb=layer_client)  # the layer's client: total_max_attempts=1
+        create("atomic", table, dynamodb=retrying)
+    create("atomic", table, dynamodb=layer_client)  # the layer's client: total_max_attempts=1
 
 
 def test_atomic_sdk_resend_applies_twice_which_is_why_retries_are_off(layer_client: Any, faults: Any, ddb: Any, table: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome, Result
 from counters.primitives import sharding
-from counters.primitives.approaches import create
+from counters.primitives.approaches import NAMES, approach_class, create, names, variants
 from counters.store.items import from_item, to_item
 
 CAPACITY = 150
@@ -49,21 +49,20 @@ class Call:
 
 UNBOUNDED = 100_000  # capacity never reached: the count shows every application, nothing hides behind the threshold
 
+OPTIONS = {"occ_history": {"history": 64}}  # a chain longer than the duplicates' distance under this load
+
+
+def _id(name: str, options: dict[str, Any], suffix: str = "") -> str:
+    return "-".join([name, *(str(v) for v in options.values()), *([suffix] if suffix else [])])
+
+
+# every approach once per variant of its settings (an inexact one also with a capacity never reached), each shardable over 4
 CASES = [
-    pytest.param("atomic", 1, {"policy": "under"}, id="atomic-under"),
-    pytest.param("atomic", 1, {"policy": "over"}, id="atomic-over"),
-    pytest.param("atomic", 1, {"policy": "under", "capacity": UNBOUNDED}, id="atomic-under-unbounded"),
-    pytest.param("atomic", 1, {"policy": "over", "capacity": UNBOUNDED}, id="atomic-over-unbounded"),
-    pytest.param("occ", 1, {}, id="occ"),
-    pytest.param("occ", 1, {"capacity": UNBOUNDED}, id="occ-unbounded"),
-    pytest.param("occ_history", 1, {"history": 64}, id="occ_history"),
-    pytest.param("crt", 1, {}, id="crt"),
-    pytest.param("marker", 1, {}, id="marker"),
-    pytest.param("set", 1, {}, id="set"),
-    pytest.param("atomic", 4, {"policy": "under"}, id="atomic-under-4-shards"),
-    pytest.param("crt", 4, {}, id="crt-4-shards"),
-    pytest.param("marker", 4, {}, id="marker-4-shards"),
-]
+    pytest.param(n, 1, {**OPTIONS.get(n, {}), **o, **extra}, id=_id(n, o, "unbounded" if extra else ""))
+    for n in NAMES
+    for o in variants(n)
+    for extra in ([{}] if approach_class(n).exact else [{}, {"capacity": UNBOUNDED}])
+] + [pytest.param(n, 4, variants(n)[0], id=_id(n, variants(n)[0], "4-shards")) for n in names(shardable=True)]
 
 
 def setup_counters(approach: Any, ddb: Any, table: str, shards: int, capacity: int) -> list[dict[str, str]]:

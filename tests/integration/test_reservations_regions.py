@@ -16,23 +16,14 @@ import pytest
 
 from counters.core.errors import IdempotencyKeyReused, InsufficientCapacity, UnsupportedInMode
 from counters.core.regions import GlobalTableMode, Topology
+from counters.primitives.approaches import NAMES, names
 from counters.services.reservations import Reservations
 from counters.store.resources_transfers import Transfer
 from tests.integration.regions_support import A, B, C, Regions
 
 MREC, MRSC = GlobalTableMode.MREC, GlobalTableMode.MRSC
 
-APPROACHES = [
-    pytest.param("atomic", 1, id="atomic"),
-    pytest.param("occ", 1, id="occ"),
-    pytest.param("occ_history", 1, id="occ_history"),
-    pytest.param("crt", 1, id="crt"),
-    pytest.param("marker", 1, id="marker"),
-    pytest.param("set", 1, id="set"),
-    pytest.param("atomic", 2, id="atomic-2-shards"),
-    pytest.param("crt", 2, id="crt-2-shards"),
-    pytest.param("marker", 2, id="marker-2-shards"),
-]
+APPROACHES = [pytest.param(n, 1, id=n) for n in NAMES] + [pytest.param(n, 2, id=f"{n}-2-shards") for n in names(shardable=True)]
 
 
 @pytest.fixture
@@ -134,7 +125,7 @@ def test_escrow_does_not_spend_another_regions_share(regions: Regions) -> None:
     with pytest.raises(InsufficientCapacity, match=f"{A} 10"):
         b.reserve("r0", 1, "k1")
     with pytest.raises(InsufficientCapacity):
-        b.transfer("r0", A, 1, "t1")
+        b.escrow.transfer("r0", A, 1, "t1")
     assert shares(regions, B, "r0") == before
     assert reserve_all(a, "r0", 11, "a") == (10, 1)
     assert shares(regions, A, "r0")[f"RES#r0@{A}"] == {"capacity": 10, "reserved": 10, "available": 0}
@@ -147,18 +138,18 @@ def test_a_transfer_moves_units_exactly_once(regions: Regions, strategy: str, sh
     a, b = regions.service(A), regions.service(B)
     a.create_resource("r0", capacity=10, strategy=strategy, shards=shards, shares={A: 8, B: 2})
     regions.replicate(A, B)
-    first = a.transfer("r0", B, 3, "move-1")
-    again = a.transfer("r0", B, 3, "move-1")  # a re-send: the same transfer, nothing debited twice
+    first = a.escrow.transfer("r0", B, 3, "move-1")
+    again = a.escrow.transfer("r0", B, 3, "move-1")  # a re-send: the same transfer, nothing debited twice
     assert first.created and not again.created and again.body["transferId"] == first.body["transferId"]
     with pytest.raises(IdempotencyKeyReused):
-        a.transfer("r0", B, 4, "move-1")
+        a.escrow.transfer("r0", B, 4, "move-1")
     assert sum(s["capacity"] for pk, s in shares(regions, A, "r0").items() if f"@{A}" in pk) == 5
     conserved(regions, "r0", 10)  # 5 + 2 + 3 in flight, in A; B has not seen it: 8 + 2
-    assert b.receive_transfers("r0") == 0  # not replicated yet: nothing to credit
+    assert b.escrow.receive_transfers("r0") == 0  # not replicated yet: nothing to credit
     regions.replicate(A, B)
     regions.replicate(A, B)  # a duplicate delivery changes nothing
-    assert b.receive_transfers("r0") == 3
-    assert b.receive_transfers("r0") == 0
+    assert b.escrow.receive_transfers("r0") == 3
+    assert b.escrow.receive_transfers("r0") == 0
     regions.settle()
     conserved(regions, "r0", 10)
     assert reserve_all(b, "r0", 6, "b") == (5, 1)  # its 2 and the 3 it received
@@ -170,7 +161,7 @@ def test_a_transfer_moves_units_exactly_once(regions: Regions, strategy: str, sh
 def test_a_take_that_finds_its_share_short_receives_transfers_first(regions: Regions) -> None:
     a, b = regions.service(A), regions.service(B)
     a.create_resource("r0", capacity=4, strategy="set", shares={A: 4, B: 0})
-    a.transfer("r0", B, 2, "move")
+    a.escrow.transfer("r0", B, 2, "move")
     regions.replicate(A, B)
     assert reserve_all(b, "r0", 3, "b") == (2, 1)
 
@@ -180,13 +171,13 @@ def test_a_stale_listing_never_credits_a_transfer_twice(regions: Regions, monkey
     receipt's attribute_not_exists lets only one credit it."""
     a, b = regions.service(A), regions.service(B)
     a.create_resource("r0", capacity=10, strategy="crt", shares={A: 5, B: 5})
-    a.transfer("r0", B, 3, "move")
+    a.escrow.transfer("r0", B, 3, "move")
     regions.replicate(A, B)
     listed = b.store.transfers("r0")
-    assert b.receive_transfers("r0") == 3
+    assert b.escrow.receive_transfers("r0") == 3
     stale = [Transfer(t.transfer_id, t.source, t.target, t.quantity, t.request_id, received=False) for t in listed]
     monkeypatch.setattr(b.store, "transfers", lambda *_a, **_k: stale)
-    assert b.receive_transfers("r0") == 0
+    assert b.escrow.receive_transfers("r0") == 0
     assert shares(regions, B, "r0")[f"RES#r0@{B}"]["capacity"] == 8
 
 
@@ -203,7 +194,7 @@ def test_an_optimistic_take_planned_before_a_transfer_does_not_undo_it(regions: 
     def transfer_in_between(**_: object) -> None:
         if not fired:
             fired.append(True)
-            a.transfer("r0", B, 4, "move")
+            a.escrow.transfer("r0", B, 4, "move")
 
     client.meta.events.register("before-call.dynamodb.UpdateItem", transfer_in_between, unique_id=f"between-{uuid.uuid4()}")
     try:
@@ -218,11 +209,11 @@ def test_an_optimistic_take_planned_before_a_transfer_does_not_undo_it(regions: 
 def test_transfers_are_refused_outside_mrec(mrsc: Regions, regions: Regions) -> None:
     mrsc.service(A).create_resource("r0", capacity=10, strategy="set")
     with pytest.raises(UnsupportedInMode, match="MREC"):
-        mrsc.service(A).transfer("r0", B, 1, "t")
+        mrsc.service(A).escrow.transfer("r0", B, 1, "t")
     single = regions.service(A, topology=Topology())
     single.create_resource("r2", capacity=10, strategy="set")
     with pytest.raises(UnsupportedInMode):
-        single.transfer("r2", B, 1, "t")
+        single.escrow.transfer("r2", B, 1, "t")
 
 
 # ------------------------------------------------------------------------------- releases, failover
@@ -267,9 +258,9 @@ def test_a_failover_resend_during_a_partition_is_taken_twice_then_reconciled(reg
     rid = str(first.body["reservationId"])
     records = {(pk, sk): i["status"] for (pk, sk), i in regions.items(A).items() if pk == f"RSV#{rid}"}
     assert records == {(f"RSV#{rid}", f"RSV@{A}"): "CONFIRMED", (f"RSV#{rid}", f"RSV@{B}"): "CONFIRMED"}
-    assert not a.reconcile("r0", rid)  # A's record comes first (same second: the Region name decides)
-    assert b.reconcile("r0", rid)
-    assert not b.reconcile("r0", rid)
+    assert not a.escrow.reconcile("r0", rid)  # A's record comes first (same second: the Region name decides)
+    assert b.escrow.reconcile("r0", rid)
+    assert not b.escrow.reconcile("r0", rid)
     regions.settle()
     for region in (A, B):
         assert regions.service(region).get_resource("r0")["reserved"] == 1
@@ -307,7 +298,7 @@ def test_a_failover_claim_dropped_in_b_never_deletes_an_acknowledged_record(dyna
 
 
 # ------------------------------------------------------------------------------- MRSC
-@pytest.mark.parametrize(("strategy", "shards"), [("crt", 1), ("marker", 1), ("atomic", 2), ("crt", 2), ("marker", 2)])
+@pytest.mark.parametrize(("strategy", "shards"), [(n, 1) for n in names(transactional=True)] + [(n, 2) for n in names(shardable=True)])
 def test_mrsc_refuses_transactional_strategies_at_creation(mrsc: Regions, strategy: str, shards: int) -> None:
     with pytest.raises(UnsupportedInMode, match="MRSC") as refused:
         mrsc.service(B).create_resource("r0", capacity=10, strategy=strategy, shards=shards)
@@ -324,7 +315,7 @@ def test_mrsc_refuses_a_transactional_strategy_at_first_call(mrsc: Regions) -> N
         mrsc.service(C).reserve("r0", 1, "k1")
 
 
-@pytest.mark.parametrize("strategy", ["atomic", "occ", "occ_history", "set"])
+@pytest.mark.parametrize("strategy", names(transactional=False))
 def test_mrsc_single_item_strategies_stay_exact_without_transactions(mrsc: Regions, strategy: str) -> None:
     services = {r: mrsc.service(r) for r in (A, B, C)}
     services[A].create_resource("r0", capacity=5, strategy=strategy)
@@ -387,13 +378,13 @@ def test_on_the_emulator_a_partitioned_transfer_and_failover_never_oversell(dyna
         assert (len(taken[A]), len(taken[B])) == (5, 3)  # each Region sold its own share only
         svc[B].reserve("r0", 1, f"{A}-0")  # a failover re-send: A's record has not arrived, B takes from its own share
         svc[A].release("r0", str(taken[A][1]))
-        svc[A].transfer("r0", B, 1, "move")
+        svc[A].escrow.transfer("r0", B, 1, "move")
         gt.advance(300.0)
         gt.heal()
         gt.settle()
-        assert svc[B].receive_transfers("r0") == 1
+        assert svc[B].escrow.receive_transfers("r0") == 1
         rid = str(svc[A].get_reservation("r0", str(taken[A][0]))["reservationId"])
-        assert [svc[r].reconcile("r0", rid) for r in (A, B)] == [False, True]  # B's take of A's key goes back
+        assert [svc[r].escrow.reconcile("r0", rid) for r in (A, B)] == [False, True]  # B's take of A's key goes back
         gt.settle()
         assert gt.converged()
         for region in (A, B):

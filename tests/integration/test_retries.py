@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from counters.core.failures import RetryPolicy
+from counters.primitives.approaches import NAMES, approach_class
 from counters.services.ledgers import Ledgers
 from counters.services.likes import Likes
 from counters.services.orders import Orders
@@ -300,7 +301,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
     call, final, session, url, stack = env.call, env.final, env.session, env.url, env.stack
 
     try:
-        strategies = ["crt", "marker", "set", "occ_history"]
+        strategies = [n for n in NAMES if approach_class(n).exact]
         for strategy in [*strategies, "atomic"]:
             # a create is not idempotent: a 5xx after commit, re-sent, is a 409; the resource is what was asked
             created = call("POST", "/resources", json={"resourceId": f"r-{strategy}", "capacity": capacity, "strategy": strategy})
@@ -415,9 +416,7 @@ def test_reservations_under_faults_are_exact_and_deferred_only_when_safe(
         stack.stop()
 
 
-@pytest.mark.parametrize(
-    ("strategy", "deferred"), [("crt", True), ("marker", True), ("set", True), ("occ_history", True), ("atomic", False), ("occ", False)]
-)
+@pytest.mark.parametrize(("strategy", "deferred"), [(n, approach_class(n).exact) for n in NAMES])
 def test_only_exact_strategies_are_deferred(
     strategy: str, deferred: bool, load_function: Any, table: str, queues: Queues, faults: Any, ddb: Any
 ) -> None:

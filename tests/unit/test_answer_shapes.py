@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from counters.http.models import ANSWERS, Read, answer
 from counters.services.reservations.model import PublicResource, public_resource
-from counters.store.resources import Resource
+from counters.store.resources_counters import Resource
 from devstack.template import read_stack
 from testkit.answers import closed, drifts
 from testkit.functions import contract_module

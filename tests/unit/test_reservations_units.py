@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from counters.primitives.approaches import Reason, TakeFacts, approach_class, rejection
@@ -48,10 +50,10 @@ def test_rejection_reason_from_all_old() -> None:
 @pytest.mark.parametrize(
     ("item", "verdict"),
     [
-        (Counter(version=5, tags=("a", "b", "mine")), "applied"),
-        (Counter(version=4, tags=("a", "b")), "not_applied"),  # nobody wrote: version unchanged
-        (Counter(version=6, tags=("a", "b", "c", "d")), "not_applied"),  # slot of version 5 is "c": someone else's
-        (Counter(version=9, tags=("x", "y", "z")), "unknown"),  # versions 7..9 only: slot 5 fell off
+        (Counter(state={"version": 5, "tags": ["a", "b", "mine"]}), "applied"),
+        (Counter(state={"version": 4, "tags": ["a", "b"]}), "not_applied"),  # nobody wrote: version unchanged
+        (Counter(state={"version": 6, "tags": ["a", "b", "c", "d"]}), "not_applied"),  # slot of version 5 is "c": someone else's
+        (Counter(state={"version": 9, "tags": ["x", "y", "z"]}), "unknown"),  # versions 7..9 only: slot 5 fell off
         (None, "unknown"),
     ],
 )
@@ -65,18 +67,51 @@ def test_tokens_are_deterministic_and_bounded() -> None:
     assert reservation_id("r1", "k") == reservation_id("r1", "k") != reservation_id("r2", "k")
 
 
-def test_registry_knows_the_six_and_not_the_ledger() -> None:
-    assert {approach_class(n).name for n in ("atomic", "occ", "occ_history", "crt", "marker", "set")} == {
-        "atomic",
-        "occ",
-        "occ_history",
-        "crt",
-        "marker",
-        "set",
-    }
-    assert [n for n in ("atomic", "crt", "marker") if approach_class(n).shardable] == ["atomic", "crt", "marker"]
+def test_registry_knows_each_approach_by_its_flags_and_not_the_ledger() -> None:
+    from counters.primitives.approaches import NAMES, Approach
+
+    for name in NAMES:  # shardable exactly when the class splits a take over shards itself
+        cls = approach_class(name)
+        assert cls.shardable == (cls.apply_split is not Approach.apply_split), name
     with pytest.raises(KeyError):
         approach_class("ledger")
+
+
+def test_the_module_table_is_the_registry() -> None:
+    """The approaches' table on the package's page is [`table`][...] of the registry, row for row."""
+    from counters.primitives import approaches
+
+    assert approaches.table() in (approaches.__doc__ or ""), approaches.table()
+
+
+def test_each_approach_reads_its_own_settings_and_names_the_variable_when_wrong() -> None:
+    from counters.core.settings import SettingsError
+    from counters.primitives.approaches import REGISTRY, settings
+    from counters.services.reservations import ReservationSettings
+
+    assert set(settings({})) == {name for name, entry in REGISTRY.items() if entry.options}
+    assert settings({})["atomic"] == {"policy": "under"} and settings({})["set"] == {"max_tokens": 250}
+    read = ReservationSettings.from_env({"TABLE_NAME": "t", "ATOMIC_POLICY": "over", "SET_MAX_TOKENS": "7"}).approach_options
+    assert read["atomic"] == {"policy": "over"} and read["set"] == {"max_tokens": 7} and read["occ_history"] == {"history": 32}
+    with pytest.raises(SettingsError, match="ATOMIC_POLICY must be under or over"):
+        ReservationSettings.from_env({"TABLE_NAME": "t", "ATOMIC_POLICY": "sideways"})
+    with pytest.raises(SettingsError, match="SET_MAX_TOKENS='many' is not a valid int"):
+        settings({"SET_MAX_TOKENS": "many"})
+    for name, entry in REGISTRY.items():  # every option is a keyword of its approach's constructor
+        for option in entry.options:
+            assert option.name in entry.cls.__init__.__code__.co_varnames, (name, option.name)
+
+
+def test_the_service_hands_its_own_store_to_every_approach() -> None:
+    """One store per service: the approaches write through it (its Region policy and Region), none builds its own."""
+    from counters.core.regions import GlobalTableMode, Topology
+    from counters.primitives.approaches import NAMES
+    from counters.services.reservations import Reservations
+
+    mrec = Reservations("t", topology=Topology(GlobalTableMode.MREC, "eu-west-1", ("eu-west-1", "us-east-1")))
+    assert mrec.store.region == "eu-west-1"
+    for name in NAMES:
+        assert mrec.shared.approach(name).store is mrec.store, name
 
 
 def test_every_approach_is_registered_once_with_the_refusal_it_names() -> None:
@@ -104,14 +139,14 @@ def test_the_service_refuses_what_the_registry_says_a_table_without_transactions
     mrsc = Reservations("t", topology=Topology(GlobalTableMode.MRSC, "eu-west-1", ("eu-west-1", "us-east-1", "us-west-2")))
     for name, entry in REGISTRY.items():
         if entry.refusal is None:
-            mrsc.refuse_in_mode(name, 1)
+            mrsc.shared.refuse_in_mode(name, 1)
         else:
             with pytest.raises(UnsupportedInMode, match=f"strategy '{name}' is not available on an MRSC global table"):
-                mrsc.refuse_in_mode(name, 1)
+                mrsc.shared.refuse_in_mode(name, 1)
     with pytest.raises(UnsupportedInMode, match="write sharding"):
-        mrsc.refuse_in_mode("atomic", 2)
+        mrsc.shared.refuse_in_mode("atomic", 2)
     for name in REGISTRY:
-        Reservations("t").refuse_in_mode(name, 2)  # one Region: every strategy, sharded or not
+        Reservations("t").shared.refuse_in_mode(name, 2)  # one Region: every strategy, sharded or not
 
 
 def test_mrsc_replicated_write_conflict_is_a_retryable_conflict() -> None:
@@ -207,3 +242,81 @@ def test_every_approach_answers_take_facts_never_a_dict(monkeypatch: pytest.Monk
                 assert split.outcome is Outcome.APPLIED and sum((facts(split).allocation or {}).values()) == 4
                 sold_out = take(approach, keys, 9, token=f"{name}-4")
                 assert sold_out.outcome is Outcome.REJECTED and facts(sold_out).available is not None
+
+
+# ----------------------------------------------------------------------------- the family's shape: composition
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+LAYER = ROOT / "layers" / "counters" / "counters"
+FAMILY = [
+    *sorted((LAYER / "services" / "reservations").glob("*.py")),
+    *sorted((LAYER / "primitives" / "approaches").glob("*.py")),
+    *sorted((LAYER / "store").glob("resources*.py")),
+]
+
+
+def _module(path: Any) -> str:
+    return ".".join(path.relative_to(LAYER.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_no_class_of_the_reservations_family_is_more_than_two_deep() -> None:
+    """Plain composition: a class is a base's direct subclass at most (records, enums, typed dicts and the
+    settings, which combine by inheritance, aside)."""
+    import enum
+    import importlib
+    import inspect
+
+    from counters.core.settings import Settings
+
+    for path in FAMILY:
+        module = importlib.import_module(_module(path))
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or issubclass(cls, (enum.Enum, tuple, dict, BaseException, Settings)):
+                continue
+            chain = [c for c in cls.__mro__ if c is not object and c.__module__.startswith("counters.")]
+            assert len(chain) <= 2, f"{module.__name__}.{name}: {[c.__name__ for c in chain]}"
+
+
+def test_no_method_of_the_reservations_family_only_forwards_to_another_object() -> None:
+    """No façade: a method whose body is ``return self.<part>.<method>(<its own parameters>)`` is a forward."""
+    import ast
+
+    for path in FAMILY:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.args.args or node.args.args[0].arg != "self":
+                continue
+            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+                continue
+            call, params = body[0].value, [a.arg for a in [*node.args.args[1:], *node.args.kwonlyargs]]
+            target = call.func
+            forwarded = [a.id for a in call.args if isinstance(a, ast.Name)] + [
+                k.value.id for k in call.keywords if isinstance(k.value, ast.Name)
+            ]
+            through_part = isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
+            through_part = through_part and isinstance(target.value.value, ast.Name) and target.value.value.id == "self"
+            assert not (through_part and params and forwarded == params), f"{path.name}:{node.lineno} {node.name} only forwards"
+
+
+def test_the_reservations_package_exports_at_most_fifteen_names() -> None:
+    import counters.services.reservations as package
+
+    public = [n for n in dir(package) if not n.startswith("_") and not isinstance(getattr(package, n), type(package))]
+    assert len(package.__all__) <= 15 and set(public) - {"annotations"} <= set(package.__all__), public
+
+
+def test_nothing_imports_from_store_resources_what_another_module_owns() -> None:
+    """store/resources.py re-exports nothing: every name imported from it is defined there."""
+    import ast
+
+    tree = ast.parse((LAYER / "store" / "resources.py").read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    wrong = []
+    for folder in ("layers", "functions", "proof", "bench", "tests", "devstack", "scripts", "testkit"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if ".venv" in path.parts or "node_modules" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "counters.store.resources":
+                    wrong += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in defined]
+    assert not wrong, wrong

@@ -91,7 +91,7 @@ def test_an_escrow_transfer_is_refused_before_anything_is_debited(ddb: Any) -> N
     Reservations(TABLE, topology=mrec, stream_consumers=True).create_resource("r1", capacity=10, strategy="marker")
     before = item_count(ddb, TABLE)
     with pytest.raises(StreamConsumerMissing, match="EscrowFunction"):
-        Reservations(TABLE, topology=mrec).transfer("r1", "eu-west-1", 2, "move-1")
+        Reservations(TABLE, topology=mrec).escrow.transfer("r1", "eu-west-1", 2, "move-1")
     assert item_count(ddb, TABLE) == before
 
 

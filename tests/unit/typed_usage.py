@@ -18,7 +18,7 @@ from counters.primitives.sequence import Sequence
 from counters.services.likes.model import LikeState, PublicLiker, PublicPost
 from counters.services.orders import PublicOrder
 from counters.services.reservations import PublicReservation, PublicResource, RegionShare, ReservationDetails, Transferred
-from counters.store.resources import Record
+from counters.store.resources_records import Record
 
 
 def likes(service: Likes) -> None:
@@ -52,10 +52,10 @@ def reservations(service: Reservations) -> None:
     details = service.get_reservation("r1", taken.body["reservationId"])
     assert_type(details, ReservationDetails)
     assert_type(details.get("releasedAt"), int | None)
-    sent = service.transfer("r1", "eu-west-1", 1, "t-1")
+    sent = service.escrow.transfer("r1", "eu-west-1", 1, "t-1")
     assert_type(sent.body, Transferred)
     assert_type(sent.body["from"], str)
-    assert_type(service.receive("r1"), int)
+    assert_type(service.escrow.receive("r1"), int)
 
 
 def orders(service: Orders) -> None:

@@ -27,8 +27,8 @@ from enum import StrEnum
 
 from counters.core.errors import ContentionError
 from counters.core.outcome import Capacity, Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, result
-from counters.store.resources import MAX_SHARDS, Counter, shard_key
+from counters.primitives.approaches import Approach, Reason, TakeFacts, TakeResult, result
+from counters.store.resources_counters import MAX_SHARDS, Counter, Fields, Key, shard_key
 
 __all__ = ["MAX_SHARDS", "ROUNDS", "ShardReason", "plan", "shard_key", "split_capacity", "take"]
 

@@ -64,7 +64,7 @@ class EscrowAutomation:
         has arrived); raise ContentionError while it is not credited, so the record is redelivered."""
         if not self.active or target != self.region:
             return Done()
-        credited = self.reservations.receive_transfers(resource_id)
+        credited = self.reservations.escrow.receive_transfers(resource_id)
         for sent in self.reservations.store.transfers(resource_id):
             if sent.transfer_id == transfer_id and not sent.received:
                 raise ContentionError(f"transfer {transfer_id} of {resource_id!r} is not credited in {self.region} yet; redelivered")
@@ -72,7 +72,7 @@ class EscrowAutomation:
 
     def record_arrived(self, resource_id: str, reservation_id: str) -> Done:
         """A CONFIRMED record of the key is in this replica: give this Region's twin back if it is
-        not the first ([`Reservations.reconcile`][counters.services.reservations.escrow.Escrow.reconcile]; busy: ContentionError, redelivered)."""
+        not the first ([`Reservations.escrow.reconcile`][counters.services.reservations.escrow.Escrow.reconcile]; busy: ContentionError, redelivered)."""
         if not self.active:
             return Done()
-        return Done(reconciled=self.reservations.reconcile(resource_id, reservation_id))
+        return Done(reconciled=self.reservations.escrow.reconcile(resource_id, reservation_id))

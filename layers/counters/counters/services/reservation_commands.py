@@ -13,7 +13,8 @@ from counters.core.commands import Command, require
 from counters.core.ids import valid_id
 from counters.core.json import JSONObject
 from counters.core.records import dataclass
-from counters.primitives.approaches import Approach, Fields
+from counters.primitives.approaches import Approach
+from counters.store.resources_counters import Fields
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ The family's items are declared by three modules, each beside its keys, shapes a
 every Region's escrowed share, and every approach's write on them),
 [`counters.store.resources_records`][counters.store.resources_records] (reservation records) and
 [`counters.store.resources_transfers`][counters.store.resources_transfers] (MREC escrow's transfers and their
-receipts). This module re-exports their names (``__all__``): the approaches
+receipts); their names are imported from them. The approaches
 ([`counters.primitives.approaches`][counters.primitives.approaches]) decide which calls to make, the
 reservations service ([`counters.services.reservations`][counters.services.reservations]) orchestrates, and
 nothing above the store sees a raw item: reads and ``ALL_OLD`` items come back as
@@ -32,37 +32,7 @@ from counters.core.records import dataclass
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Params, Path, Put, Query, Transaction, Update, old_item
 from counters.store.items import from_item
-from counters.store.resources_counters import (
-    AVAILABLE,
-    EXISTS,
-    IS_NEW,
-    MAX_SHARDS,
-    PK,
-    QUOTA,
-    RESERVED,
-    RESOURCE,
-    SHARES,
-    TAG,
-    TAGS,
-    TOKENS,
-    VERSION,
-    Counter,
-    Fields,
-    Key,
-    Resource,
-    adjust,
-    chain_give_back,
-    chain_write,
-    fits,
-    give_back,
-    guard,
-    occ_write,
-    quota_adjust,
-    resource_key,
-    set_write,
-    shard_key,
-    share_key,
-)
+from counters.store.resources_counters import IS_NEW, PK, QUOTA, RESERVED, RESOURCE, SHARES, Counter, Fields, Key, Resource, resource_key
 from counters.store.resources_records import (
     ALLOCATION,
     EXPIRES_AT,
@@ -74,76 +44,8 @@ from counters.store.resources_records import (
     Record,
     Status,
     record_key,
-    record_put,
 )
-from counters.store.resources_transfers import (
-    RECEIPT,
-    SOURCE,
-    TARGET,
-    TRANSFERS,
-    Transfer,
-    transfer_id,
-    transfer_key,
-    transfer_put,
-    transfers_pk,
-)
-
-__all__ = [
-    "ALLOCATION",
-    "AVAILABLE",
-    "COUNTERS",
-    "EXISTS",
-    "EXPIRES_AT",
-    "IS_NEW",
-    "MAX_SHARDS",
-    "PK",
-    "QUANTITY",
-    "QUOTA",
-    "RECEIPT",
-    "RELEASED_AT",
-    "RELEASED_BY",
-    "REQUEST_ID",
-    "RESERVED",
-    "RESOURCE",
-    "SHARES",
-    "SOURCE",
-    "STATUS",
-    "TAG",
-    "TAGS",
-    "TARGET",
-    "TOKENS",
-    "TRANSFERS",
-    "VERSION",
-    "Action",
-    "Counter",
-    "Fields",
-    "Key",
-    "Record",
-    "Resource",
-    "ResourceStore",
-    "Status",
-    "Taken",
-    "Transfer",
-    "adjust",
-    "chain_give_back",
-    "chain_write",
-    "fits",
-    "found",
-    "give_back",
-    "guard",
-    "occ_write",
-    "quota_adjust",
-    "record_key",
-    "record_put",
-    "resource_key",
-    "set_write",
-    "shard_key",
-    "share_key",
-    "transfer_id",
-    "transfer_key",
-    "transfer_put",
-    "transfers_pk",
-]
+from counters.store.resources_transfers import RECEIPT, SOURCE, TARGET, Transfer, transfer_key, transfers_pk
 
 
 class Action(Enum):
@@ -182,10 +84,7 @@ class Taken:
 
 
 class ResourceStore(Store):
-    """The calls of this family, each through the retry engine. ``region``: the Region whose
-    reservation records it reads and writes (MREC; ``""``: the one record of every Region)."""
-
-    region: str = ""
+    """The calls of this family, each through the retry engine, on one table under one Region policy."""
 
     def __init__(
         self,
@@ -198,6 +97,8 @@ class ResourceStore(Store):
         super().__init__(table_name, dynamodb=dynamodb, retry=retry)
         self.policy = policy
         """Where this store writes: a resource is created only in its home Region on MREC ([`RESOURCE`][counters.store.resources_counters.RESOURCE])."""
+        self.region = policy.writer
+        """The Region whose reservation records it reads and writes (MREC: each Region its own; ``""``: the one record of every Region)."""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
@@ -267,22 +168,6 @@ class ResourceStore(Store):
             return None
         return Transfer(transfer_id, str(item[SOURCE]), str(item[TARGET]), int(item[QUANTITY]), str(item.get(REQUEST_ID, "")))
 
-    def move(self, updates: list[Update], put: Put) -> tuple[Outcome, bool, Counter | None]:
-        """A transfer's step in one Region: capacity moves on counter items and the transfer's (or
-        receipt's) Put, in one transaction with a fresh ClientRequestToken re-sent after an unknown
-        outcome. Returns (outcome, the Put's condition failed: it exists, the counter item that
-        failed its condition as it was)."""
-        tx: Transaction[Action] = Transaction()
-        for name, update in zip(COUNTERS, updates, strict=False):
-            tx.update(name, update)
-        tx.put(Action.RECORD, put)
-        report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
-        if report.outcome is not Outcome.REJECTED:
-            return report.outcome, False, None
-        cancelled = tx.cancellation(report.failure)
-        failed = [name for name in COUNTERS if cancelled.failed(name)]
-        return report.outcome, cancelled.failed(Action.RECORD), Counter.of(cancelled.old(failed[0])) if failed else None
-
     def mark_releasing(self, rid: str, request_id: str) -> tuple[Outcome, Record | None]:
         """MRSC release, step 1: ``CONFIRMED -> RELEASED_PENDING`` (who released it). The give-back
         follows as its own single-item write, then [`finish_release`][counters.store.resources.ResourceStore.finish_release]. Returns the record as
@@ -322,13 +207,18 @@ class ResourceStore(Store):
             on_unknown=on_unknown,
         )
 
-    def take(self, updates: list[Update], record: Put | None = None, *, token: str | None = None) -> Taken:
-        """Counter writes (and the record's Put) in one transaction; ``token`` pins its ClientRequestToken."""
+    def take(self, updates: list[Update], record: Put | Update | None = None, *, token: str | None = None) -> Taken:
+        """Counter writes and the record's write (a take's Put, a release's Update, a transfer's or a
+        receipt's Put) in one transaction; ``token`` pins its ClientRequestToken (unset: a fresh one,
+        re-sent after an unknown outcome). ``record_failed``: the record's condition failed
+        (``record``: the reservation record as it was then)."""
         tx: Transaction[Action] = Transaction()
         for name, update in zip(COUNTERS, updates, strict=False):
             tx.update(name, update)
-        if record is not None:
+        if isinstance(record, Put):
             tx.put(Action.RECORD, record)
+        elif record is not None:
+            tx.update(Action.RECORD, record)
         try:
             report = run(
                 self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=token or True
@@ -400,13 +290,4 @@ class ResourceStore(Store):
         record = Update(self.table_name, record_key(rid, self.region)).set_all(
             {STATUS: Status.RELEASED, RELEASED_AT: now, RELEASED_BY: request_id, EXPIRES_AT: now + expires_in}
         )
-        record.when(Path(STATUS) == Status.CONFIRMED)
-        tx: Transaction[Action] = Transaction()
-        tx.update(Action.RECORD, record)
-        for name, update in zip(COUNTERS, give_backs, strict=False):
-            tx.update(name, update)
-        report = run(self.dynamodb.transact_write_items, {"TransactItems": tx.items()}, policy=self.retry, write=True, token=True)
-        cancelled = tx.cancellation(report.failure if report.outcome is Outcome.REJECTED else None)
-        taken = Taken(report.outcome, report.capacity, report.attempts, report.unknown_seen)
-        taken.record_failed, taken.record = cancelled.failed(Action.RECORD), Record.of(cancelled.old(Action.RECORD))
-        return taken
+        return self.take(give_backs, record.when(Path(STATUS) == Status.CONFIRMED))

@@ -7,11 +7,11 @@
 | share (MREC) | ``RES#<id>@<region>`` (``#<n>`` when sharded) | ``SHARE`` / ``SHARD``: a Region's escrowed share, written by that Region only |
 
 A *counter item* (a resource's ``META`` when unsharded, or a shard) holds ``reserved`` and
-``available``, which always sum to its capacity, plus what its approach remembers (``tag``;
-``version`` + ``tags``; ``tokens``). Here: their keys, shapes and writer rules, their attribute
-names, the item as read ([`Counter`][counters.store.resources_counters.Counter],
-[`Resource`][counters.store.resources_counters.Resource]) and the write of every approach
-([`counters.primitives.approaches`][counters.primitives.approaches]). The reservation records
+``available``, which always sum to its capacity, plus what its approach remembers: attributes each
+approach names and writes itself ([`counters.primitives.approaches`][counters.primitives.approaches]).
+Here: their keys, shapes and writer rules, the two numbers' names, the item as read
+([`Counter`][counters.store.resources_counters.Counter],
+[`Resource`][counters.store.resources_counters.Resource]) and the writes every approach shares. The reservation records
 ([`counters.store.resources_records`][counters.store.resources_records]) and the transfers
 ([`counters.store.resources_transfers`][counters.store.resources_transfers]) are the family's other
 items; [`ResourceStore`][counters.store.resources.ResourceStore] makes the calls.
@@ -20,10 +20,11 @@ items; [`ResourceStore`][counters.store.resources.ResourceStore] makes the calls
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import field
 from typing import Any
 
 from counters.core.records import dataclass
-from counters.store.expr import Cond, Path, Update, list_append
+from counters.store.expr import Cond, Path, Update
 from counters.store.layout import Shape
 from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region
 
@@ -32,7 +33,7 @@ SHAPES: tuple[Shape, ...] = (
         "resource",
         "RES#<id>",
         "META",
-        "capacity, strategy, shards; unsharded: the counter (`reserved`, `available`, tag / version+tags / tokens) "
+        "capacity, strategy, shards; unsharded: the counter (`reserved`, `available`, and its approach's own attributes) "
         "([reservations.md](reservations.md))",
     ),
     Shape("resource shard", "RES#<id>#<n>", "SHARD", "write sharding: a share of the capacity"),
@@ -102,9 +103,6 @@ MAX_SHARDS = 20
 # -- attribute names -------------------------------------------------------------------------------
 PK = "PK"
 RESERVED, AVAILABLE = "reserved", "available"
-TAG = "tag"  # occ
-VERSION, TAGS = "version", "tags"  # occ_history
-TOKENS = "tokens"  # set
 QUOTA, SHARES = "capacity", "shares"  # a counter item's capacity (an escrowed share's moves with transfers); META's split
 
 
@@ -129,28 +127,20 @@ def share_key(resource_id: str, region: str, n: int | None = None) -> Key:
 # -- facts -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Counter:
-    """A counter item as read: the two numbers, and what its approach remembers."""
+    """A counter item as read: the two numbers, and the item's other attributes (``state``: what its
+    approach remembers, read by the approach that named them)."""
 
     reserved: int = 0
     available: int = 0
-    tag: str = ""
-    version: int = 0
-    tags: tuple[str, ...] = ()
-    tokens: frozenset[str] = frozenset()
+    state: Mapping[str, Any] = field(default_factory=dict)
+    """The item as read: its approach's own attributes among the rest (each approach reads the names it declares)."""
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None) -> Counter | None:
         """The counter an item holds, or None."""
         if not item:
             return None
-        return cls(
-            int(item.get(RESERVED, 0)),
-            int(item.get(AVAILABLE, 0)),
-            str(item.get(TAG, "")),
-            int(item.get(VERSION, 0)),
-            tuple(item.get(TAGS) or ()),
-            frozenset(item.get(TOKENS) or ()),
-        )
+        return cls(int(item.get(RESERVED, 0)), int(item.get(AVAILABLE, 0)), item)
 
 
 @dataclass(frozen=True)
@@ -215,37 +205,8 @@ def give_back(table: str, key: Key, quantity: int) -> Update:
     return adjust(table, key, -quantity)
 
 
-def occ_write(table: str, key: Key, seen: Counter, delta: int, tag: str) -> Update:
-    """Approach 2: the values computed from ``seen`` and a fresh tag, if nobody wrote since."""
-    update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta).set(TAG, tag)
-    return update.when(EXISTS & (Path(TAG) == seen.tag))
-
-
 def quota_adjust(table: str, key: Key, delta: int) -> Update:
     """An escrow transfer's move of a counter item's capacity: ``available`` and ``capacity`` by
     ``delta`` (``reserved`` untouched); a debit never takes more than is available."""
     update = Update(table, key).add(AVAILABLE, delta).add(QUOTA, delta)
     return update.when(EXISTS & (Path(AVAILABLE) >= -delta) if delta < 0 else EXISTS)
-
-
-def chain_write(table: str, key: Key, seen: Counter, delta: int, chain: list[str]) -> Update:
-    """Approach 3: the values from ``seen``, the next version and the chain, if nobody wrote since."""
-    update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta)
-    update.set(VERSION, seen.version + 1).set(TAGS, chain)
-    return update.when(EXISTS & (Path(VERSION) == seen.version))
-
-
-def chain_give_back(table: str, key: Key, quantity: int, tag: str) -> Update:
-    """Give back and append the release's tag (``version`` keeps matching the chain's end; the
-    chain is not trimmed here, there is no read in a transaction: the next take trims it)."""
-    return give_back(table, key, quantity).add(VERSION, 1).set(TAGS, list_append(Path(TAGS), [tag]))
-
-
-def set_write(table: str, key: Key, delta: int, token: str, *, bounded: bool = True, max_tokens: int = 0) -> Update:
-    """Approach 7: a take adds the token (a token counts once, the set stays bounded); a give-back
-    deletes it, and only if it is there (it gives back only what this token took, once)."""
-    update = adjust(table, key, delta, bounded)
-    tokens = Path(TOKENS)
-    if delta > 0:
-        return update.add(TOKENS, {token}).when(tokens.missing() | ((tokens.size() < max_tokens) & ~tokens.contains(token)))
-    return update.delete(TOKENS, {token}).when(tokens.contains(token))

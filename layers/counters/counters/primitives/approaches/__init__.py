@@ -36,16 +36,22 @@ answered, what was left), never a dict:
 | ``marker`` | [`marker`][counters.primitives.approaches.marker] | marker item (TTL) | yes | yes | yes |
 | ``set`` | [`set`][counters.primitives.approaches.set] | the token set | yes (bounded size) | no | no |
 
-Each is registered once, in [`REGISTRY`][counters.primitives.approaches.REGISTRY] (its name, its
-class, and the refusal that names it where its take cannot run); the services read the registry.
+Each is registered once, in [`REGISTRY`][counters.primitives.approaches.REGISTRY]: its name, the refusal
+that names it where its take cannot run, and its settings ([`Option`][counters.primitives.approaches.Option]:
+a constructor keyword read from an environment variable). Its module holds everything else: its class's
+flags, the attributes it keeps on a counter item (``attributes``; the store reads them back as
+[`Counter.state`][counters.store.resources_counters.Counter.state]) and the writes that set them. The
+services, proofs, benches, tests and docs read the registry (tests/unit/test_reservations_units.py keeps
+the table above equal to [`table`][counters.primitives.approaches.table]).
 
 Approach 6 of the seed (counting with an item collection, a ledger) is not one of these: it has
 no counter item and its own interface (append, balance, compact), in the package
 [`counters.primitives.ledger`][counters.primitives.ledger] ([docs/ledgers.md](../ledgers.md)).
 
-Keys, attribute names and every request shape live in [`counters.store.resources`][counters.store.resources], which
-also makes the calls ([`ResourceStore`][counters.store.resources.ResourceStore]); an approach decides
-which writes to make and what their answers mean.
+The counter items' keys, the two numbers and the writes every approach shares live in
+[`counters.store.resources_counters`][counters.store.resources_counters]; the calls are the
+[`ResourceStore`][counters.store.resources.ResourceStore]'s, which an approach is given (the service's,
+with its Region policy); an approach decides which writes to make and what their answers mean.
 """
 
 from __future__ import annotations
@@ -55,15 +61,42 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import field, replace
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.records import dataclass
+from counters.core.settings import SettingsError
 from counters.store.expr import Update
-from counters.store.resources import AVAILABLE, RESERVED, Counter, Fields, Key, Record, ResourceStore, Taken, give_back, quota_adjust
+from counters.store.resources import ResourceStore, Taken
+from counters.store.resources_counters import AVAILABLE, RESERVED, Counter, Fields, Key, give_back, quota_adjust
+from counters.store.resources_records import Record
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting of an approach: its constructor keyword ``name``, read from the environment variable
+    ``env`` (unset or empty: ``default``; the value's type is the default's; ``choices``: the only values)."""
+
+    name: str
+    env: str
+    default: int | str
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+
+    def read(self, environ: Mapping[str, str]) -> int | str:
+        """The value ``environ`` gives (``SettingsError`` naming the variable when it is not one)."""
+        raw = environ.get(self.env) or ""
+        if not raw:
+            return self.default
+        if self.choices and raw not in self.choices:
+            raise SettingsError(f"{self.env} must be {' or '.join(self.choices)}")
+        try:
+            return type(self.default)(raw)
+        except ValueError:
+            raise SettingsError(f"{self.env}={raw!r} is not a valid {type(self.default).__name__}") from None
 
 
 @dataclass(frozen=True)
@@ -75,6 +108,16 @@ class Registered:
     refusal: str | None = None
     """The row of [`REFUSALS`][counters.core.policy.REFUSALS] refusing it where its take cannot run (its
     take is a ``TransactWriteItems``); ``None``: it takes with one conditional write, anywhere."""
+    options: tuple[Option, ...] = ()
+    """Its settings: keywords of its constructor, each read from its environment variable."""
+
+    def settings(self, environ: Mapping[str, str]) -> dict[str, int | str]:
+        """Its constructor's keywords as ``environ`` sets them."""
+        return {option.name: option.read(environ) for option in self.options}
+
+    def make(self, store: ResourceStore, **options: Any) -> Approach:
+        """The approach on ``store`` (the service's: its table, client, retry budget and Region policy)."""
+        return self.cls(store, **options)
 
     @property
     def cls(self) -> type[Approach]:
@@ -87,38 +130,57 @@ class Registered:
 REGISTRY: Mapping[str, Registered] = {
     entry.name: entry
     for entry in (
-        Registered("atomic"),
+        Registered("atomic", options=(Option("policy", "ATOMIC_POLICY", "under", "after an unknown outcome", ("under", "over")),)),
         Registered("occ"),
-        Registered("occ_history"),
+        Registered("occ_history", options=(Option("history", "OCC_HISTORY", 32, "the writers the chain keeps"),)),
         Registered("crt", refusal="strategy:crt"),
         Registered("marker", refusal="strategy:marker"),
-        Registered("set"),
+        Registered("set", options=(Option("max_tokens", "SET_MAX_TOKENS", 250, "the most live tokens an item holds"),)),
     )
 }
 """Every approach, registered once, in the seed's order: a new one adds its module, a row here, its
-docs (the table above) and its tests."""
+row of the table above and its tests; everything that lists approaches reads this."""
 
 NAMES = tuple(REGISTRY)
 """The approaches' names, in the seed's order."""
 
-__all__ = [
-    "AVAILABLE",
-    "NAMES",
-    "REGISTRY",
-    "RESERVED",
-    "Approach",
-    "Fields",
-    "NO_FACTS",
-    "Key",
-    "Reason",
-    "Registered",
-    "TakeFacts",
-    "TakeResult",
-    "approach_class",
-    "create",
-    "rejection",
-    "result",
-]
+
+def names(*, keyed: bool | None = None, shardable: bool | None = None, transactional: bool | None = None) -> tuple[str, ...]:
+    """The registered names, in order, whose approach has these traits (``None``: either): ``keyed``, it
+    needs a request token; ``shardable``; ``transactional``, its take is a transaction (its entry names a refusal)."""
+    return tuple(
+        name
+        for name, entry in REGISTRY.items()
+        if keyed in (None, entry.cls.needs_token)
+        and shardable in (None, entry.cls.shardable)
+        and transactional in (None, entry.refusal is not None)
+    )
+
+
+def variants(name: str) -> list[dict[str, int | str]]:
+    """One set of options per choice of the approach's settings that have choices (atomic: ``under``,
+    ``over``); ``[{}]`` for one with none: what a proof runs once each."""
+    found: list[dict[str, int | str]] = [{}]
+    for option in REGISTRY[name].options:
+        if option.choices:
+            found = [{**done, option.name: choice} for done in found for choice in option.choices]
+    return found
+
+
+def settings(environ: Mapping[str, str]) -> dict[str, dict[str, int | str]]:
+    """Every approach's constructor keywords as ``environ`` sets them (the reservations' settings)."""
+    return {name: entry.settings(environ) for name, entry in REGISTRY.items() if entry.options}
+
+
+def table() -> str:
+    """The table of the module's page, one row per registered approach, from each class's flags and docstring."""
+    rows = ["| name | module | remembers tokens | exact | shardable | take needs transactions |", "|---|---|---|---|---|---|"]
+    for name, entry in REGISTRY.items():
+        cls = entry.cls
+        cells = [f"``{name}``", f"[`{name}`][counters.primitives.approaches.{name}]", *cls.traits]
+        cells += ["yes" if cls.shardable else "no", "yes" if entry.refusal else "no"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 class Reason(StrEnum):
@@ -205,12 +267,20 @@ class Approach:
     """Supports ``apply_split`` (one transaction over several shard items)."""
     writes_record: ClassVar[bool] = False
     """The write itself stores the reservation record (the marker)."""
+    attributes: ClassVar[tuple[str, ...]] = ()
+    """What it keeps on a counter item besides ``reserved`` and ``available`` (its own attribute names)."""
+    traits: ClassVar[tuple[str, str]] = ("no", "no")
+    """What it remembers of a request and how exact it is, as the module's table says them."""
 
-    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry)
+    def __init__(self, store: ResourceStore) -> None:
+        self.store = store
+        self.table_name = store.table_name
+        self.retry = store.retry
+
+    @classmethod
+    def promise(cls, **options: Any) -> str:
+        """What the docs promise after failures with these options: ``exact`` (within its bound) or ``under``."""
+        return "exact" if cls.exact else "under"
 
     # -- the interface -----------------------------------------------------------------------
     def initial_attributes(self, capacity: int) -> dict[str, object]:
@@ -254,16 +324,12 @@ class Approach:
         return [(start + i) % count for i in range(count)]
 
     # -- helpers -------------------------------------------------------------------------------
-    def read(self, key: Key, capacity: Capacity) -> Counter | None:
-        """The counter item at ``key`` (one strongly consistent read), or None."""
-        return self.store.counter(key, capacity)
-
     def optimistic(self, key: Key, capacity: Capacity, plan: Plan, lost: Lost, unknown: Lost) -> TakeResult:
         """Read, then write conditioned on what was read (occ, occ_history): ``plan(counter, attempts)``
         gives the first write ([`Resend`][counters.core.engine.Resend] of an ``Update``'s params) or
         the verdict the read already gives ([`Stop`][counters.core.engine.Stop]); ``lost``/``unknown``
         are the engine's hooks for a lost race and an unknown outcome."""
-        first = plan(self.read(key, capacity), 1)
+        first = plan(self.store.counter(key, capacity), 1)
         if isinstance(first, Stop):
             return verdict(first.value)
 
@@ -274,7 +340,7 @@ class Approach:
             # wrote meanwhile (occ_history, 32 clients: 70% of calls succeeded, 93% re-reading).
             answer = lost(report, failure)
             if isinstance(answer, Resend):
-                return Resend(refresh=lambda: plan(self.read(key, capacity), report.attempts))
+                return Resend(refresh=lambda: plan(self.store.counter(key, capacity), report.attempts))
             return answer
 
         report = self.store.write_counter(first.params or {}, capacity=capacity, on_condition=lost_then_reread, on_unknown=unknown)
@@ -314,9 +380,13 @@ def approach_class(name: str) -> type[Approach]:
     return REGISTRY[name].cls
 
 
-def create(name: str, table_name: str, **options: object) -> Approach:
-    """An approach by name; ``options`` are its constructor's (``dynamodb``, ``retry``, and e.g. ``policy``)."""
-    return approach_class(name)(table_name, **options)  # type: ignore[arg-type]  # each subclass takes its own options
+def create(
+    name: str, table_name: str, *, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None, **options: Any
+) -> Approach:
+    """An approach by name on a store of its own on a single-Region table (tests, benches; a service
+    hands its own store to [`Registered.make`][counters.primitives.approaches.Registered.make]);
+    ``options`` are its constructor's (e.g. ``policy``)."""
+    return approach_class(name)(ResourceStore(table_name, dynamodb=dynamodb, retry=retry), **options)
 
 
 def verdict(value: object) -> TakeResult:

@@ -29,14 +29,14 @@ Guarantees:
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from counters.core.client import DynamoDBClient, client
 from counters.core.engine import Report, Stop
-from counters.core.failures import Classified, RetryPolicy
+from counters.core.failures import Classified
 from counters.core.outcome import Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeResult, rejection, result
-from counters.store.resources import adjust, found
+from counters.primitives.approaches import Approach, Reason, TakeResult, rejection, result
+from counters.store.resources import ResourceStore, found
+from counters.store.resources_counters import Fields, Key, adjust
 
 Policy = Literal["over", "under"]
 
@@ -62,18 +62,20 @@ class Atomic(Approach):
     """Approach 1: one ``UpdateItem`` with ``ADD``; see the module."""
 
     name = "atomic"
-    exact = False
-    needs_token = False
     shardable = True
+    traits = ("no", "no (policy ``over``/``under``)")
 
-    def __init__(
-        self, table_name: str, *, policy: Policy = "under", dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None
-    ) -> None:
-        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
+    def __init__(self, store: ResourceStore, *, policy: Policy = "under") -> None:
+        super().__init__(store)
         if policy not in ("over", "under"):
             raise ValueError("policy is 'over' (retry after an unknown outcome) or 'under' (do not)")
         self.policy: Policy = policy
-        assert_sdk_retries_off(self._dynamodb or client())
+        assert_sdk_retries_off(store.dynamodb)
+
+    @classmethod
+    def promise(cls, **options: Any) -> str:
+        """Its policy: ``under`` (at most once) or ``over`` (at least once)."""
+        return str(options.get("policy", "under"))
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """One conditional ``ADD``; an unknown outcome is re-sent or not as ``policy`` says (``under``: never)."""

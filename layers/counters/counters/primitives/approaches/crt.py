@@ -44,9 +44,10 @@ import uuid
 from dataclasses import replace
 
 from counters.core.outcome import Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeResult, allocation_of, rejection, result
+from counters.primitives.approaches import Approach, Reason, TakeResult, allocation_of, rejection, result
 from counters.store.expr import Put, Update
-from counters.store.resources import Status, adjust, record_put
+from counters.store.resources_counters import Fields, Key, adjust
+from counters.store.resources_records import Status, record_put
 
 NAMESPACE = uuid.UUID("6f1c1e0a-5d0b-4a57-9a53-7a11e5c0c4e1")
 
@@ -63,6 +64,7 @@ class Crt(Approach):
     exact = True  # within the 10-minute window
     needs_token = True
     shardable = True
+    traits = ("10 minutes (DynamoDB)", "within the window")
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """A one-item transaction under the token's ClientRequestToken."""

@@ -27,8 +27,9 @@ Guarantees:
 from __future__ import annotations
 
 from counters.core.outcome import Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, allocation_of, rejection, result
-from counters.store.resources import Status, adjust, record_key, record_put
+from counters.primitives.approaches import Approach, Reason, TakeFacts, TakeResult, allocation_of, rejection, result
+from counters.store.resources_counters import Fields, Key, adjust
+from counters.store.resources_records import Status, record_key, record_put
 
 marker_key = record_key  # the marker is the reservation record
 
@@ -41,6 +42,7 @@ class Marker(Approach):
     needs_token = True
     shardable = True
     writes_record = True
+    traits = ("marker item (TTL)", "yes")
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
         """Take ``delta`` (> 0) and write the marker; a give-back is [`release_update`][counters.primitives.approaches.Approach.release_update]."""

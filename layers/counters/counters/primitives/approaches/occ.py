@@ -39,9 +39,24 @@ import uuid
 from counters.core.engine import Report, Resend, Stop
 from counters.core.failures import Classified
 from counters.core.outcome import Capacity, Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, result
-from counters.store.expr import Update
-from counters.store.resources import TAG, Counter, found, occ_write
+from counters.primitives.approaches import Approach, Reason, TakeFacts, TakeResult, result
+from counters.store.expr import Path, Update
+from counters.store.resources import found
+from counters.store.resources_counters import AVAILABLE, EXISTS, RESERVED, Counter, Fields, Key
+
+TAG = "tag"
+"""The counter item's entity tag: replaced by every write."""
+
+
+def tag_of(counter: Counter) -> str:
+    """The entity tag a counter item holds."""
+    return str(counter.state.get(TAG, ""))
+
+
+def occ_write(table: str, key: Key, seen: Counter, delta: int, tag: str) -> Update:
+    """The values computed from ``seen`` and a fresh tag, if nobody wrote since."""
+    update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta).set(TAG, tag)
+    return update.when(EXISTS & (Path(TAG) == tag_of(seen)))
 
 
 def new_tag() -> str:
@@ -64,9 +79,8 @@ class Occ(Approach):
     """Approach 2: optimistic concurrency on an entity tag; see the module."""
 
     name = "occ"
-    exact = False
-    needs_token = False
-    shardable = False
+    attributes = (TAG,)
+    traits = ("no", "no (ambiguous on a third tag)")
 
     def initial_attributes(self, capacity: int) -> dict[str, object]:
         """The base attributes and a first tag."""
@@ -86,12 +100,12 @@ class Occ(Approach):
                 return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.MISSING))
             if bounded and breaches(counter, delta):
                 return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, TakeFacts.left(counter)))
-            old, mine = counter.tag, new_tag()
+            old, mine = tag_of(counter), new_tag()
             return Resend(occ_write(self.table_name, key, counter, delta, mine).params())
 
         def lost(report: Report, failure: Classified) -> Resend | Stop:
             counter = found(failure)
-            if counter is not None and counter.tag == mine:  # a re-send of a write that had committed: ours
+            if counter is not None and tag_of(counter) == mine:  # a re-send of a write that had committed: ours
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_RESEND))
             if may_have_landed(report):  # a send of ours may have committed before this tag's writer: no next round
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
@@ -100,10 +114,10 @@ class Occ(Approach):
         def unknown(report: Report, _failure: Classified) -> Stop | None:
             nonlocal pending
             pending = True
-            counter = self.read(key, capacity)
-            if counter is not None and counter.tag == mine:
+            counter = self.store.counter(key, capacity)
+            if counter is not None and tag_of(counter) == mine:
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))
-            if counter is None or counter.tag != old:
+            if counter is None or tag_of(counter) != old:
                 return Stop(result(Outcome.AMBIGUOUS, capacity, report.attempts, Reason.THIRD_TAG))
             return None  # tag unchanged: definitely not applied, re-send the same write
 

@@ -32,16 +32,37 @@ import hashlib
 import uuid
 from enum import StrEnum
 
-from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Resend, Stop
-from counters.core.failures import Classified, RetryPolicy
+from counters.core.failures import Classified
 from counters.core.outcome import Capacity, Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, result
+from counters.primitives.approaches import Approach, Reason, TakeFacts, TakeResult, result
 from counters.primitives.approaches.occ import breaches
 from counters.store.expr import Path, Update, list_append
-from counters.store.resources import TAGS, VERSION, Counter, chain_give_back, chain_write, found
+from counters.store.resources import ResourceStore, found
+from counters.store.resources_counters import AVAILABLE, EXISTS, RESERVED, Counter, Fields, Key, give_back
 
 DEFAULT_HISTORY = 32
+VERSION, TAGS = "version", "tags"
+"""The counter item's write count and the chain of its last writers' tags (oldest first)."""
+
+
+def chain_of(counter: Counter) -> tuple[int, tuple[str, ...]]:
+    """The version and the tag chain a counter item holds."""
+    return int(counter.state.get(VERSION, 0)), tuple(counter.state.get(TAGS) or ())
+
+
+def chain_write(table: str, key: Key, seen: Counter, delta: int, chain: list[str]) -> Update:
+    """The values from ``seen``, the next version and the chain, if nobody wrote since."""
+    version = chain_of(seen)[0]
+    update = Update(table, key).set(RESERVED, seen.reserved + delta).set(AVAILABLE, seen.available - delta)
+    update.set(VERSION, version + 1).set(TAGS, chain)
+    return update.when(EXISTS & (Path(VERSION) == version))
+
+
+def chain_give_back(table: str, key: Key, quantity: int, tag: str) -> Update:
+    """Give back and append the release's tag (``version`` keeps matching the chain's end; the
+    chain is not trimmed here, there is no read in a transaction: the next take trims it)."""
+    return give_back(table, key, quantity).add(VERSION, 1).set(TAGS, list_append(Path(TAGS), [tag]))
 
 
 class Verdict(StrEnum):
@@ -63,11 +84,12 @@ def resolve(counter: Counter | None, read_version: int, mine: str) -> Verdict:
     """After an unknown outcome: applied, not applied, or unknown (our slot fell off the chain)."""
     if counter is None:
         return Verdict.UNKNOWN
-    if mine in counter.tags:
+    version, tags = chain_of(counter)
+    if mine in tags:
         return Verdict.APPLIED
-    if counter.version == read_version:
+    if version == read_version:
         return Verdict.NOT_APPLIED
-    oldest = counter.version - len(counter.tags) + 1  # the version of tags[0]
+    oldest = version - len(tags) + 1  # the version of tags[0]
     return Verdict.NOT_APPLIED if oldest <= read_version + 1 else Verdict.UNKNOWN
 
 
@@ -77,12 +99,11 @@ class OccHistory(Approach):
     name = "occ_history"
     exact = True  # within the bound: a duplicate older than N writes is not recognised
     needs_token = True
-    shardable = False
+    attributes = (VERSION, TAGS)
+    traits = ("last N writers", "within N writes")
 
-    def __init__(
-        self, table_name: str, *, history: int = DEFAULT_HISTORY, dynamodb: DynamoDBClient | None = None, retry: RetryPolicy | None = None
-    ) -> None:
-        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
+    def __init__(self, store: ResourceStore, *, history: int = DEFAULT_HISTORY) -> None:
+        super().__init__(store)
         if history < 2:
             raise ValueError("history must keep at least 2 entries")
         self.history = history
@@ -103,12 +124,13 @@ class OccHistory(Approach):
             nonlocal version
             if counter is None:
                 return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.MISSING))
-            if mine in counter.tags:
+            seen_version, tags = chain_of(counter)
+            if mine in tags:
                 return Stop(result(Outcome.APPLIED if sent else Outcome.DUPLICATE, capacity, attempts, Reason.FOUND_IN_CHAIN))
             if bounded and breaches(counter, delta):
                 return Stop(result(Outcome.REJECTED, capacity, attempts, Reason.THRESHOLD, TakeFacts.left(counter)))
-            version = counter.version
-            chain = [*counter.tags, mine][-self.history :]
+            version = seen_version
+            chain = [*tags, mine][-self.history :]
             return Resend(chain_write(self.table_name, key, counter, delta, chain).params())
 
         def lost(report: Report, failure: Classified) -> Resend | Stop:
@@ -121,7 +143,7 @@ class OccHistory(Approach):
         def unknown(report: Report, _failure: Classified) -> Resend | Stop:
             nonlocal sent
             sent = True
-            counter = self.read(key, capacity)
+            counter = self.store.counter(key, capacity)
             verdict = resolve(counter, version, mine)
             if verdict is Verdict.APPLIED:
                 return Stop(result(Outcome.APPLIED, capacity, report.attempts, Reason.CONFIRMED_AFTER_UNKNOWN))

@@ -25,15 +25,32 @@ Guarantees:
 
 from __future__ import annotations
 
-from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Stop
-from counters.core.failures import Classified, RetryPolicy
+from counters.core.failures import Classified
 from counters.core.outcome import Capacity, Outcome
-from counters.primitives.approaches import Approach, Fields, Key, Reason, TakeFacts, TakeResult, rejection, result, verdict
-from counters.store.expr import Update
-from counters.store.resources import Counter, found, set_write
+from counters.primitives.approaches import Approach, Reason, TakeFacts, TakeResult, rejection, result, verdict
+from counters.store.expr import Path, Update
+from counters.store.resources import ResourceStore, found
+from counters.store.resources_counters import Counter, Fields, Key, adjust
 
 DEFAULT_MAX_TOKENS = 250
+TOKENS = "tokens"
+"""The counter item's string set of the tokens it holds."""
+
+
+def tokens_of(counter: Counter) -> frozenset[str]:
+    """The tokens a counter item holds."""
+    return frozenset(counter.state.get(TOKENS) or ())
+
+
+def set_write(table: str, key: Key, delta: int, token: str, *, bounded: bool = True, max_tokens: int = 0) -> Update:
+    """A take adds the token (a token counts once, the set stays bounded); a give-back deletes it,
+    and only if it is there (it gives back only what this token took, once)."""
+    update = adjust(table, key, delta, bounded)
+    tokens = Path(TOKENS)
+    if delta > 0:
+        return update.add(TOKENS, {token}).when(tokens.missing() | ((tokens.size() < max_tokens) & ~tokens.contains(token)))
+    return update.delete(TOKENS, {token}).when(tokens.contains(token))
 
 
 class TokenSet(Approach):
@@ -42,17 +59,11 @@ class TokenSet(Approach):
     name = "set"
     exact = True
     needs_token = True
-    shardable = False
+    attributes = (TOKENS,)
+    traits = ("the token set", "yes (bounded size)")
 
-    def __init__(
-        self,
-        table_name: str,
-        *,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        dynamodb: DynamoDBClient | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
+    def __init__(self, store: ResourceStore, *, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+        super().__init__(store)
         self.max_tokens = max_tokens
 
     def apply(self, key: Key, delta: int, *, token: str | None = None, bounded: bool = True, record: Fields | None = None) -> TakeResult:
@@ -73,11 +84,12 @@ class TokenSet(Approach):
     def _why(self, counter: Counter | None, token: str, take: bool, unknown: bool, capacity: Capacity, attempt: int) -> TakeResult:
         if counter is None:
             return result(Outcome.REJECTED, capacity, attempt, Reason.MISSING)
-        if take and token in counter.tokens:
+        tokens = tokens_of(counter)
+        if take and token in tokens:
             return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, Reason.TOKEN_IN_SET)
-        if not take and token not in counter.tokens:
+        if not take and token not in tokens:
             return result(Outcome.APPLIED if unknown else Outcome.DUPLICATE, capacity, attempt, Reason.TOKEN_NOT_IN_SET)
-        if take and len(counter.tokens) >= self.max_tokens:
+        if take and len(tokens) >= self.max_tokens:
             return result(Outcome.REJECTED, capacity, attempt, Reason.SET_FULL, TakeFacts.left(counter))
         reason, facts = rejection(counter)
         return result(Outcome.REJECTED, capacity, attempt, reason, facts)

@@ -3,10 +3,10 @@
 The items (resource ``RES#<id>``/``META``, shards ``RES#<id>#<n>``/``SHARD``, reservation records
 ``RSV#<reservationId>``/``RSV``), their requests and the calls are in
 [`counters.store.resources`][counters.store.resources]; the deferred commands in [`reservation_commands`][counters.services.reservation_commands]. This
-service orchestrates, in parts by job: [`service`][counters.services.reservations.service] (resources,
+service orchestrates, composed of parts by job: [`service`][counters.services.reservations.service] (resources,
 takes, replays), [`releases`][counters.services.reservations.releases] (giving back),
-[`escrow`][counters.services.reservations.escrow] (shares, transfers, receipts, reconcile), on
-[`base`][counters.services.reservations.base] (the state and what the parts share)
+[`escrow`][counters.services.reservations.escrow] (shares, transfers, receipts, reconcile: ``Reservations.escrow``),
+each given one [`Shared`][counters.services.reservations.shared.Shared] (the store and what the parts share),
 and [`model`][counters.services.reservations.model] (the answers, settings and constants).
 
 The reservation id is ``uuid5(resourceId, Idempotency-Key)`` when a key is given (so a
@@ -41,7 +41,7 @@ record gets one (``expiresAt``, [`RELEASED_TTL_SECONDS`][counters.services.reser
 
 Global tables ([docs/reservations.md, "Global tables"](../reservations.md#global-tables)): on MREC each Region owns an escrowed share
 of the capacity and its own reservation records, takes draw on the local share only, and
-[`Reservations.transfer`][counters.services.reservations.escrow.Escrow.transfer] / [`Reservations.receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers] move units between shares in
+[`Reservations.escrow.transfer`][counters.services.reservations.escrow.Escrow.transfer] / [`receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers] move units between shares in
 two idempotent steps; on MRSC the transaction-based strategies and sharding are refused, and a
 release takes three single-item steps.
 
@@ -53,42 +53,24 @@ allocation - so the quantity returns exactly once whatever retries.
 
 from counters.services.reservations.model import (
     CLAIM_SECONDS,
-    ESCROWED_CACHE,
-    INSUFFICIENT,
-    NAMESPACE,
-    RELEASED_TTL_SECONDS,
     PublicReservation,
     PublicResource,
     RegionShare,
-    Reservation,
     ReservationDetails,
     ReservationSettings,
     Transferred,
-    first,
-    public_reservation,
-    public_resource,
     reservation_id,
-    transfer_body,
 )
 from counters.services.reservations.service import Reservations
 
 __all__ = [
     "CLAIM_SECONDS",
-    "ESCROWED_CACHE",
-    "INSUFFICIENT",
-    "NAMESPACE",
-    "RELEASED_TTL_SECONDS",
     "PublicReservation",
     "PublicResource",
     "RegionShare",
-    "Reservation",
     "ReservationDetails",
     "ReservationSettings",
     "Reservations",
     "Transferred",
-    "first",
-    "public_reservation",
-    "public_resource",
     "reservation_id",
-    "transfer_body",
 ]

@@ -34,30 +34,29 @@ from counters.services.reservations.model import (
     transfer_body,
 )
 from counters.services.reservations.releases import Releases
-from counters.store.resources import (
-    MAX_SHARDS,
-    QUANTITY,
-    REQUEST_ID,
-    SHARES,
-    SOURCE,
-    TARGET,
-    Key,
-    Resource,
-    resource_key,
-    transfer_id,
-    transfer_put,
-)
+from counters.services.reservations.shared import Shared
+from counters.store.resources_counters import MAX_SHARDS, SHARES, Key, Resource, resource_key
+from counters.store.resources_records import QUANTITY, REQUEST_ID
+from counters.store.resources_transfers import SOURCE, TARGET, transfer_id, transfer_put
 
 
-class Escrow(Releases):
+class Escrow:
     """The escrowed shares of a resource: created at once, read per Region, moved by
     [`transfer`][counters.services.reservations.escrow.Escrow.transfer] and
     [`receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers], and a double
-    take given back by [`reconcile`][counters.services.reservations.escrow.Escrow.reconcile]."""
+    take given back by [`reconcile`][counters.services.reservations.escrow.Escrow.reconcile] (through
+    ``releases``). ``stream_consumers``: whether this Region's escrow stream consumer runs (it credits
+    arriving transfers)."""
 
-    def _create_escrowed(
-        self, resource_id: str, capacity: int, approach: Approach, shards: int, shares: dict[str, int] | None
-    ) -> PublicResource:
+    def __init__(self, shared: Shared, releases: Releases, *, stream_consumers: bool) -> None:
+        self.shared = shared
+        self.releases = releases
+        self.store = shared.store
+        self.policy = shared.policy
+        self.table_name = shared.store.table_name
+        self.stream_consumers = stream_consumers
+
+    def create(self, resource_id: str, capacity: int, approach: Approach, shards: int, shares: dict[str, int] | None) -> PublicResource:
         """META (written once) and every Region's share items, in one transaction in this Region.
         A share item is written here once; after that only its own Region writes it, and only once
         it has seen it (every write is conditioned on ``attribute_exists``)."""
@@ -84,9 +83,10 @@ class Escrow(Releases):
             for key, part in zip(resource.keys_in(region), sharding.split_capacity(shares[region], shards), strict=True):
                 attributes = {"resourceId": resource_id, "capacity": part, REGION_ATTRIBUTE: region, **approach.initial_attributes(part)}
                 counters.append((key, attributes))
-        return self._created(resource_id, self.store.create(meta, counters), resource)
+        return self.shared.created(resource_id, self.store.create(meta, counters), resource)
 
-    def _escrow_view(self, resource: Resource) -> PublicResource:
+    def view(self, resource: Resource) -> PublicResource:
+        """The resource as the sum of every Region's share as this replica holds them, each share and the units in flight."""
         regions: dict[str, RegionShare] = {}
         for region in sorted(resource.shares or {}):
             quotas = self.store.quotas(resource.keys_in(region), Capacity())
@@ -121,7 +121,7 @@ class Escrow(Releases):
         own = next((r for r in records if r.region == self.store.region), None)
         if own is None or own.status is not CONFIRMED or first(records) is own:
             return False
-        return self._release_record(self.resource(resource_id), own, f"reconcile:{rid}").created
+        return self.releases.release_record(self.shared.resource(resource_id), own, f"reconcile:{rid}").created
 
     # -- transfers ----------------------------------------------------------------------------------
     def transfer(
@@ -130,7 +130,7 @@ class Escrow(Releases):
         """Step 1 of an escrow transfer, in this (the source) Region: debit ``quantity`` from this
         Region's share and write the transfer, in one transaction here. The target Region credits
         it ([`receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers]) once the transfer has replicated there, exactly once. The
-        transfer id is derived from the key and this Region ([`transfer_id`][counters.store.resources.transfer_id]): a re-send here
+        transfer id is derived from the key and this Region ([`transfer_id`][counters.store.resources_transfers.transfer_id]): a re-send here
         answers the same transfer (200), another quantity or target 422; the same key sent in
         another Region is that Region's own transfer. Capacity is conserved at every instant: shares + in flight."""
         self.policy.require("transfers")
@@ -149,8 +149,8 @@ class Escrow(Releases):
             )
         if not idempotency_key:
             raise IdempotencyKeyMissing("the Idempotency-Key header is required for a transfer (docs/retries.md#idempotency-keys)")
-        resource = self.resource(resource_id)
-        approach = self.approach(resource.strategy)
+        resource = self.shared.resource(resource_id)
+        approach = self.shared.approach(resource.strategy)
         request_id = request_id or new_request_id()
         tid = transfer_id(resource_id, self.policy.region, idempotency_key)  # the source Region is part of its identity
         fields: dict[str, object] = {
@@ -181,7 +181,7 @@ class Escrow(Releases):
             parts = sharding.plan(keys, counters, quantity)
             updates = [approach.quota_update(key, -part, tid) for key, part in parts]
             fields["allocation"] = {key["PK"]: part for key, part in parts}
-            outcome, exists, _ = self.store.move(updates, transfer_put(self.table_name, resource_id, tid, fields))
+            outcome = self.store.take(updates, transfer_put(self.table_name, resource_id, tid, fields)).outcome
             if outcome is Outcome.APPLIED:
                 return Reservation(True, transfer_body(resource_id, tid, self.policy.region, target, quantity))
             if outcome is not Outcome.REJECTED:
@@ -203,8 +203,8 @@ class Escrow(Releases):
         ([`counters.services.escrow_automation`][counters.services.escrow_automation]), by a take that finds the share short, and by the admin route."""
         if self.policy.region not in self.policy.escrowed:  # no share here to credit (one counter serves every Region)
             return 0
-        resource = self.resource(resource_id)
-        approach = self.approach(resource.strategy)
+        resource = self.shared.resource(resource_id)
+        approach = self.shared.approach(resource.strategy)
         keys = resource.counter_keys
         credited = 0
         for sent in self.store.transfers(resource_id):
@@ -213,8 +213,7 @@ class Escrow(Releases):
             key = keys[uuid.UUID(sent.transfer_id).int % len(keys)]
             fields = {SOURCE: sent.source, TARGET: sent.target, QUANTITY: sent.quantity, REGION_ATTRIBUTE: self.policy.region}
             receipt = transfer_put(self.table_name, resource_id, sent.transfer_id, fields, receipt=True)
-            outcome, _, _ = self.store.move([approach.quota_update(key, sent.quantity, sent.transfer_id)], receipt)
-            if outcome is Outcome.APPLIED:
+            if self.store.take([approach.quota_update(key, sent.quantity, sent.transfer_id)], receipt).outcome is Outcome.APPLIED:
                 credited += sent.quantity
             # REJECTED: a concurrent receiver credited it (its receipt exists); CONTENTION: the next call does
         return credited

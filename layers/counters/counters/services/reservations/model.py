@@ -3,16 +3,19 @@ the ids and the constants ([`Reservations`][counters.services.reservations.servi
 
 from __future__ import annotations
 
+import os
 import uuid
-from typing import Generic, Literal, NotRequired, TypedDict, TypeVar, cast
+from collections.abc import Mapping
+from dataclasses import field, replace
+from typing import Generic, Literal, NotRequired, Self, TypedDict, TypeVar, cast
 
 from counters.core.outcome import Result
 from counters.core.records import dataclass
 from counters.core.regions import RegionSettings
-from counters.core.settings import SettingsError, env
-from counters.primitives import sharding
+from counters.primitives import approaches, sharding
 from counters.primitives.approaches import Reason
-from counters.store.resources import Record, Resource, Status
+from counters.store.resources_counters import Resource
+from counters.store.resources_records import Record, Status
 
 NAMESPACE = uuid.UUID("0b8d6f8e-3f7a-4c59-8a54-52e4c1d0a7b3")
 CONFIRMED, RELEASED, PENDING, UNKNOWN, RELEASING = Status.CONFIRMED, Status.RELEASED, Status.PENDING, Status.UNKNOWN, Status.RELEASING
@@ -77,13 +80,13 @@ Transferred = TypedDict(
     "Transferred",
     {"transferId": str, "resourceId": str, "from": str, "to": str, "quantity": int, "status": Literal["SENT"]},
 )
-"""Units sent to another Region ([Reservations.transfer][counters.services.reservations.escrow.Escrow.transfer]):
+"""Units sent to another Region ([Reservations.escrow.transfer][counters.services.reservations.escrow.Escrow.transfer]):
 `from` is this Region, `to` the receiving one, `status` `SENT` (`from` is a keyword: the functional
 form of `TypedDict`)."""
 
 
 class Received(TypedDict):
-    """What receiving transfers credited ([Reservations.receive][counters.services.reservations.escrow.Escrow.receive]):
+    """What receiving transfers credited ([Reservations.escrow.receive][counters.services.reservations.escrow.Escrow.receive]):
     the units of every transfer to this Region that had replicated here, 0 when none had."""
 
     resourceId: str
@@ -113,13 +116,18 @@ class Reservation(Generic[_B]):
 
 @dataclass(frozen=True, kw_only=True)
 class ReservationSettings(RegionSettings):
-    """``ATOMIC_POLICY``: what ``atomic`` does after an unknown outcome (``under`` never re-sends, ``over`` re-sends)."""
+    """The Region settings and each approach's own ([`Option`][counters.primitives.approaches.Option] s of its
+    [`REGISTRY`][counters.primitives.approaches.REGISTRY] entry: ``ATOMIC_POLICY``, what ``atomic`` does after
+    an unknown outcome, ``under`` never re-sends, ``over`` re-sends; ``OCC_HISTORY``; ``SET_MAX_TOKENS``)."""
 
-    atomic_policy: str = env("ATOMIC_POLICY", "under")
+    approach_options: Mapping[str, Mapping[str, int | str]] = field(default_factory=dict)
+    """Each approach's constructor keywords by its name (unset: its settings' defaults)."""
 
-    def __post_init__(self) -> None:
-        if self.atomic_policy not in ("under", "over"):
-            raise SettingsError("ATOMIC_POLICY must be under or over")
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """The fields as [`Settings.from_env`][counters.core.settings.Settings.from_env] reads them, and every approach's settings."""
+        environ = os.environ if environ is None else environ
+        return replace(super().from_env(environ), approach_options=approaches.settings(environ))
 
 
 def public_resource(resource: Resource, reserved: int, available: int) -> PublicResource:

@@ -3,42 +3,31 @@ them, three single-item steps where it has none ([`Releases`][counters.services.
 
 from __future__ import annotations
 
-from counters.core.caller import Caller
-from counters.core.commands import new_request_id
-from counters.core.errors import ContentionError, IntegrityError, NotFound
+from counters.core.errors import ContentionError, IntegrityError
 from counters.core.outcome import Outcome, Result
 from counters.services.reservation_commands import release_command
-from counters.services.reservations.base import ReservationsBase
 from counters.services.reservations.model import CONFIRMED, RELEASED, RELEASING, UNKNOWN, PublicReservation, Reservation, public_reservation
-from counters.store.resources import Record, Resource
+from counters.services.reservations.shared import Shared
+from counters.store.resources_counters import Resource
+from counters.store.resources_records import Record
 
 
-class Releases(ReservationsBase):
+class Releases:
     """Give back (``release``): the record's status ``CONFIRMED -> RELEASED`` (conditioned on
     ``CONFIRMED``; it records ``releasedBy``, the request's id, and starts the TTL) and the approach's
     give-back on each counter item of the allocation, so the quantity returns exactly once whatever
     retries: in one transaction, or where the table has none in steps
-    (`_release_in_steps`)."""
+    (`_release_in_steps`). A released record is kept ``released_ttl_seconds``."""
 
-    def release(
-        self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None
-    ) -> Reservation[PublicReservation]:
-        """Give the quantity back exactly once; a second release is a no-op (``created`` False).
-        With a ``caller``, only the reservation's owner (or an admin) may: checked on the read
-        that precedes every write (the owner never changes), so a refusal writes nothing; it
-        answers 404 as for a missing reservation."""
-        resource = self.resource(resource_id)
-        record = self._known(rid)
-        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
-        if record is None or record.resource_id != resource_id:
-            raise missing
-        if caller is not None:
-            caller.require_owner_or_hide(record.owner, "release this reservation", missing)
-        return self._release_record(resource, record, request_id or new_request_id())
+    def __init__(self, shared: Shared, released_ttl_seconds: int) -> None:
+        self.shared = shared
+        self.store = shared.store
+        self.policy = shared.policy
+        self.released_ttl_seconds = released_ttl_seconds
 
-    def _release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
+    def release_record(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
         """Give back this record's quantity (in MREC: a record of this Region; another's is refused)."""
-        self.refuse_in_mode(resource.strategy, resource.shards)
+        self.shared.refuse_in_mode(resource.strategy, resource.shards)
         rid, quantity = record.reservation_id, record.quantity
         if record.status is RELEASED:  # this request's own release (a re-drive), or an earlier one
             return Reservation(record.released_by == request_id, public_reservation(rid, quantity, RELEASED))
@@ -49,7 +38,7 @@ class Releases(ReservationsBase):
         if record.status is RELEASING:
             return self._release_in_steps(resource, record, request_id)
         if record.status is not CONFIRMED:
-            self._replay(record, quantity, request_id)  # PENDING: still completing (409), or left by a caller that died
+            self.shared.replay(record, quantity, request_id)  # PENDING: still completing (409), or left by a caller that died
         local = {key["PK"] for key in resource.counter_keys}
         if resource.shares is not None and not set(record.allocation or {}) <= local:
             held = record.region or "another Region"
@@ -60,7 +49,7 @@ class Releases(ReservationsBase):
     def _release_together(self, resource: Resource, record: Record, request_id: str) -> Reservation[PublicReservation]:
         """One transaction: the record's ``CONFIRMED -> RELEASED`` and every give-back of its allocation."""
         rid, resource_id, quantity = record.reservation_id, resource.resource_id, record.quantity
-        approach = self.approach(resource.strategy)
+        approach = self.shared.approach(resource.strategy)
         gives = [approach.release_update(resource.key_for(pk), part, rid) for pk, part in (record.allocation or {}).items()]
         taken = self.store.release(rid, request_id, self.released_ttl_seconds, gives)
         result = Result(taken.outcome, capacity=taken.capacity, attempts=taken.attempts)
@@ -81,7 +70,7 @@ class Releases(ReservationsBase):
         cannot tell, so theirs is only driven by the request that marked it (never given back
         twice: at worst the quantity stays held, never oversold)."""
         rid, quantity = record.reservation_id, record.quantity
-        approach = self.approach(resource.strategy)
+        approach = self.shared.approach(resource.strategy)
         marked_now = False
         if record.status is CONFIRMED:
             outcome, found = self.store.mark_releasing(rid, request_id)

@@ -51,10 +51,14 @@ from counters.services.reservations.model import (
     public_resource,
     reservation_id,
 )
-from counters.store.resources import MAX_SHARDS, Counter, Record, Resource, ResourceStore, Status, record_put, resource_key
+from counters.services.reservations.releases import Releases
+from counters.services.reservations.shared import Shared
+from counters.store.resources import ResourceStore
+from counters.store.resources_counters import MAX_SHARDS, Counter, Resource, resource_key
+from counters.store.resources_records import Record, Status, record_put
 
 
-class Reservations(Escrow):
+class Reservations:
     """Create resources, take and give back reservations exactly (per the strategy's guarantee)."""
 
     def __init__(
@@ -63,33 +67,25 @@ class Reservations(Escrow):
         *,
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
-        atomic_policy: str = "under",
-        history: int = 32,
-        max_tokens: int = 250,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
         released_ttl_seconds: int = RELEASED_TTL_SECONDS,
         rng: random.Random | None = None,
         topology: Topology | None = None,
         stream_consumers: bool | None = None,
     ) -> None:
-        """``stream_consumers``: whether each Region's escrow function (MREC) runs on its stream
+        """``options``: each approach's constructor keywords by its name (``{"atomic": {"policy": "over"}}``;
+        unset: the defaults of its [`REGISTRY`][counters.primitives.approaches.REGISTRY] entry's settings).
+        ``stream_consumers``: whether each Region's escrow function (MREC) runs on its stream
         (``None``: ``TALLY_STREAM_CONSUMERS``); without it a transfer, which only the target Region's
         consumer (or a call to ``receive_transfers`` there) credits, is refused."""
         self.table_name = table_name
-        self.stream_consumers = stream_consumers_run(stream_consumers)
         self.policy = RegionPolicy.of(topology or ONE_REGION)  # resolved once: the parts read its capabilities
-        self._dynamodb = dynamodb
-        self.retry = retry or RetryPolicy()
-        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=self.retry, policy=self.policy)
-        self.store.region = self.policy.writer  # per-Region items (conditions see one replica): each Region its own records
-        self.options: dict[str, dict[str, Any]] = {
-            "atomic": {"policy": atomic_policy},
-            "occ_history": {"history": history},
-            "set": {"max_tokens": max_tokens},
-        }
-        self.released_ttl_seconds = released_ttl_seconds
+        self.store = ResourceStore(table_name, dynamodb=dynamodb, retry=retry or RetryPolicy(), policy=self.policy)
+        self.shared = Shared(self.store, options or {})
+        self.releases = Releases(self.shared, released_ttl_seconds)
+        self.escrow = Escrow(self.shared, self.releases, stream_consumers=stream_consumers_run(stream_consumers))
+        """Shares, transfers, receipts and reconcile on an MREC table ([`Escrow`][counters.services.reservations.escrow.Escrow])."""
         self.rng = rng or random.Random()
-        self._approaches: dict[str, Approach] = {}
-        self._escrowed: dict[str, Resource] = {}
 
     @classmethod
     def from_settings(cls, settings: ReservationSettings) -> Self:
@@ -97,7 +93,7 @@ class Reservations(Escrow):
         return cls(
             settings.table_name,
             retry=settings.retry,
-            atomic_policy=settings.atomic_policy,
+            options=settings.approach_options,
             topology=settings.topology,
             stream_consumers=settings.stream_consumers,
         )
@@ -110,15 +106,15 @@ class Reservations(Escrow):
         become a share item only that Region writes."""
         if strategy not in NAMES:
             raise InvalidRequest(f"strategy must be one of {', '.join(NAMES)}")
-        approach = self.approach(strategy)
+        approach = self.shared.approach(strategy)
         if shards > 1 and not approach.shardable:
             shardable = ", ".join(name for name, entry in REGISTRY.items() if entry.cls.shardable)
             raise InvalidRequest(f"strategy {strategy!r} does not support shards > 1 (shardable: {shardable})")
         if not 1 <= shards <= MAX_SHARDS or capacity < 0:
             raise InvalidRequest(f"shards must be 1..{MAX_SHARDS} and capacity >= 0")
-        self.refuse_in_mode(strategy, shards)
+        self.shared.refuse_in_mode(strategy, shards)
         if self.policy.escrowed:  # each of these Regions owns an escrowed share of the capacity (MREC)
-            return self._create_escrowed(resource_id, capacity, approach, shards, shares)
+            return self.escrow.create(resource_id, capacity, approach, shards, shares)
         if shares is not None:
             raise InvalidRequest("shares split a capacity between the Regions of an MREC global table only")
         meta: dict[str, object] = {
@@ -136,15 +132,15 @@ class Reservations(Escrow):
         else:
             for key, share in zip(resource.counter_keys, sharding.split_capacity(capacity, shards), strict=True):
                 counters.append((key, {"resourceId": resource_id, "capacity": share, **approach.initial_attributes(share)}))
-        return self._created(resource_id, self.store.create(meta, counters), resource)
+        return self.shared.created(resource_id, self.store.create(meta, counters), resource)
 
     def get_resource(self, resource_id: str) -> PublicResource:
         """The resource; a sharded one reads as the sum of one consistent snapshot of its shards;
         an escrowed one as the sum of every Region's share as this Region's replica holds them
         (exact once replication has settled), with each Region's share and the transfers in flight."""
-        resource = self.resource(resource_id)
+        resource = self.shared.resource(resource_id)
         if resource.shares is not None:
-            return self._escrow_view(resource)
+            return self.escrow.view(resource)
         counters = [resource.counter or Counter()] if resource.shards == 1 else self.store.snapshot(resource.counter_keys, Capacity())
         return public_resource(resource, sum(c.reserved for c in counters), sum(c.available for c in counters))
 
@@ -163,9 +159,9 @@ class Reservations(Escrow):
         else is answered as if it did not exist)."""
         if quantity < 1:
             raise InvalidRequest("quantity must be >= 1")
-        resource = self.resource(resource_id)
-        self.refuse_in_mode(resource.strategy, resource.shards)
-        approach = self.approach(resource.strategy)
+        resource = self.shared.resource(resource_id)
+        self.shared.refuse_in_mode(resource.strategy, resource.shards)
+        approach = self.shared.approach(resource.strategy)
         if approach.needs_token and not idempotency_key:
             raise IdempotencyKeyMissing(
                 f"the Idempotency-Key header is required for strategy {resource.strategy!r} (docs/retries.md#idempotency-keys)"
@@ -183,16 +179,16 @@ class Reservations(Escrow):
         record.update(self.policy.stamped())
         if idempotency_key:
             record["idempotencyKey"] = idempotency_key
-            existing = self._known(rid)
+            existing = self.shared.known(rid)
             if existing is not None:
-                return self._replay(existing, quantity, request_id)
+                return self.shared.replay(existing, quantity, request_id)
             if not approach.needs_token:  # nothing else remembers the key: claim it before taking anything
                 claimed, stored = self._put_record(rid, record, quantity, None, status=PENDING)
                 if not claimed:
-                    return self._replay(stored, quantity, request_id)
+                    return self.shared.replay(stored, quantity, request_id)
         result = self._take(approach, resource, rid, quantity, record)
         if resource.shares is not None and result.outcome is Outcome.REJECTED and result.reason in INSUFFICIENT:
-            if self.receive_transfers(resource_id) > 0:  # units sent to this Region: credit them, then try again
+            if self.escrow.receive_transfers(resource_id) > 0:  # units sent to this Region: credit them, then try again
                 result = self._take(approach, resource, rid, quantity, record)
         claimed = bool(idempotency_key) and not approach.needs_token
         try:
@@ -220,7 +216,7 @@ class Reservations(Escrow):
             if result.reason in INSUFFICIENT:
                 message = f"resource {resource.resource_id!r} has {left} left; asked for {quantity}"
                 if resource.shares is not None:
-                    elsewhere = ", ".join(f"{region} {n}" for region, n in self.shares_elsewhere(resource).items()) or "none"
+                    elsewhere = ", ".join(f"{region} {n}" for region, n in self.escrow.shares_elsewhere(resource).items()) or "none"
                     message = (
                         f"resource {resource.resource_id!r} has {left} left in this Region's share "
                         f"({resource.region}); asked for {quantity}; other Regions' shares (as last replicated here): {elsewhere}"
@@ -259,7 +255,7 @@ class Reservations(Escrow):
         if allocation is None:
             existing = self.store.record(rid)
             if existing is not None:
-                return self._replay(existing, quantity, request_id, result)
+                return self.shared.replay(existing, quantity, request_id, result)
             raise ContentionError(
                 "the original request with this Idempotency-Key is still completing; retry it",
                 command=reserve_command(approach, resource.resource_id, quantity, record),
@@ -273,7 +269,7 @@ class Reservations(Escrow):
         )
         if created:  # the record's conditional Put is the arbiter: exactly one twin answers 201
             return Reservation(True, public_reservation(rid, quantity, CONFIRMED), result)
-        return self._replay(stored, quantity, request_id, result)
+        return self.shared.replay(stored, quantity, request_id, result)
 
     def _put_record(
         self,
@@ -316,21 +312,28 @@ class Reservations(Escrow):
                 f"reservation {rid} was taken but its confirmation is busy; it completes from the retry queue", command=command
             )
 
+    def release(
+        self, resource_id: str, rid: str, *, caller: Caller | None = None, request_id: str | None = None
+    ) -> Reservation[PublicReservation]:
+        """Give the quantity back exactly once ([`Releases`][counters.services.reservations.releases.Releases]);
+        a second release is a no-op (``created`` False). With a ``caller``, only the reservation's owner
+        (or an admin) may: checked on the read that precedes every write (the owner never changes), so
+        a refusal writes nothing; it answers 404 as for a missing reservation."""
+        resource = self.shared.resource(resource_id)
+        record = self.shared.owned(resource_id, rid, caller, "release this reservation")
+        return self.releases.release_record(resource, record, request_id or new_request_id())
+
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> ReservationDetails:
         """The reservation ``reservation_id`` of ``resource_id`` (404 when missing, or another caller's)."""
-        record = self._known(rid)
-        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
-        if record is None or record.resource_id != resource_id:
-            raise missing
-        if caller is not None:
-            caller.require_owner_or_hide(record.owner, "read this reservation", missing)
-        public = public_reservation(rid, record.quantity, record.status)
+        record = self.shared.owned(resource_id, rid, caller, "read this reservation")
+        status = public_reservation(rid, record.quantity, record.status)["status"]
+        created = record.created_at
         body: ReservationDetails = {
-            "reservationId": public["reservationId"],
-            "quantity": public["quantity"],
-            "status": public["status"],
+            "reservationId": rid,
+            "quantity": record.quantity,
+            "status": status,
             "resourceId": resource_id,
-            "createdAt": record.created_at,
+            "createdAt": created,
         }
         if record.released_at is not None:
             body["releasedAt"] = record.released_at

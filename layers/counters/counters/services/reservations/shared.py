@@ -1,26 +1,19 @@
-"""What every part of the reservations service shares: its state (declared here, made by
-[`Reservations`][counters.services.reservations.service.Reservations]' constructor, where the Region
-policy is built once), its approaches, the resource's META and the record that answers for a token.
-
-[`Reservations`][counters.services.reservations.service.Reservations] is this base and its parts:
-[`Releases`][counters.services.reservations.releases.Releases] (giving back) and
-[`Escrow`][counters.services.reservations.escrow.Escrow] (shares, transfers, receipts, reconcile).
-The parts have no constructor of their own: tools.iam reads a class named as a base as live, and a
-live class's constructor as reachable, so only the service's own constructor builds the store.
-"""
+"""What the reservations service's parts share ([`Shared`][counters.services.reservations.shared.Shared]):
+the store (its Region policy inside), the approaches made on it, a resource's META and the record that
+answers for a token. [`Reservations`][counters.services.reservations.service.Reservations] makes one and
+hands it to [`Releases`][counters.services.reservations.releases.Releases] (giving back) and
+[`Escrow`][counters.services.reservations.escrow.Escrow] (shares, transfers, receipts, reconcile)."""
 
 from __future__ import annotations
 
-import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from counters.core.client import DynamoDBClient
+from counters.core.caller import Caller
 from counters.core.errors import AlreadyExists, AmbiguousOutcome, ContentionError, IdempotencyKeyInFlight, IdempotencyKeyReused, NotFound
-from counters.core.failures import RetryPolicy
 from counters.core.outcome import Outcome, Result
-from counters.core.policy import RegionPolicy
-from counters.primitives.approaches import REGISTRY, Approach, create
+from counters.primitives.approaches import REGISTRY, Approach
 from counters.services.reservations.model import (
     CLAIM_SECONDS,
     ESCROWED_CACHE,
@@ -33,34 +26,27 @@ from counters.services.reservations.model import (
     public_reservation,
     public_resource,
 )
-from counters.store.resources import Record, Resource, ResourceStore
+from counters.store.resources import ResourceStore
+from counters.store.resources_counters import Resource
+from counters.store.resources_records import Record
 
 
-class ReservationsBase:
-    """The service's state (made by [`Reservations`][counters.services.reservations.service.Reservations]'
-    constructor) and what its parts share (see the module)."""
+class Shared:
+    """The store, the approaches on it (each made on first use with its ``options``: constructor
+    keywords by approach name) and the reads every part makes."""
 
-    table_name: str
-    policy: RegionPolicy
-    """What this table offers the feature, resolved once ([`RegionPolicy`][counters.core.policy.RegionPolicy])."""
-    retry: RetryPolicy
-    store: ResourceStore
-    options: dict[str, dict[str, Any]]
-    """Each approach's constructor options, by name."""
-    released_ttl_seconds: int
-    stream_consumers: bool
-    """Whether this Region's escrow stream consumer runs (it credits arriving transfers)."""
-    rng: random.Random
-    _dynamodb: DynamoDBClient | None
-    _approaches: dict[str, Approach]
-    _escrowed: dict[str, Resource]
+    def __init__(self, store: ResourceStore, options: Mapping[str, Mapping[str, Any]]) -> None:
+        self.store = store
+        self.policy = store.policy
+        """What this table offers the feature, resolved once ([`RegionPolicy`][counters.core.policy.RegionPolicy])."""
+        self.options = options
+        self._approaches: dict[str, Approach] = {}
+        self._escrowed: dict[str, Resource] = {}
 
     def approach(self, name: str) -> Approach:
-        """The approach ``name``, made on first use and kept."""
+        """The approach ``name`` on this store, made on first use and kept."""
         if name not in self._approaches:
-            made = create(name, self.table_name, dynamodb=self._dynamodb, retry=self.retry, **self.options.get(name, {}))
-            made.store.region = self.store.region  # marker's and crt's records are written by the take
-            self._approaches[name] = made
+            self._approaches[name] = REGISTRY[name].make(self.store, **self.options.get(name, {}))
         return self._approaches[name]
 
     def refuse_in_mode(self, strategy: str, shards: int) -> None:
@@ -90,14 +76,15 @@ class ReservationsBase:
             self.policy.require("unescrowed-resource", f"resource {resource_id!r}")
         return found
 
-    def _created(self, resource_id: str, outcome: Outcome, resource: Resource) -> PublicResource:
+    def created(self, resource_id: str, outcome: Outcome, resource: Resource) -> PublicResource:
+        """The answer to a resource's creation that ended with ``outcome``."""
         if outcome is Outcome.REJECTED:
             raise AlreadyExists(f"resource {resource_id!r} already exists")
         if outcome is not Outcome.APPLIED:
             raise ContentionError()
         return public_resource(resource, 0, resource.capacity)
 
-    def _known(self, rid: str) -> Record | None:
+    def known(self, rid: str) -> Record | None:
         """The record that answers for a request token: the one record (one Region, MRSC), or
         (per-Region records, MREC) the earliest of every Region's that this replica holds (a client
         that failed over is answered from it, nothing is taken; a later Region's twin is given back
@@ -106,7 +93,18 @@ class ReservationsBase:
             return self.store.record(rid)
         return first(self.store.records(rid))  # MREC: the earliest, wherever it was taken (see reconcile)
 
-    def _replay(self, existing: Record, quantity: int, request_id: str, result: Result | None = None) -> Reservation[PublicReservation]:
+    def owned(self, resource_id: str, rid: str, caller: Caller | None, doing: str) -> Record:
+        """The record of ``rid`` for ``resource_id``; 404 when missing, or (with a ``caller``, checked on
+        this read, before any write: the owner never changes) another caller's than an admin's."""
+        record = self.known(rid)
+        missing = NotFound(f"reservation {rid!r} not found for resource {resource_id!r}")
+        if record is None or record.resource_id != resource_id:
+            raise missing
+        if caller is not None:
+            caller.require_owner_or_hide(record.owner, doing, missing)
+        return record
+
+    def replay(self, existing: Record, quantity: int, request_id: str, result: Result | None = None) -> Reservation[PublicReservation]:
         """Answer from the stored record: this request's own (``created``), or an earlier one's."""
         if existing.quantity != quantity:
             raise IdempotencyKeyReused()
