@@ -97,7 +97,7 @@ class Settings:
 
     @property
     def idempotency_window_seconds(self) -> int:
-        """The key window in seconds ([`idempotency_window_days`][counters.core.settings.Settings.idempotency_window_days]);
+        """The key window in seconds ([`idempotency_window_days`][counters.core.settings.Settings]);
         [`SettingsError`][counters.core.settings.SettingsError] below one day."""
         if self.idempotency_window_days < 1:
             raise SettingsError(f"IDEMPOTENCY_WINDOW_DAYS={self.idempotency_window_days} must be at least 1 (days)")

@@ -19,7 +19,7 @@ Idempotency
     that it exists) nor blocks anyone.
 
     A key is honoured for the key window (``IdempotencyWindowDays``, default 31 days,
-    [`Settings.idempotency_window_days`][counters.core.settings.Settings.idempotency_window_days]): its record's ``expiresAt`` is the first
+    [`Settings.idempotency_window_days`][counters.core.settings.Settings]): its record's ``expiresAt`` is the first
     request's time plus the window, and DynamoDB TTL (on MRSC, the expiry sweeper) deletes it
     after that. Order keys carry no time of their own, so the record decides: one found past its
     ``expiresAt`` (TTL deletes some time after) is refused, 422
