@@ -702,7 +702,7 @@ def wcu_table(rows: Sequence[WcuRow], plan: Plan) -> list[str]:
         f"Regions; MRSC: {REPLICAS[GlobalTableMode.MRSC]} replicas, one store in the emulator, so its measured total is the local "
         "units times 3. Model: bench/regions_model.py and docs/regions.md (units, not prices: replicated units are priced "
         "like single-Region ones). Ratios are against the `none` row of the same operation, measured in this run. "
-        "Expiry (model only, it happens later: an order's key record after 24 h) = the units of deleting what the operation "
+        "Expiry (model only, it happens later: an order's key record after its window, IdempotencyWindowDays) = the units of deleting what the operation "
         "wrote with `expiresAt`: free by TTL in one Region, the replicated deletes on MREC, the expiry sweeper's deletes "
         "on MRSC (no TTL there; docs/regions.md).",
         "",

@@ -112,6 +112,7 @@ def _worker_main(fn: Function, conn: Any, environ: dict[str, str]) -> None:
         init_error = traceback.format_exc()
         handler = None
     _log_writes(fn.name)
+    _movable_clock()
     report_faults = _inject_faults(fn.name)
     _setup(fn.name)
     conn.send(("ready", None))
@@ -150,6 +151,15 @@ def _log_writes(function: str) -> None:
     from testkit.write_log import install
 
     install(dynamo.client(), folder, function)
+
+
+def _movable_clock() -> None:
+    """Test hook: with ``DEVSTACK_CLOCK`` (a file holding an offset in seconds; never set outside
+    tests), the layer in this worker reads the time from that clock (testkit.clock), which the test moves."""
+    if os.environ.get("DEVSTACK_CLOCK"):
+        from testkit.clock import install_from_env
+
+        install_from_env()
 
 
 def _setup(function: str) -> None:

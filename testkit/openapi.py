@@ -94,8 +94,8 @@ ERRORS = {
     "is still being processed: retry the same request later",
     "413": "The body is larger than 64 KiB (nothing was written)",
     "415": "The body must be JSON (application/json or a +json media type, any case)",
-    "422": "Idempotency-Key reused with a different request (idempotency_key_reused), or older than the "
-    "ledger's retry window (idempotency_key_expired); nothing was written",
+    "422": "Idempotency-Key reused with a different request (idempotency_key_reused), or older than its "
+    "window (idempotency_key_expired: the ledger's retry window, an order key's IdempotencyWindowDays); nothing was written",
     "500": "Internal error (no details; the request may be retried)",
     "503": "Contention outlasted the retry budget; retry the same request",
 }

@@ -50,6 +50,10 @@ def stream_consumers(declared: bool | None = None) -> bool:
     return bool(raw) and bool(_parse(STREAM_CONSUMERS_ENV, raw, bool))
 
 
+IDEMPOTENCY_WINDOW_DAYS = 31
+"""How long an idempotency key is honoured by default (template parameter ``IdempotencyWindowDays``)."""
+DAY_SECONDS = 24 * 3600
+
 T = TypeVar("T")
 
 
@@ -87,6 +91,17 @@ class Settings:
     """Whether the table's stream consumers run beside this function (the like aggregator, the
     order pointer, MREC escrow): template.yaml sets it on every function of the stack, which deploys
     them. Unset (``None``): as [`stream_consumers`][counters.core.settings.stream_consumers] finds it."""
+    idempotency_window_days: int = env("IDEMPOTENCY_WINDOW_DAYS", IDEMPOTENCY_WINDOW_DAYS)
+    """How long an idempotency key is honoured (template parameter ``IdempotencyWindowDays``, at
+    least 1): its record is kept this long after the first request, which a re-send then answers."""
+
+    @property
+    def idempotency_window_seconds(self) -> int:
+        """The key window in seconds ([`idempotency_window_days`][counters.core.settings.Settings]);
+        [`SettingsError`][counters.core.settings.SettingsError] below one day."""
+        if self.idempotency_window_days < 1:
+            raise SettingsError(f"IDEMPOTENCY_WINDOW_DAYS={self.idempotency_window_days} must be at least 1 (days)")
+        return self.idempotency_window_days * DAY_SECONDS
 
     @property
     def retry(self) -> RetryPolicy:

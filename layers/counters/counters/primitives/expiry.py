@@ -26,12 +26,12 @@ items already gone), so it deletes nothing and only moves the checkpoint.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import field
 from typing import Self
 
 from counters.core.client import DynamoDBClient
+from counters.core.clock import now as layer_now
 from counters.core.failures import RetryPolicy
 from counters.core.outcome import Capacity
 from counters.core.records import dataclass
@@ -105,7 +105,7 @@ class ExpirySweeper:
         max_items: int = MAX_ITEMS,
         max_pages: int = MAX_PAGES,
         page_size: int = PAGE_SIZE,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = layer_now,
     ) -> None:
         if max_items < 1 or max_pages < 1 or page_size < 1:
             raise ValueError("max_items, max_pages and page_size must be at least 1")

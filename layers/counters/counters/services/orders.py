@@ -3,7 +3,7 @@
 | item | PK | SK | written |
 |---|---|---|---|
 | order | ``ORDER#<n>`` | ``META`` | with its id, in one transaction with the key record |
-| idempotency record | ``ORDERKEY#<key>``, ``ORDERKEY#<owner>#<key>`` with authorization on | ``META`` | ``orderId``, ``requestHash``, TTL ``expiresAt`` |
+| idempotency record | ``ORDERKEY#<key>``, ``ORDERKEY#<owner>#<key>`` with authorization on | ``META`` | ``orderId``, ``requestHash``, ``expiresAt`` (the key window: TTL, or the sweeper on MRSC) |
 | sequence | ``SEQ#ORDER`` | ``META`` | [`counters.primitives.sequence`][counters.primitives.sequence] |
 | pointer | ``POINTER#LAST_ORDER`` | ``META`` | ``orderId``, by the order pointer function ([`counters.primitives.pointer`][counters.primitives.pointer]) |
 
@@ -17,6 +17,14 @@ Idempotency
     Keys are per caller when authorization is on (the record's key includes the owner, as a
     reservation id does): another user's key is never found, so it neither answers 422 (telling
     that it exists) nor blocks anyone.
+
+    A key is honoured for the key window (``IdempotencyWindowDays``, default 31 days,
+    [`Settings.idempotency_window_days`][counters.core.settings.Settings]): its record's ``expiresAt`` is the first
+    request's time plus the window, and DynamoDB TTL (on MRSC, the expiry sweeper) deletes it
+    after that. Order keys carry no time of their own, so the record decides: one found past its
+    ``expiresAt`` (TTL deletes some time after) is refused, 422
+    [`IdempotencyKeyExpired`][counters.core.errors.IdempotencyKeyExpired] naming the window; once it is deleted the key is
+    unknown and places a new order. The order itself is never deleted.
 
     * ``gapless``: the key record is in the *same* transaction as the counter bump, so a
       losing twin, a replay and a client resend never take an id: 1..N with no holes.
@@ -50,14 +58,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, TypedDict
 
+from counters.core import clock
 from counters.core.client import DynamoDBClient
 from counters.core.commands import Command, Replayable, Verdict, new_request_id, require
-from counters.core.errors import ContentionError, IdempotencyKeyReused, IntegrityError, NotFound, StreamConsumerMissing
+from counters.core.errors import (
+    ContentionError,
+    IdempotencyKeyExpired,
+    IdempotencyKeyReused,
+    IntegrityError,
+    NotFound,
+    StreamConsumerMissing,
+)
 from counters.core.failures import RetryPolicy
 from counters.core.ids import valid_id
 from counters.core.items import Record
@@ -66,7 +81,7 @@ from counters.core.outcome import Capacity, Outcome, Result
 from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE, RegionSettings, Topology
-from counters.core.settings import env
+from counters.core.settings import DAY_SECONDS, IDEMPOTENCY_WINDOW_DAYS, env
 from counters.core.settings import stream_consumers as stream_consumers_run
 from counters.primitives.pointer import Pointer
 from counters.primitives.sequence import Sequence, SequenceMode
@@ -84,12 +99,14 @@ __all__ = [
     "order_policy",
     "placed_here",
     "public_order",
+    "window_text",
 ]
 
 SEQUENCE = "ORDER"
 POINTER = "LAST_ORDER"
-KEY_TTL_SECONDS = 24 * 3600
-"""How long a key is remembered (DynamoDB TTL on ``expiresAt``); orders themselves stay."""
+KEY_WINDOW_SECONDS = IDEMPOTENCY_WINDOW_DAYS * DAY_SECONDS
+"""How long a key is honoured by default (its record's ``expiresAt``: DynamoDB TTL, or the MRSC
+sweeper, deletes it after); orders themselves stay."""
 
 
 def request_hash(customer_id: str, items: list[JSONObject]) -> str:
@@ -156,15 +173,20 @@ class Orders:
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
         occ: RetryPolicy | None = None,
-        key_ttl_seconds: int = KEY_TTL_SECONDS,
+        key_window_seconds: int = KEY_WINDOW_SECONDS,
         policy: RegionPolicy = ONE_REGION_POLICY,
         stream_consumers: bool | None = None,
+        now: Callable[[], float] = clock.now,
     ) -> None:
         """``stream_consumers``: whether the order pointer function runs on the table's stream
-        (``None``: ``TALLY_STREAM_CONSUMERS``); without it [`latest`][counters.services.orders.Orders.latest] is refused."""
+        (``None``: ``TALLY_STREAM_CONSUMERS``); without it [`latest`][counters.services.orders.Orders.latest] is refused.
+        ``key_window_seconds``: how long a key is honoured; ``now``: the clock it is measured with."""
+        if key_window_seconds < 1:
+            raise ValueError("key_window_seconds must be at least 1")
         self.table_name = table_name
         self.stream_consumers = stream_consumers_run(stream_consumers)
-        self.key_ttl_seconds = key_ttl_seconds
+        self.key_window_seconds = key_window_seconds
+        self.now = now
         self.retry = retry or RetryPolicy()
         self.policy = policy
         """What this table lets orders do across Regions ([`order_policy`][counters.services.orders.order_policy])."""
@@ -181,6 +203,7 @@ class Orders:
             retry=settings.retry,
             policy=policy,
             stream_consumers=settings.stream_consumers,
+            key_window_seconds=settings.idempotency_window_seconds,
         )
 
     @property
@@ -197,10 +220,10 @@ class Orders:
         self.sequence.check_mode()  # gapless outside its home Region, or without transactions: refused before anything is read
         request_id = request_id or new_request_id()
         fingerprint = request_hash(customer_id, items)
+        now = int(self.now())
         record, capacity = self._get(idempotency_key(key, owner))
         if record is not None:
-            return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id)
-        now = int(time.time())
+            return self._replay(key, record, fingerprint, Result(Outcome.DUPLICATE, capacity=capacity), request_id, now)
         region = self.policy.stamp
 
         def order_item(order_id: int) -> dict[str, object]:
@@ -214,7 +237,7 @@ class Orders:
                 "orderId": order_id,
                 "requestHash": fingerprint,
                 "requestId": request_id,
-                "expiresAt": now + self.key_ttl_seconds,
+                "expiresAt": now + self.key_window_seconds,
                 # the answer itself: a replay never depends on ORDER#<n> (which replicates apart from this record)
                 "customerId": customer_id,
                 "items": items,
@@ -234,7 +257,7 @@ class Orders:
         if result.outcome is Outcome.REJECTED and taken_by:
             # The key is taken (a concurrent twin, or an earlier attempt of this request): its order is the answer.
             result.outcome = Outcome.DUPLICATE
-            return self._replay(key, taken_by, fingerprint, result, request_id)
+            return self._replay(key, taken_by, fingerprint, result, request_id, now)
         own = claim.conflicts.get(OrderAction.ORDER)
         if result.outcome is Outcome.REJECTED and claim.value is not None and own and own.get("requestId") == request_id:
             # MRSC (order written after its key record): an earlier attempt of this call wrote the
@@ -261,7 +284,15 @@ class Orders:
         placed = self.place(key=p.key, customer_id=p.customerId, items=p.items, owner=p.owner, request_id=command.operation_id)
         return Verdict("APPLIED" if placed.created else "DUPLICATE", placed.order)
 
-    def _replay(self, key: str, record: Record, fingerprint: str, result: Result, request_id: str) -> Placed:
+    def _replay(self, key: str, record: Record, fingerprint: str, result: Result, request_id: str, now: int) -> Placed:
+        mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
+        if not mine and "expiresAt" in record and int(record["expiresAt"]) <= now:
+            # Past its window, not yet deleted (TTL, or the MRSC sweeper, deletes some time after).
+            raise IdempotencyKeyExpired(
+                f"Idempotency-Key {key!r} is older than the idempotency window ({window_text(self.key_window_seconds)}, "
+                "IdempotencyWindowDays): "
+                "its first order can no longer be answered; send a new key to place a new order"
+            )
         if record.get("requestHash") != fingerprint:
             raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different order request")
         order_id = int(record["orderId"])
@@ -293,7 +324,6 @@ class Orders:
                     )
                 )
         result.value = order["orderId"]
-        mine = record.get("requestId") == request_id  # this request's own write, whose answer was lost
         if mine:
             result.outcome = Outcome.APPLIED
         return Placed(order, created=mine, result=result)
@@ -322,6 +352,14 @@ class Orders:
     def _get(self, key: dict[str, str]) -> tuple[Record | None, Capacity]:
         capacity = Capacity()
         return self.sequence.store.read_item(key, capacity), capacity
+
+
+def window_text(seconds: int) -> str:
+    """A key window as its message says it: ``31 days``, ``1 day``, or seconds when not whole days."""
+    days, rest = divmod(seconds, DAY_SECONDS)
+    if rest:
+        return f"{seconds} s"
+    return f"{days} day" if days == 1 else f"{days} days"
 
 
 def placed_here(order: Mapping[str, object], policy: RegionPolicy) -> bool:

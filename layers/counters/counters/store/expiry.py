@@ -31,7 +31,7 @@ CHECKPOINT_KEY: dict[str, str] = {"PK": "SWEEP#EXPIRY", "SK": "META"}
 
 EXPIRING = ("OP#", "RSV#", "ORDERKEY#", "POST#")
 """Key prefixes of the items that carry ``expiresAt``: operation records (7 days), released
-reservations (30 days), order keys (24 h), like tombstones (``POST#<id>#S<n>`` / ``LIKE#USER#...``)."""
+reservations (30 days), order keys (the key window, default 31 days), like tombstones (``POST#<id>#S<n>`` / ``LIKE#USER#...``)."""
 
 SHAPES = (
     Shape(

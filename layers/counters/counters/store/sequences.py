@@ -52,7 +52,8 @@ SHAPES = (
         "order key",
         "ORDERKEY#<key>",
         "META",
-        "`ORDERKEY#<sub>#<key>` with Cognito; `orderId`, `requestHash`, the order's content, 24 h TTL",
+        "`ORDERKEY#<sub>#<key>` with Cognito; `orderId`, `requestHash`, the order's content; `expiresAt`: the key window "
+        "(`IdempotencyWindowDays`, default 31 days)",
     ),
     Shape("pointer", "POINTER#LAST_ORDER", "META", "monotonic: only ever moves forward"),
     Shape("region pointer", "POINTER#LAST_ORDER#<region>", "META", "MREC: its Region's local orders only; read = max over Regions"),
