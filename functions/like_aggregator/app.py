@@ -41,7 +41,7 @@ from counters.primitives.aggregator import Change, padded
 from counters.runtime.function import Function
 from counters.runtime.metrics import record as record_metrics
 from counters.services.likes import LikeAggregator, like_aggregator
-from counters.store.post_items import Created
+from counters.store.post_streams import Created
 from counters.streams import hot_change, like_created, regional_change
 
 

@@ -3,7 +3,7 @@
 Lambda's record shape (``eventName``, ``dynamodb.Keys``/``NewImage``, ``SequenceNumber``,
 ``ApproximateCreationDateTime``) is known here and nowhere below: the like aggregator
 (functions/like_aggregator/app.py) parses its batch with [`hot_change`][counters.streams.hot_change], the store
-([`counters.store.post_items.streamed`][counters.store.post_items.streamed]) reads the item's attributes, and the service and the
+([`counters.store.post_streams.streamed`][counters.store.post_streams.streamed]) reads the item's attributes, and the service and the
 primitive see [`Change`][counters.primitives.aggregator.Change] s. In the import rule this module
 sits between ``deferral`` and ``services`` (pyproject.toml, ``[tool.importlinter]``).
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from counters.primitives.aggregator import Change
-from counters.store.post_items import Created, created, regional_streamed, streamed
+from counters.store.post_streams import Created, created, regional_streamed, streamed
 
 __all__ = ["hot_change", "like_created", "regional_change"]
 
@@ -53,7 +53,7 @@ def like_created(record: Mapping[str, Any]) -> Created | None:
 
 def regional_change(record: Mapping[str, Any], region: str) -> Change | None:
     """A record of ``region``'s stream of a global table (NEW_AND_OLD_IMAGES) as what it changes
-    ``region``'s own like tally by ([`counters.store.post_items.regional_streamed`][counters.store.post_items.regional_streamed]): a version
+    ``region``'s own like tally by ([`counters.store.post_streams.regional_streamed`][counters.store.post_streams.regional_streamed]): a version
     written in ``region`` counts its ``delta``; a version written elsewhere (replicated in) or a
     removal counts -1 if it replaced a liked version ``region`` wrote, else nothing. A replicated
     record never counts its own ``delta`` here (its Region counted it). ``None``: nothing to count."""

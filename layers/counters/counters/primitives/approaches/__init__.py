@@ -73,7 +73,7 @@ class Registered:
 
     name: str
     refusal: str | None = None
-    """The row of [`REFUSALS`][counters.core.policy.REFUSALS] refusing it where its take cannot run (its
+    """The operation of the resources' table ([`counters.store.resources_counters`][counters.store.resources_counters]) refusing it where its take cannot run (its
     take is a ``TransactWriteItems``); ``None``: it takes with one conditional write, anywhere."""
 
     @property
@@ -90,8 +90,8 @@ REGISTRY: Mapping[str, Registered] = {
         Registered("atomic"),
         Registered("occ"),
         Registered("occ_history"),
-        Registered("crt", refusal="strategy:crt"),
-        Registered("marker", refusal="strategy:marker"),
+        Registered("crt", refusal="take:crt"),
+        Registered("marker", refusal="take:marker"),
         Registered("set"),
     )
 }

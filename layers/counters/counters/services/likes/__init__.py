@@ -330,6 +330,6 @@ class Likes:
         """The deferred like/unlike commands the retry worker replays, and on one Region the like
         aggregator's deferred examinations ([`Merges.deferred`][counters.services.likes.merging.Merges.deferred])."""
         found = self.toggling.replayables()
-        if not self.policy.refused("grow-spread"):
+        if not self.posts.store.refused("grow-spread"):
             found |= Merges(self.table_name, dynamodb=self.posts.store.dynamodb, retry=self.retry).replayables()
         return found

@@ -217,7 +217,7 @@ def like_aggregator(
 class LikeAggregator(Aggregator):
     """The like tally's [`Aggregator`][counters.primitives.aggregator.Aggregator] and, on one Region,
     the [`Merges`][counters.services.likes.merging.Merges] run after its tally write (``None`` on a
-    global table, where a spread never grows: REFUSALS ``grow-spread``)."""
+    global table, where a spread never grows: ``grow-spread`` in the posts' table)."""
 
     def __init__(
         self,
