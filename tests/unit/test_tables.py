@@ -159,6 +159,9 @@ def test_a_write_outside_the_stores_tables_is_stopped_before_it_is_sent() -> Non
         mrec.dynamodb.transact_write_items(
             TransactItems=[{"Update": {"TableName": "t", "Key": {"PK": {"S": "RES#r0@eu-west-1"}, "SK": {"S": "SHARE"}}}}]
         )
+    home = ResourceStore("t", dynamodb=client, policy=RegionPolicy.of(Topology(MREC, EU, (EU, US), EU)))  # type: ignore[arg-type]
+    with pytest.raises(OutsideTable, match="a per-Region item of us-east-1"):  # the id's home creates every share, updates only its own
+        home.dynamodb.update_item(TableName="t", Key={"PK": {"S": "RES#r0@us-east-1"}, "SK": {"S": "SHARE"}})
     assert client.calls == []
 
 
@@ -182,7 +185,7 @@ class Recording:
             from counters.store.base import _plain, _written
 
             for key, image in _written(name, params):
-                plain = {k: _plain(v) for k, v in (image or {}).items()}
+                plain = None if image is None else {k: _plain(v) for k, v in image.items()}
                 self.written.append((str(_plain(key["PK"])), str(_plain(key["SK"])), plain))
             return target(**params)
 

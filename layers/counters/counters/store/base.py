@@ -53,7 +53,7 @@ class Guarded:
 
     def _send(self, operation: str, params: Params) -> Response:
         for key, image in _written(operation, params):
-            plain = {k: _plain(v) for k, v in (image or {}).items()}
+            plain = None if image is None else {k: _plain(v) for k, v in image.items()}
             admit(self._families, self._topology, None, str(_plain(key.get("PK"))), str(_plain(key.get("SK"))), plain)
         response: Response = getattr(self._inner, operation)(**params)
         return response
