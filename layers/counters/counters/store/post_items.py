@@ -114,6 +114,7 @@ POST = WriterRule(
     "MRSC: a create's condition sees every Region (409 `already_exists`)",
     home_id="postId",
 )
+"""The post's META: created only by its id's home Region on MREC (``create:<mode>`` in [`TABLE`][counters.store.post_items.TABLE])."""
 _LIKE_WHY = (
     "the state of the user's latest request (`changedAt`, `changedBy`): the later request wins in every Region, each Region "
     "counts only the versions it wrote and takes back its own like another Region's version replaced ([likes.md](likes.md#global-tables))"

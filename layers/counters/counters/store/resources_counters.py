@@ -58,6 +58,7 @@ RESOURCE = WriterRule(
     "strategies update it from any Region, each write on the latest version",
     home_id="id",
 )
+"""The resource's META: created only by its id's home Region on MREC (``create`` in [`TABLE`][counters.store.resources_counters.TABLE])."""
 WRITERS: tuple[WriterRule, ...] = (
     RESOURCE,
     WriterRule(
