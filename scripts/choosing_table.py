@@ -2,7 +2,7 @@
 
 What the code declares is read from the code: whether a reservation approach is exact and needs a
 token (its class, [`REGISTRY`][counters.primitives.approaches.REGISTRY]), and where it is refused
-(the rows of [`REFUSALS`][counters.core.policy.REFUSALS]). The capacity figures are the project's
+(the refused cells of the family tables, [`counters.store.tables`][counters.store.tables]). The capacity figures are the project's
 own measured or modelled ones; each names the page it comes from and a fragment of that page's
 table which must still be there (``--check`` fails when the page no longer says it), so a figure
 cannot drift from its source unseen. Dollars are computed from the figures and the on-demand
@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "counters")]
 
-from counters.core.policy import REFUSALS  # noqa: E402
 from counters.core.regions import GlobalTableMode  # noqa: E402
 from counters.primitives.approaches import REGISTRY  # noqa: E402
+from counters.store.tables import operation  # noqa: E402
 from scripts.generated_block import Block  # noqa: E402
 
 DOCS = ROOT / "docs"
@@ -57,7 +57,7 @@ class Row:
     pick: str
     source: Source
     refused_by: str | None = None
-    """The [`REFUSALS`][counters.core.policy.REFUSALS] row that refuses it in some modes, if any."""
+    """The table operation that refuses it in some modes, if any."""
     approach: str | None = None
     """Its name in the approaches' REGISTRY (a reservation strategy), if it is one."""
 
@@ -139,7 +139,7 @@ ROWS = (
         "per shard touched; a split adds 2 RCU per shard",
         "one counter takes more than one partition's 1,000 WCU/s",
         Source(RESERVATIONS, "| 2 per shard touched | (+2 per shard for a split's snapshot) |"),
-        refused_by="sharding",
+        refused_by="take:sharded",
     ),
     Row(
         "ledger (append; balance)",
@@ -160,7 +160,7 @@ ROWS = (
         "one transaction of 2 items",
         "**the default for likes**: the tally is exact at once",
         Source("likes.md", "`ADD likeTally` on `META`): 4 WCU, as in seed 01."),
-        refused_by="standard-like",
+        refused_by="like:standard",
     ),
     Row(
         "hot like",
@@ -191,7 +191,7 @@ ROWS = (
         "one transaction of 3 items",
         "invoice numbers: holes are unacceptable; one writer at a time",
         Source("orders.md", "| 2 (key record + counter reads) | 6 (counter + order + key record, transactional) = **6** |"),
-        refused_by="gapless",
+        refused_by="take:gapless",
     ),
 )
 
@@ -199,9 +199,9 @@ MODES = {GlobalTableMode.NONE: "one Region", GlobalTableMode.MREC: "MREC", Globa
 
 
 def regions(row: Row) -> str:
-    """Where it runs: every mode but those its REFUSALS row (or its approach's) refuses."""
+    """Where it runs: every mode but those its table operation (or its approach's) refuses."""
     key = REGISTRY[row.approach].refusal if row.approach else row.refused_by
-    refused = set(REFUSALS[key].why) if key else set()
+    refused = set(operation(key).refusing()) if key else set()
     return ", ".join(label for mode, label in MODES.items() if mode not in refused)
 
 
@@ -243,7 +243,7 @@ def table() -> str:
 DOC = DOCS / "choosing.md"
 BLOCK = Block(
     DOC,
-    "<!-- choosing: generated from counters' REGISTRY and REFUSALS and the cited figures by scripts/choosing_table.py -->",
+    "<!-- choosing: generated from counters' REGISTRY and family tables and the cited figures by scripts/choosing_table.py -->",
     "<!-- /choosing -->",
     table,
     "docs/choosing.md's table differs from what the code and the cited pages say: run python scripts/choosing_table.py",

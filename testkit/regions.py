@@ -319,7 +319,7 @@ class WriterCheck:
         pk, sk = str(keys.get("PK", "")), str(keys.get("SK", ""))
         found = family_of(pk, sk, self.declarations)
         if found is None:
-            self.violations.append(f"{region} wrote PK={pk!r} SK={sk!r}, a key no item family declares (counters/store/*.py WRITERS)")
+            self.violations.append(f"{region} wrote PK={pk!r} SK={sk!r}, a key no item family declares (counters/store/*.py TABLE)")
             return
         family, parts = found
         rule = family.rule(self.mode)

@@ -21,7 +21,7 @@ from counters.core.failures import RetryPolicy
 from counters.core.regions import GlobalTableMode, Topology
 from counters.primitives.toggle import now_ms
 from counters.services.likes import Likes
-from counters.store import aggregates, post_items
+from counters.store import aggregates, post_streams
 from counters.store.expr import Cond, Path
 from counters.streams import LikeAggregator, aggregate, like_aggregator
 from proof.regions import likes as proof_likes
@@ -187,15 +187,15 @@ def test_a_like_sent_again_in_the_other_region_makes_the_version_its_own_and_cou
 
 def counting_replicated_deltas(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the guard: a record written in another Region counts its own delta here too."""
-    original = post_items.regional_streamed
+    original = post_streams.regional_streamed
 
     def broken(keys: Any, new: Any, old: Any, region: str) -> Any:
         found = original(keys, new, old, region)
         if found is not None and new and "delta" in new:
-            return post_items.Streamed(found.post_id, found.lane, int(new["delta"]["N"]))
+            return post_streams.Streamed(found.post_id, found.lane, int(new["delta"]["N"]))
         return found
 
-    monkeypatch.setattr(post_items, "regional_streamed", broken)
+    monkeypatch.setattr(post_streams, "regional_streamed", broken)
     import counters.streams
 
     monkeypatch.setattr(counters.streams, "regional_streamed", broken)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import counters.store.post_items as post_items
+from counters.store.tables import Table
 from testkit.regions import Delays, GlobalTable, Mode, WriterRuleViolation
 
 A, B, C = "eu-west-1", "us-east-1", "us-west-2"
@@ -48,7 +49,8 @@ def test_a_region_writing_another_regions_tally_fails_the_run(make: Any) -> None
 
 
 def test_the_same_write_fails_as_undeclared_once_the_familys_rule_is_removed(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(post_items, "WRITERS", tuple(w for w in post_items.WRITERS if w.item != TALLY))
+    shapes = tuple(w for w in post_items.WRITERS if w.item != TALLY)
+    monkeypatch.setattr(post_items, "TABLE", Table("post_items", shapes, {}))
     gt = make()
     put(gt, A, "POST#p1", f"TALLY#{A}")  # even by its own Region: no family declares the key
     with pytest.raises(WriterRuleViolation, match="no item family declares"):

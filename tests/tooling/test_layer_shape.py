@@ -5,8 +5,9 @@
   (its docstrings may describe behaviour across Regions).
 * ``services/`` names the topology only where a feature's policy is built (a constructor or
   ``from_settings``).
-* Every refusal is a row of ``counters.core.policy.REFUSALS``: nothing else builds an
-  ``UnsupportedInMode`` or calls a ``refuse``.
+* Every refusal is a cell of an item family's table (``TABLE``, counters.store.tables): only the
+  table's check builds an ``UnsupportedInMode`` or a ``WrongRegion``, only a family module declares a
+  refused cell, and no refusal's reason or wording is written anywhere else.
 * The policy hands out behaviour, not flags standing in for the mode: it has no ``transactions``,
   ``replica_local`` or ``multi_region``; nothing outside ``core/`` reads such a flag, and nobody
   compares a ``Writes`` (``TOGETHER``/``IN_ORDER``): a caller names both cases to ``writes.choose``.
@@ -87,17 +88,41 @@ def test_services_name_the_topology_only_where_a_policy_is_built() -> None:
     assert not found, "build the feature's RegionPolicy in its constructor or from_settings and read capabilities:\n" + "\n".join(found)
 
 
-def test_every_refusal_comes_from_the_one_table() -> None:
-    found = []
+REFUSING = {"UnsupportedInMode", "WrongRegion", "refuse"}
+"""What builds a refusal: only the tables' check (``counters/store/tables.py``) may call them."""
+
+
+def strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, text) of every string constant in code, f-string parts included (docstrings too)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+
+
+def test_every_refusal_comes_from_a_family_table() -> None:
+    from counters.store.layout import FAMILIES
+    from counters.store.tables import tables
+
+    check, defaults = LAYER / "store" / "tables.py", LAYER / "core" / "errors.py"  # the error classes' default messages
+    families = {LAYER / "store" / f"{family}.py" for family in FAMILIES}
+    reasons = {op.rule(mode).reason for table in tables() for op in table.ops.values() for mode in op.refusing()}
+    built, declared, restated = [], [], []
     for path in modules():
-        if path.name == "policy.py" and path.parent.name == "core":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-                if called in {"UnsupportedInMode", "refuse"}:
-                    found.append(f"{rel(path)}:{node.lineno} {called}(...)")
-    assert not found, "add a row to counters.core.policy.REFUSALS and call policy.require(<row>):\n" + "\n".join(found)
+                if called in REFUSING and path != check:
+                    built.append(f"{rel(path)}:{node.lineno} {called}(...)")
+                if called == "refused" and isinstance(node.func, ast.Name) and path not in families:
+                    declared.append(f"{rel(path)}:{node.lineno} refused(...)")
+        for line, text in strings(tree):
+            worded = "is not available on" in text or "is created only in its home Region" in text
+            if (worded and path not in (check, defaults)) or (path not in families and any(reason in text for reason in reasons)):
+                restated.append(f"{rel(path)}:{line} {text[:60]!r}")
+    assert not built, "refuse with a cell of the family's TABLE, applied by its store's check(op):\n" + "\n".join(built)
+    assert not declared, "a refused cell belongs in its family module's TABLE:\n" + "\n".join(declared)
+    assert not restated, "a refusal's reason and wording live in the tables only:\n" + "\n".join(restated)
 
 
 def mode_flags(tree: ast.AST) -> Iterator[tuple[int, str]]:

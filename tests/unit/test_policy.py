@@ -1,13 +1,9 @@
-"""The Region policy (counters.core.policy): capabilities resolved once per feature, and one refusal table."""
+"""The Region policy (counters.core.policy): capabilities resolved once per feature (refusals are the family tables', tests/unit/test_tables.py)."""
 
 from __future__ import annotations
 
-import pytest
-
-from counters.core.errors import UnsupportedInMode
-from counters.core.policy import IN_ORDER, ONE_REGION_POLICY, REFUSALS, TOGETHER, RegionPolicy, refusal_message
+from counters.core.policy import IN_ORDER, ONE_REGION_POLICY, TOGETHER, RegionPolicy
 from counters.core.regions import GlobalTableMode, Topology
-from scripts.refusals_table import DOC, rendered
 
 NONE, MREC, MRSC = GlobalTableMode.NONE, GlobalTableMode.MREC, GlobalTableMode.MRSC
 TWO = ("eu-west-1", "us-east-1")
@@ -53,35 +49,3 @@ def test_writes_choose_and_complete_by_how_a_group_is_written() -> None:
     IN_ORDER.complete(lambda: done.append("in order"))  # the writer died between its single-item writes: complete it
     assert done == ["in order"]
     assert (repr(TOGETHER), repr(IN_ORDER)) == ("Writes.TOGETHER", "Writes.IN_ORDER")
-
-
-@pytest.mark.parametrize("name", sorted(REFUSALS))
-def test_every_refusal_refuses_in_its_modes_only_with_the_one_wording(name: str) -> None:
-    row = REFUSALS[name]
-    assert row.why, f"{name} refuses in no mode"
-    topologies = {NONE: Topology(), MREC: Topology(MREC, "eu-west-1", TWO), MRSC: Topology(MRSC, "eu-west-1", THREE)}
-    for mode, topology in topologies.items():
-        policy = RegionPolicy.of(topology)
-        if mode in row.why:
-            with pytest.raises(UnsupportedInMode) as refused:
-                policy.require(name)
-            assert str(refused.value) == refusal_message(name, mode)
-            assert str(refused.value).startswith(f"{row.what} is not available on ")
-            assert str(refused.value).endswith("(docs/regions.md)")
-        else:
-            policy.require(name)  # allowed: no exception
-
-
-def test_only_the_home_region_takes_what_only_a_home_takes_on_mrec() -> None:
-    RegionPolicy.of(Topology(MREC, "eu-west-1", TWO, "eu-west-1")).require_home("a gapless sequence")
-    RegionPolicy.of(Topology(MRSC, "eu-west-1", THREE)).require_home("a gapless sequence")
-    ONE_REGION_POLICY.require_home("a gapless sequence")
-    with pytest.raises(UnsupportedInMode, match="send the request to eu-west-1"):
-        RegionPolicy.of(Topology(MREC, "us-east-1", TWO, "eu-west-1")).require_home("a gapless sequence")
-    with pytest.raises(UnsupportedInMode, match="needs a home Region"):
-        RegionPolicy.of(Topology(MREC, "us-east-1", TWO)).require_home("a gapless sequence")
-
-
-def test_the_refusals_table_in_docs_regions_is_current() -> None:
-    text = DOC.read_text()
-    assert rendered(text) == text, "run: python scripts/refusals_table.py"

@@ -116,18 +116,18 @@ def test_the_service_hands_its_own_store_to_every_approach() -> None:
 
 def test_every_approach_is_registered_once_with_the_refusal_it_names() -> None:
     """The registry is the one list: every approach module is in it, its class carries its name, and the
-    refusal it names is a row of REFUSALS (the strategy rows are exactly the registry's)."""
+    refusal it names is its take's operation in the resources' table, refused in some mode (take:<name>)."""
     import pkgutil
 
-    from counters.core.policy import REFUSALS
     from counters.primitives import approaches
     from counters.primitives.approaches import NAMES, REGISTRY
+    from counters.store.resources_counters import TABLE
 
     modules = {m.name for m in pkgutil.iter_modules(approaches.__path__)}
     assert set(REGISTRY) == modules and tuple(REGISTRY) == NAMES
     assert all(entry.cls.name == name for name, entry in REGISTRY.items())
     refusals = {entry.refusal for entry in REGISTRY.values() if entry.refusal is not None}
-    assert refusals <= set(REFUSALS) and refusals == {row for row in REFUSALS if row.startswith("strategy:")}
+    assert refusals == {f"take:{name}" for name in REGISTRY} & {op for op, row in TABLE.ops.items() if row.refusing()}
 
 
 def test_the_service_refuses_what_the_registry_says_a_table_without_transactions_cannot_take() -> None:

@@ -13,9 +13,11 @@ from counters.core.regions import ONE_REGION, GlobalTableMode, Topology, home_of
 from counters.store import layout, writers
 from counters.store.expiry import CHECKPOINT_KEY
 from counters.store.post_items import POST
+from counters.store.post_items import TABLE as POSTS
 from counters.store.post_items import WRITERS as POST_WRITERS
-from counters.store.resources_counters import RESOURCE
+from counters.store.resources_counters import TABLE as RESOURCES
 from counters.store.resources_transfers import transfer_id
+from counters.store.tables import Table
 from counters.store.writers import Kind, WriterRule
 from scripts.writers_table import DOC, rendered
 from testkit.regions import Mode, WriterCheck, WriterRuleViolation
@@ -27,7 +29,7 @@ MREC = {r: Topology(GlobalTableMode.MREC, r, (EU, US)) for r in (EU, US)}
 def test_every_family_declares_its_writers() -> None:
     for family in layout.FAMILIES:
         module = importlib.import_module(f"counters.store.{family}")
-        assert module.WRITERS, family
+        assert module.TABLE.shapes and module.TABLE.shapes == module.WRITERS, family
         assert all(isinstance(rule, WriterRule) for rule in module.WRITERS)
 
 
@@ -110,7 +112,8 @@ def test_a_family_whose_rule_is_removed_is_flagged(monkeypatch: pytest.MonkeyPat
     family declares fails the run (a new family without a rule fails the proof)."""
     import counters.store.post_items as post_items
 
-    monkeypatch.setattr(post_items, "WRITERS", tuple(w for w in POST_WRITERS if w.item != "like tally of a Region"))
+    shapes = tuple(w for w in POST_WRITERS if w.item != "like tally of a Region")
+    monkeypatch.setattr(post_items, "TABLE", Table("post_items", shapes, {}))
     undeclared = check()
     undeclared.write(EU, {"PK": "POST#p1", "SK": f"TALLY#{EU}"}, None, created=True)
     with pytest.raises(WriterRuleViolation, match="no item family declares"):
@@ -182,15 +185,16 @@ def test_the_home_of_an_id_never_changes() -> None:
 
 def test_only_the_home_creates_on_mrec_and_every_region_elsewhere() -> None:
     home, other = EU, US
-    POST.require(MREC[home], "sq1")
+    POSTS.check("create:hot", MREC[home], item_id="sq1")
     with pytest.raises(WrongRegion) as refused:
-        RESOURCE.require(MREC[other], "sq1")
+        RESOURCES.check("create", MREC[other], item_id="sq1")
     assert (refused.value.region, refused.value.status, refused.value.code) == (home, 409, "wrong_region")
     assert refused.value.details() == {"region": home}
+    assert str(refused.value).startswith("resource 'sq1' is created only in its home Region eu-west-1 on this MREC global table")
     mrsc = Topology(GlobalTableMode.MRSC, US2, (US, US2, USW))
     for topology in (mrsc, ONE_REGION):
-        POST.require(topology, "sq1")
-        RESOURCE.require(topology, "ov")
+        POSTS.check("create:hot", topology, item_id="sq1")
+        RESOURCES.check("create", topology, item_id="ov")
 
 
 def test_an_id_the_service_draws_is_homed_here() -> None:

@@ -3,26 +3,21 @@
 A service builds one policy per feature where it reads its settings
 ([`RegionPolicy.of`][counters.core.policy.RegionPolicy.of]) and hands it to its primitives and
 stores. From then on nothing asks which mode the table runs in: a primitive reads the policy's
-layout (``writer``, ``readers``, ``others``, ``stride``...), takes its behaviour (how a group of
+layout (``writer``, ``readers``, ``others``, ``stride``...) and takes its behaviour (how a group of
 items is written: [`Writes`][counters.core.policy.Writes]; whether capacity is escrowed per Region:
-``escrowed``) and asks it for a refusal by name
-([`RegionPolicy.require`][counters.core.policy.RegionPolicy.require]). No code outside this module
-reads a mode or a mode's flag: tests/tooling/test_layer_shape.py holds that.
+``escrowed``). No code outside this module reads a mode or a mode's flag:
+tests/tooling/test_layer_shape.py holds that.
 
-Every refusal of the layer is a row of one table, [`REFUSALS`][counters.core.policy.REFUSALS]: what is
-refused, in which modes, and why, rendered with one wording
-([`refusal_message`][counters.core.policy.refusal_message]) as
-[`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] (409 ``unsupported_in_region_mode``).
-[docs/regions.md](../regions.md) lists the rows (``scripts/refusals_table.py`` writes them; tests/unit/test_policy.py keeps them current).
+What is refused where is not the policy's: each item family's table says it, cell by cell, and its
+store applies it on every write ([`counters.store.tables`][counters.store.tables]).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import field
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
-from counters.core.errors import UnsupportedInMode
 from counters.core.records import dataclass
 from counters.core.regions import ONE_REGION, REGION_ATTRIBUTE, GlobalTableMode, Topology
 
@@ -82,87 +77,6 @@ IN_ORDER: Writes = _InOrder()
 """Single-item conditional writes in order write a group (MRSC, which has no transactions)."""
 
 
-class Refusal(NamedTuple):
-    """One row of [`REFUSALS`][counters.core.policy.REFUSALS]: ``what`` is refused in each mode of ``why`` for that reason."""
-
-    what: str
-    why: Mapping[GlobalTableMode, str]
-
-
-REFUSALS: Mapping[str, Refusal] = {
-    "strategy:crt": Refusal("strategy 'crt'", {MRSC: "its take is a TransactWriteItems with a ClientRequestToken"}),
-    "strategy:marker": Refusal("strategy 'marker'", {MRSC: "its take writes the marker and the counter in one TransactWriteItems"}),
-    "sharding": Refusal(
-        "write sharding (shards > 1)",
-        {MRSC: "a sharded take splits over shards in one TransactWriteItems and reads them with TransactGetItems"},
-    ),
-    "gapless": Refusal("a gapless sequence", {MRSC: "its value and its items commit in one TransactWriteItems, which MRSC does not offer"}),
-    "standard-post": Refusal(
-        "a standard post",
-        {
-            MRSC: "standard mode counts in a transaction and MRSC has none: create it hot (a post created without a `mode` is hot on MRSC, standard elsewhere)"
-        },
-    ),
-    "standard-like": Refusal("a standard post's like", {MRSC: "standard mode counts in a transaction; MRSC has none"}),
-    "switch-mode": Refusal(
-        "switching a post's mode",
-        dict.fromkeys((MREC, MRSC), "META is one item every Region would write in place; a post keeps the mode it was created in"),
-    ),
-    "audit": Refusal(
-        "auditing a post's likes",
-        dict.fromkeys((MREC, MRSC), "each Region keeps its own tally; an audit per Region is not built yet (docs/likes.md)"),
-    ),
-    "grow-spread": Refusal(
-        "growing a hot post's spread",
-        dict.fromkeys(
-            (MREC, MRSC),
-            "two Regions may create one user's like in two lanes, and which Region merges them is not decided yet (docs/DESIGN.md)",
-        ),
-    ),
-    "like-before-spread": Refusal(
-        "liking a post stored before spread",
-        dict.fromkeys((MREC, MRSC), "its tally is one item on META, which every Region would write"),
-    ),
-    "unescrowed-resource": Refusal(
-        "a resource with one counter for every Region (created before the table was global)",
-        {MREC: "it would oversell; its capacity must be split into escrowed shares (docs/reservations.md, Global tables)"},
-    ),
-    "release-elsewhere": Refusal(
-        "releasing units of another Region's escrowed share",
-        {MREC: "only the Region that holds a share writes it: release the reservation there (docs/reservations.md, Global tables)"},
-    ),
-    "transfers": Refusal(
-        "transfers",
-        dict.fromkeys(
-            (NONE, MRSC),
-            "they move escrowed shares between the Regions of an MREC global table; here one counter serves every Region "
-            "(docs/reservations.md, Global tables)",
-        ),
-    ),
-}
-"""Every refusal of the layer by name: what, and why in each mode that refuses it."""
-
-
-def refusals_table() -> str:
-    """[`REFUSALS`][counters.core.policy.REFUSALS] as [docs/regions.md](../regions.md)'s "What each mode refuses" table (``scripts/refusals_table.py``)."""
-    lines = ["| refused | single Region | MREC | MRSC | why |", "|---|---|---|---|---|"]
-    for name, row in REFUSALS.items():
-        cells = ["refused" if mode in row.why else "" for mode in (NONE, MREC, MRSC)]
-        whys = sorted(set(row.why.values()))
-        lines.append(f"| {row.what} (`{name}`) | {' | '.join(cells)} | {' / '.join(whys)} |")
-    return "\n".join(lines)
-
-
-_TABLE = {NONE: "a single-Region table", MREC: "an MREC global table", MRSC: "an MRSC global table"}
-
-
-def refusal_message(name: str, mode: GlobalTableMode, detail: str = "") -> str:
-    """The one wording of a refusal: ``<what> is not available on <table>: <why>[; <detail>] (docs/regions.md)``."""
-    row = REFUSALS[name]
-    extra = f"; {detail}" if detail else ""
-    return f"{row.what} is not available on {_TABLE[mode]}: {row.why[mode]}{extra} (docs/regions.md)"
-
-
 @dataclass(frozen=True)
 class RegionPolicy:
     """One feature's view of the table, resolved once ([`of`][counters.core.policy.RegionPolicy.of]).
@@ -193,7 +107,7 @@ class RegionPolicy:
     regions: tuple[str, ...] = ()
     home_region: str = ""
     topology: Topology = field(default=ONE_REGION, repr=False)
-    """Kept for the stores' writer rules ([`counters.store.writers`][counters.store.writers]); primitives never read it."""
+    """Kept for the stores' tables ([`counters.store.tables`][counters.store.tables]); primitives never read it."""
 
     @classmethod
     def of(cls, topology: Topology, *, per_region_in: Iterable[GlobalTableMode] = (MREC,)) -> RegionPolicy:
@@ -232,31 +146,6 @@ class RegionPolicy:
     def counts_here(self, writer: object) -> bool:
         """An item stamped by ``writer`` belongs to this Region's per-Region items (always, where the items are shared)."""
         return not self.writer or writer == self.writer
-
-    def refused(self, name: str, detail: str = "") -> str | None:
-        """The message refusing ``name`` ([`REFUSALS`][counters.core.policy.REFUSALS]) on this table, or ``None``."""
-        mode = self.topology.mode
-        return refusal_message(name, mode, detail) if mode in REFUSALS[name].why else None
-
-    def require(self, name: str, detail: str = "") -> None:
-        """Raise [`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] if this table refuses ``name``."""
-        message = self.refused(name, detail)
-        if message is not None:
-            raise UnsupportedInMode(message)
-
-    def require_home(self, what: str) -> None:
-        """Raise [`UnsupportedInMode`][counters.core.errors.UnsupportedInMode] unless this Region may take
-        ``what``, which only the table's home Region (``HOME_REGION``) takes where conditions see one
-        replica (MREC); anywhere on one Region or MRSC."""
-        if not self.topology.eventual:  # a condition sees every Region's writes (one Region, MRSC)
-            return
-        if not self.home_region:
-            raise UnsupportedInMode(f"{what} on an MREC global table needs a home Region (HOME_REGION) that alone takes it")
-        if self.region != self.home_region:
-            raise UnsupportedInMode(
-                f"{what} is taken only in the home Region {self.home_region} of this MREC global table; "
-                f"this is {self.region}: send the request to {self.home_region} (docs/regions.md)"
-            )
 
     def home_of(self, item_id: str) -> str:
         """The Region that creates ``item_id`` ([`Topology.home_of`][counters.core.regions.Topology.home_of])."""

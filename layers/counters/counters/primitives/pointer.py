@@ -86,7 +86,7 @@ class Pointer:
         self.key = pointer_key(name, self.writer)
         self.keys = [pointer_key(name, region) for region in policy.readers]
         """What [`read`][counters.primitives.pointer.Pointer.read] reads: every Region's own item, or the one item."""
-        self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
+        self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry, policy=policy)
         self.retry = self.store.retry
 
     def advance(self, value: int) -> Advanced:

@@ -34,10 +34,9 @@ Across Regions ([`RegionPolicy`][counters.core.policy.RegionPolicy], [docs/order
     without any coordination and whatever the replication delay. ``fast`` on a strongly consistent
     table without transactions (MRSC): the one item, as in one Region; the caller's items are
     written one by one in order ([`Store.write_group`][counters.store.base.Store.write_group]).
-    ``gapless`` needs transactions (the ``gapless`` row of [`REFUSALS`][counters.core.policy.REFUSALS]: refused
-    on MRSC) and, where conditions see one replica (MREC), the home Region (``HOME_REGION``), which
-    alone writes the counter: every other Region is refused
-    ([`RegionPolicy.require_home`][counters.core.policy.RegionPolicy.require_home], naming the home Region).
+    ``gapless`` needs transactions (``take:gapless`` in the sequences' table, [`TABLE`][counters.store.sequences.TABLE]:
+    refused on MRSC) and, where conditions see one replica (MREC), the home Region (``HOME_REGION``), which
+    alone writes the counter: every other Region is refused, naming the home Region.
 
 Outcomes of [`Sequence.claim`][counters.primitives.sequence.Sequence.claim]: ``applied`` (``value`` is ours and the items are
 written); ``rejected`` (caller's items failed their conditions: ``conflicts`` says which and
@@ -148,7 +147,7 @@ class Sequence:
         """The Region whose own item this sequence counts on (``""``: the one shared item)."""
         self.stride, self.index = (policy.stride, policy.index) if strided else (1, 0)
         self.key = sequence_key(name, self.writer)
-        self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry)
+        self.store = SequenceStore(table_name, dynamodb=dynamodb, retry=retry, policy=policy)
         self.retry = self.store.retry
         """Transient failures of one call (conflict, throttle, unknown outcome)."""
         self.occ = occ or RetryPolicy(max_attempts=40, base_delay=0.002, max_delay=0.05)
@@ -171,8 +170,7 @@ class Sequence:
         transactions and, where conditions see one replica, the home Region."""
         if self.mode is not SequenceMode.GAPLESS:
             return
-        self.policy.require("gapless")
-        self.policy.require_home("a gapless sequence")
+        self.store.check("take:gapless")
 
     # ------------------------------------------------------------------ taking values
     def next(self) -> Numbered:

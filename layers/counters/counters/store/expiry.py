@@ -23,6 +23,7 @@ from counters.store.conditions import Cond, any_of
 from counters.store.expr import Delete, Get, Key, Path, Scan, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.tables import Op, Table
 from counters.store.writers import ANY, REFUSED, WriterRule
 
 EXPIRES_AT = "expiresAt"
@@ -56,6 +57,8 @@ WRITERS: tuple[WriterRule, ...] = (
         "condition, which MRSC evaluates on the latest version in every Region; one Region's run resumes another's",
     ),
 )
+TABLE = Table("expiry", WRITERS, {"checkpoint": Op("the expiry sweeper's checkpoint", ("expiry checkpoint",))})
+"""The sweeper's (operation x mode) table."""
 
 
 def still_expired(now: int) -> Cond:

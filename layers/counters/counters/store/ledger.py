@@ -19,8 +19,9 @@ from counters.core.engine import read, run, transact
 from counters.core.failures import Failure, RetryPolicy
 from counters.core.items import Record
 from counters.core.outcome import Capacity, Outcome
-from counters.core.policy import TOGETHER, Writes
+from counters.core.policy import TOGETHER, RegionPolicy, Writes
 from counters.core.records import dataclass
+from counters.store import ledger_items
 from counters.store.base import Store
 from counters.store.expr import Cond, Delete, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item, plus
 from counters.store.items import from_item
@@ -166,6 +167,8 @@ class LedgerStore(Store):
     single-item writes.
     """
 
+    FAMILIES = (ledger_items.TABLE,)
+
     def __init__(
         self,
         table_name: str,
@@ -174,8 +177,9 @@ class LedgerStore(Store):
         retry: RetryPolicy | None = None,
         writer: str = "",
         writes: Writes = TOGETHER,
+        policy: RegionPolicy | None = None,
     ) -> None:
-        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
+        super().__init__(table_name, dynamodb=dynamodb, retry=retry, policy=policy)
         self.writer = writer
         self.writes = writes
         """How a group is written here ([`Writes`][counters.core.policy.Writes]: ``IN_ORDER`` on MRSC, single-item writes)."""

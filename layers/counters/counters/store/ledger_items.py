@@ -21,6 +21,7 @@ from counters.core.errors import InvalidRequest
 from counters.core.items import Record
 from counters.core.records import dataclass
 from counters.store.layout import Shape
+from counters.store.tables import Op, Table
 from counters.store.writers import ANY, HOME, REFUSED, WriterRule, per_region
 
 LEDGER_PREFIX = "LEDGER#"
@@ -139,6 +140,18 @@ WRITERS: tuple[WriterRule, ...] = (
         "MRSC: a marker is idempotent; clearing it is conditional",
     ),
 )
+TABLE = Table(
+    "ledger_items",
+    WRITERS,
+    {
+        "append": Op("appending to a ledger", ("ledger entry of a Region", "ledger entry", "dirty marker of a Region", "dirty marker")),
+        "compact": Op("compacting a ledger", tuple(w.item for w in WRITERS)),
+        "withdraw": Op(
+            "withdrawing a ledger entry", ("ledger withdrawal of a Region", "ledger withdrawal", "ledger entry of a Region", "ledger entry")
+        ),
+    },
+)
+"""The ledgers' (operation x mode) table: every item is written as its shape's rule says."""
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")

@@ -20,6 +20,7 @@ from counters.store.base import Store
 from counters.store.expr import Delete, Get, Key, Path, Put, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
+from counters.store.tables import Op, Table
 from counters.store.writers import HOME, ONCE, WriterRule
 
 PENDING = "PENDING"
@@ -42,6 +43,8 @@ WRITERS: tuple[WriterRule, ...] = (
         "Region whose queue took the request",
     ),
 )
+TABLE = Table("operations", WRITERS, {"operation": Op("an operation record", ("operation",))})
+"""The operation records' (operation x mode) table."""
 
 
 def operation_key(operation_id: str) -> dict[str, str]:

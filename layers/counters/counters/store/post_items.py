@@ -22,7 +22,8 @@ from counters.core.ids import valid_id
 from counters.core.records import dataclass
 from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.layout import Shape
-from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region
+from counters.store.tables import Op, Table
+from counters.store.writers import ANY, HOME, HOME_OF_ID, IN_ORDER, REFUSED, TOGETHER, WriterRule, per_region, refused
 
 # -- attribute names -------------------------------------------------------------------------------
 PK, SK = "PK", "SK"
@@ -113,8 +114,7 @@ POST = WriterRule(
     "MRSC: a create's condition sees every Region (409 `already_exists`)",
     home_id="postId",
 )
-"""The post's META: its writer rule, whose ``require`` refuses a creation outside the id's home Region on MREC
-([`PostStore.create`][counters.store.posts.PostStore.create])."""
+"""The post's META: created only by its id's home Region on MREC (``create:<mode>`` in [`TABLE`][counters.store.post_items.TABLE])."""
 _LIKE_WHY = (
     "the state of the user's latest request (`changedAt`, `changedBy`): the later request wins in every Region, each Region "
     "counts only the versions it wrote and takes back its own like another Region's version replaced ([likes.md](likes.md#global-tables))"
@@ -152,6 +152,32 @@ WRITERS: tuple[WriterRule, ...] = (
         "audits are refused on a global table: a Region's tally is no audit verdict",
     ),
 )
+_TALLIES = ("like tally of a Region", "like tally of a lane group")
+_HOT_ONLY = "standard mode counts in a transaction and MRSC has none: create it hot (a post created without a `mode` is hot on MRSC, standard elsewhere)"  # noqa: E501
+_NO_TX = refused("standard mode counts in a transaction; MRSC has none")
+_ON_META = refused("its tally is one item on META, which every Region would write")
+_ONE_MODE = refused("META is one item every Region would write in place; a post keeps the mode it was created in")
+_NO_AUDIT = refused("each Region keeps its own tally; an audit per Region is not built yet (docs/likes.md)")
+_NO_GROWTH = refused(
+    "two Regions may create one user's like in two lanes, and which Region merges them is not decided yet (docs/DESIGN.md)"
+)
+TABLE = Table(
+    "post_items",
+    WRITERS,
+    {
+        "create:standard": Op("a standard post", ("post",), ANY, HOME_OF_ID, refused(_HOT_ONLY)),
+        "create:hot": Op("a hot post", ("post",), ANY, HOME_OF_ID, ANY),
+        "like:standard": Op("a standard post's like", ("like", "post", *_TALLIES), TOGETHER, TOGETHER, _NO_TX),
+        "like:hot": Op("a hot post's like", ("like",), ANY, ANY, IN_ORDER),
+        "like:before-spread": Op(
+            "liking a post stored before spread", ("like, post stored before `spread`", "post"), TOGETHER, _ON_META, _ON_META
+        ),
+        "switch-mode": Op("switching a post's mode", ("post",), ANY, _ONE_MODE, _ONE_MODE),
+        "audit": Op("auditing a post's likes", ("audit probe", "post", *_TALLIES), ANY, _NO_AUDIT, _NO_AUDIT),
+        "grow-spread": Op("growing a hot post's spread", ("post", *_TALLIES), ANY, _NO_GROWTH, _NO_GROWTH),
+    },
+)
+"""The posts' and likes' (operation x mode) table ([`counters.store.tables`][counters.store.tables])."""
 
 
 class Mode(StrEnum):
@@ -368,72 +394,3 @@ def post_of(item: Mapping[str, Any]) -> Post:
         lag_ms=_int(item.get(AGG_LAG)),
         repair_token=_str(item.get(REPAIRED_BY)),
     )
-
-
-# -- stream records --------------------------------------------------------------------------------
-class Streamed(NamedTuple):
-    """What a stream record of a spread key says for the aggregator: a like's ``delta`` (0: it
-    counted nothing), or an audit probe's token (``delta`` 0)."""
-
-    post_id: str
-    lane: str  # ``S<n>``
-    delta: int
-    probe: str | None = None
-
-
-def _liked_by(image: Mapping[str, Any], region: str) -> bool:
-    """Whether a stream image (DynamoDB JSON) is a liked version written by ``region``."""
-    return bool(image) and (image.get(WRITER) or {}).get("S") == region and (image.get(LIKED) or {}).get("BOOL", True) is True
-
-
-class Created(NamedTuple):
-    """A stream record of a like item's creation under a spread key (an ``INSERT``, whatever its
-    ``delta``): what the aggregator examines for a user's second item on a grown post."""
-
-    post_id: str
-    lane: str  # ``S<n>``
-    user_id: str
-    seq: str
-
-
-def created(keys: Mapping[str, Any], seq: str) -> Created | None:
-    """An ``INSERT`` record's ``Keys`` (DynamoDB JSON) as a [`Created`][counters.store.post_items.Created];
-    ``None`` when it is not a like under a spread key (a probe, seed 01's layout, another item)."""
-    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
-    sk = str((keys.get(SK) or {}).get("S", ""))
-    if parsed is None or not sk.startswith(LIKE_PREFIX) or not valid_id(sk[len(LIKE_PREFIX) :]):
-        return None
-    return Created(parsed[0], parsed[1], sk[len(LIKE_PREFIX) :], seq)
-
-
-def regional_streamed(keys: Mapping[str, Any], new: Mapping[str, Any], old: Mapping[str, Any], region: str) -> Streamed | None:
-    """A stream record of ``region``'s replica of a global table (``Keys``, ``NewImage``,
-    ``OldImage``; DynamoDB JSON) as what it changes ``region``'s tally by ([docs/likes.md](../likes.md) "Global
-    tables"): a version written in ``region`` counts its own ``delta`` (0 in standard mode: its
-    transaction counted it); any other record (a version written elsewhere and replicated in, or
-    a removal) takes off ``region``'s liked version it replaced: -1, else 0. ``None`` for a record
-    that is not a spread key's like (probes are not used across Regions)."""
-    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
-    if parsed is None or not str((keys.get(SK) or {}).get("S", "")).startswith(LIKE_PREFIX):
-        return None
-    post_id, lane = parsed
-    if new and (new.get(WRITER) or {}).get("S") == region:
-        return Streamed(post_id, lane, int((new.get(DELTA) or {}).get("N", "0")))
-    return Streamed(post_id, lane, -1 if _liked_by(old, region) else 0)
-
-
-def streamed(keys: Mapping[str, Any], image: Mapping[str, Any]) -> Streamed | None:
-    """A stream record's ``Keys`` and ``NewImage`` (DynamoDB JSON) as a [`Streamed`][counters.store.post_items.Streamed];
-    ``None`` for a record that is not a spread key's like (with ``delta``) or probe."""
-    parsed = parse_hot_pk(str((keys.get(PK) or {}).get("S", "")))
-    if parsed is None:
-        return None
-    post_id, lane = parsed
-    sk = str((keys.get(SK) or {}).get("S", ""))
-    if sk == PROBE_SK and PROBE_SEQ in image:  # an audit's probe: its number in the lane's probe order
-        return Streamed(post_id, lane, 0, str(int(image[PROBE_SEQ]["N"])))
-    if sk == PROBE_SK and PROBE_LEGACY in image:  # a probe written before probeSeq (a token no audit waits for now)
-        return Streamed(post_id, lane, 0, str(image[PROBE_LEGACY]["S"]))
-    if not sk.startswith(LIKE_PREFIX) or DELTA not in image:
-        return None
-    return Streamed(post_id, lane, int(image[DELTA]["N"]))

@@ -15,12 +15,12 @@ from collections.abc import Iterator, Mapping
 from enum import Enum, StrEnum
 from typing import Any, NamedTuple
 
-from counters.core.client import DynamoDBClient, client
+from counters.core.client import DynamoDBClient
 from counters.core.engine import Report, Stop, read, read_keys, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
 from counters.store.aggregates import CheckpointStore
+from counters.store.base import Store
 from counters.store.batch import BatchGet
 from counters.store.expr import Check, Cond, Get, Path, Put, Query, Transaction, Update, if_not_exists, old_item
 from counters.store.items import from_item, to_item
@@ -55,6 +55,7 @@ from counters.store.post_items import (
     SK,
     SPREAD_ATTRIBUTE,
     SWEPT,
+    TABLE,
     TALLY,
     WRITER,
     Mode,
@@ -173,19 +174,10 @@ def like_checkpoints(table_name: str, *, dynamodb: DynamoDBClient | None = None,
     )
 
 
-class PostStore:
+class PostStore(Store):
     """The calls the likes service makes on posts, like state items and probes, with typed answers."""
 
-    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None, policy: RegionPolicy = ONE_REGION_POLICY) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-        self.policy = policy
-        """Where this store writes: a post is created only in its home Region on MREC ([`POST`][counters.store.post_items.POST])."""
-
-    @property
-    def dynamodb(self) -> DynamoDBClient:
-        """The client: the one given, or the process's."""
-        return self._dynamodb or client()
+    FAMILIES = (TABLE,)
 
     def new_post_id(self) -> str:
         """A random post id this Region may create ([`POST`][counters.store.post_items.POST])."""
@@ -194,8 +186,8 @@ class PostStore:
     def create(self, post: Post, spread: int, retry: RetryPolicy) -> Written:
         """Put a new post (``likeTally`` 0, empty aggregator maps, ``tallyRev`` 0) if its id is new;
         a refusal answers the stored post. On MREC only the id's home Region creates it: elsewhere
-        [`WrongRegion`][counters.core.errors.WrongRegion], nothing written ([`POST`][counters.store.post_items.POST])."""
-        POST.require(self.policy.topology, post.post_id)
+        [`WrongRegion`][counters.core.errors.WrongRegion], nothing written (``create:<mode>`` in [`TABLE`][counters.store.post_items.TABLE])."""
+        self.check(f"create:{post.mode}", item_id=post.post_id)
         item: dict[str, object] = {
             **post_key(post.post_id),
             POST_ID: post.post_id,

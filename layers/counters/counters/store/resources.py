@@ -27,12 +27,15 @@ from counters.core.client import DynamoDBClient
 from counters.core.engine import Hook, Report, Stop, read, run
 from counters.core.failures import Classified, RetryPolicy
 from counters.core.outcome import Capacity, Outcome
-from counters.core.policy import ONE_REGION_POLICY, RegionPolicy
+from counters.core.policy import RegionPolicy
 from counters.core.records import dataclass
+from counters.store import resources_counters as counters_table
+from counters.store import resources_records as records_table
+from counters.store import resources_transfers as transfers_table
 from counters.store.base import Store
 from counters.store.expr import Delete, Get, Params, Path, Put, Query, Transaction, Update, old_item
 from counters.store.items import from_item
-from counters.store.resources_counters import IS_NEW, PK, QUOTA, RESERVED, RESOURCE, SHARES, Counter, Fields, Key, Resource, resource_key
+from counters.store.resources_counters import IS_NEW, PK, QUOTA, RESERVED, SHARES, Counter, Fields, Key, Resource, resource_key
 from counters.store.resources_records import (
     ALLOCATION,
     EXPIRES_AT,
@@ -86,18 +89,18 @@ class Taken:
 class ResourceStore(Store):
     """The calls of this family, each through the retry engine, on one table under one Region policy."""
 
+    FAMILIES = (counters_table.TABLE, records_table.TABLE, transfers_table.TABLE)
+
     def __init__(
         self,
         table_name: str,
         *,
         dynamodb: DynamoDBClient | None = None,
         retry: RetryPolicy | None = None,
-        policy: RegionPolicy = ONE_REGION_POLICY,
+        policy: RegionPolicy | None = None,
     ) -> None:
-        super().__init__(table_name, dynamodb=dynamodb, retry=retry)
-        self.policy = policy
-        """Where this store writes: a resource is created only in its home Region on MREC ([`RESOURCE`][counters.store.resources_counters.RESOURCE])."""
-        self.region = policy.writer
+        super().__init__(table_name, dynamodb=dynamodb, retry=retry, policy=policy)
+        self.region = self.policy.writer
         """The Region whose reservation records it reads and writes (MREC: each Region its own; ``""``: the one record of every Region)."""
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
@@ -245,7 +248,7 @@ class ResourceStore(Store):
         one transaction, or META first where there are none, MRSC, which refuses shards); on MREC
         only in the id's home Region ([`RESOURCE`][counters.store.resources_counters.RESOURCE]: elsewhere
         [`WrongRegion`][counters.core.errors.WrongRegion], nothing written)."""
-        RESOURCE.require(self.policy.topology, str(meta["resourceId"]))
+        self.check("create", item_id=str(meta["resourceId"]))
         tx: Transaction[Action] = Transaction()
         tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))
         for name, (key, attributes) in zip(COUNTERS, counters, strict=False):

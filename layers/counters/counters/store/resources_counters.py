@@ -26,7 +26,8 @@ from typing import Any
 from counters.core.records import dataclass
 from counters.store.expr import Cond, Path, Update
 from counters.store.layout import Shape
-from counters.store.writers import ANY, HOME, HOME_OF_ID, REFUSED, WriterRule, per_region
+from counters.store.tables import Op, Table
+from counters.store.writers import ANY, HOME, HOME_OF_ID, IN_ORDER, REFUSED, TOGETHER, WriterRule, per_region, refused
 
 SHAPES: tuple[Shape, ...] = (
     Shape(
@@ -58,7 +59,7 @@ RESOURCE = WriterRule(
     "strategies update it from any Region, each write on the latest version",
     home_id="id",
 )
-"""The resource's META: its writer rule, whose ``require`` refuses a creation outside the id's home Region on MREC."""
+"""The resource's META: created only by its id's home Region on MREC (``create`` in [`TABLE`][counters.store.resources_counters.TABLE])."""
 WRITERS: tuple[WriterRule, ...] = (
     RESOURCE,
     WriterRule(
@@ -91,6 +92,43 @@ WRITERS: tuple[WriterRule, ...] = (
         "write sharding is a transaction: refused on MRSC; MREC shards a share",
     ),
 )
+_COUNTERS = tuple(w.item for w in WRITERS)
+_SHARES = "only the Region that holds a share writes it: release the reservation there (docs/reservations.md, Global tables)"
+TABLE = Table(
+    "resources_counters",
+    WRITERS,
+    {
+        "create": Op("resource", _COUNTERS, TOGETHER, HOME_OF_ID, IN_ORDER),
+        "take": Op("a take", _COUNTERS),
+        "release": Op("a release", _COUNTERS),
+        "take:crt": Op(
+            "strategy 'crt'", _COUNTERS, TOGETHER, TOGETHER, refused("its take is a TransactWriteItems with a ClientRequestToken")
+        ),
+        "take:marker": Op(
+            "strategy 'marker'",
+            _COUNTERS,
+            TOGETHER,
+            TOGETHER,
+            refused("its take writes the marker and the counter in one TransactWriteItems"),
+        ),
+        "take:sharded": Op(
+            "write sharding (shards > 1)",
+            _COUNTERS,
+            TOGETHER,
+            TOGETHER,
+            refused("a sharded take splits over shards in one TransactWriteItems and reads them with TransactGetItems"),
+        ),
+        "take:unescrowed": Op(
+            "a resource with one counter for every Region (created before the table was global)",
+            _COUNTERS,
+            ANY,
+            refused("it would oversell; its capacity must be split into escrowed shares (docs/reservations.md, Global tables)"),
+            ANY,
+        ),
+        "release:elsewhere": Op("releasing units of another Region's escrowed share", _COUNTERS, ANY, refused(_SHARES), ANY),
+    },
+)
+"""The resources' (operation x mode) table ([`counters.store.tables`][counters.store.tables]): what each take, creation and release may do."""
 Key = dict[str, str]
 """A counter item's (or a record's, or a transfer's) key: ``PK``, ``SK``."""
 Fields = Mapping[str, object]

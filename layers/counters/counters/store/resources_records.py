@@ -21,6 +21,7 @@ from counters.core.regions import REGION_ATTRIBUTE
 from counters.store.expr import Put
 from counters.store.layout import Shape
 from counters.store.resources_counters import IS_NEW, Fields, Key
+from counters.store.tables import Op, Table
 from counters.store.writers import ANY, HOME, REFUSED, WriterRule, per_region
 
 SHAPES: tuple[Shape, ...] = (
@@ -52,6 +53,12 @@ WRITERS: tuple[WriterRule, ...] = (
         "MRSC: its create's condition sees every Region (one record per request token)",
     ),
 )
+TABLE = Table(
+    "resources_records",
+    WRITERS,
+    {"record": Op("a reservation record", tuple(w.item for w in WRITERS))},
+)
+"""The records' (operation x mode) table: each record is written as its shape's rule says."""
 
 STATUS, QUANTITY, ALLOCATION = "status", "quantity", "allocation"  # a transfer holds its quantity and requestId too
 REQUEST_ID, RELEASED_BY, RELEASED_AT, EXPIRES_AT = "requestId", "releasedBy", "releasedAt", "expiresAt"

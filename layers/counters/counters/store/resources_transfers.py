@@ -20,7 +20,8 @@ from counters.core.records import dataclass
 from counters.store.expr import Put
 from counters.store.layout import Shape
 from counters.store.resources_counters import IS_NEW, Fields, Key
-from counters.store.writers import REFUSED, WriterRule, per_region
+from counters.store.tables import Op, Table
+from counters.store.writers import REFUSED, WriterRule, per_region, refused
 
 SHAPES: tuple[Shape, ...] = (
     Shape(
@@ -56,6 +57,18 @@ WRITERS: tuple[WriterRule, ...] = (
         region_attribute="source",
     ),
 )
+_ESCROW_ONLY = (
+    "they move escrowed shares between the Regions of an MREC global table; here one counter serves every Region "
+    "(docs/reservations.md, Global tables)"
+)
+TABLE = Table(
+    "resources_transfers",
+    WRITERS,
+    {
+        "transfer": Op("transfers", ("transfer", "transfer receipt"), refused(_ESCROW_ONLY), per_region("own"), refused(_ESCROW_ONLY)),
+    },
+)
+"""The transfers' (operation x mode) table ([`counters.store.tables`][counters.store.tables]): a transfer is MREC's alone."""
 
 SOURCE, TARGET = "source", "target"  # a transfer's Regions
 RECEIPT = "#IN"

@@ -31,7 +31,8 @@ from counters.store.base import Store
 from counters.store.expr import Get, Path, Put, Transaction, Update, old_item
 from counters.store.items import from_item
 from counters.store.layout import Shape
-from counters.store.writers import ANY, HOME, ONCE, REFUSED, WriterRule, per_region
+from counters.store.tables import Op, Table
+from counters.store.writers import ANY, HOME, ONCE, REFUSED, TOGETHER, WriterRule, per_region, refused
 
 VALUE = "value"
 ORDER_PREFIX = "ORDER#"
@@ -107,6 +108,22 @@ WRITERS: tuple[WriterRule, ...] = (
     ),
     WriterRule("pointer", "POINTER#LAST_ORDER", "META", HOME, REFUSED, ANY, "monotonic: a condition that sees every Region (MRSC)"),
 )
+TABLE = Table(
+    "sequences",
+    WRITERS,
+    {
+        "take:fast": Op("a fast sequence", ("region sequence", "sequence")),
+        "take:gapless": Op(
+            "a gapless sequence",
+            ("sequence", "order", "order key"),
+            TOGETHER,
+            HOME,
+            refused("its value and its items commit in one TransactWriteItems, which MRSC does not offer"),
+        ),
+        "order": Op("an order", ("order", "order key", "region pointer", "pointer")),
+    },
+)
+"""The sequences' (operation x mode) table: a gapless sequence is taken in one transaction, at the home Region of an MREC table."""
 
 
 class SequenceAction(Enum):
@@ -189,6 +206,9 @@ class PointerMove:
 
 class SequenceStore(Store):
     """The calls the sequence, pointer and order code makes, with typed answers."""
+
+    FAMILIES = (TABLE,)
+    GUARDED = False  # a Sequence or Pointer of any name, and the items its caller claims with a value: the operations' cells apply
 
     def read_number(self, key: dict[str, str], attribute: str, capacity: Capacity) -> int | None:
         """One number attribute of one item, strongly consistent; ``None`` when absent."""

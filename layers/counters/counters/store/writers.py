@@ -13,7 +13,7 @@ everything. Every family module ([`FAMILIES`][counters.store.layout.FAMILIES]) d
   twin, by the home Region of the id (a resource's shares).
 * [`Kind.HOME`][counters.store.writers.Kind.HOME]: only the table's home Region (``HOME_REGION``; on one Region, that one) writes it.
 * [`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID]: only the id's home Region ([`counters.core.regions.home_of`][counters.core.regions.home_of]) writes
-  it; elsewhere the store refuses before writing ([`WriterRule.require`][counters.store.writers.WriterRule.require]: 409 ``wrong_region``
+  it; elsewhere the store refuses before writing ([`Table.check`][counters.store.tables.Table.check]: 409 ``wrong_region``
   naming the home). While that Region is down, that id cannot be created (other ids can).
 * [`Kind.ONCE`][counters.store.writers.Kind.ONCE]: created once, in one Region (its id is random or from that Region's own id
   space), and written after only there.
@@ -38,7 +38,6 @@ import uuid
 from collections.abc import Mapping
 from enum import StrEnum
 
-from counters.core.errors import WrongRegion
 from counters.core.records import dataclass
 from counters.core.regions import GlobalTableMode, Topology
 from counters.store.layout import FAMILIES
@@ -58,7 +57,11 @@ class Kind(StrEnum):
     ANY = "any Region"
     """Any Region, with a stated rule that survives last-writer-wins (the family's ``why``)."""
     REFUSED = "refused"
-    """Nobody writes it in this mode."""
+    """Nobody writes it in this mode (an operation's cell: refused, with its ``reason``)."""
+    TOGETHER = "transactional"
+    """An operation's cell: its items are written in one ``TransactWriteItems``."""
+    IN_ORDER = "in order"
+    """An operation's cell: its items are written by single-item conditional writes, in a fixed order."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class Rule:
     kind: Kind
     read: str = ""
     created_at_home: bool = False
+    reason: str = ""
+    """Why it is refused (an operation's refused cell, or its per-Region cell when another Region's part is asked)."""
 
     def cell(self) -> str:
         """The rule as a cell of [docs/regions.md](../regions.md)'s table."""
@@ -79,6 +84,8 @@ class Rule:
             Kind.ONCE: "created once",
             Kind.ANY: "any Region",
             Kind.REFUSED: "refused",
+            Kind.TOGETHER: "transactional",
+            Kind.IN_ORDER: "in order",
         }[self.kind]
         return f"{text}, created at the id's home" if self.created_at_home else text
 
@@ -90,9 +97,19 @@ ANY = Rule(Kind.ANY)
 REFUSED = Rule(Kind.REFUSED)
 
 
-def per_region(read: str, *, created_at_home: bool = False) -> Rule:
-    """A per-Region rule read as ``sum``, ``max`` or ``own`` (only its Region reads it)."""
-    return Rule(Kind.PER_REGION, read, created_at_home)
+TOGETHER = Rule(Kind.TOGETHER)
+IN_ORDER = Rule(Kind.IN_ORDER)
+
+
+def per_region(read: str, *, created_at_home: bool = False, reason: str = "") -> Rule:
+    """A per-Region rule read as ``sum``, ``max`` or ``own`` (only its Region reads it); ``reason``:
+    why an operation on another Region's part is refused."""
+    return Rule(Kind.PER_REGION, read, created_at_home, reason)
+
+
+def refused(reason: str) -> Rule:
+    """An operation's cell: refused in this mode, for ``reason`` (the text users read)."""
+    return Rule(Kind.REFUSED, reason=reason)
 
 
 REGION_PATTERN = r"[a-z]{2}(?:-[a-z]+)+-[0-9]+"
@@ -177,20 +194,6 @@ class WriterRule:
             return named if isinstance(named, str) else None
         return parts.get("region")
 
-    def require(self, topology: Topology, item_id: str) -> None:
-        """Raise [`WrongRegion`][counters.core.errors.WrongRegion] (naming the home) when this Region may not create ``item_id``
-        ([`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID] in this mode); called by the store before its conditional create,
-        so a refusal writes nothing."""
-        if self.rule(topology.mode).kind is not Kind.HOME_OF_ID:
-            return
-        home = topology.home_of(item_id)
-        if home != topology.region:
-            raise WrongRegion(
-                f"{self.item} {item_id!r} is created only in its home Region {home} on this {topology.mode.upper()} global table "
-                f"(this is {topology.region}): send the request there (docs/regions.md, Creations)",
-                region=home,
-            )
-
     def fresh_id(self, topology: Topology) -> str:
         """A random id (32 hex) this Region may create: under [`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID] one is drawn
         until its home is this Region (on average as many draws as there are Regions)."""
@@ -205,8 +208,8 @@ class WriterRule:
 
 
 def declared(family: str) -> tuple[WriterRule, ...]:
-    """One family module's ``WRITERS`` (empty when it declares none)."""
-    return tuple(getattr(importlib.import_module(f"counters.store.{family}"), "WRITERS", ()))
+    """One family module's item shapes (its ``TABLE``'s, [`counters.store.tables`][counters.store.tables])."""
+    return tuple(importlib.import_module(f"counters.store.{family}").TABLE.shapes)
 
 
 def rules() -> list[WriterRule]:

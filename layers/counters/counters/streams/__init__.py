@@ -5,7 +5,7 @@ Lambda's record shape (``eventName``, ``dynamodb.Keys``/``NewImage``, ``Sequence
 ``ApproximateCreationDateTime``) is known here and nowhere below: [`aggregate`][counters.streams.aggregate]
 (run by functions/like_aggregator/app.py and by the proof) parses a batch with [`hot_change`][counters.streams.hot_change]
 or [`regional_change`][counters.streams.regional_change], the store
-([`counters.store.post_items.streamed`][counters.store.post_items.streamed]) reads the item's attributes, and the service and the
+([`counters.store.post_streams.streamed`][counters.store.post_streams.streamed]) reads the item's attributes, and the service and the
 primitive see [`Change`][counters.primitives.aggregator.Change] s. In the import rule this module
 sits between ``deferral`` and ``services`` (pyproject.toml, ``[tool.importlinter]``).
 """
@@ -26,7 +26,7 @@ from counters.primitives.aggregator import Aggregator, Applied, Change, padded
 from counters.services.likes.merging import Merges
 from counters.services.likes.model import likes_policy
 from counters.store.aggregates import CheckpointStore
-from counters.store.post_items import Created, created, regional_streamed, streamed
+from counters.store.post_streams import Created, created, regional_streamed, streamed
 from counters.store.posts import like_checkpoints
 
 
@@ -64,7 +64,7 @@ def like_created(record: Mapping[str, Any]) -> Created | None:
 
 def regional_change(record: Mapping[str, Any], region: str) -> Change | None:
     """A record of ``region``'s stream of a global table (NEW_AND_OLD_IMAGES) as what it changes
-    ``region``'s own like tally by ([`counters.store.post_items.regional_streamed`][counters.store.post_items.regional_streamed]): a version
+    ``region``'s own like tally by ([`counters.store.post_streams.regional_streamed`][counters.store.post_streams.regional_streamed]): a version
     written in ``region`` counts its ``delta``; a version written elsewhere (replicated in) or a
     removal counts -1 if it replaced a liked version ``region`` wrote, else nothing. A replicated
     record never counts its own ``delta`` here (its Region counted it). ``None``: nothing to count."""
@@ -84,7 +84,7 @@ class LikeAggregator(Aggregator):
     """The like tally's [`Aggregator`][counters.primitives.aggregator.Aggregator]: ``region`` (a global
     table: the Region whose own tally item it keeps, from its own stream; ``""``: one Region) and,
     on one Region, the [`Merges`][counters.services.likes.merging.Merges] run after its tally write
-    (``None`` on a global table, where a spread never grows: REFUSALS ``grow-spread``)."""
+    (``None`` on a global table, where a spread never grows: ``grow-spread`` in the posts' table)."""
 
     def __init__(
         self,

@@ -106,7 +106,7 @@ class Registered:
 
     name: str
     refusal: str | None = None
-    """The row of [`REFUSALS`][counters.core.policy.REFUSALS] refusing it where its take cannot run (its
+    """The operation of the resources' table ([`counters.store.resources_counters`][counters.store.resources_counters]) refusing it where its take cannot run (its
     take is a ``TransactWriteItems``); ``None``: it takes with one conditional write, anywhere."""
     options: tuple[Option, ...] = ()
     """Its settings: keywords of its constructor, each read from its environment variable."""
@@ -133,8 +133,8 @@ REGISTRY: Mapping[str, Registered] = {
         Registered("atomic", options=(Option("policy", "ATOMIC_POLICY", "under", "after an unknown outcome", ("under", "over")),)),
         Registered("occ"),
         Registered("occ_history", options=(Option("history", "OCC_HISTORY", 32, "the writers the chain keeps"),)),
-        Registered("crt", refusal="strategy:crt"),
-        Registered("marker", refusal="strategy:marker"),
+        Registered("crt", refusal="take:crt"),
+        Registered("marker", refusal="take:marker"),
         Registered("set", options=(Option("max_tokens", "SET_MAX_TOKENS", 250, "the most live tokens an item holds"),)),
     )
 }

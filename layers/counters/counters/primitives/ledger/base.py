@@ -77,7 +77,7 @@ class LedgerBase:
         self.policy = policy
         self.writer = policy.writer
         """The Region whose items this ledger writes (``""``: the one layout every Region writes)."""
-        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, writes=policy.writes)
+        self.store = LedgerStore(table_name, dynamodb=dynamodb, retry=retry, writer=self.writer, writes=policy.writes, policy=policy)
         self.retry_window = retry_window
         self.margin = margin
         self.max_future_skew = max_future_skew

@@ -108,7 +108,7 @@ class Likes:
             stream_consumers=consumers,
         )
         self.toggling = Toggling(self.posts, self.toggle, hot_after_retries=hot_after_retries, cache_size=cache_size, max_spread=max_spread)
-        self.merges = None if policy.refused("grow-spread") else Merges(table_name, dynamodb=dynamodb, retry=retry)
+        self.merges = None if store.refused("grow-spread") else Merges(table_name, dynamodb=dynamodb, retry=retry)
 
     @cached_property
     def audits(self) -> Audits:

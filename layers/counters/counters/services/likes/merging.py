@@ -60,7 +60,8 @@ from counters.core.lru import CACHE_SIZE, LRU
 from counters.core.outcome import Outcome
 from counters.core.records import dataclass
 from counters.store.like_merges import LikeItem, LikeMergeStore, lane_number
-from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, SK, Created, chain_keys, hot_like_key, hot_pk, lane_of
+from counters.store.post_items import FIRST_SPREAD, LIKE_PREFIX, MAX_SPREAD, SK, chain_keys, hot_like_key, hot_pk, lane_of
+from counters.store.post_streams import Created
 from counters.store.toggles import Stamp
 
 ROUNDS = 4

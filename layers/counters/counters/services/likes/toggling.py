@@ -34,10 +34,10 @@ class Toggling:
         (and never on a global table: a post's mode is fixed there, [docs/likes.md "Global tables"](../likes.md#global-tables)).
         What likes may do on this table is ``posts``' policy ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.posts, self.toggle, self.retry = posts, toggle, posts.retry
-        self.policy = policy = posts.policy
-        self.hot_after_retries = 0 if policy.refused("switch-mode") else hot_after_retries  # promotion switches the mode
+        self.policy = posts.policy
+        self.hot_after_retries = 0 if posts.store.refused("switch-mode") else hot_after_retries  # promotion switches the mode
         self.pressure: LRU[str, list[tuple[int, int]]] = LRU(cache_size)  # post -> (ms, retried attempts) of recent standard likes
-        self.max_spread = FIRST_SPREAD if policy.refused("grow-spread") else min(max_spread, MAX_SPREAD)
+        self.max_spread = FIRST_SPREAD if posts.store.refused("grow-spread") else min(max_spread, MAX_SPREAD)
         """A hot post's spread doubles up to this when its lanes throttle (``FIRST_SPREAD``: never grows)."""
         self.heat: LRU[str, list[tuple[int, str]]] = LRU(cache_size)  # post -> (ms, lane) of recent hot writes that were retried
 
@@ -103,11 +103,11 @@ class Toggling:
             attributes[LIKED_AT] = stamp.at // 1000
         key = self.posts.locate(post_id, user_id, info)
         if info.spread is None:  # seed 01's layout: standard for good, one tally on META
-            policy.require("like-before-spread")
+            self.posts.store.check("like:before-spread")
             return self.toggle.set(key, liked, stamp, tally=standard_tally(post_id), attributes=attributes)
         attributes[POST_ID] = post_id
         if info.mode != HOT:
-            policy.require("standard-like")
+            self.posts.store.check("like:standard")
         elif not self.posts.stream_consumers:
             raise no_aggregator(f"post {post_id!r} is hot and a like of it would never be counted")
         tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)
