@@ -149,8 +149,6 @@ class HttpReport:
     linearizable: Verdict | None = None
     """The row's recorded history (invocation and final answer of each request, reads interleaved)
     against its model ([`proof.linearizability`][proof.linearizability]); ``None``: none recorded."""
-    min_deferred: int = 0
-    """202s the row must have resolved through ``GET /operations/{id}`` (fewer: VIOLATED, underpowered)."""
 
     @property
     def undocumented_5xx(self) -> int:
@@ -169,7 +167,6 @@ class HttpReport:
             or self.off_contract
             or (self.documented == "exact" and self.stranded)
             or (self.linearizable is not None and self.linearizable.result == "NOT LINEARIZABLE")
-            or len(self.deferred_seconds) < self.min_deferred
         )
         return "VIOLATED" if broken else "holds"
 
@@ -203,8 +200,6 @@ def details(reports: list[HttpReport], limit: int = 8) -> str:
         items += [f"answer off docs/openapi.json: {d}" for d in dict.fromkeys(r.off_contract)][:limit]
         if len(r.wrong) > limit:
             items.append(f"... {len(r.wrong) - limit} more wrong 202s")
-        if len(r.deferred_seconds) < r.min_deferred:
-            items.append(f"{len(r.deferred_seconds)} deferred operations, fewer than the {r.min_deferred} this row must resolve")
         if items:
             out.append(f"- **{r.name}**: " + "; ".join(items))
     return "\n".join(out)
