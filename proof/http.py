@@ -54,7 +54,7 @@ from devstack.dynamodb_local import dynamodb_client
 from devstack.sqs import DeliveryFaults
 from devstack.stack import LocalStack
 from proof.hot import LIKE_PREFIX, is_liked, like_owner, likes_by_post
-from proof.linearizability import FAIL, OK, BoundedCounter, Recorder, SumRegister, Verdict, check
+from proof.linearizability import FAIL, OK, BoundedCounter, LikeSet, Recorder, SumRegister, Verdict, check
 from testkit.answers import body_of, drifts
 
 DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
@@ -481,18 +481,46 @@ def likes(env: Env) -> list[HttpReport]:
     pairs = [(rng.choice(posts), f"u{i}") for i in range(env.n(110))]
     undone = pairs[: env.n(30)]
     deferred: list[tuple[str, str, str, Deferred]] = []
+    calls = Recorder()  # a partition per post (standard: its GET is strongly consistent), a set of users
 
     def toggle(method: str, post: str, user: str) -> Callable[[], None]:
         def run() -> None:
+            handle = calls.invoke(post, "like" if method == "PUT" else "unlike", user)
+            told: Any = None
             for answer in _twice(lambda: c.send(report, method, f"/posts/{post}/likes/{user}")):
                 if answer is None:
                     report.wrong.append(f"{method} {post}/{user}: never answered")
                 elif answer.status_code == 202:
-                    deferred.append((method, post, user, c.resolve(report, answer)))
+                    d = c.resolve(report, answer)
+                    deferred.append((method, post, user, d))
+                    status = (d.final or {}).get("status")
+                    if status in ("APPLIED", "DUPLICATE"):
+                        told = OK
+                    elif status == "REJECTED" and told is None:
+                        told = FAIL
                 elif answer.status_code != 200:
                     report.wrong.append(f"{method} {post}/{user}: {answer.status_code} {answer.text[:80]}")
+                else:
+                    told = OK
+            calls.complete(handle, told)
 
         return run
+
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for post in posts:
+                handle = calls.invoke(post, "tally")
+                answer = c.send(report, "GET", f"/posts/{post}")
+                if answer is not None and answer.status_code == 200:
+                    calls.complete(handle, int(answer.json()["likeTally"]))
+                else:
+                    calls.drop(handle)
+            time.sleep(0.05)
+
+    reading = threading.Thread(target=reader)
+    reading.start()
 
     def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
         env.drained()
@@ -519,6 +547,8 @@ def likes(env: Env) -> list[HttpReport]:
     check_phase("PUT", list(deferred))
     deferred.clear()
     env.parallel([toggle("DELETE", p, u) for p, u in undone])
+    stop.set()
+    reading.join()
     check_phase("DELETE", list(deferred))
     _finish(env, report, started)
 
@@ -531,9 +561,12 @@ def likes(env: Env) -> list[HttpReport]:
     report.duplicates += max(0, len(stored_posts) - len(post_keys))
     for post in stored_posts:
         counted = sum(1 for p, _ in stored_likes if p == post["postId"])
+        handle = calls.invoke(post["postId"], "tally")  # as stored once every request and retry ended
+        calls.complete(handle, int(post["likeTally"]))
         if int(post["likeTally"]) != counted:
             report.duplicates += abs(int(post["likeTally"]) - counted)
             report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} likes stored")
+    report.linearizable = check(LikeSet(), calls.history(), budget=SEARCH_BUDGET)
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     return [report]
 

@@ -153,6 +153,10 @@ class LikeSet:
     def init(self) -> frozenset[str]:
         return frozenset()
 
+    def measure(self, state: frozenset[str]) -> int:
+        """What a ``("tally",)`` read of ``state`` answers (the search steers toward a waiting read)."""
+        return len(state)
+
     def step(self, state: frozenset[str], input: tuple[Any, ...], output: Any) -> Iterable[frozenset[str]]:
         kind = input[0]
         if kind == "tally":
@@ -291,6 +295,7 @@ def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -
         classes[calls[i].input].append(calls[i].invoked)
         members[calls[i].input].append(i)
     names = list(classes)
+    measure = getattr(model, "measure", None)  # a state as the number its reads answer (a set: its size)
     head = size
     nxt = [*range(1, size), -1, 0]
     prv = [head, *range(0, size - 1), -1]
@@ -328,7 +333,7 @@ def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -
                 if s in pure and after == state:
                     return [], (entry, after)  # a read that matches, a refusal: taking it now loses no order
                 found.append((entry, after))
-            if not steps and s in pure and s[0][0] in READS and isinstance(s[1], int):
+            if not steps and s in pure and s[0][0] in READS and isinstance(s[1], int) and not isinstance(s[1], bool):
                 if target is None or when[match[entry]] < when[match[best[target[1]]]]:
                     target = (s[1], s)
         for k, name in enumerate(names):
@@ -339,8 +344,9 @@ def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -
             """Toward the waiting read's answer first (integer states), then the call that must return first."""
             entry, after = option
             due = when[match[entry]] if entry >= 0 else INFINITY
-            if target is not None and isinstance(after, int):
-                return (abs(after - target[0]), due)
+            measured = measure(after) if measure is not None else after
+            if target is not None and isinstance(measured, int):
+                return (abs(measured - target[0]), due)
             return (0, due)
 
         found.sort(key=urgency)  # the order only speeds the search: every option is still tried

@@ -247,11 +247,13 @@ def test_a_witness_is_checked_apart_from_the_search() -> None:
     assert not witnessed(COUNTER, calls, [0, 0, 1])  # a call twice
 
 
-def concurrent_history(rng: random.Random, updates: int, reads: int, clients: int, unknown: float) -> list[Call]:
+def concurrent_history(
+    rng: random.Random, updates: int, reads: int, clients: int, unknown: float, amounts: tuple[int, ...] = (-3, -2, -1, 1, 2, 3, 5)
+) -> list[Call]:
     """A ledger as the proof records one: ``clients`` appends at a time, one reader polling, a share of
     the appends unknown to their caller (half of those applied), each call's point within its window."""
     span = updates / clients * 10
-    ops = [(rng.uniform(0, span), rng.uniform(1, 20), ("append", rng.choice([-3, -2, -1, 1, 2, 3, 5]))) for _ in range(updates)]
+    ops = [(rng.uniform(0, span), rng.uniform(1, 20), ("append", rng.choice(amounts))) for _ in range(updates)]
     gap = span / reads
     ops += [(k * gap, rng.uniform(0.2, 0.9) * gap, ("read",)) for k in range(reads)]  # one reader: a read at a time
     timed = sorted(((inv, inv + rng.uniform(0, dur), inv + dur, inp) for inv, dur, inp in ops), key=lambda o: o[1])
@@ -276,4 +278,17 @@ def test_a_full_size_history_is_decided(seed: int) -> None:
     is decided linearizable with a witness (the budget only guards a hang)."""
     calls = concurrent_history(random.Random(seed), 600, 400, 32, 0.3)
     found = check(SumRegister(), calls, budget=120)
+    assert found.result == "linearizable", found
+
+
+def test_a_full_size_set_history_is_decided() -> None:
+    """A post's likes as a set (its tally read by one reader): 300 distinct users liking, 32 at a time."""
+    rng = random.Random(5)
+    calls = [
+        Call("p", ("like", f"u{i}"), call.output, call.invoked, call.returned)
+        if call.input != ("read",)
+        else Call("p", ("tally",), call.output, call.invoked, call.returned)
+        for i, call in enumerate(concurrent_history(rng, 300, 300, 32, 0.0, amounts=(1,)))
+    ]
+    found = check(LikeSet(), calls, budget=120)
     assert found.result == "linearizable", found
