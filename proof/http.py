@@ -54,6 +54,7 @@ from devstack.dynamodb_local import dynamodb_client
 from devstack.sqs import DeliveryFaults
 from devstack.stack import LocalStack
 from proof.hot import LIKE_PREFIX, is_liked, like_owner, likes_by_post
+from proof.linearizability import FAIL, OK, BoundedCounter, LikeSet, Recorder, SumRegister, Verdict, check
 from testkit.answers import body_of, drifts
 
 DYNAMODB_FAULTS = {"after_commit": 0.03, "resend": 0.02, "conflict": 0.06, "throttle": 0.05, "unavailable": 0.03}
@@ -75,6 +76,8 @@ FUNCTIONS = [
 # (its client refuses otherwise; the double application under them has its own test), and the
 # reservations function runs atomic's UpdateItem: no forced resends of UpdateItem there.
 RESERVATIONS_RESEND = ["TransactWriteItems", "TransactGetItems", "PutItem", "DeleteItem", "GetItem", "Query"]
+SEARCH_BUDGET = 30.0
+"""Seconds the linearizability search may spend on one row's history before it says ``unknown``."""
 HANG_SECONDS = 1800.0
 """A hang guard, not a verdict: a 202 is judged by the work left (:meth:`Client.resolve`: still
 PENDING once the retry queue is empty is unresolved, however fast or slow the machine); only a
@@ -143,6 +146,9 @@ class HttpReport:
     """Answers docs/openapi.json does not describe, its objects closed (testkit.answers)."""
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    linearizable: Verdict | None = None
+    """The row's recorded history (invocation and final answer of each request, reads interleaved)
+    against its model ([`proof.linearizability`][proof.linearizability]); ``None``: none recorded."""
 
     @property
     def undocumented_5xx(self) -> int:
@@ -160,6 +166,7 @@ class HttpReport:
             or self.bad_reads
             or self.off_contract
             or (self.documented == "exact" and self.stranded)
+            or (self.linearizable is not None and self.linearizable.result == "NOT LINEARIZABLE")
         )
         return "VIOLATED" if broken else "holds"
 
@@ -173,14 +180,14 @@ class HttpReport:
 def table(reports: list[HttpReport]) -> str:
     lines = [
         "| scenario (HTTP) | documented | requests | faults ddb / sqs / delivery | undocumented 5xx | 202s | 202 final p50 / max s"
-        " | unresolved 202 | wrong 202 | stranded | duplicates | lost | bad reads | s | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        " | unresolved 202 | wrong 202 | stranded | duplicates | lost | bad reads | linearizability | s | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in reports:
         lines.append(
             f"| {r.name} | {r.documented} | {r.requests} | {r.faults_ddb} / {r.faults_sqs} / {r.faults_delivery} | {r.undocumented_5xx}"
             f" | {len(r.deferred_seconds)} | {r.p(0.5)} / {r.p(1.0)} | {r.unresolved} | {len(r.wrong)} | {r.stranded} | {r.duplicates}"
-            f" | {r.lost} | {r.bad_reads} | {r.seconds:.0f} | {r.verdict} |"
+            f" | {r.lost} | {r.bad_reads} | {r.linearizable.cell() if r.linearizable else '–'} | {r.seconds:.0f} | {r.verdict} |"
         )
     return "\n".join(lines)
 
@@ -474,18 +481,46 @@ def likes(env: Env) -> list[HttpReport]:
     pairs = [(rng.choice(posts), f"u{i}") for i in range(env.n(110))]
     undone = pairs[: env.n(30)]
     deferred: list[tuple[str, str, str, Deferred]] = []
+    calls = Recorder()  # a partition per post (standard: its GET is strongly consistent), a set of users
 
     def toggle(method: str, post: str, user: str) -> Callable[[], None]:
         def run() -> None:
+            handle = calls.invoke(post, "like" if method == "PUT" else "unlike", user)
+            told: Any = None
             for answer in _twice(lambda: c.send(report, method, f"/posts/{post}/likes/{user}")):
                 if answer is None:
                     report.wrong.append(f"{method} {post}/{user}: never answered")
                 elif answer.status_code == 202:
-                    deferred.append((method, post, user, c.resolve(report, answer)))
+                    d = c.resolve(report, answer)
+                    deferred.append((method, post, user, d))
+                    status = (d.final or {}).get("status")
+                    if status in ("APPLIED", "DUPLICATE"):
+                        told = OK
+                    elif status == "REJECTED" and told is None:
+                        told = FAIL
                 elif answer.status_code != 200:
                     report.wrong.append(f"{method} {post}/{user}: {answer.status_code} {answer.text[:80]}")
+                else:
+                    told = OK
+            calls.complete(handle, told)
 
         return run
+
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for post in posts:
+                handle = calls.invoke(post, "tally")
+                answer = c.send(report, "GET", f"/posts/{post}")
+                if answer is not None and answer.status_code == 200:
+                    calls.complete(handle, int(answer.json()["likeTally"]))
+                else:
+                    calls.drop(handle)
+            time.sleep(0.05)
+
+    reading = threading.Thread(target=reader)
+    reading.start()
 
     def check_phase(method: str, phase: list[tuple[str, str, str, Deferred]]) -> None:
         env.drained()
@@ -512,6 +547,8 @@ def likes(env: Env) -> list[HttpReport]:
     check_phase("PUT", list(deferred))
     deferred.clear()
     env.parallel([toggle("DELETE", p, u) for p, u in undone])
+    stop.set()
+    reading.join()
     check_phase("DELETE", list(deferred))
     _finish(env, report, started)
 
@@ -524,9 +561,12 @@ def likes(env: Env) -> list[HttpReport]:
     report.duplicates += max(0, len(stored_posts) - len(post_keys))
     for post in stored_posts:
         counted = sum(1 for p, _ in stored_likes if p == post["postId"])
+        handle = calls.invoke(post["postId"], "tally")  # as stored once every request and retry ended
+        calls.complete(handle, int(post["likeTally"]))
         if int(post["likeTally"]) != counted:
             report.duplicates += abs(int(post["likeTally"]) - counted)
             report.notes.append(f"post {post['postId']}: likeTally {post['likeTally']} but {counted} likes stored")
+    report.linearizable = check(LikeSet(), calls.history(), budget=SEARCH_BUDGET)
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     return [report]
 
@@ -782,12 +822,15 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
     unknown: dict[str, set[str]] = {label: set() for label in demand}
     answers: dict[tuple[str, str], list[str]] = {}  # what each key's client was told, in order (for the notes)
     deferred: list[tuple[str, str, str, Deferred]] = []  # (label, kind, key, deferred)
+    calls = Recorder()  # one partition per resource: each intent one call, invoked before its first send
 
     def reserve(label: str, key: str, quantity: int, inexact: bool) -> Callable[[], None]:
         report = reports[label]
         path = f"/resources/{_rid(label)}/reservations"
 
         def run() -> None:
+            handle = calls.invoke(label, "reserve", quantity)
+            refused = False
             for answer in _twice(
                 lambda: c.send(report, "POST", path, json_body={"quantity": quantity}, headers={"Idempotency-Key": key}, inexact=inexact)
             ):
@@ -804,13 +847,35 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
                     deferred.append((label, "reserve", key, d))
                     if d.final and d.final["status"] in ("APPLIED", "DUPLICATE"):
                         acked[label][key] = quantity
+                    elif d.final and d.final["status"] == "REJECTED":
+                        refused = True
                 elif answer.status_code != 409:  # 409: sold out / slots full, definite
                     report.wrong.append(f"reserve {key}: {answer.status_code} {answer.text[:80]}")
+                else:
+                    refused = True
+            # applied once if any answer said so; refused if one said so and none applied; else unknown
+            calls.complete(handle, OK if key in acked[label] else FAIL if refused else None)
 
         return run
 
     tasks = [reserve(label, k, q, documented != "exact") for label, *_, documented in cases for k, q in demand[label]]
     random.Random(env.seed + 1).shuffle(tasks)
+    stop = threading.Event()
+    strong = [label for label, _, shards, _ in cases if shards == 1]  # an unsharded resource's GET is strongly consistent
+
+    def reader() -> None:
+        while not stop.is_set():
+            for label in strong:
+                handle = calls.invoke(label, "read")
+                answer = c.send(reports[label], "GET", f"/resources/{_rid(label)}")
+                if answer is not None and answer.status_code == 200:
+                    calls.complete(handle, int(answer.json()["reserved"]))
+                else:
+                    calls.drop(handle)  # a read without an answer tells nothing
+            time.sleep(0.05)
+
+    reading = threading.Thread(target=reader)
+    reading.start()
     env.parallel(tasks)
 
     released: dict[str, set[str]] = {label: set() for label in demand}
@@ -820,13 +885,20 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
         path = f"/resources/{_rid(label)}/reservations/{reservation_id(_rid(label), key)}"
 
         def run() -> None:
+            handle = calls.invoke(label, "release", acked[label][key])
+            done = False
             for answer in _twice(lambda: c.send(report, "DELETE", path)):
                 if answer is None:
                     report.wrong.append(f"release {key}: never answered")
                 elif answer.status_code == 202:
-                    deferred.append((label, "release", key, c.resolve(report, answer)))
+                    d = c.resolve(report, answer)
+                    deferred.append((label, "release", key, d))
+                    done = done or bool(d.final and d.final["status"] in ("APPLIED", "DUPLICATE"))
                 elif answer.status_code != 200:
                     report.wrong.append(f"release {key}: {answer.status_code} {answer.text[:80]}")
+                else:
+                    done = True
+            calls.complete(handle, OK if done else None)
 
         return run
 
@@ -837,6 +909,8 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
             released[label] = set(chosen)
             tasks += [release(label, key) for key in chosen]
     env.parallel(tasks)
+    stop.set()
+    reading.join()
     env.drained()
 
     items = env.scan()
@@ -845,6 +919,8 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
         counters = [i for i in items if i["PK"] == f"RES#{rid}" and i["SK"] == "META" or i["PK"].startswith(f"RES#{rid}#")]
         records = {i["idempotencyKey"]: i for i in items if i["PK"].startswith("RSV#") and i.get("resourceId") == rid}
         reserved = sum(int(i.get("reserved", 0)) for i in counters)
+        handle = calls.invoke(label, "read")  # the counters as stored once every request and retry ended
+        calls.complete(handle, reserved)
         confirmed = sum(int(r["quantity"]) for r in records.values() if r["status"] == "CONFIRMED")
         unsure = sum(int(r["quantity"]) for r in records.values() if r["status"] in ("UNKNOWN", "PENDING"))
         report.stranded = reserved - confirmed
@@ -898,6 +974,12 @@ def reservations(env: Env, cases: list[tuple[str, str, int, str]] | None = None)
             if kind == "release" or error not in ("insufficient_capacity", "reservation_slots_full") or mine:
                 problem = f"{error}, record {_brief(record)}"
         _check_deferred(reports[label], f"{kind} {key}", d, problem)
+    # the one-sided models: exact, atomic under and occ each apply a call at most once (never above
+    # what was acknowledged plus what was ambiguous); a refusal on one item means it did not fit then
+    history = calls.history()
+    for label, _strategy, shards, _ in cases:
+        model = BoundedCounter(capacity[label], strict_fail=shards == 1)
+        reports[label].linearizable = check(model, [call for call in history if call.key == label], budget=SEARCH_BUDGET)
     faults = env.faults()
     out = list(reports.values())
     _finish(env, out[0], started)
@@ -933,11 +1015,13 @@ def ledgers(env: Env) -> list[HttpReport]:
     acked: dict[str, tuple[str, int]] = {}
     deferred: list[tuple[str, str, Deferred]] = []
     lock = threading.Lock()
+    calls = Recorder()  # a partition per ledger: each append one call (its two sends), the balance reads
 
     def append(ledger: str, amount: int) -> Callable[[], None]:
         def run() -> None:
             key = new_key()  # minted on the first attempt, re-sent unchanged
             op = histories[ledger].invoke(key, amount)
+            handle = calls.invoke(ledger, "append", amount)
             status = "unknown"
             for answer in _twice(
                 lambda: c.send(report, "POST", f"/ledgers/{ledger}/entries", json_body={"amount": amount}, headers={"Idempotency-Key": key})
@@ -958,6 +1042,7 @@ def ledgers(env: Env) -> list[HttpReport]:
                 with lock:
                     acked[key] = (ledger, amount)
             histories[ledger].complete(op, status)
+            calls.complete(handle, OK if status == "ok" else None)
 
         return run
 
@@ -967,9 +1052,13 @@ def ledgers(env: Env) -> list[HttpReport]:
         while not stop.is_set():
             for ledger in names:
                 t0 = time.monotonic()
+                handle = calls.invoke(ledger, "read")
                 answer = c.send(report, "GET", f"/ledgers/{ledger}")
                 if answer is not None and answer.status_code == 200:
                     histories[ledger].read(int(answer.json()["balance"]), t0)
+                    calls.complete(handle, int(answer.json()["balance"]))
+                else:
+                    calls.drop(handle)
             time.sleep(0.1)
 
     reading = threading.Thread(target=reader)
@@ -986,8 +1075,13 @@ def ledgers(env: Env) -> list[HttpReport]:
             report.lost += 1
     report.duplicates += len(set(entries) - set(acked))  # an entry nobody was told about (or twice)
     for ledger in names:
+        handle = calls.invoke(ledger, "read")
         answer = c.send(report, "GET", f"/ledgers/{ledger}")
         balance = int(answer.json()["balance"]) if answer is not None and answer.status_code == 200 else None
+        if balance is None:
+            calls.drop(handle)
+        else:
+            calls.complete(handle, balance)
         stored = sum(int(e["amount"]) for e in entries.values() if e["PK"] == f"LEDGER#{ledger}")
         want = sum(a for lg, a in acked.values() if lg == ledger)
         if balance != want or stored != want:
@@ -998,6 +1092,7 @@ def ledgers(env: Env) -> list[HttpReport]:
     for ledger, key, d in deferred:
         _check_deferred(report, f"append {ledger} {key}", d, _provenance(d, entries.get(key), "entry"))
     report.notes.append(f"{sum(len(h.reads) for h in histories.values())} balance reads checked")
+    report.linearizable = check(SumRegister(), calls.history(), budget=SEARCH_BUDGET)  # a sum register per ledger
     _finish(env, report, started)
     report.faults_ddb, report.faults_sqs, report.faults_delivery = env.faults()
     return [report]

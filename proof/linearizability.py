@@ -4,7 +4,7 @@ A history is a list of [`Call`][proof.linearizability.Call]s: each call's partit
 its output (``None``: the caller never learned it), and when it was invoked and when it returned
 (any clock that only moves forward: ``time.monotonic_ns()`` or a logical counter). A call whose
 outcome is unknown (ambiguous, a timeout, a 5xx never resolved) returns at infinity: it may take
-effect at any point after its invocation, or never (its model's step offers both).
+effect at any point after its invocation, or never.
 
 The history is linearizable when there is one total order of the calls that respects real time
 (a call that returned before another was invoked comes first) and in which every call, applied to
@@ -19,12 +19,27 @@ the model's state in that order, gives the output recorded. The search is the al
 
 as Porcupine (Anish Athalye, github.com/anishathalye/porcupine, ``checker.go``: the entry list, the
 lift/unlift of call and return entries, the cache keyed by the linearized bitset) implements them,
-written here from those descriptions. Two of Porcupine's choices are kept: histories are
-partitioned by key (P-compositionality: a history is linearizable iff each key's sub-history is),
-and a nondeterministic model is checked as its powerset (a state is the set of states the object
-may be in; a step maps each and keeps the union, illegal when empty). Entries are ordered by time,
-a call before a return at the same instant (the two overlap). One change of order, not of
-outcome: of identical calls (an unknown call's re-sends) only the first not yet linearized is tried.
+written here from those descriptions. Histories are partitioned by key (P-compositionality: a
+history is linearizable iff each key's sub-history is). Entries are ordered by time, a call before
+a return at the same instant (the two overlap). What keeps a full-size history (a thousand calls,
+32 at once) decidable, each shortcut an exchange argument that keeps every witness:
+
+* **unknown calls are optional**: they have no return entry, so they never block; one is placed
+  only when it changes the state (``effect``, else its step as if answered ``ok``), and of the
+  unknown calls with one input invoked so far only the earliest not yet placed is tried (their
+  windows all reach infinity: any of them can stand for another). The cache counts them by input,
+  and a configuration is skipped when one with no more of them used was met;
+* **identical answered calls** (same input and answer) among the candidates: only the one that
+  must return first is tried;
+* **a read that matches, a refusal** (a call that never changes the state where it is legal) is
+  taken as soon as it is legal, without a branch;
+* the order in which the rest is tried (toward the answer of the read that must return first,
+  then the call that must return first) only speeds the search.
+
+A search that succeeds returns its witness, which [`witnessed`][proof.linearizability.witnessed]
+checks again in one pass (real time, each step legal) before the partition is called linearizable;
+NOT LINEARIZABLE means every configuration was explored. ``tests/unit/test_linearizability.py``
+checks the search against enumeration of every order of small random histories.
 
 Models ([`BoundedCounter`][proof.linearizability.BoundedCounter], [`SumRegister`][proof.linearizability.SumRegister],
 [`LikeSet`][proof.linearizability.LikeSet], [`GrowOnlySet`][proof.linearizability.GrowOnlySet],
@@ -138,6 +153,10 @@ class LikeSet:
     def init(self) -> frozenset[str]:
         return frozenset()
 
+    def measure(self, state: frozenset[str]) -> int:
+        """What a ``("tally",)`` read of ``state`` answers (the search steers toward a waiting read)."""
+        return len(state)
+
     def step(self, state: frozenset[str], input: tuple[Any, ...], output: Any) -> Iterable[frozenset[str]]:
         kind = input[0]
         if kind == "tally":
@@ -168,6 +187,9 @@ class GrowOnlySet:
             if (k == key) != (i == given):
                 return ()  # this key had another id, or this id another key
         return (state | {(key, given)},)
+
+    def effect(self, state: frozenset[tuple[str, int]], input: tuple[Any, ...]) -> Iterable[Hashable]:
+        return ()  # an unanswered add gave an id nobody was told: nothing a later call can check
 
 
 @dataclass(frozen=True)
@@ -215,38 +237,67 @@ class Undecided(Exception):
     """The search of one partition outlasted its budget."""
 
 
-def _powerset_step(model: Model, states: frozenset[Hashable], call: Call) -> frozenset[Hashable]:
-    return frozenset(after for state in states for after in model.step(state, call.input, call.output))
+READS = frozenset({"read", "tally", "member", "members"})
 
 
-def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -> bool:
-    """Whether one partition's calls are linearizable (``Undecided`` past ``budget`` seconds)."""
-    n = len(calls)
-    if n == 0:
+def _pure(model: Model, input: tuple[Any, ...], output: Any) -> bool:
+    """Whether an answered call never changes the state where it is legal (``model.pure``, else a
+    read or a refusal): taken as soon as it is legal, never branched on. (Moving such a call to the
+    first point it may take keeps any witness a witness: it was a candidate, so every call that
+    returned before its invocation is already placed, and the states after are the same.)"""
+    pure = getattr(model, "pure", None)
+    return bool(pure(input, output)) if pure is not None else input[0] in READS or output == FAIL
+
+
+def _effect(model: Model, state: Hashable, input: tuple[Any, ...]) -> tuple[Hashable, ...]:
+    """The states an unknown call may leave when it takes effect (``model.effect``, else as if answered ``ok``)."""
+    effect = getattr(model, "effect", None)
+    return tuple(effect(state, input) if effect is not None else model.step(state, input, OK))
+
+
+def _seen(cache: dict[tuple[int, Hashable], list[tuple[int, ...]]], key: tuple[int, Hashable], applied: tuple[int, ...]) -> bool:
+    """Lowe's cache, with unknown calls counted by kind: a configuration (answered calls placed,
+    state, unknown calls used of each kind) is skipped when one with the same calls placed and state
+    and no more unknown calls used of any kind was met (it could do all this one can); else recorded."""
+    met = cache.setdefault(key, [])
+    if any(all(x <= y for x, y in zip(old, applied, strict=True)) for old in met):
         return True
-    # entries: (time, 0 for a call / 1 for a return, id); calls before returns at the same time
-    entries = sorted([(c.invoked, 0, i) for i, c in enumerate(calls)] + [(c.returned, 1, i) for i, c in enumerate(calls)])
+    met.append(applied)
+    return False
+
+
+def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -> list[int] | None:
+    """One partition's witness linearization (indexes into ``calls``: every answered call once, the
+    unknown calls that took effect), or ``None`` when no order exists (``Undecided`` past ``budget`` seconds)."""
+    definite = [i for i, c in enumerate(calls) if c.output is not None]
+    unknown = [i for i, c in enumerate(calls) if c.output is None]
+    if not definite:
+        return []
+    # entries of the answered calls: (time, 0 call / 1 return, id); a call before a return at one instant
+    entries = sorted([(calls[i].invoked, 0, i) for i in definite] + [(calls[i].returned, 1, i) for i in definite])
     size = len(entries)
     kind = [e[1] for e in entries]
     ident = [e[2] for e in entries]
+    when = [e[0] for e in entries]
     match = [0] * size  # a call entry's return entry
-    where = [0] * n
+    where: dict[int, int] = {}
     for pos in range(size):
         if kind[pos] == 0:
             where[ident[pos]] = pos
         else:
             match[where[ident[pos]]] = pos
-    # identical calls (same input, output and times: a call's unknown re-sends) are interchangeable:
-    # only the first of them not yet linearized is tried, so the cache never holds their permutations
-    twin = [-1] * n
-    seen: dict[tuple[Any, ...], int] = {}
-    for i, call in enumerate(calls):
-        sig = (call.input, call.output, call.invoked, call.returned)
-        twin[i] = seen.get(sig, -1)
-        seen[sig] = i
-    # a doubly linked list over the entries, with a head sentinel at index ``size``
+    sig = {i: (calls[i].input, calls[i].output) for i in definite}
+    pure = {s for s in sig.values() if _pure(model, *s)}
+    # unknown calls by input, in invocation order: of those invoked, the earliest not yet applied stands for all
+    classes: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    members: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for i in sorted(unknown, key=lambda i: calls[i].invoked):
+        classes[calls[i].input].append(calls[i].invoked)
+        members[calls[i].input].append(i)
+    names = list(classes)
+    measure = getattr(model, "measure", None)  # a state as the number its reads answer (a set: its size)
     head = size
-    nxt = [*range(1, size), -1, 0]  # the last entry ends the list (-1); the head points at entry 0
+    nxt = [*range(1, size), -1, 0]
     prv = [head, *range(0, size - 1), -1]
 
     def lift(pos: int) -> None:
@@ -263,54 +314,135 @@ def check_partition(model: Model, calls: Sequence[Call], budget: float = 60.0) -
             if b != -1:
                 prv[b] = p
 
-    def candidates() -> list[int]:
-        """The call entries that may be linearized next (those before the first return entry), in
-        invocation order, as Porcupine tries them (earliest response first was tried: it left occ's
-        small histories, whose unknown calls it tries last, undecided)."""
-        found, pos = [], nxt[head]
+    def options(state: Hashable, applied: tuple[int, ...]) -> tuple[list[tuple[int, Hashable]], tuple[int, Hashable] | None]:
+        """What may be linearized next: (answered call entry or ``-1 - class``, state after); or one
+        move that loses nothing (an answered call that leaves the state as it is), taken alone."""
+        found: list[tuple[int, Hashable]] = []
+        best: dict[tuple[Any, ...], int] = {}  # of identical answered candidates, the one that must return first
+        pos = nxt[head]
         while pos != -1 and kind[pos] == 0:
-            found.append(pos)
+            s = sig[ident[pos]]
+            if s not in best or when[match[pos]] < when[match[best[s]]]:
+                best[s] = pos
             pos = nxt[pos]
-        return found
+        frontier = when[pos] if pos != -1 else INFINITY
+        target: Any = None  # the answer of the waiting read that must return first
+        for s, entry in best.items():
+            steps = tuple(model.step(state, s[0], s[1]))
+            for after in steps:
+                if s in pure and after == state:
+                    return [], (entry, after)  # a read that matches, a refusal: taking it now loses no order
+                found.append((entry, after))
+            if not steps and s in pure and s[0][0] in READS and isinstance(s[1], int) and not isinstance(s[1], bool):
+                if target is None or when[match[entry]] < when[match[best[target[1]]]]:
+                    target = (s[1], s)
+        for k, name in enumerate(names):
+            if applied[k] < len(classes[name]) and classes[name][applied[k]] <= frontier:
+                found += [(-1 - k, after) for after in _effect(model, state, name) if after != state]
 
-    state: frozenset[Hashable] = frozenset([model.init()])
-    linearized = 0
-    cache: set[tuple[int, frozenset[Hashable]]] = set()
-    frames: list[tuple[list[int], int, frozenset[Hashable], int]] = []  # (candidates, next to try, state, entry lifted)
-    options, tried = candidates(), 0
+        def urgency(option: tuple[int, Hashable]) -> tuple[float, float]:
+            """Toward the waiting read's answer first (integer states), then the call that must return first."""
+            entry, after = option
+            due = when[match[entry]] if entry >= 0 else INFINITY
+            measured = measure(after) if measure is not None else after
+            if target is not None and isinstance(measured, int):
+                return (abs(measured - target[0]), due)
+            return (0, due)
+
+        found.sort(key=urgency)  # the order only speeds the search: every option is still tried
+        return found, None
+
+    state: Hashable = model.init()
+    applied = tuple(0 for _ in names)
+    bits = 0
+    cache: dict[tuple[int, Hashable], list[tuple[int, ...]]] = {}
+    # (choices, next to try, state, applied, move made)
+    frames: list[tuple[list[tuple[int, Hashable]], int, Hashable, tuple[int, ...], int]] = []
     deadline = time.monotonic() + budget
     steps = 0
+    choices, forced = options(state, applied)
+    tried = 0
     while nxt[head] != -1:
         steps += 1
-        if steps & 0xFFF == 0 and time.monotonic() > deadline:
+        if steps & 0x3FF == 0 and time.monotonic() > deadline:
             raise Undecided
-        chosen = False
-        while tried < len(options):
-            entry = options[tried]
+        move: tuple[int, Hashable] | None = None
+        if forced is not None:
+            move, choices, tried = forced, [], 0
+        while move is None and tried < len(choices):
+            move = choices[tried]
             tried += 1
-            me = ident[entry]
-            if twin[me] >= 0 and not linearized >> twin[me] & 1:
-                continue  # its identical predecessor comes first
-            after = _powerset_step(model, state, calls[me])
-            bits = linearized | (1 << me)
-            if after and (bits, after) not in cache:
-                cache.add((bits, after))
-                frames.append((options, tried, state, entry))
-                state, linearized = after, bits
-                lift(entry)
-                options, tried, chosen = candidates(), 0, True
-                break
-        if not chosen:  # no candidate leads on: undo the last choice
+        advanced = False
+        if move is not None:
+            entry, after = move
+            if entry >= 0:
+                nbits, napplied = bits | (1 << ident[entry]), applied
+            else:
+                k = -1 - entry
+                nbits, napplied = bits, (*applied[:k], applied[k] + 1, *applied[k + 1 :])
+            if not _seen(cache, (nbits, after), napplied):
+                frames.append((choices, tried, state, applied, entry))
+                if entry >= 0:
+                    lift(entry)
+                state, bits, applied = after, nbits, napplied
+                choices, forced = options(state, applied)
+                tried = 0
+                advanced = True
+        if advanced:
+            continue
+        if move is not None and tried < len(choices):
+            forced = None
+            continue  # that choice was explored before: try the next
+        while True:  # no choice leads on: undo the last move
             if not frames:
-                return False
-            options, tried, state, entry = frames.pop()
-            linearized &= ~(1 << ident[entry])
-            unlift(entry)
+                return None
+            choices, tried, state, applied, entry = frames.pop()
+            if entry >= 0:
+                bits &= ~(1 << ident[entry])
+                unlift(entry)
+            forced = None
+            if tried < len(choices):
+                break
+    order: list[int] = []
+    seen = [0] * len(names)
+    for *_, entry in frames:
+        if entry >= 0:
+            order.append(ident[entry])
+        else:
+            k = -1 - entry
+            order.append(members[names[k]][seen[k]])
+            seen[k] += 1
+    return order
+
+
+def witnessed(model: Model, calls: Sequence[Call], order: Sequence[int]) -> bool:
+    """Whether ``order`` is a linearization of ``calls``: every answered call once, unknown calls at
+    most once, real time respected (a call that returned before another was invoked comes first),
+    each step legal in the model. Checked apart from the search, in one pass."""
+    answered = {i for i, c in enumerate(calls) if c.output is not None}
+    if len(set(order)) != len(order) or not answered <= set(order):
+        return False
+    states = {model.init()}
+    for i in order:
+        call = calls[i]
+        if call.output is None:
+            states = {after for s in states for after in _effect(model, s, call.input)}
+        else:
+            states = {after for s in states for after in model.step(s, call.input, call.output)}
+        if not states:
+            return False
+    earliest_return = INFINITY  # of the calls after this one in the order
+    for i in reversed(order):
+        if earliest_return < calls[i].invoked:
+            return False  # a later call in the order returned before this one was invoked
+        earliest_return = min(earliest_return, calls[i].returned)
     return True
 
 
 def check(model: Model | dict[Hashable, Model], calls: Iterable[Call], budget: float = 60.0) -> Verdict:
-    """Check every partition (by ``Call.key``) against ``model`` (or each key's own model)."""
+    """Check every partition (by ``Call.key``) against ``model`` (or each key's own model); a
+    partition is linearizable only with a witness that [`witnessed`][proof.linearizability.witnessed]
+    confirms, NOT LINEARIZABLE only when the search found no order at all."""
     started = time.monotonic()
     parts: dict[Hashable, list[Call]] = defaultdict(list)
     for call in calls:
@@ -320,11 +452,16 @@ def check(model: Model | dict[Hashable, Model], calls: Iterable[Call], budget: f
     worst = 0.0
     for key, part in parts.items():
         began = time.monotonic()
+        own = model[key] if isinstance(model, dict) else model
         try:
-            if not check_partition(model[key] if isinstance(model, dict) else model, part, budget):
-                bad.append(key)
+            order = check_partition(own, part, budget)
         except Undecided:
             undecided.append(key)
+        else:
+            if order is None:
+                bad.append(key)
+            elif not witnessed(own, part, order):
+                raise AssertionError(f"the search's witness for partition {key!r} is not a linearization")
         worst = max(worst, time.monotonic() - began)
     result = "NOT LINEARIZABLE" if bad else "unknown" if undecided else "linearizable"
     total = sum(len(p) for p in parts.values())

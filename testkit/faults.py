@@ -42,6 +42,7 @@ import json
 import random
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,9 @@ class FaultInjector:
         """(operation, kind) -> how many times it was injected."""
         self._held: dict[int, list[Any]] = {}
         """thread id -> [operation model, request dict, request context, armed] of a ``late`` request."""
+        self.landed: Callable[[], None] | None = None
+        """Run right after a ``late`` request lands, on the caller's thread, before its next call
+        returns (a seeded schedule for "another writer commits after our late send")."""
         self._delivering = threading.local()
         self.service = client.meta.service_model.service_id.hyphenize()  # "dynamodb", "sqs": the event names' service part
         events = client.meta.events
@@ -118,6 +122,7 @@ class FaultInjector:
             self.rules.clear()
 
     def detach(self) -> None:
+        self.landed = None
         for thread in list(self._held):
             self._land(thread)
         events = self.client.meta.events
@@ -181,6 +186,8 @@ class FaultInjector:
             pass
         finally:
             self._delivering.on = False
+        if self.landed is not None:
+            self.landed()
 
     def _before_call(self, model: Any, params: dict[str, Any], context: Any = None, **_: Any) -> Any:
         operation = model.name

@@ -33,6 +33,7 @@ from tests.conftest import HTTP_TIMEOUT, settled
             "reservations",
             [("marker x4 shards", "marker", 4, "exact"), ("marker", "marker", 1, "exact"), ("atomic (under)", "atomic", 1, "under")],
         ),
+        ("ledgers", None),
     ],
 )
 @pytest.mark.timeout(0)
@@ -55,6 +56,8 @@ def test_http_scenario_under_faults_holds(
         assert report.stranded_violation == 0, summary
         if report.documented == "exact":
             assert report.stranded == 0, summary
+        if report.linearizable is not None:  # the recorded history, reads interleaved, against the row's model
+            assert report.linearizable.result == "linearizable", summary
         assert report.verdict == "holds", summary
     assert reports[0].faults_ddb > 0, summary  # the faults did fire
 
