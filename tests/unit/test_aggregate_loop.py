@@ -15,7 +15,7 @@ from counters.core.commands import Command
 from counters.core.outcome import Outcome, Result
 from counters.primitives.aggregator import Applied, Change
 from counters.services.likes.merging import Examined
-from counters.store.post_items import Created
+from counters.store.post_streams import Created
 from counters.store.posts import like_checkpoints
 from counters.streams import LikeAggregator, aggregate
 
