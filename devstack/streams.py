@@ -236,6 +236,7 @@ class StreamPoller:
         self._pools: list[FunctionPool] = []
         self.delivered = 0
         self.recovered = 0  # iterators replaced after TrimmedDataAccessException / ExpiredIteratorException
+        self.polls = 0  # whole polls of every shard done by start()'s loop
 
     @classmethod
     def for_stack(
@@ -381,11 +382,22 @@ class StreamPoller:
                     self.poll_once(flush=False)
                 except Exception as exc:  # noqa: BLE001 - keep polling, as the service would
                     print(f"[streams] poll failed: {exc}", file=sys.stderr)
+                self.polls += 1
                 self._stop.wait(interval)
 
         self._thread = threading.Thread(target=loop, name="stream-poller", daemon=True)
         self._thread.start()
         return self
+
+    def wait_caught_up(self) -> None:
+        """Until every record written before this call is delivered: two whole polls begun after it
+        (the first may have been reading already) and no partial batch held. Bounded by work, not
+        by a clock; a poller that never polls again is a hang for the caller's guard."""
+        target = self.polls + 2
+        while self.polls < target or any(self._pending.values()):
+            if self._thread is None or not self._thread.is_alive():
+                raise RuntimeError("the stream poller is not running")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         self._stop.set()

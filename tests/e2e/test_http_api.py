@@ -73,7 +73,7 @@ def test_concurrent_http_likes_with_duplicates_are_exact(local_api: RunningApi) 
 
     def send(op: tuple[str, str]) -> int:
         method, user = op
-        return requests.request(method, f"{url}/posts/{post}/likes/{user}", timeout=30).status_code
+        return requests.request(method, f"{url}/posts/{post}/likes/{user}", timeout=HTTP_TIMEOUT).status_code
 
     with ThreadPoolExecutor(max_workers=32) as pool:
         statuses = list(pool.map(send, ops))
