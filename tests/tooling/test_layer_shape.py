@@ -120,7 +120,7 @@ def test_every_refusal_comes_from_a_family_table() -> None:
             worded = "is not available on" in text or "is created only in its home Region" in text
             if (worded and path not in (check, defaults)) or (path not in families and any(reason in text for reason in reasons)):
                 restated.append(f"{rel(path)}:{line} {text[:60]!r}")
-    assert not built, "refuse with a cell of the family's TABLE, applied by its store's check(op):\n" + "\n".join(built)
+    assert not built, "refuse with a cell of the family's TABLE, applied by its store's admit(op):\n" + "\n".join(built)
     assert not declared, "a refused cell belongs in its family module's TABLE:\n" + "\n".join(declared)
     assert not restated, "a refusal's reason and wording live in the tables only:\n" + "\n".join(restated)
 

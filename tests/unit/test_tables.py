@@ -50,13 +50,13 @@ def test_every_refused_cell_refuses_in_its_modes_only_with_the_one_wording(famil
     for mode, topology in TOPOLOGIES.items():
         if mode in row.refusing():
             with pytest.raises(UnsupportedInMode) as refused:
-                table.check(name, topology, item_id=homed(topology), detail="the detail")
+                table.admit(name, topology, item_id=homed(topology), detail="the detail")
             assert str(refused.value) == refusal(row.what, mode, row.rule(mode).reason, "the detail")
             assert str(refused.value).startswith(f"{row.what} is not available on ")
             assert str(refused.value).endswith("; the detail (docs/regions.md)")
             assert row.rule(mode).reason  # the text users read is the cell's
         else:
-            table.check(name, topology, item_id=homed(topology))  # allowed here: no exception
+            table.admit(name, topology, item_id=homed(topology))  # allowed here: no exception
 
 
 def test_operation_names_are_unique_across_the_tables() -> None:
@@ -67,23 +67,23 @@ def test_operation_names_are_unique_across_the_tables() -> None:
 
 def test_a_home_region_cell_takes_only_at_the_home_of_an_mrec_table() -> None:
     sequences = next(t for t in tables() if t.family == "sequences")
-    sequences.check("take:gapless", Topology(MREC, EU, (EU, US), EU))
-    sequences.check("take:gapless", ONE_REGION)
+    sequences.admit("take:gapless", Topology(MREC, EU, (EU, US), EU))
+    sequences.admit("take:gapless", ONE_REGION)
     with pytest.raises(
         UnsupportedInMode, match="a gapless sequence is taken only in the home Region eu-west-1 .*send the request to eu-west-1"
     ):
-        sequences.check("take:gapless", Topology(MREC, US, (EU, US), EU))
+        sequences.admit("take:gapless", Topology(MREC, US, (EU, US), EU))
     with pytest.raises(UnsupportedInMode, match="needs a home Region"):
-        sequences.check("take:gapless", Topology(MREC, US, (EU, US)))
+        sequences.admit("take:gapless", Topology(MREC, US, (EU, US)))
     with pytest.raises(UnsupportedInMode, match="which MRSC does not offer"):
-        sequences.check("take:gapless", TOPOLOGIES[MRSC])
+        sequences.admit("take:gapless", TOPOLOGIES[MRSC])
 
 
 def test_a_per_region_cell_refuses_another_regions_part_with_its_reason() -> None:
     transfers = next(t for t in tables() if t.family == "resources_transfers")
-    transfers.check("transfer", TOPOLOGIES[MREC], region=EU)
+    transfers.admit("transfer", TOPOLOGIES[MREC], region=EU)
     with pytest.raises(UnsupportedInMode):
-        Table("t", transfers.shapes, {"x": Op("x", (), mrec=transfers.ops["transfer"].mrec)}).check("x", TOPOLOGIES[MREC], region=US)
+        Table("t", transfers.shapes, {"x": Op("x", (), mrec=transfers.ops["transfer"].mrec)}).admit("x", TOPOLOGIES[MREC], region=US)
 
 
 def test_a_table_names_only_its_own_items_and_says_why_it_refuses() -> None:
@@ -128,18 +128,18 @@ def test_an_operation_refused_in_a_mode_is_refused_before_any_call() -> None:
     mrsc, mrec = TOPOLOGIES[MRSC], TOPOLOGIES[MREC]
     likes = Likes("t", dynamodb=client, topology=mrsc, stream_consumers=True)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedInMode, match="a standard post is not available on an MRSC global table"):
-        likes.create_post(author_id="a", body="b", mode="standard")
+        likes.posts.create_post(author_id="a", body="b", mode="standard")
     with pytest.raises(UnsupportedInMode, match="switching a post's mode is not available"):
-        Likes("t", dynamodb=client, topology=mrec, stream_consumers=True).switch_mode("p1", "hot")  # type: ignore[arg-type]
+        Likes("t", dynamodb=client, topology=mrec, stream_consumers=True).posts.switch_mode("p1", "hot")  # type: ignore[arg-type]
     with pytest.raises(WrongRegion, match="post 'p.*' is created only in its home Region us-east-1"):
-        Likes("t", dynamodb=client, topology=mrec, stream_consumers=True).create_post(  # type: ignore[arg-type]
+        Likes("t", dynamodb=client, topology=mrec, stream_consumers=True).posts.create_post(  # type: ignore[arg-type]
             author_id="a", body="b", post_id=homed(Topology(MREC, US, (EU, US), EU), "p"), mode="hot"
         )
     reservations = Reservations("t", dynamodb=client, topology=mrsc)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedInMode, match="strategy 'crt' is not available on an MRSC global table"):
         reservations.create_resource("r1", capacity=5, strategy="crt")
     with pytest.raises(UnsupportedInMode, match="transfers is not available on a single-Region table"):
-        Reservations("t", dynamodb=client, stream_consumers=True).transfer("r1", US, 1, "k")  # type: ignore[arg-type]
+        Reservations("t", dynamodb=client, stream_consumers=True).escrow.transfer("r1", US, 1, "k")  # type: ignore[arg-type]
     with pytest.raises(UnsupportedInMode, match="a gapless sequence is not available on an MRSC global table"):
         Sequence("t", "ORDER", mode="gapless", dynamodb=client, policy=RegionPolicy.of(mrsc)).next()  # type: ignore[arg-type]
     assert client.calls == []
@@ -229,9 +229,9 @@ def test_each_store_driven_in_each_mode_writes_only_cells_of_its_tables(monkeypa
         table = "TallyTable"
         likes = Likes(table, dynamodb=client, topology=topology, stream_consumers=True)  # type: ignore[arg-type]
         post_mode = "hot" if mode is MRSC else "standard"
-        post, _ = likes.create_post(author_id="a", body="b", post_id=homed(topology, "p"), mode=post_mode)
+        post, _ = likes.posts.create_post(author_id="a", body="b", post_id=homed(topology, "p"), mode=post_mode)
         assert client.written and not cells(client, topology, f"create:{post_mode}")
-        likes.like(post["postId"], "u1")
+        likes.toggling.like(post["postId"], "u1")
         assert client.written and not cells(client, topology, f"like:{post_mode}")
         reservations = Reservations(table, dynamodb=client, topology=topology)  # type: ignore[arg-type]
         resource = homed(topology, "r")
@@ -256,6 +256,6 @@ def test_the_check_fails_a_write_of_a_family_outside_the_operations_cells(monkey
     from counters.services.likes import Likes
 
     with driven(monkeypatch) as client:
-        Likes("TallyTable", dynamodb=client, stream_consumers=True).create_post(author_id="a", body="b", mode="hot")  # type: ignore[arg-type]
+        Likes("TallyTable", dynamodb=client, stream_consumers=True).posts.create_post(author_id="a", body="b", mode="hot")  # type: ignore[arg-type]
         bad = cells(client, ONE_REGION, "like:hot")
         assert len(bad) == 1 and bad[0].startswith("POST#") and "not a hot post's like's items" in bad[0]

@@ -185,16 +185,16 @@ def test_the_home_of_an_id_never_changes() -> None:
 
 def test_only_the_home_creates_on_mrec_and_every_region_elsewhere() -> None:
     home, other = EU, US
-    POSTS.check("create:hot", MREC[home], item_id="sq1")
+    POSTS.admit("create:hot", MREC[home], item_id="sq1")
     with pytest.raises(WrongRegion) as refused:
-        RESOURCES.check("create", MREC[other], item_id="sq1")
+        RESOURCES.admit("create", MREC[other], item_id="sq1")
     assert (refused.value.region, refused.value.status, refused.value.code) == (home, 409, "wrong_region")
     assert refused.value.details() == {"region": home}
     assert str(refused.value).startswith("resource 'sq1' is created only in its home Region eu-west-1 on this MREC global table")
     mrsc = Topology(GlobalTableMode.MRSC, US2, (US, US2, USW))
     for topology in (mrsc, ONE_REGION):
-        POSTS.check("create:hot", topology, item_id="sq1")
-        RESOURCES.check("create", topology, item_id="ov")
+        POSTS.admit("create:hot", topology, item_id="sq1")
+        RESOURCES.admit("create", topology, item_id="ov")
 
 
 def test_an_id_the_service_draws_is_homed_here() -> None:

@@ -170,7 +170,7 @@ class Sequence:
         transactions and, where conditions see one replica, the home Region."""
         if self.mode is not SequenceMode.GAPLESS:
             return
-        self.store.check("take:gapless")
+        self.store.admit("take:gapless")
 
     # ------------------------------------------------------------------ taking values
     def next(self) -> Numbered:

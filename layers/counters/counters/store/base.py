@@ -1,5 +1,5 @@
 """What every family's store holds: the table, the client and the retry budget of its calls, the
-families it writes and the one check of their tables ([`Store.check`][counters.store.base.Store.check] before an
+families it writes and the one check of their tables ([`Store.admit`][counters.store.base.Store.admit] before an
 operation, [`Guarded`][counters.store.base.Guarded] on every write), and the one way a group of items is written
 ([`Store.write_group`][counters.store.base.Store.write_group])."""
 
@@ -119,10 +119,10 @@ class Store:
             raise KeyError(f"{type(self).__name__} has no operation {op!r} in its tables")
         return found[0]
 
-    def check(self, op: str, *, item_id: str = "", region: str = "", detail: str = "") -> None:
+    def admit(self, op: str, *, item_id: str = "", region: str = "", detail: str = "") -> None:
         """Refuse ``op`` on this table as its family's table says, before any call
-        ([`Table.check`][counters.store.tables.Table.check])."""
-        self._table(op).check(op, self.policy.topology, item_id=item_id, region=region, detail=detail)
+        ([`Table.admit`][counters.store.tables.Table.admit])."""
+        self._table(op).admit(op, self.policy.topology, item_id=item_id, region=region, detail=detail)
 
     def refused(self, op: str) -> str | None:
         """The message refusing ``op`` outright on this table, or ``None`` (it runs here)."""

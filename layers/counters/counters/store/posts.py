@@ -187,7 +187,7 @@ class PostStore(Store):
         """Put a new post (``likeTally`` 0, empty aggregator maps, ``tallyRev`` 0) if its id is new;
         a refusal answers the stored post. On MREC only the id's home Region creates it: elsewhere
         [`WrongRegion`][counters.core.errors.WrongRegion], nothing written (``create:<mode>`` in [`TABLE`][counters.store.post_items.TABLE])."""
-        self.check(f"create:{post.mode}", item_id=post.post_id)
+        self.admit(f"create:{post.mode}", item_id=post.post_id)
         item: dict[str, object] = {
             **post_key(post.post_id),
             POST_ID: post.post_id,

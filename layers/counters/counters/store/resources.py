@@ -248,7 +248,7 @@ class ResourceStore(Store):
         one transaction, or META first where there are none, MRSC, which refuses shards); on MREC
         only in the id's home Region ([`RESOURCE`][counters.store.resources_counters.RESOURCE]: elsewhere
         [`WrongRegion`][counters.core.errors.WrongRegion], nothing written)."""
-        self.check("create", item_id=str(meta["resourceId"]))
+        self.admit("create", item_id=str(meta["resourceId"]))
         tx: Transaction[Action] = Transaction()
         tx.put(Action.RESOURCE, Put(self.table_name, item=meta).when(IS_NEW))
         for name, (key, attributes) in zip(COUNTERS, counters, strict=False):

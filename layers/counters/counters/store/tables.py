@@ -13,7 +13,7 @@ each an [`Op`][counters.store.tables.Op] naming the items it writes and, per mod
 * ``refused``: 409 ``unsupported_in_region_mode``, with the cell's reason, before any call.
 
 The family's store is the only writer of its items and applies the table on every write
-([`Store`][counters.store.base.Store]): [`Table.check`][counters.store.tables.Table.check] refuses an operation before the
+([`Store`][counters.store.base.Store]): [`Table.admit`][counters.store.tables.Table.admit] refuses an operation before the
 store makes any call, and [`admit`][counters.store.tables.admit] checks each written key against the shapes of
 the store's families and their rule in this mode ([`OutsideTable`][counters.store.tables.OutsideTable] otherwise:
 a bug, never a user's error). The emulator (``testkit/regions.py``) checks the replicated writes
@@ -89,7 +89,7 @@ class Table:
         rule = row.rule(topology.mode)
         return refusal(row.what, topology.mode, rule.reason, detail) if rule.kind is Kind.REFUSED else None
 
-    def check(self, op: str, topology: Topology, *, item_id: str = "", region: str = "", detail: str = "") -> None:
+    def admit(self, op: str, topology: Topology, *, item_id: str = "", region: str = "", detail: str = "") -> None:
         """Refuse ``op`` here, before any call, as its cell in this mode says: 409 ``unsupported_in_region_mode``
         (refused; another Region's part, ``region``; not the home Region) or 409 ``wrong_region``
         (not the home of ``item_id``)."""

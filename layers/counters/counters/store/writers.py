@@ -13,7 +13,7 @@ everything. Every family module ([`FAMILIES`][counters.store.layout.FAMILIES]) d
   twin, by the home Region of the id (a resource's shares).
 * [`Kind.HOME`][counters.store.writers.Kind.HOME]: only the table's home Region (``HOME_REGION``; on one Region, that one) writes it.
 * [`Kind.HOME_OF_ID`][counters.store.writers.Kind.HOME_OF_ID]: only the id's home Region ([`counters.core.regions.home_of`][counters.core.regions.home_of]) writes
-  it; elsewhere the store refuses before writing ([`Table.check`][counters.store.tables.Table.check]: 409 ``wrong_region``
+  it; elsewhere the store refuses before writing ([`Table.admit`][counters.store.tables.Table.admit]: 409 ``wrong_region``
   naming the home). While that Region is down, that id cannot be created (other ids can).
 * [`Kind.ONCE`][counters.store.writers.Kind.ONCE]: created once, in one Region (its id is random or from that Region's own id
   space), and written after only there.

@@ -168,14 +168,13 @@ class Audits:
         policy ([`Likes`][counters.services.likes.Likes] resolves it)."""
         self.store, self.refcount, self.counted, self.retry = store, refcount, counted, retry
         self.patient = retry.patient(AUDIT_ATTEMPTS)  # the settled audit's calls, bounded by its budget
-        self.policy = store.policy
         self.clock, self.sleep = clock, sleep
 
     def _refuse_across_regions(self) -> None:
         """No audit on a global table yet: META's tally is not the post's, and a Region's tally
         also holds the corrections its aggregator has not applied yet, so a count of the items it
         wrote is no verdict (and a repair must never write a tally from items another Region owns)."""
-        self.store.check("audit")
+        self.store.admit("audit")
 
     def audit(self, post_id: str) -> QuickAudit:
         """The stored tally against a count of the likes (tombstones aside) under every partition

@@ -105,7 +105,7 @@ class Posts:
             mode = self.policy.writes.choose(together=STANDARD, in_order=HOT)  # standard counts in a transaction
         wanted = require_mode(mode)
         if wanted is not Mode.HOT:
-            self.store.check("create:standard")
+            self.store.admit("create:standard")
         elif not self.stream_consumers:
             raise no_aggregator("a hot post was asked for", standard=self.policy.writes.choose(together=True, in_order=False))
         if post_id is not None and derived_form(post_id) and not (idempotency_key and post_id == post_id_for(author_id, idempotency_key)):
@@ -236,7 +236,7 @@ class Posts:
         earlier attempt of this call switched it and its answer was lost). A post stored before
         ``spread`` cannot switch ([`NotSwitchable`][counters.core.errors.NotSwitchable]).
         """
-        self.store.check("switch-mode")
+        self.store.admit("switch-mode")
         if mode == HOT and not self.stream_consumers:
             raise no_aggregator(f"post {post_id!r} may not switch to hot")
         written = self.store.switch_mode(post_id, require_mode(mode), now_ms(), self.retry)

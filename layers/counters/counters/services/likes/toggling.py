@@ -103,11 +103,11 @@ class Toggling:
             attributes[LIKED_AT] = stamp.at // 1000
         key = self.posts.locate(post_id, user_id, info)
         if info.spread is None:  # seed 01's layout: standard for good, one tally on META
-            self.posts.store.check("like:before-spread")
+            self.posts.store.admit("like:before-spread")
             return self.toggle.set(key, liked, stamp, tally=standard_tally(post_id), attributes=attributes)
         attributes[POST_ID] = post_id
         if info.mode != HOT:
-            self.posts.store.check("like:standard")
+            self.posts.store.admit("like:standard")
         elif not self.posts.stream_consumers:
             raise no_aggregator(f"post {post_id!r} is hot and a like of it would never be counted")
         tally = None if info.mode == HOT else standard_tally(post_id, policy.writer)

@@ -133,7 +133,7 @@ class Escrow:
         transfer id is derived from the key and this Region ([`transfer_id`][counters.store.resources_transfers.transfer_id]): a re-send here
         answers the same transfer (200), another quantity or target 422; the same key sent in
         another Region is that Region's own transfer. Capacity is conserved at every instant: shares + in flight."""
-        self.store.check("transfer")
+        self.store.admit("transfer")
         if not self.stream_consumers:
             raise StreamConsumerMissing(
                 f"a transfer to {target} is credited only there, by the escrow function on that Region's stream "
@@ -192,7 +192,7 @@ class Escrow:
     def receive(self, resource_id: str) -> int:
         """[`receive_transfers`][counters.services.reservations.escrow.Escrow.receive_transfers] as the admin route asks it: refused (409) outside MREC, as a
         transfer is (nothing is ever sent to a Region there), and 404 for a missing resource."""
-        self.store.check("transfer")
+        self.store.admit("transfer")
         return self.receive_transfers(resource_id)
 
     def receive_transfers(self, resource_id: str) -> int:

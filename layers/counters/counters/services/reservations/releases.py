@@ -42,7 +42,7 @@ class Releases:
         local = {key["PK"] for key in resource.counter_keys}
         if resource.shares is not None and not set(record.allocation or {}) <= local:
             held = record.region or "another Region"
-            self.store.check(
+            self.store.admit(
                 "release:elsewhere", detail=f"reservation {rid!r} holds units of the share of {held}; this is {resource.region}"
             )
         release = self.policy.writes.choose(together=self._release_together, in_order=self._release_in_steps)

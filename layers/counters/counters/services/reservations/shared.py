@@ -55,9 +55,9 @@ class Shared:
         [`REGISTRY`][counters.primitives.approaches.REGISTRY] entry names), and write sharding."""
         registered = REGISTRY.get(strategy)
         if registered is not None and registered.refusal is not None:
-            self.store.check(registered.refusal)
+            self.store.admit(registered.refusal)
         if shards > 1:
-            self.store.check("take:sharded")
+            self.store.admit("take:sharded")
 
     def resource(self, resource_id: str) -> Resource:
         """The resource's META. An escrowed one's is cached: it is written once (its split, strategy
@@ -73,7 +73,7 @@ class Shared:
         if found is None:
             raise NotFound(f"resource {resource_id!r} not found")
         if found.shares is None:  # refused where shares are escrowed: one counter for every Region would oversell
-            self.store.check("take:unescrowed", detail=f"resource {resource_id!r}")
+            self.store.admit("take:unescrowed", detail=f"resource {resource_id!r}")
         return found
 
     def created(self, resource_id: str, outcome: Outcome, resource: Resource) -> PublicResource:
