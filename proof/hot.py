@@ -21,7 +21,7 @@ perturbed stream.
 
 Scenarios (registered in :mod:`proof.scenarios`): ``likes-hot`` (a storm on two hot posts),
 ``likes-order`` (replays older than a later request, both modes), ``likes-switch`` (a storm on a
-post switched standard -> hot -> standard; skipped while ``Likes`` has no ``switch_mode``) and
+post switched standard -> hot -> standard) and
 ``likes-grow`` (a storm while the posts' spread grows, with a writer whose view of it is stale).
 """
 
@@ -790,13 +790,9 @@ def _answered(call: Callable[[], Any], what: str, events: Counter[str]) -> None:
 def likes_switch_scenario(ddb: Any, seed: int, clients: int, size: int, *, kit: Kit) -> list[Report]:
     """A storm on a post created ``standard``, switched to ``hot`` after a third of it and back to
     ``standard`` after two thirds (each switch re-sent until answered, then once more), beside a
-    post hot all along (batches carry two posts), the aggregator fed throughout. Skipped (no row)
-    while ``Likes`` has no ``switch_mode``."""
+    post hot all along (batches carry two posts), the aggregator fed throughout."""
     from counters.services.likes import Likes
 
-    if not hasattr(Likes, "switch_mode"):
-        print("likes-switch: skipped: counters.services.likes.Likes has no switch_mode (yet)")
-        return []
     name = kit.new_table(ddb)
     posts = ["m1", "m2"]
     setup = _writer(name)
