@@ -67,10 +67,16 @@ class ReleasedReservation(PublicReservation):
     """False: it was released already (a re-send finds its own release done)."""
 
 
-class ReservationDetails(PublicReservation):
+class ReservationDetails(TypedDict):
     """A reservation as [Reservations.get_reservation][counters.services.reservations.service.Reservations.get_reservation]
     reads it: `releasedAt` is present once it is released."""
 
+    reservationId: str
+    quantity: int
+    status: Literal["CONFIRMED", "RELEASED", "PENDING", "UNKNOWN"]
+    """``PENDING``: an atomic/occ take that claimed its key is still completing (its re-send answers 409
+    ``idempotency_key_in_flight``); ``UNKNOWN``: that take's outcome is not known, or its caller died
+    (``PENDING`` for longer than ``CLAIM_SECONDS``): it may hold the quantity, and its re-send answers 500 ``outcome_unknown``."""
     resourceId: str
     createdAt: int
     releasedAt: NotRequired[int]

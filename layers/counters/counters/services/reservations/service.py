@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Literal, Self, cast
 
 from counters.core.caller import Caller
 from counters.core.client import DynamoDBClient
@@ -36,11 +36,13 @@ from counters.primitives.approaches import NAMES, REGISTRY, Approach, Reason, Ta
 from counters.services.reservation_commands import ReleasePayload, ReservePayload, SettleClaimPayload, reserve_command
 from counters.services.reservations.escrow import Escrow
 from counters.services.reservations.model import (
+    CLAIM_SECONDS,
     CONFIRMED,
     INSUFFICIENT,
     PENDING,
     RELEASED,
     RELEASED_TTL_SECONDS,
+    RELEASING,
     UNKNOWN,
     PublicReservation,
     PublicResource,
@@ -326,12 +328,13 @@ class Reservations:
     def get_reservation(self, resource_id: str, rid: str, *, caller: Caller | None = None) -> ReservationDetails:
         """The reservation ``reservation_id`` of ``resource_id`` (404 when missing, or another caller's)."""
         record = self.shared.owned(resource_id, rid, caller, "read this reservation")
-        status = public_reservation(rid, record.quantity, record.status)["status"]
         created = record.created_at
+        stale = record.status is PENDING and created <= time.time() - CLAIM_SECONDS  # its caller died: read as UNKNOWN
+        status = UNKNOWN if stale else RELEASED if record.status is RELEASING else record.status
         body: ReservationDetails = {
             "reservationId": rid,
             "quantity": record.quantity,
-            "status": status,
+            "status": cast(Literal["CONFIRMED", "RELEASED", "PENDING", "UNKNOWN"], str(status)),
             "resourceId": resource_id,
             "createdAt": created,
         }
