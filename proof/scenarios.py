@@ -279,7 +279,9 @@ def occ_late_scenario(ddb: Any, seed: int, clients: int, size: int) -> list[Repo
     Reservations(name).create_resource("r", capacity=capacity, strategy="occ")
     dynamo.reset_client()
     injector = FaultInjector(dynamo.client(), seed=seed).add("late", rate=0.3, operations={"UpdateItem"}, at_least=3)
-    service = Reservations(name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), options={"atomic": {"policy": "under"}})
+    service = Reservations(
+        name, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01), options={"atomic": {"policy": "under"}}
+    )
     plain = Reservations(name, dynamodb=dynamo_plain())
     history = History(base=0, floor=0, ceiling=capacity)
     calls = Recorder()
