@@ -33,9 +33,7 @@ class Died(Exception):
     """The caller's process ended between its take and the settling of its claim."""
 
 
-def test_a_claim_left_by_a_caller_that_died_reads_pending_then_unknown(
-    res_app: Any, table: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_claim_left_by_a_caller_that_died_reads_pending_then_unknown(res_app: Any, table: str, monkeypatch: pytest.MonkeyPatch) -> None:
     service = Reservations(table, retry=FAST)
     service.create_resource("a1", capacity=5, strategy="atomic")
 
