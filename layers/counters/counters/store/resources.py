@@ -23,11 +23,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from counters.core.client import DynamoDBClient
 from counters.core.engine import Hook, Report, Stop, read, run
-from counters.core.failures import Classified, RetryPolicy
+from counters.core.failures import Classified
 from counters.core.outcome import Capacity, Outcome
-from counters.core.policy import RegionPolicy
 from counters.core.records import dataclass
 from counters.store import resources_counters as counters_table
 from counters.store import resources_records as records_table
@@ -91,17 +89,10 @@ class ResourceStore(Store):
 
     FAMILIES = (counters_table.TABLE, records_table.TABLE, transfers_table.TABLE)
 
-    def __init__(
-        self,
-        table_name: str,
-        *,
-        dynamodb: DynamoDBClient | None = None,
-        retry: RetryPolicy | None = None,
-        policy: RegionPolicy | None = None,
-    ) -> None:
-        super().__init__(table_name, dynamodb=dynamodb, retry=retry, policy=policy)
-        self.region = self.policy.writer
+    @property
+    def region(self) -> str:
         """The Region whose reservation records it reads and writes (MREC: each Region its own; ``""``: the one record of every Region)."""
+        return self.policy.writer
 
     def _get(self, key: Key, capacity: Capacity | None) -> dict[str, Any] | None:
         response = read(self.dynamodb.get_item, self.retry, capacity, **Get(self.table_name, key).strongly().params())
